@@ -1,0 +1,222 @@
+//! The command line: `querygate query` and `querygate providers`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, Sources};
+use crate::engine::{Cell, Engine, QueryOutput};
+use crate::tenant::{Principal, Tenants};
+
+/// SQL over cloud and SaaS APIs.
+#[derive(Debug, Parser)]
+#[command(name = "querygate", version, about)]
+pub struct Cli {
+    /// YAML configuration file (also QUERYGATE_CONFIG).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs one SQL statement and prints the result.
+    Query {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// The statement, e.g. "SELECT name FROM github.repos.repos WHERE org = 'acme'".
+        sql: String,
+    },
+    /// Lists installed providers and their versions.
+    Providers {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned columns for a person.
+    Table,
+    /// A JSON array of row objects.
+    Json,
+    /// RFC 4180 CSV with a header line.
+    Csv,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub async fn run(cli: Cli) -> i32 {
+    let config = match Config::load(&Sources::from_process(cli.config.clone())) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    let engine = match Engine::new(config.engine.clone()) {
+        Ok(engine) => engine,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    let tenants = Tenants::from_config(&config);
+    let cx = match tenants.context(&Principal::anonymous()) {
+        Ok(cx) => cx,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    let (result, output) = match cli.command {
+        Command::Query { output, sql } => (engine.execute(&cx, &sql).await, output),
+        Command::Providers { output } => {
+            let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
+                columns: vec!["name".to_owned(), "version".to_owned(), "versions".to_owned()],
+                rows: providers
+                    .into_iter()
+                    .map(|p| vec![Cell::Text(p.name), Cell::Text(p.version), Cell::Text(p.versions.join(", "))])
+                    .collect(),
+                warnings: Vec::new(),
+            });
+            (listed, output)
+        }
+    };
+    match result {
+        Ok(result) => {
+            for warning in &result.warnings {
+                eprintln!("warning: {warning}");
+            }
+            let text = render(&result, output);
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(text.as_bytes()).is_err() {
+                return 1;
+            }
+            0
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            1
+        }
+    }
+}
+
+/// Renders a result in the chosen format.
+pub fn render(result: &QueryOutput, output: Output) -> String {
+    match output {
+        Output::Table => render_table(result),
+        Output::Json => render_json(result),
+        Output::Csv => render_csv(result),
+    }
+}
+
+fn render_table(result: &QueryOutput) -> String {
+    let cells: Vec<Vec<String>> = result
+        .rows
+        .iter()
+        .map(|row| row.iter().map(|c| c.to_string().replace(['\n', '\r'], " ")).collect())
+        .collect();
+    let mut widths: Vec<usize> = result.columns.iter().map(|c| c.chars().count()).collect();
+    for row in &cells {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |values: &[String]| -> String {
+        let padded: Vec<String> = values
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v}{}", " ".repeat(w.saturating_sub(v.chars().count()))))
+            .collect();
+        format!("| {} |\n", padded.join(" | "))
+    };
+    let rule = format!("|{}|\n", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|"));
+    let mut out = line(&result.columns);
+    out.push_str(&rule);
+    for row in &cells {
+        out.push_str(&line(row));
+    }
+    out.push_str(&format!("({} row{})\n", cells.len(), if cells.len() == 1 { "" } else { "s" }));
+    out
+}
+
+fn render_json(result: &QueryOutput) -> String {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> = result
+        .rows
+        .iter()
+        .map(|row| {
+            result
+                .columns
+                .iter()
+                .zip(row)
+                .map(|(c, v)| (c.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null)))
+                .collect()
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned());
+    text.push('\n');
+    text
+}
+
+fn csv_field(value: &str) -> String {
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_owned()
+    }
+}
+
+fn render_csv(result: &QueryOutput) -> String {
+    let mut out = String::new();
+    let header: Vec<String> = result.columns.iter().map(|c| csv_field(c)).collect();
+    out.push_str(&header.join(","));
+    out.push_str("\r\n");
+    for row in &result.rows {
+        let fields: Vec<String> = row.iter().map(|c| csv_field(&c.to_string())).collect();
+        out.push_str(&fields.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> QueryOutput {
+        QueryOutput {
+            columns: vec!["n".into(), "s".into()],
+            rows: vec![vec![Cell::Integer(1), Cell::Text("a,\"b\"".into())], vec![Cell::Null, Cell::Real(1.5)]],
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn csv_quotes_what_needs_quoting() {
+        assert_eq!(render(&sample(), Output::Csv), "n,s\r\n1,\"a,\"\"b\"\"\"\r\n,1.5\r\n");
+    }
+
+    #[test]
+    fn json_keeps_types() {
+        let v: serde_json::Value = serde_json::from_str(&render(&sample(), Output::Json)).unwrap();
+        assert_eq!(v[0]["n"], 1);
+        assert_eq!(v[1]["n"], serde_json::Value::Null);
+        assert_eq!(v[1]["s"], 1.5);
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let text = render(&sample(), Output::Table);
+        assert!(text.starts_with("| n | s       |\n"), "{text}");
+        assert!(text.ends_with("(2 rows)\n"));
+    }
+}

@@ -1,0 +1,265 @@
+//! Configuration: one YAML file (`--config FILE` or `QUERYGATE_CONFIG`) plus environment
+//! overrides (`QUERYGATE_<SECTION>__<KEY>`, `__` between nesting levels), validated into a
+//! typed [`Config`]. Unknown keys are errors that name the key.
+
+mod env;
+mod raw;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use raw::Mode;
+
+use crate::engine::{EngineConfig, ProviderSettings, UpstreamLimits};
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file '{path}': {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML or an environment override is malformed, or names an unknown key.
+    #[error("invalid configuration ({origin}): {message}")]
+    Invalid {
+        /// The file path or "environment".
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// Values that parse but make no sense together.
+    #[error("invalid configuration: {0}")]
+    Validation(String),
+}
+
+/// Where configuration comes from. `main` passes the process environment; tests pass maps.
+#[derive(Debug, Default, Clone)]
+pub struct Sources {
+    /// The YAML file, if any.
+    pub file: Option<PathBuf>,
+    /// Environment variables (only `QUERYGATE_*` ones are read).
+    pub env: HashMap<String, String>,
+}
+
+impl Sources {
+    /// The process environment, with the file from `explicit` or `QUERYGATE_CONFIG`.
+    pub fn from_process(explicit: Option<PathBuf>) -> Self {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let file = explicit.or_else(|| env.get("QUERYGATE_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from));
+        Sources { file, env }
+    }
+}
+
+/// One tenant's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantConfig {
+    /// Tenant id.
+    pub id: String,
+    /// What the tenant's calls may do (enforced by the mode gate of the tool-call stage).
+    pub mode: Mode,
+    /// Providers the tenant may use; `None` allows all installed providers.
+    pub allowed_providers: Option<BTreeSet<String>>,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Engine settings: registry, providers, upstream limits.
+    pub engine: EngineConfig,
+    /// Tenants; always at least `default`.
+    pub tenants: Vec<TenantConfig>,
+}
+
+impl Config {
+    /// Loads defaults < YAML file < environment overrides, then validates.
+    pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
+        let mut tree = match &sources.file {
+            Some(path) => read_yaml(path)?,
+            None => serde_json::Value::Object(Default::default()),
+        };
+        env::apply_overrides(&mut tree, &sources.env)?;
+        let origin = match &sources.file {
+            Some(path) => format!("{} with environment overrides", path.display()),
+            None => "environment".to_owned(),
+        };
+        let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
+            let path = err.path().to_string();
+            let message = if path == "." { err.inner().to_string() } else { format!("{path}: {}", err.inner()) };
+            ConfigError::Invalid { origin, message }
+        })?;
+        Config::validate(raw, &sources.env)
+    }
+
+    fn validate(raw: raw::RawConfig, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        let mut problems = Vec::new();
+        let upstream = raw.upstream;
+        for (name, value) in [("upstream.timeout", upstream.timeout), ("upstream.connect_timeout", upstream.connect_timeout)] {
+            if value.is_zero() {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        }
+        for (name, value) in [
+            ("upstream.max_concurrency", upstream.max_concurrency),
+            ("upstream.max_requests_per_statement", upstream.max_requests_per_statement),
+            ("upstream.max_response_bytes", upstream.max_response_bytes),
+            ("limits.max_result_rows", raw.limits.max_result_rows),
+            ("registry.document_cache_size", raw.registry.document_cache_size),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        }
+        let mut providers = HashMap::new();
+        for (name, settings) in raw.providers {
+            if let Some(url) = &settings.base_url {
+                match url::Url::parse(url) {
+                    Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+                    _ => problems.push(format!("providers.{name}.base_url '{url}' is not an http(s) URL")),
+                }
+            }
+            providers.insert(name, ProviderSettings { base_url: settings.base_url, version: settings.version });
+        }
+        let mut tenants = Vec::new();
+        for tenant in raw.tenants {
+            let id_ok = !tenant.id.is_empty()
+                && tenant.id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !id_ok {
+                problems.push(format!("tenant id '{}' must be non-empty letters, digits, '-', '_' or '.'", tenant.id));
+            }
+            if tenants.iter().any(|t: &TenantConfig| t.id == tenant.id) {
+                problems.push(format!("tenant id '{}' appears twice", tenant.id));
+            }
+            tenants.push(TenantConfig {
+                id: tenant.id,
+                mode: tenant.mode,
+                allowed_providers: tenant.allowed_providers.map(|p| p.into_iter().collect()),
+            });
+        }
+        if !tenants.iter().any(|t| t.id == "default") {
+            tenants.insert(0, TenantConfig { id: "default".to_owned(), mode: Mode::default(), allowed_providers: None });
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Validation(problems.join("; ")));
+        }
+        let registry_root = raw.registry.root.unwrap_or_else(|| default_registry_root(env));
+        Ok(Config {
+            engine: EngineConfig {
+                registry_root,
+                providers,
+                upstream: UpstreamLimits {
+                    timeout: upstream.timeout,
+                    connect_timeout: upstream.connect_timeout,
+                    page_limit: upstream.page_limit,
+                    max_concurrency: upstream.max_concurrency,
+                    max_requests_per_statement: upstream.max_requests_per_statement,
+                    max_response_bytes: upstream.max_response_bytes,
+                },
+                document_cache_size: raw.registry.document_cache_size,
+                max_result_rows: raw.limits.max_result_rows,
+            },
+            tenants,
+        })
+    }
+
+    /// A tenant by id.
+    pub fn tenant(&self, id: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.id == id)
+    }
+}
+
+/// `$XDG_DATA_HOME/querygate/registry`, else `$HOME/.local/share/querygate/registry`, else
+/// `./querygate-registry`.
+fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
+    let non_empty = |key: &str| env.get(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(data) = non_empty("XDG_DATA_HOME") {
+        return data.join("querygate").join("registry");
+    }
+    if let Some(home) = non_empty("HOME") {
+        return home.join(".local/share/querygate/registry");
+    }
+    PathBuf::from("querygate-registry")
+}
+
+fn read_yaml(path: &Path) -> Result<serde_json::Value, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    serde_norway::from_str(&text).map_err(|err| ConfigError::Invalid {
+        origin: path.display().to_string(),
+        message: err.to_string(),
+    })
+}
+
+/// Default upstream timeout (45 s), also used by the docs.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(45);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Config::load(&Sources { file: Some(file), env })
+    }
+
+    #[test]
+    fn defaults_give_one_default_tenant() {
+        let config = load("", &[("HOME", "/home/u")]).unwrap();
+        assert_eq!(config.tenants.len(), 1);
+        assert_eq!(config.tenants[0].id, "default");
+        assert_eq!(config.tenants[0].mode, Mode::ReadOnly);
+        assert_eq!(config.engine.upstream.timeout, DEFAULT_UPSTREAM_TIMEOUT);
+        assert_eq!(config.engine.registry_root, PathBuf::from("/home/u/.local/share/querygate/registry"));
+    }
+
+    #[test]
+    fn file_and_environment_are_layered() {
+        let yaml = "registry:\n  root: /reg\nupstream:\n  timeout: 5s\n  page_limit: 3\nproviders:\n  github:\n    base_url: http://127.0.0.1:1\ntenants:\n  - id: acme\n    mode: safe\n    allowed_providers: [github]\n";
+        let config = load(yaml, &[
+            ("QUERYGATE_UPSTREAM__PAGE_LIMIT", "7"),
+            ("QUERYGATE_PROVIDERS__GITHUB__VERSION", "v0.3.1"),
+            ("QUERYGATE_COMPAT_REGISTRY", "ignored: no nesting"),
+        ])
+        .unwrap();
+        assert_eq!(config.engine.registry_root, PathBuf::from("/reg"));
+        assert_eq!(config.engine.upstream.timeout, Duration::from_secs(5));
+        assert_eq!(config.engine.upstream.page_limit, 7);
+        let github = &config.engine.providers["github"];
+        assert_eq!(github.base_url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(github.version.as_deref(), Some("v0.3.1"));
+        let acme = config.tenant("acme").unwrap();
+        assert_eq!(acme.mode, Mode::Safe);
+        assert!(acme.allowed_providers.as_ref().unwrap().contains("github"));
+        assert!(config.tenant("default").is_some());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = load("upstream:\n  timout: 5s\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("upstream") && err.contains("timout"), "{err}");
+        let err = load("", &[("QUERYGATE_UPSTREAM__NOPE", "1")]).unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
+        let err = load("tenants:\n  - id: a\n    colour: red\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let err = load("upstream:\n  max_concurrency: 0\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("upstream.max_concurrency must be greater than 0"), "{err}");
+        let err = load("tenants:\n  - id: a\n    mode: yolo\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("yolo"), "{err}");
+        let err = load("providers:\n  github:\n    base_url: ftp://x\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("not an http(s) URL"), "{err}");
+    }
+}

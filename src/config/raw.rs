@@ -1,0 +1,105 @@
+//! What the YAML file and environment may say: serde types with unknown keys refused.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// What a tenant's calls may do. The mode gate of the tool-call stage enforces it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Reads only.
+    #[default]
+    ReadOnly,
+    /// Reads; writes after approval.
+    Safe,
+    /// Reads and non-destructive writes; deletes after approval.
+    DeleteSafe,
+    /// Everything.
+    FullAccess,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub(super) registry: RawRegistry,
+    #[serde(default)]
+    pub(super) providers: HashMap<String, RawProvider>,
+    #[serde(default)]
+    pub(super) upstream: RawUpstream,
+    #[serde(default)]
+    pub(super) limits: RawLimits,
+    #[serde(default)]
+    pub(super) tenants: Vec<RawTenant>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRegistry {
+    pub(super) root: Option<PathBuf>,
+    pub(super) document_cache_size: usize,
+}
+
+impl Default for RawRegistry {
+    fn default() -> Self {
+        RawRegistry { root: None, document_cache_size: 64 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub(super) base_url: Option<String>,
+    pub(super) version: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawUpstream {
+    #[serde(with = "humantime_serde")]
+    pub(super) timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) connect_timeout: Duration,
+    pub(super) page_limit: u32,
+    pub(super) max_concurrency: usize,
+    pub(super) max_requests_per_statement: usize,
+    pub(super) max_response_bytes: usize,
+}
+
+impl Default for RawUpstream {
+    fn default() -> Self {
+        let d = crate::engine::UpstreamLimits::default();
+        RawUpstream {
+            timeout: d.timeout,
+            connect_timeout: d.connect_timeout,
+            page_limit: d.page_limit,
+            max_concurrency: d.max_concurrency,
+            max_requests_per_statement: d.max_requests_per_statement,
+            max_response_bytes: d.max_response_bytes,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawLimits {
+    pub(super) max_result_rows: usize,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits { max_result_rows: 100_000 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenant {
+    pub(super) id: String,
+    #[serde(default)]
+    pub(super) mode: Mode,
+    pub(super) allowed_providers: Option<Vec<String>>,
+}

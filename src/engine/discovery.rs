@@ -1,0 +1,235 @@
+//! Discovery from the documents: providers, services, resources, methods, columns and
+//! method contracts, as engine API and as `SHOW` / `DESCRIBE` results.
+
+use std::sync::Arc;
+
+use super::Inner;
+use super::document::{Provider, Resource};
+use super::error::{Error, ErrorKind, Result};
+use super::sql::ShowWhat;
+use super::types::{
+    Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
+    QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
+};
+
+/// Opens a provider the tenant may use.
+pub(crate) fn open_provider(inner: &Inner, cx: &ExecContext, name: &str) -> Result<Arc<Provider>> {
+    if !cx.allows(name) {
+        return Err(Error::new(
+            ErrorKind::ProviderNotAllowed,
+            format!("provider '{name}' is not allowed for tenant '{}'", cx.tenant),
+        ));
+    }
+    inner.registry.open(name)
+}
+
+/// Opens `provider.service.resource`.
+pub(crate) fn open_resource(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Arc<Resource>> {
+    let [provider, service, resource] = names;
+    let provider = open_provider(inner, cx, provider)?;
+    let service = provider.service(&inner.store, service)?;
+    Ok(Arc::new(service.resource(&inner.store, resource)?))
+}
+
+pub(crate) fn providers(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
+    Ok(inner
+        .registry
+        .installed()?
+        .into_iter()
+        .filter(|p| cx.allows(&p.name))
+        .map(|p| ProviderInfo { name: p.name, version: p.chosen, versions: p.versions })
+        .collect())
+}
+
+pub(crate) fn services(inner: &Inner, cx: &ExecContext, provider: &str) -> Result<Vec<ServiceInfo>> {
+    let provider = open_provider(inner, cx, provider)?;
+    Ok(provider
+        .services()
+        .into_iter()
+        .map(|s| ServiceInfo { name: s.name, title: s.title, description: s.description })
+        .collect())
+}
+
+pub(crate) fn resources(inner: &Inner, cx: &ExecContext, provider: &str, service: &str) -> Result<Vec<ResourceInfo>> {
+    let provider = open_provider(inner, cx, provider)?;
+    let service = provider.service(&inner.store, service)?;
+    Ok(service
+        .resource_names()
+        .into_iter()
+        .map(|(name, title)| ResourceInfo {
+            id: format!("{}.{}.{}", provider.name, service.entry.name, name),
+            name,
+            title,
+        })
+        .collect())
+}
+
+pub(crate) fn methods(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Vec<MethodInfo>> {
+    let resource = open_resource(inner, cx, names)?;
+    let mut out: Vec<MethodInfo> = resource
+        .methods
+        .iter()
+        .map(|m| MethodInfo {
+            name: m.name.clone(),
+            sql_verb: m.verb,
+            required_params: m.required_params().map(|p| p.name.clone()).collect(),
+        })
+        .collect();
+    out.sort_by(|a, b| (verb_rank(a.sql_verb), &a.name).cmp(&(verb_rank(b.sql_verb), &b.name)));
+    Ok(out)
+}
+
+fn verb_rank(verb: Option<SqlVerb>) -> u8 {
+    match verb {
+        Some(SqlVerb::Select) => 0,
+        Some(SqlVerb::Insert) => 1,
+        Some(SqlVerb::Update) => 2,
+        Some(SqlVerb::Replace) => 3,
+        Some(SqlVerb::Delete) => 4,
+        None => 5,
+    }
+}
+
+pub(crate) fn columns(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Vec<ColumnInfo>> {
+    let resource = open_resource(inner, cx, names)?;
+    let Some(method) = resource.methods_for(SqlVerb::Select).into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    Ok(method
+        .columns(&inner.store)?
+        .into_iter()
+        .map(|c| ColumnInfo { name: c.name, type_name: c.type_name, description: c.description })
+        .collect())
+}
+
+pub(crate) fn contract(inner: &Inner, cx: &ExecContext, names: &[String; 3], method: &str) -> Result<MethodContract> {
+    let resource = open_resource(inner, cx, names)?;
+    let found = resource.method(method).ok_or_else(|| {
+        Error::unknown(format!("method '{method}' not found in resource '{}'", resource.full_name()))
+    })?;
+    let columns = found
+        .columns(&inner.store)?
+        .into_iter()
+        .map(|c| ColumnInfo { name: c.name, type_name: c.type_name, description: c.description })
+        .collect();
+    Ok(MethodContract {
+        resource: resource.full_name(),
+        name: found.name.clone(),
+        sql_verb: found.verb,
+        http_method: found.http_method.clone(),
+        path: found.path.clone(),
+        summary: found.summary.clone(),
+        description: found.description.clone(),
+        params: found
+            .params
+            .iter()
+            .map(|p| ParamInfo {
+                name: p.name.clone(),
+                location: p.location.as_str().to_owned(),
+                required: p.required,
+                type_name: p.type_name.clone(),
+                default: p.default.clone(),
+                allowed_values: p.allowed.clone(),
+                description: p.description.clone(),
+            })
+            .collect(),
+        request_body: found.request_body.clone(),
+        object_key: found.response.object_key.clone(),
+        columns,
+    })
+}
+
+fn text(value: impl Into<String>) -> Cell {
+    Cell::Text(value.into())
+}
+
+fn opt(value: Option<String>) -> Cell {
+    value.map(Cell::Text).unwrap_or(Cell::Null)
+}
+
+fn output(columns: &[&str], rows: Vec<Vec<Cell>>) -> QueryOutput {
+    QueryOutput { columns: columns.iter().map(|c| (*c).to_owned()).collect(), rows, warnings: Vec::new() }
+}
+
+/// SQL `LIKE` semantics (`%`, `_`, case-insensitive ASCII) for `SHOW … LIKE`.
+fn like_matches(pattern: &str, value: &str) -> bool {
+    fn go(p: &[u8], v: &[u8]) -> bool {
+        match p.split_first() {
+            None => v.is_empty(),
+            Some((b'%', rest)) => (0..=v.len()).any(|i| go(rest, &v[i..])),
+            Some((b'_', rest)) => !v.is_empty() && go(rest, &v[1..]),
+            Some((c, rest)) => v.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && go(rest, &v[1..]),
+        }
+    }
+    go(pattern.as_bytes(), value.as_bytes())
+}
+
+pub(crate) fn show(inner: &Inner, cx: &ExecContext, what: &ShowWhat, like: Option<&str>) -> Result<QueryOutput> {
+    let keep = |name: &str| like.is_none_or(|p| like_matches(p, name));
+    Ok(match what {
+        ShowWhat::Providers => output(
+            &["name", "version"],
+            providers(inner, cx)?
+                .into_iter()
+                .filter(|p| keep(&p.name))
+                .map(|p| vec![text(p.name), text(p.version)])
+                .collect(),
+        ),
+        ShowWhat::Services { provider } => output(
+            &["name", "title", "description"],
+            services(inner, cx, provider)?
+                .into_iter()
+                .filter(|s| keep(&s.name))
+                .map(|s| vec![text(s.name), opt(s.title), opt(s.description)])
+                .collect(),
+        ),
+        ShowWhat::Resources { provider, service } => output(
+            &["name", "id", "title"],
+            resources(inner, cx, provider, service)?
+                .into_iter()
+                .filter(|r| keep(&r.name))
+                .map(|r| vec![text(r.name), text(r.id), opt(r.title)])
+                .collect(),
+        ),
+        ShowWhat::Methods { provider, service, resource } => output(
+            &["MethodName", "RequiredParams", "SQLVerb"],
+            methods(inner, cx, &[provider.clone(), service.clone(), resource.clone()])?
+                .into_iter()
+                .filter(|m| keep(&m.name))
+                .map(|m| {
+                    vec![
+                        text(m.name),
+                        text(m.required_params.join(", ")),
+                        text(m.sql_verb.map(|v| v.as_str().to_ascii_uppercase()).unwrap_or_else(|| "EXEC".to_owned())),
+                    ]
+                })
+                .collect(),
+        ),
+    })
+}
+
+pub(crate) fn describe(inner: &Inner, cx: &ExecContext, target: &[String]) -> Result<QueryOutput> {
+    let names: [String; 3] = target
+        .to_vec()
+        .try_into()
+        .map_err(|_| Error::invalid_sql("DESCRIBE expects <provider>.<service>.<resource>"))?;
+    Ok(output(
+        &["name", "type", "description"],
+        columns(inner, cx, &names)?
+            .into_iter()
+            .map(|c| vec![text(c.name), text(c.type_name), opt(c.description)])
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_matches;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like_matches("%rep%", "repos"));
+        assert!(like_matches("re_os", "REPOS"));
+        assert!(!like_matches("re_", "repos"));
+    }
+}

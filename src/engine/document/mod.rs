@@ -1,0 +1,10 @@
+//! Provider documents: loading, caching and the model read from them.
+
+mod model;
+mod schema;
+mod store;
+
+pub(crate) use model::{
+    Method, Param, ParamLocation, Pagination, Provider, Resource, find_closing_brace,
+};
+pub(crate) use store::DocumentStore;

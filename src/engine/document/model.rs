@@ -1,0 +1,672 @@
+//! The provider model read from StackQL documents: provider → service → resource → method →
+//! parameters, response shape and pagination. Built on demand from cached documents.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::schema::{SchemaAt, deref};
+use super::store::{Doc, DocumentStore, split_ref};
+use crate::engine::error::{Error, Result};
+use crate::engine::rows::RowLocator;
+use crate::engine::types::SqlVerb;
+
+/// A provider version as installed in the local registry.
+#[derive(Debug)]
+pub(crate) struct Provider {
+    /// The SQL name (`provider.yaml`'s `name`), e.g. `google`.
+    pub(crate) name: String,
+    /// `provider.yaml`.
+    pub(crate) doc: Arc<Doc>,
+}
+
+/// One `providerServices` entry.
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceEntry {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    entry: Value,
+}
+
+impl Provider {
+    /// `config` of provider.yaml (auth, pagination defaults), or `null`.
+    pub(crate) fn config(&self) -> &Value {
+        self.doc.value.get("config").unwrap_or(&Value::Null)
+    }
+
+    /// The services this provider lists, one per SQL name (the preferred entry when several
+    /// entries share a name, as `compute`, `compute:alpha`, `compute:beta` do), sorted by name.
+    pub(crate) fn services(&self) -> Vec<ServiceEntry> {
+        let Some(Value::Object(entries)) = self.doc.value.get("providerServices") else {
+            return Vec::new();
+        };
+        let mut chosen: Vec<(ServiceEntry, u8)> = Vec::new();
+        for (key, entry) in entries {
+            let name = entry.get("name").and_then(Value::as_str).unwrap_or(key).to_owned();
+            let rank = match entry.get("preferred").and_then(Value::as_bool) {
+                Some(true) => 0,
+                _ if key == &name => 1,
+                _ => 2,
+            };
+            let candidate = ServiceEntry {
+                title: str_field(entry, "title"),
+                description: str_field(entry, "description"),
+                name,
+                entry: entry.clone(),
+            };
+            match chosen.iter_mut().find(|(s, _)| s.name == candidate.name) {
+                Some(slot) if rank < slot.1 => *slot = (candidate, rank),
+                Some(_) => {}
+                None => chosen.push((candidate, rank)),
+            }
+        }
+        let mut services: Vec<ServiceEntry> = chosen.into_iter().map(|(s, _)| s).collect();
+        services.sort_by(|a, b| a.name.cmp(&b.name));
+        services
+    }
+
+    /// Opens one service by SQL name, loading its documents.
+    pub(crate) fn service(self: &Arc<Self>, store: &DocumentStore, name: &str) -> Result<Service> {
+        let entry = self.services().into_iter().find(|s| s.name == name).ok_or_else(|| {
+            Error::unknown(format!("service '{name}' not found in provider '{}'", self.name))
+        })?;
+        let (doc, pointer) = if let Some(reference) = ref_of(&entry.entry, "resources") {
+            (store.load(split_ref(reference).0)?, "/resources")
+        } else if let Some(reference) = ref_of(&entry.entry, "service") {
+            (store.load(split_ref(reference).0)?, "/components/x-stackQL-resources")
+        } else {
+            return Err(Error::bad_document(format!(
+                "provider document '{}': service '{name}' has neither service.$ref nor resources.$ref",
+                self.doc.rel
+            )));
+        };
+        Ok(Service { provider: self.clone(), entry, doc, pointer })
+    }
+}
+
+/// An opened service: its resource definitions and the document they live in.
+#[derive(Debug)]
+pub(crate) struct Service {
+    pub(crate) provider: Arc<Provider>,
+    pub(crate) entry: ServiceEntry,
+    doc: Arc<Doc>,
+    pointer: &'static str,
+}
+
+impl Service {
+    fn resource_map(&self) -> Option<&serde_json::Map<String, Value>> {
+        self.doc.value.pointer(self.pointer).and_then(Value::as_object)
+    }
+
+    /// Resource names with titles, sorted.
+    pub(crate) fn resource_names(&self) -> Vec<(String, Option<String>)> {
+        let mut names: Vec<(String, Option<String>)> = self
+            .resource_map()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), str_field(v, "title"))).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Opens one resource and all its methods.
+    pub(crate) fn resource(&self, store: &DocumentStore, name: &str) -> Result<Resource> {
+        let def = self.resource_map().and_then(|m| m.get(name)).ok_or_else(|| {
+            Error::unknown(format!(
+                "resource '{name}' not found in service '{}.{}'",
+                self.provider.name, self.entry.name
+            ))
+        })?;
+        Resource::build(store, self, name, def)
+    }
+}
+
+/// A resource: the table `provider.service.resource`.
+#[derive(Debug)]
+pub(crate) struct Resource {
+    pub(crate) provider: String,
+    pub(crate) service: String,
+    pub(crate) name: String,
+    pub(crate) methods: Vec<Method>,
+    /// `sqlVerbs` as declared: verb → method names in preference order.
+    verbs: Vec<(SqlVerb, Vec<String>)>,
+}
+
+impl Resource {
+    /// `provider.service.resource`.
+    pub(crate) fn full_name(&self) -> String {
+        format!("{}.{}.{}", self.provider, self.service, self.name)
+    }
+
+    fn build(store: &DocumentStore, service: &Service, name: &str, def: &Value) -> Result<Self> {
+        let where_ = format!("{}#{}/{}", service.doc.rel, service.pointer, escape_pointer(name));
+        let verbs = declared_verbs(def);
+        let resource_config = def.get("config");
+        let default_service_doc = ref_of(def, "serviceDoc")
+            .or_else(|| ref_of(&service.doc.value, "serviceDoc"))
+            .map(|r| split_ref(r).0.to_owned());
+        let mut methods = Vec::new();
+        if let Some(Value::Object(defs)) = def.get("methods") {
+            for (method_name, method_def) in defs {
+                let verb = verbs
+                    .iter()
+                    .find(|(_, names)| names.contains(method_name))
+                    .map(|(verb, _)| *verb)
+                    .or_else(|| {
+                        label_verb(method_name).filter(|v| !verbs.iter().any(|(d, _)| d == v))
+                    });
+                let context = MethodContext {
+                    store,
+                    service,
+                    resource_config,
+                    default_service_doc: default_service_doc.as_deref(),
+                    location: format!("{where_}/methods/{}", escape_pointer(method_name)),
+                };
+                methods.push(Method::build(&context, method_name, method_def, verb)?);
+            }
+        }
+        Ok(Resource {
+            provider: service.provider.name.clone(),
+            service: service.entry.name.clone(),
+            name: name.to_owned(),
+            methods,
+            verbs,
+        })
+    }
+
+    /// The methods a statement of `verb` may use, in preference order: the `sqlVerbs` list
+    /// when the document declares that verb (an empty list means none), otherwise StackQL's
+    /// fallback method names (`select`, `list`, `aggregatedList`, `get` for SELECT; `insert`,
+    /// `create` for INSERT; `delete` for DELETE).
+    pub(crate) fn methods_for(&self, verb: SqlVerb) -> Vec<&Method> {
+        let declared = self.verbs.iter().find(|(v, _)| *v == verb).map(|(_, names)| names);
+        let names: Vec<&str> = match declared {
+            Some(names) => names.iter().map(String::as_str).collect(),
+            None => verb.fallback_method_names().to_vec(),
+        };
+        names.into_iter().filter_map(|name| self.method(name)).collect()
+    }
+
+    /// A method by name.
+    pub(crate) fn method(&self, name: &str) -> Option<&Method> {
+        self.methods.iter().find(|m| m.name == name)
+    }
+}
+
+/// `sqlVerbs` of a resource: each declared verb with its method names, in document order.
+fn declared_verbs(def: &Value) -> Vec<(SqlVerb, Vec<String>)> {
+    let mut out = Vec::new();
+    let Some(Value::Object(verbs)) = def.get("sqlVerbs") else {
+        return out;
+    };
+    for (verb_name, refs) in verbs {
+        let Some(verb) = SqlVerb::from_doc_name(verb_name) else {
+            continue;
+        };
+        let names = refs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("$ref").and_then(Value::as_str))
+            .filter_map(|target| target.rsplit_once("/methods/"))
+            .map(|(_, method)| unescape_pointer(method))
+            .collect();
+        out.push((verb, names));
+    }
+    out
+}
+
+/// The verb shown for a method no `sqlVerbs` entry binds (StackQL labels by lower-cased
+/// name; `aggregatedList` is labelled select here since SELECT reaches it).
+fn label_verb(method_name: &str) -> Option<SqlVerb> {
+    match method_name.to_ascii_lowercase().as_str() {
+        "select" | "list" | "get" | "aggregatedlist" => Some(SqlVerb::Select),
+        "insert" | "create" => Some(SqlVerb::Insert),
+        "delete" => Some(SqlVerb::Delete),
+        _ => None,
+    }
+}
+
+/// Where a parameter goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParamLocation {
+    Path,
+    Query,
+    Header,
+    Cookie,
+    /// A server variable (`{region}` in a `servers` URL): a routing parameter.
+    Server,
+}
+
+impl ParamLocation {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ParamLocation::Path => "path",
+            ParamLocation::Query => "query",
+            ParamLocation::Header => "header",
+            ParamLocation::Cookie => "cookie",
+            ParamLocation::Server => "server",
+        }
+    }
+}
+
+/// One request parameter of a method.
+#[derive(Debug, Clone)]
+pub(crate) struct Param {
+    pub(crate) name: String,
+    pub(crate) location: ParamLocation,
+    pub(crate) required: bool,
+    pub(crate) default: Option<String>,
+    pub(crate) allowed: Vec<String>,
+    pub(crate) env_var: Option<String>,
+    pub(crate) type_name: Option<String>,
+    pub(crate) description: Option<String>,
+}
+
+/// An OpenAPI server URL with its variables.
+#[derive(Debug, Clone)]
+pub(crate) struct Server {
+    pub(crate) url: String,
+}
+
+/// Where a pagination token is read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenSpec {
+    pub(crate) key: String,
+    pub(crate) location: String,
+}
+
+/// A method's explicit pagination configuration (`config.pagination`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pagination {
+    pub(crate) algorithm: Option<String>,
+    pub(crate) request_token: Option<TokenSpec>,
+    pub(crate) response_token: Option<TokenSpec>,
+    pub(crate) terminator: Option<TokenSpec>,
+}
+
+/// The method's response: where rows are and which schema describes them.
+#[derive(Debug, Clone)]
+pub(crate) struct ResponseSpec {
+    pub(crate) media_type: Option<String>,
+    pub(crate) doc_key: Option<String>,
+    pub(crate) object_key: Option<String>,
+}
+
+/// A column of a resource, from the response schema or a parameter.
+#[derive(Debug, Clone)]
+pub(crate) struct ColumnSpec {
+    pub(crate) name: String,
+    pub(crate) type_name: String,
+    pub(crate) description: Option<String>,
+}
+
+/// One method: an OpenAPI operation plus StackQL's response and pagination settings.
+#[derive(Debug)]
+pub(crate) struct Method {
+    pub(crate) name: String,
+    pub(crate) verb: Option<SqlVerb>,
+    pub(crate) http_method: String,
+    pub(crate) path: String,
+    pub(crate) servers: Vec<Server>,
+    pub(crate) params: Vec<Param>,
+    pub(crate) response: ResponseSpec,
+    pub(crate) pagination: Option<Pagination>,
+    pub(crate) summary: Option<String>,
+    pub(crate) description: Option<String>,
+    /// The operation object and the document its `$ref`s are relative to.
+    pub(crate) operation: Value,
+    pub(crate) operation_doc: Arc<Doc>,
+    /// `#…` location of the method definition, for error messages.
+    pub(crate) location: String,
+    /// The request body schema, if the operation takes one.
+    pub(crate) request_body: Option<Value>,
+}
+
+struct MethodContext<'a> {
+    store: &'a DocumentStore,
+    service: &'a Service,
+    resource_config: Option<&'a Value>,
+    default_service_doc: Option<&'a str>,
+    location: String,
+}
+
+const HTTP_METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+impl Method {
+    fn build(cx: &MethodContext<'_>, name: &str, def: &Value, verb: Option<SqlVerb>) -> Result<Self> {
+        let store = cx.store;
+        let reference = def
+            .get("operation")
+            .and_then(|o| o.get("$ref"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                Error::bad_document(format!("{}: method has no operation.$ref", cx.location))
+            })?;
+        let (file, pointer) = split_ref(reference);
+        let op_doc = if file.is_empty() {
+            match cx.default_service_doc {
+                Some(default) if cx.service.pointer == "/resources" => store.load(default)?,
+                _ => cx.service.doc.clone(),
+            }
+        } else {
+            store.load(file)?
+        };
+        let operation = op_doc.at(pointer).map_err(|err| {
+            Error::bad_document(format!("{}: operation.$ref '{reference}': {err}", cx.location))
+        })?;
+        // `/paths/<escaped path>/<verb>`
+        let (path_pointer, http_method) = pointer.rsplit_once('/').unwrap_or(("", ""));
+        if !HTTP_METHODS.contains(&http_method) || !path_pointer.starts_with("/paths/") {
+            return Err(Error::bad_document(format!(
+                "{}: operation.$ref '{reference}' does not point at /paths/<path>/<http method>",
+                cx.location
+            )));
+        }
+        let path = unescape_pointer(&path_pointer["/paths/".len()..]);
+        let path_item = op_doc.at(path_pointer)?;
+
+        let mut params = Vec::new();
+        for source in [operation.get("parameters"), path_item.get("parameters")] {
+            for raw in source.and_then(Value::as_array).into_iter().flatten() {
+                let (_, p) = deref(store, &op_doc, raw)?;
+                let param = parse_param(&p).ok_or_else(|| {
+                    Error::bad_document(format!(
+                        "{}: a parameter of operation '{reference}' lacks name or in",
+                        cx.location
+                    ))
+                })?;
+                if !params.iter().any(|q: &Param| q.name == param.name && q.location == param.location)
+                {
+                    params.push(param);
+                }
+            }
+        }
+        let servers_value = operation
+            .get("servers")
+            .or_else(|| path_item.get("servers"))
+            .or_else(|| op_doc.value.get("servers"))
+            .and_then(Value::as_array)
+            .filter(|s| !s.is_empty());
+        let mut servers = Vec::new();
+        for server in servers_value.into_iter().flatten() {
+            let Some(url) = server.get("url").and_then(Value::as_str) else { continue };
+            servers.push(Server { url: url.to_owned() });
+            if servers.len() == 1 {
+                for var in server_variables(url, server.get("variables")) {
+                    if !params.iter().any(|p| p.name == var.name) {
+                        params.push(var);
+                    }
+                }
+            }
+        }
+
+        let response = def.get("response");
+        let response = ResponseSpec {
+            media_type: response.and_then(|r| str_field(r, "overrideMediaType").or_else(|| str_field(r, "mediaType"))),
+            doc_key: response.and_then(|r| match r.get("openAPIDocKey") {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            }),
+            object_key: response.and_then(|r| str_field(r, "objectKey")),
+        };
+
+        let configs = [
+            def.get("config"),
+            cx.resource_config,
+            op_doc.value.get("x-stackQL-config"),
+            cx.service.doc.value.get("x-stackQL-config"),
+            cx.service.provider.config().get("pagination").map(|_| cx.service.provider.config()),
+        ];
+        let pagination = configs.into_iter().flatten().find_map(|c| parse_pagination(c.get("pagination")?));
+
+        let request_body = operation
+            .get("requestBody")
+            .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))
+            .transpose()?;
+
+        Ok(Method {
+            name: name.to_owned(),
+            verb,
+            http_method: http_method.to_ascii_uppercase(),
+            path,
+            servers,
+            params,
+            response,
+            pagination,
+            summary: str_field(operation, "summary"),
+            description: str_field(operation, "description"),
+            operation: operation.clone(),
+            operation_doc: op_doc.clone(),
+            location: cx.location.clone(),
+            request_body,
+        })
+    }
+
+    /// Parameters a statement must supply for this method to run.
+    pub(crate) fn required_params(&self) -> impl Iterator<Item = &Param> {
+        self.params.iter().filter(|p| p.required)
+    }
+
+    /// The schema of the success response this method's rows come from.
+    pub(crate) fn response_schema(&self, store: &DocumentStore) -> Result<Option<SchemaAt>> {
+        let Some(Value::Object(responses)) = self.operation.get("responses") else {
+            return Ok(None);
+        };
+        let key = self.response.doc_key.clone().or_else(|| {
+            responses.keys().find(|k| k.starts_with('2')).cloned()
+        });
+        let Some(response) = key.and_then(|k| responses.get(&k)) else {
+            return Ok(None);
+        };
+        let (doc, response) = deref(store, &self.operation_doc, response)?;
+        let Some(Value::Object(content)) = response.get("content") else {
+            return Ok(None);
+        };
+        let media = self
+            .response
+            .media_type
+            .as_deref()
+            .and_then(|m| content.get(m))
+            .or_else(|| content.get("application/json"))
+            .or_else(|| content.values().next());
+        match media.and_then(|m| m.get("schema")) {
+            Some(schema) => Ok(Some(SchemaAt::resolve(store, &doc, schema)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Where rows sit in a response, and the schema of one row.
+    pub(crate) fn row_shape(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
+        let schema = self.response_schema(store)?;
+        if let Some(key) = &self.response.object_key {
+            let locator = RowLocator::parse(key).map_err(|err| {
+                Error::bad_document(format!("{}: objectKey '{key}': {err}", self.location))
+            })?;
+            let row_schema = match (&locator, &schema) {
+                (RowLocator::Path(steps), Some(root)) => follow_schema(store, root, steps)?,
+                _ => None,
+            };
+            return Ok((locator, row_schema));
+        }
+        let Some(root) = schema else {
+            return Ok((RowLocator::Auto, None));
+        };
+        if root.is_array() {
+            return Ok((RowLocator::Path(Vec::new()), root.items(store)?));
+        }
+        if let Some(items) = root.property(store, "items")? {
+            if items.is_array() {
+                let steps = vec![crate::engine::rows::Step::Key("items".to_owned())];
+                return Ok((RowLocator::Path(steps), items.items(store)?));
+            }
+        }
+        Ok((RowLocator::Path(Vec::new()), Some(root)))
+    }
+
+    /// The resource's columns as this method returns them: the row schema's properties.
+    pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
+        let (_, row_schema) = self.row_shape(store)?;
+        let Some(row_schema) = row_schema else { return Ok(Vec::new()) };
+        Ok(row_schema
+            .properties(store)?
+            .into_iter()
+            .map(|(name, schema)| ColumnSpec {
+                type_name: schema.type_name().unwrap_or("object").to_owned(),
+                description: schema.description().map(str::to_owned),
+                name,
+            })
+            .collect())
+    }
+}
+
+/// Walks a row locator through a schema to the schema of one row.
+fn follow_schema(
+    store: &DocumentStore,
+    root: &SchemaAt,
+    steps: &[crate::engine::rows::Step],
+) -> Result<Option<SchemaAt>> {
+    use crate::engine::rows::Step;
+    let mut current = root.clone();
+    for step in steps {
+        let next = match step {
+            Step::Key(key) => current.property(store, key)?,
+            Step::Each if current.is_array() => current.items(store)?,
+            Step::Each => current.map_values(store)?,
+        };
+        match next {
+            Some(next) => current = next,
+            None => return Ok(None),
+        }
+    }
+    if current.is_array() {
+        return current.items(store);
+    }
+    Ok(Some(current))
+}
+
+fn parse_param(p: &Value) -> Option<Param> {
+    let name = p.get("name")?.as_str()?.to_owned();
+    let location = match p.get("in")?.as_str()? {
+        "path" => ParamLocation::Path,
+        "query" => ParamLocation::Query,
+        "header" => ParamLocation::Header,
+        "cookie" => ParamLocation::Cookie,
+        _ => return None,
+    };
+    let schema = p.get("schema");
+    Some(Param {
+        required: location == ParamLocation::Path || p.get("required").and_then(Value::as_bool) == Some(true),
+        default: schema.and_then(|s| s.get("default")).and_then(scalar_text),
+        allowed: schema
+            .and_then(|s| s.get("enum"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(scalar_text).collect())
+            .unwrap_or_default(),
+        env_var: None,
+        type_name: schema.and_then(|s| str_field(s, "type")),
+        description: str_field(p, "description"),
+        name,
+        location,
+    })
+}
+
+/// The `{name}` or `{name:regex}` variables of a server URL, as routing parameters.
+fn server_variables(url: &str, variables: Option<&Value>) -> Vec<Param> {
+    let mut out = Vec::new();
+    for name in template_variables(url) {
+        let var = variables.and_then(|v| v.get(name));
+        let default = var.and_then(|v| v.get("default")).and_then(scalar_text);
+        let env_var = var.and_then(|v| str_field(v, "x-stackQL-envVar"));
+        out.push(Param {
+            required: default.is_none() && env_var.is_none(),
+            allowed: var
+                .and_then(|v| v.get("enum"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(scalar_text).collect())
+                .unwrap_or_default(),
+            type_name: Some("string".to_owned()),
+            description: var.and_then(|v| str_field(v, "description")),
+            name: name.to_owned(),
+            location: ParamLocation::Server,
+            default,
+            env_var,
+        });
+    }
+    out
+}
+
+/// Names of `{var}` / `{var:pattern}` placeholders in a URL template, in order.
+pub(crate) fn template_variables(template: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        let Some(end) = find_closing_brace(after) else { break };
+        let inner = &after[..end];
+        let name = inner.split(':').next().unwrap_or(inner);
+        if !name.is_empty() && !out.contains(&name) {
+            out.push(name);
+        }
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+/// Index of the `}` closing a placeholder, allowing nested braces in a `{name:regex{2}}`.
+pub(crate) fn find_closing_brace(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return Some(i),
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn parse_pagination(value: &Value) -> Option<Pagination> {
+    let token = |key: &str| -> Option<TokenSpec> {
+        let t = value.get(key)?;
+        Some(TokenSpec {
+            key: str_field(t, "key")?,
+            location: str_field(t, "location").unwrap_or_else(|| "body".to_owned()),
+        })
+    };
+    let pagination = Pagination {
+        algorithm: str_field(value, "algorithm"),
+        request_token: token("requestToken"),
+        response_token: token("responseToken"),
+        terminator: token("responseTerminator"),
+    };
+    (pagination.request_token.is_some() || pagination.algorithm.is_some()).then_some(pagination)
+}
+
+pub(crate) fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn ref_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key)?.get("$ref")?.as_str()
+}
+
+/// `~1` → `/`, `~0` → `~` (JSON pointer token unescaping).
+pub(crate) fn unescape_pointer(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
+fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}

@@ -1,0 +1,131 @@
+//! Loads provider documents (YAML) from the local registry, lazily, into an LRU cache.
+//!
+//! Documents are addressed by their path relative to the registry's `src/` folder, as
+//! StackQL's `$ref`s spell them (`github/v0.3.1/services/repos.yaml`). A cached document is
+//! reused while its file's modification time is unchanged, so a provider pulled over an old
+//! version is picked up without a restart.
+
+use std::num::NonZeroUsize;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use lru::LruCache;
+use serde_json::Value;
+
+use crate::engine::error::{Error, Result};
+
+/// One parsed provider document.
+#[derive(Debug)]
+pub(crate) struct Doc {
+    /// Path relative to the registry's `src/` folder, used in error messages and `$ref`s.
+    pub(crate) rel: String,
+    /// The parsed YAML as a JSON value tree.
+    pub(crate) value: Value,
+}
+
+impl Doc {
+    /// Follows a JSON pointer (`/paths/~1orgs~1{org}~1repos/get`) inside this document.
+    pub(crate) fn at(&self, pointer: &str) -> Result<&Value> {
+        if pointer.is_empty() {
+            return Ok(&self.value);
+        }
+        self.value.pointer(pointer).ok_or_else(|| {
+            Error::bad_document(format!(
+                "provider document '{}' has nothing at JSON pointer '#{pointer}'",
+                self.rel
+            ))
+        })
+    }
+}
+
+struct Cached {
+    modified: Option<SystemTime>,
+    doc: Arc<Doc>,
+}
+
+/// Reads and caches documents under one registry `src/` folder.
+pub(crate) struct DocumentStore {
+    src: PathBuf,
+    cache: Mutex<LruCache<String, Cached>>,
+}
+
+impl std::fmt::Debug for DocumentStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocumentStore").field("src", &self.src).finish_non_exhaustive()
+    }
+}
+
+/// Largest document the engine agrees to parse (the largest real one is ~2 MB).
+const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+impl DocumentStore {
+    /// A store over `src` (the registry root's `src/` folder) keeping `capacity` documents.
+    pub(crate) fn new(src: PathBuf, capacity: usize) -> Self {
+        let capacity = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
+        DocumentStore { src, cache: Mutex::new(LruCache::new(capacity)) }
+    }
+
+    /// The registry's `src/` folder.
+    pub(crate) fn src(&self) -> &Path {
+        &self.src
+    }
+
+    /// Loads `rel` (relative to `src/`), from the cache when its file is unchanged.
+    pub(crate) fn load(&self, rel: &str) -> Result<Arc<Doc>> {
+        let path = self.checked_path(rel)?;
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        if let Ok(mut cache) = self.cache.lock() {
+            if let Some(hit) = cache.get(rel) {
+                if hit.modified == modified {
+                    return Ok(hit.doc.clone());
+                }
+            }
+        }
+        let doc = Arc::new(parse_file(&path, rel)?);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.put(rel.to_owned(), Cached { modified, doc: doc.clone() });
+        }
+        Ok(doc)
+    }
+
+    /// Joins `rel` onto `src/`, refusing absolute paths and `..` (documents are untrusted).
+    fn checked_path(&self, rel: &str) -> Result<PathBuf> {
+        let candidate = Path::new(rel);
+        let safe = !rel.is_empty()
+            && candidate.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        if !safe {
+            return Err(Error::bad_document(format!(
+                "refusing document path '{rel}': only paths inside the registry are allowed"
+            )));
+        }
+        Ok(self.src.join(candidate))
+    }
+}
+
+fn parse_file(path: &Path, rel: &str) -> Result<Doc> {
+    let meta = std::fs::metadata(path).map_err(|err| {
+        Error::bad_document(format!("provider document '{rel}' cannot be read: {err}"))
+    })?;
+    if meta.len() > MAX_DOCUMENT_BYTES {
+        return Err(Error::bad_document(format!(
+            "provider document '{rel}' is {} bytes, over the {MAX_DOCUMENT_BYTES}-byte limit",
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        Error::bad_document(format!("provider document '{rel}' cannot be read: {err}"))
+    })?;
+    let value: Value = serde_norway::from_str(&text).map_err(|err| {
+        Error::bad_document(format!("provider document '{rel}' is not valid YAML: {err}"))
+    })?;
+    Ok(Doc { rel: rel.to_owned(), value })
+}
+
+/// Splits a `$ref` into (file part, JSON pointer). `#/a/b` → ("", "/a/b").
+pub(crate) fn split_ref(reference: &str) -> (&str, &str) {
+    match reference.split_once('#') {
+        Some((file, pointer)) => (file, pointer),
+        None => (reference, ""),
+    }
+}

@@ -1,0 +1,287 @@
+//! The embedded SQLite a statement is evaluated in: one in-memory database per statement,
+//! owned by a dedicated thread so decoding and SQL never block the async runtime. The async
+//! side sends commands (create a table, load a response page, read a join column, run the
+//! final SQL) and awaits replies; dropping the [`Database`] ends the thread and interrupts
+//! a running query.
+
+mod functions;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use bytes::Bytes;
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{Connection, InterruptHandle};
+use tokio::sync::oneshot;
+
+use super::error::{Error, ErrorKind, Result};
+use super::rows::{self, ColumnBinder, RowLocator};
+use super::types::{Cell, QueryOutput};
+
+type Reply<T> = oneshot::Sender<Result<T>>;
+
+enum Command {
+    Create { table: String, columns: Vec<String>, reply: Reply<()> },
+    Load { table: String, body: Bytes, locator: Arc<RowLocator>, fixed: Vec<(String, SqlValue)>, reply: Reply<u64> },
+    Discover { body: Bytes, locator: Arc<RowLocator>, reply: Reply<Vec<String>> },
+    Distinct { table: String, column: String, reply: Reply<Vec<SqlValue>> },
+    Query { sql: String, max_rows: usize, reply: Reply<QueryOutput> },
+}
+
+/// Handle to a statement's SQLite database.
+pub(crate) struct Database {
+    commands: mpsc::Sender<Command>,
+    interrupt: Arc<InterruptHandle>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Command")
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Database")
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // Stops a long-running final query when the caller goes away.
+        self.interrupt.interrupt();
+    }
+}
+
+/// A load whose result is awaited later (loads are pipelined with fetching).
+pub(crate) type PendingLoad = oneshot::Receiver<Result<u64>>;
+
+impl Database {
+    /// Opens a fresh in-memory database on its own thread.
+    pub(crate) async fn open() -> Result<Self> {
+        let (commands, receiver) = mpsc::channel::<Command>();
+        let (ready, ready_rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("querygate-sqlite".to_owned())
+            .spawn(move || worker(receiver, ready))
+            .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
+        let interrupt = ready_rx
+            .await
+            .map_err(|_| Error::internal("the SQLite thread stopped during start-up"))??;
+        Ok(Database { commands, interrupt })
+    }
+
+    fn send<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<oneshot::Receiver<Result<T>>> {
+        let (reply, receiver) = oneshot::channel();
+        self.commands
+            .send(make(reply))
+            .map_err(|_| Error::internal("the SQLite thread has stopped"))?;
+        Ok(receiver)
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        self.send(make)?.await.map_err(|_| Error::internal("the SQLite thread has stopped"))?
+    }
+
+    /// Creates a table with these columns (no declared types: values keep the type they
+    /// were bound with).
+    pub(crate) async fn create_table(&self, table: &str, columns: Vec<String>) -> Result<()> {
+        let table = table.to_owned();
+        self.call(|reply| Command::Create { table, columns, reply }).await
+    }
+
+    /// Queues one response page for loading; the receiver yields the rows inserted.
+    pub(crate) fn load(
+        &self,
+        table: &str,
+        body: Bytes,
+        locator: Arc<RowLocator>,
+        fixed: Vec<(String, SqlValue)>,
+    ) -> Result<PendingLoad> {
+        let table = table.to_owned();
+        self.send(|reply| Command::Load { table, body, locator, fixed, reply })
+    }
+
+    /// The property names found in a page (for schemas that declare none).
+    pub(crate) async fn discover(&self, body: Bytes, locator: Arc<RowLocator>) -> Result<Vec<String>> {
+        self.call(|reply| Command::Discover { body, locator, reply }).await
+    }
+
+    /// Distinct non-null values of a column (to pass as another table's parameter).
+    pub(crate) async fn distinct(&self, table: &str, column: &str) -> Result<Vec<SqlValue>> {
+        let (table, column) = (table.to_owned(), column.to_owned());
+        self.call(|reply| Command::Distinct { table, column, reply }).await
+    }
+
+    /// Runs the final statement, returning at most `max_rows` rows.
+    pub(crate) async fn query(&self, sql: String, max_rows: usize) -> Result<QueryOutput> {
+        self.call(|reply| Command::Query { sql, max_rows, reply }).await
+    }
+}
+
+struct Table {
+    columns: Vec<String>,
+    binder: ColumnBinder,
+    insert: String,
+}
+
+fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<InterruptHandle>>>) {
+    let conn = match open_connection() {
+        Ok(conn) => conn,
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
+    if ready.send(Ok(Arc::new(conn.get_interrupt_handle()))).is_err() {
+        return;
+    }
+    let mut tables: HashMap<String, Table> = HashMap::new();
+    while let Ok(command) = commands.recv() {
+        match command {
+            Command::Create { table, columns, reply } => {
+                let _ = reply.send(create(&conn, &mut tables, table, columns));
+            }
+            Command::Load { table, body, locator, fixed, reply } => {
+                let _ = reply.send(load(&conn, &tables, &table, &body, &locator, &fixed));
+            }
+            Command::Discover { body, locator, reply } => {
+                let found = rows::discover_columns(&body, &locator).map_err(|err| {
+                    Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
+                });
+                let _ = reply.send(found);
+            }
+            Command::Distinct { table, column, reply } => {
+                let _ = reply.send(distinct(&conn, &tables, &table, &column));
+            }
+            Command::Query { sql, max_rows, reply } => {
+                let _ = reply.send(run_query(&conn, &sql, max_rows));
+            }
+        }
+    }
+}
+
+fn open_connection() -> Result<Connection> {
+    let conn = Connection::open_in_memory().map_err(sqlite_internal)?;
+    functions::register(&conn).map_err(sqlite_internal)?;
+    // One transaction for the whole statement: loads are cheap and nothing is persisted.
+    conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")
+        .map_err(sqlite_internal)?;
+    Ok(conn)
+}
+
+fn sqlite_internal(err: rusqlite::Error) -> Error {
+    Error::internal(format!("sqlite: {err}"))
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn create(conn: &Connection, tables: &mut HashMap<String, Table>, table: String, columns: Vec<String>) -> Result<()> {
+    let mut unique: Vec<String> = Vec::with_capacity(columns.len());
+    for column in columns {
+        if !unique.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
+            unique.push(column);
+        }
+    }
+    if unique.is_empty() {
+        unique.push("value".to_owned());
+    }
+    let defs: Vec<String> = unique.iter().map(|c| quote_ident(c)).collect();
+    conn.execute_batch(&format!("CREATE TABLE {} ({})", quote_ident(&table), defs.join(", ")))
+        .map_err(sqlite_internal)?;
+    let placeholders: Vec<String> = (1..=unique.len()).map(|i| format!("?{i}")).collect();
+    let insert = format!("INSERT INTO {} VALUES ({})", quote_ident(&table), placeholders.join(", "));
+    let binder = ColumnBinder::new(&unique);
+    tables.insert(table, Table { columns: unique, binder, insert });
+    Ok(())
+}
+
+fn load(
+    conn: &Connection,
+    tables: &HashMap<String, Table>,
+    table: &str,
+    body: &[u8],
+    locator: &RowLocator,
+    fixed: &[(String, SqlValue)],
+) -> Result<u64> {
+    let state = tables.get(table).ok_or_else(|| Error::internal(format!("no table {table}")))?;
+    let fixed: Vec<(usize, SqlValue)> = fixed
+        .iter()
+        .filter_map(|(name, value)| {
+            let position = state.columns.iter().position(|c| c.eq_ignore_ascii_case(name))?;
+            Some((position + 1, value.clone()))
+        })
+        .collect();
+    let mut insert = conn.prepare_cached(&state.insert).map_err(sqlite_internal)?;
+    rows::load_rows(body, locator, &state.binder, &fixed, &mut insert).map_err(|err| match err {
+        rows::RowsError::Json(err) => {
+            Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
+        }
+        rows::RowsError::Sqlite(err) => sqlite_internal(err),
+    })
+}
+
+fn distinct(conn: &Connection, tables: &HashMap<String, Table>, table: &str, column: &str) -> Result<Vec<SqlValue>> {
+    let state = tables.get(table).ok_or_else(|| Error::internal(format!("no table {table}")))?;
+    let Some(column) = state.columns.iter().find(|c| c.eq_ignore_ascii_case(column)) else {
+        return Err(Error::invalid_sql(format!("no such column: {column}")));
+    };
+    let sql = format!(
+        "SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL",
+        col = quote_ident(column),
+        table = quote_ident(table)
+    );
+    let mut statement = conn.prepare(&sql).map_err(sqlite_internal)?;
+    let values = statement
+        .query_map([], |row| row.get::<_, SqlValue>(0))
+        .map_err(sqlite_internal)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(sqlite_internal)?;
+    Ok(values)
+}
+
+fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutput> {
+    let mut statement = conn.prepare(sql).map_err(sql_error)?;
+    if !statement.readonly() {
+        return Err(Error::unsupported("only read-only SQL runs against fetched rows"));
+    }
+    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_owned).collect();
+    let width = columns.len();
+    let mut rows = statement.query([]).map_err(sql_error)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sql_error)? {
+        if out.len() >= max_rows {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!("the result has more than {max_rows} rows (limits.max_result_rows); add a LIMIT or a narrower WHERE"),
+            ));
+        }
+        let mut cells = Vec::with_capacity(width);
+        for i in 0..width {
+            let cell = match row.get_ref(i).map_err(sql_error)? {
+                ValueRef::Null => Cell::Null,
+                ValueRef::Integer(v) => Cell::Integer(v),
+                ValueRef::Real(v) => Cell::Real(v),
+                ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => Cell::Blob(b.to_vec()),
+            };
+            cells.push(cell);
+        }
+        out.push(cells);
+    }
+    Ok(QueryOutput { columns, rows: out, warnings: Vec::new() })
+}
+
+/// Errors from the user's SQL (unknown column, bad function use) are the caller's to fix.
+fn sql_error(err: rusqlite::Error) -> Error {
+    match err {
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
+            Error::internal("query interrupted")
+        }
+        rusqlite::Error::SqliteFailure(_, Some(message)) => Error::invalid_sql(message.replace("__qg_t", "table #")),
+        other => Error::invalid_sql(other.to_string()),
+    }
+}

@@ -1,0 +1,210 @@
+//! SQL over REST APIs: provider documents → plan → upstream calls → SQLite evaluation.
+//!
+//! This module knows nothing about MCP, HTTP serving, authentication or audit. Everything
+//! outside `engine` goes through [`Engine`] and the types re-exported here; its submodules
+//! are private.
+
+mod discovery;
+mod document;
+mod error;
+mod eval;
+mod plan;
+mod registry;
+mod rows;
+mod select;
+mod sql;
+mod types;
+mod upstream;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use self::error::{Error, ErrorKind, Result, UpstreamFailure};
+pub use self::types::{
+    Cell, ColumnInfo, CredentialSource, ExecContext, MethodContract, MethodInfo, ParamInfo,
+    ProcessEnv, ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb, StaticCredentials,
+};
+
+use self::document::DocumentStore;
+use self::registry::LocalRegistry;
+use self::upstream::{Upstream, UpstreamSettings};
+
+/// Per-provider settings from configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderSettings {
+    /// Replaces the documents' `servers` URL (for proxies and tests). May contain the
+    /// server's `{variables}`.
+    pub base_url: Option<String>,
+    /// Pins an installed version instead of the newest.
+    pub version: Option<String>,
+}
+
+/// Limits on upstream traffic.
+#[derive(Debug, Clone)]
+pub struct UpstreamLimits {
+    /// Per upstream request, including reading the body.
+    pub timeout: Duration,
+    /// For establishing a connection.
+    pub connect_timeout: Duration,
+    /// Pages followed per request; 0 = unlimited.
+    pub page_limit: u32,
+    /// Upstream requests in flight per statement.
+    pub max_concurrency: usize,
+    /// Upstream requests (first pages; fan-out legs) one statement may make.
+    pub max_requests_per_statement: usize,
+    /// Largest response body accepted.
+    pub max_response_bytes: usize,
+}
+
+impl Default for UpstreamLimits {
+    fn default() -> Self {
+        UpstreamLimits {
+            timeout: Duration::from_secs(45),
+            connect_timeout: Duration::from_secs(10),
+            page_limit: 50,
+            max_concurrency: 8,
+            max_requests_per_statement: 100,
+            max_response_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the engine needs to run.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The local registry folder (holding `src/<provider>/<version>/…`).
+    pub registry_root: PathBuf,
+    /// Settings by provider SQL name.
+    pub providers: HashMap<String, ProviderSettings>,
+    /// Upstream limits.
+    pub upstream: UpstreamLimits,
+    /// Parsed provider documents kept in memory.
+    pub document_cache_size: usize,
+    /// Rows a statement may return.
+    pub max_result_rows: usize,
+}
+
+impl EngineConfig {
+    /// Defaults over a registry folder.
+    pub fn new(registry_root: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            registry_root: registry_root.into(),
+            providers: HashMap::new(),
+            upstream: UpstreamLimits::default(),
+            document_cache_size: 64,
+            max_result_rows: 100_000,
+        }
+    }
+}
+
+/// The engine: cheap to clone, shared by every request.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: EngineConfig,
+    store: Arc<DocumentStore>,
+    registry: LocalRegistry,
+    upstream: Upstream,
+}
+
+impl Engine {
+    /// Builds an engine. Documents are read lazily, on first use.
+    pub fn new(config: EngineConfig) -> Result<Self> {
+        let store = Arc::new(DocumentStore::new(
+            config.registry_root.join("src"),
+            config.document_cache_size,
+        ));
+        let pins = config
+            .providers
+            .iter()
+            .filter_map(|(name, p)| Some((name.clone(), p.version.clone()?)))
+            .collect();
+        let registry = LocalRegistry::new(store.clone(), pins);
+        let upstream = Upstream::new(UpstreamSettings {
+            timeout: config.upstream.timeout,
+            connect_timeout: config.upstream.connect_timeout,
+            page_limit: config.upstream.page_limit,
+            max_response_bytes: config.upstream.max_response_bytes,
+        })?;
+        Ok(Engine { inner: Arc::new(Inner { config, store, registry, upstream }) })
+    }
+
+    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW or DESCRIBE.
+    pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
+        let statement = sql::parse(sql)?;
+        match statement {
+            sql::Statement::Query(query) => select::run(&self.inner, cx, query).await,
+            sql::Statement::Show { what, like } => {
+                let inner = self.inner.clone();
+                let cx = cx.clone();
+                blocking(move || discovery::show(&inner, &cx, &what, like.as_deref())).await
+            }
+            sql::Statement::Describe { target } => {
+                let inner = self.inner.clone();
+                let cx = cx.clone();
+                blocking(move || discovery::describe(&inner, &cx, &target)).await
+            }
+        }
+    }
+
+    /// Installed providers this tenant may use.
+    pub async fn providers(&self, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        blocking(move || discovery::providers(&inner, &cx)).await
+    }
+
+    /// Services of a provider.
+    pub async fn services(&self, cx: &ExecContext, provider: &str) -> Result<Vec<ServiceInfo>> {
+        let (inner, cx, provider) = (self.inner.clone(), cx.clone(), provider.to_owned());
+        blocking(move || discovery::services(&inner, &cx, &provider)).await
+    }
+
+    /// Resources of a service.
+    pub async fn resources(&self, cx: &ExecContext, provider: &str, service: &str) -> Result<Vec<ResourceInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let (provider, service) = (provider.to_owned(), service.to_owned());
+        blocking(move || discovery::resources(&inner, &cx, &provider, &service)).await
+    }
+
+    /// Methods of a resource, with their SQL verbs and required parameters.
+    pub async fn methods(&self, cx: &ExecContext, provider: &str, service: &str, resource: &str) -> Result<Vec<MethodInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        blocking(move || discovery::methods(&inner, &cx, &names)).await
+    }
+
+    /// Columns of a resource (those of its first select method).
+    pub async fn columns(&self, cx: &ExecContext, provider: &str, service: &str, resource: &str) -> Result<Vec<ColumnInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        blocking(move || discovery::columns(&inner, &cx, &names)).await
+    }
+
+    /// A method's full contract: HTTP verb and path, parameters, body schema, columns.
+    pub async fn method_contract(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+        method: &str,
+    ) -> Result<MethodContract> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        let method = method.to_owned();
+        blocking(move || discovery::contract(&inner, &cx, &names, &method)).await
+    }
+}
+
+/// Runs document-heavy work off the async threads.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Error::internal(format!("engine task failed: {err}")))?
+}

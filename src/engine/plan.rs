@@ -1,0 +1,191 @@
+//! Turns an analysed query into table plans: for each API table occurrence, the select
+//! method whose required parameters the statement supplies, where each parameter's values
+//! come from (literals, `IN` lists, another table's column), and the load order.
+
+use std::sync::Arc;
+
+use super::document::{DocumentStore, Method, Param, ParamLocation, Resource};
+use super::error::{Error, ErrorKind, Result};
+use super::rows::RowLocator;
+use super::sql::{Analysis, Source};
+use super::types::SqlVerb;
+
+/// How one API table occurrence is filled.
+#[derive(Debug)]
+pub(crate) struct TablePlan {
+    /// Local SQLite table name.
+    pub(crate) local: String,
+    pub(crate) resource: Arc<Resource>,
+    /// Index of the chosen method in `resource.methods`.
+    pub(crate) method: usize,
+    /// Table columns: the row schema's properties, then parameter columns.
+    pub(crate) columns: Vec<String>,
+    /// What `SELECT *` shows: the schema's properties, then the supplied parameters.
+    pub(crate) star_columns: Vec<String>,
+    /// The row schema declares no properties: columns come from the data.
+    pub(crate) dynamic_columns: bool,
+    pub(crate) locator: RowLocator,
+    /// Supplied parameters (required and optional) and their sources.
+    pub(crate) params: Vec<(Param, Source)>,
+    /// Occurrences whose rows supply this one's parameters.
+    pub(crate) depends_on: Vec<usize>,
+}
+
+impl TablePlan {
+    /// The chosen method.
+    pub(crate) fn method(&self) -> &Method {
+        &self.resource.methods[self.method]
+    }
+}
+
+/// Plans every occurrence. `resources[i]` is occurrence `i`'s resource.
+pub(crate) fn plan_tables(
+    store: &DocumentStore,
+    analysis: &Analysis,
+    resources: Vec<Arc<Resource>>,
+) -> Result<Vec<TablePlan>> {
+    let mut plans = Vec::with_capacity(resources.len());
+    for (index, resource) in resources.into_iter().enumerate() {
+        plans.push(plan_one(store, analysis, index, resource)?);
+    }
+    check_acyclic(&plans)?;
+    Ok(plans)
+}
+
+fn plan_one(
+    store: &DocumentStore,
+    analysis: &Analysis,
+    index: usize,
+    resource: Arc<Resource>,
+) -> Result<TablePlan> {
+    let occurrence = &analysis.occurrences[index];
+    let mut bindings: Vec<(&str, &Source)> = analysis
+        .bindings
+        .iter()
+        .filter(|b| b.occurrence == index)
+        .filter(|b| !matches!(&b.source, Source::Column { occurrence, .. } if *occurrence == index))
+        .map(|b| (b.column.as_str(), &b.source))
+        .collect();
+    // A literal beats a link to another table for the same parameter.
+    bindings.sort_by_key(|(_, source)| matches!(source, Source::Column { .. }));
+    let bound = |param: &Param| -> Option<&Source> {
+        bindings
+            .iter()
+            .find(|(column, _)| column.eq_ignore_ascii_case(&param.name))
+            .map(|(_, source)| *source)
+    };
+
+    let candidates = resource.methods_for(SqlVerb::Select);
+    let chosen = candidates
+        .iter()
+        .position(|method| method.required_params().all(|p| bound(p).is_some()));
+    let Some(chosen) = chosen else {
+        return Err(missing_params_error(&resource, &candidates));
+    };
+    let method = candidates[chosen];
+    let method_index = resource
+        .methods
+        .iter()
+        .position(|m| std::ptr::eq(m, method))
+        .ok_or_else(|| Error::internal("chosen method not found in its resource"))?;
+
+    let mut params = Vec::new();
+    let mut depends_on = Vec::new();
+    for param in &method.params {
+        if let Some(source) = bound(param) {
+            if let Source::Column { occurrence, .. } = source {
+                if !depends_on.contains(occurrence) {
+                    depends_on.push(*occurrence);
+                }
+            }
+            params.push((param.clone(), source.clone()));
+        }
+    }
+
+    let (locator, _) = method.row_shape(store)?;
+    let schema_columns: Vec<String> =
+        method.columns(store)?.into_iter().map(|c| c.name).collect();
+    let dynamic_columns = schema_columns.is_empty();
+    let mut columns = schema_columns.clone();
+    let mut star_columns = schema_columns;
+    for param in &method.params {
+        if !contains_ci(&columns, &param.name) {
+            columns.push(param.name.clone());
+        }
+    }
+    for (param, _) in &params {
+        if !contains_ci(&star_columns, &param.name) {
+            star_columns.push(param.name.clone());
+        }
+    }
+    Ok(TablePlan {
+        local: occurrence.local.clone(),
+        resource,
+        method: method_index,
+        columns,
+        star_columns,
+        dynamic_columns,
+        locator,
+        params,
+        depends_on,
+    })
+}
+
+pub(crate) fn contains_ci(names: &[String], name: &str) -> bool {
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+fn missing_params_error(resource: &Resource, candidates: &[&Method]) -> Error {
+    let listing: Vec<String> = candidates
+        .iter()
+        .map(|m| {
+            let required: Vec<String> = m
+                .required_params()
+                .map(|p| match p.location {
+                    ParamLocation::Server => format!("{} (server variable)", p.name),
+                    _ => p.name.clone(),
+                })
+                .collect();
+            format!("{}({})", m.name, required.join(", "))
+        })
+        .collect();
+    let message = if listing.is_empty() {
+        format!("resource '{}' has no method bound to SELECT", resource.full_name())
+    } else {
+        format!(
+            "cannot SELECT from '{}': no select method has all its required parameters in the WHERE clause (as col = 'value' or col IN (...)); methods and their required parameters: {}",
+            resource.full_name(),
+            listing.join("; ")
+        )
+    };
+    Error::new(ErrorKind::MissingParameters, message)
+}
+
+fn check_acyclic(plans: &[TablePlan]) -> Result<()> {
+    // Depth-first search for a cycle in the "supplies parameters to" graph.
+    fn visit(plans: &[TablePlan], node: usize, state: &mut [u8]) -> bool {
+        match state.get(node) {
+            Some(1) => return false,
+            Some(2) | None => return true,
+            _ => {}
+        }
+        state[node] = 1;
+        for dep in &plans[node].depends_on {
+            if !visit(plans, *dep, state) {
+                return false;
+            }
+        }
+        state[node] = 2;
+        true
+    }
+    let mut state = vec![0u8; plans.len()];
+    for node in 0..plans.len() {
+        if !visit(plans, node, &mut state) {
+            return Err(Error::invalid_sql(format!(
+                "tables '{}' supply each other's required parameters in a cycle; give one of them a literal value",
+                plans[node].resource.full_name()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The local registry: `<root>/src/<provider folder>/<version>/provider.yaml`.
+//!
+//! A provider's SQL name is `provider.yaml`'s `name` (the `googleapis.com` folder holds
+//! `google`). Several versions → the newest, unless configuration pins one.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::document::{DocumentStore, Provider};
+use super::error::{Error, ErrorKind, Result};
+
+/// The installed providers of one registry root.
+#[derive(Debug)]
+pub(crate) struct LocalRegistry {
+    store: Arc<DocumentStore>,
+    pins: HashMap<String, String>,
+}
+
+/// A provider folder and its versions, newest first.
+#[derive(Debug, Clone)]
+pub(crate) struct Installed {
+    pub(crate) name: String,
+    pub(crate) dir: String,
+    pub(crate) versions: Vec<String>,
+    pub(crate) chosen: String,
+}
+
+impl LocalRegistry {
+    /// A registry reading documents through `store`; `pins` maps SQL names to versions.
+    pub(crate) fn new(store: Arc<DocumentStore>, pins: HashMap<String, String>) -> Self {
+        LocalRegistry { store, pins }
+    }
+
+    /// Every installed provider, sorted by SQL name.
+    pub(crate) fn installed(&self) -> Result<Vec<Installed>> {
+        let src = self.store.src();
+        let entries = match std::fs::read_dir(src) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => {
+                return Err(Error::new(
+                    ErrorKind::Registry,
+                    format!("cannot read registry folder '{}': {err}", src.display()),
+                ));
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(dir) = entry.file_name().into_string() else { continue };
+            if !entry.path().is_dir() || !is_safe_name(&dir) {
+                continue;
+            }
+            let mut versions: Vec<String> = std::fs::read_dir(entry.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|v| v.path().join("provider.yaml").is_file())
+                .filter_map(|v| v.file_name().into_string().ok())
+                .filter(|v| is_safe_name(v))
+                .collect();
+            if versions.is_empty() {
+                continue;
+            }
+            versions.sort_by(|a, b| compare_versions(b, a));
+            let newest = versions.first().cloned().unwrap_or_default();
+            let name = match self.store.load(&format!("{dir}/{newest}/provider.yaml")) {
+                Ok(doc) => doc.value.get("name").and_then(Value::as_str).unwrap_or(&dir).to_owned(),
+                Err(err) => {
+                    tracing::warn!(provider_dir = %dir, error = %err, "skipping unreadable provider");
+                    continue;
+                }
+            };
+            let chosen = match self.pins.get(&name) {
+                Some(pin) if versions.contains(pin) => pin.clone(),
+                _ => newest,
+            };
+            out.push(Installed { name, dir, versions, chosen });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Opens the provider whose SQL name is `name`.
+    pub(crate) fn open(&self, name: &str) -> Result<Arc<Provider>> {
+        if !is_safe_name(name) {
+            return Err(Error::unknown(format!("provider '{name}' is not installed")));
+        }
+        let installed = self.installed()?;
+        let found = installed.into_iter().find(|p| p.name == name).ok_or_else(|| {
+            Error::unknown(format!("provider '{name}' is not installed"))
+        })?;
+        if let Some(pin) = self.pins.get(name) {
+            if &found.chosen != pin {
+                return Err(Error::new(
+                    ErrorKind::Registry,
+                    format!(
+                        "provider '{name}' is pinned to version '{pin}', which is not installed (installed: {})",
+                        found.versions.join(", ")
+                    ),
+                ));
+            }
+        }
+        let doc = self.store.load(&format!("{}/{}/provider.yaml", found.dir, found.chosen))?;
+        Ok(Arc::new(Provider { name: found.name, doc }))
+    }
+}
+
+/// Names that may become path components: no separators, no `..`, no control characters.
+pub(crate) fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 128
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Orders `v1.2.10` after `v1.2.9`: numeric where both parts are numbers.
+pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
+    let parts = |v: &str| -> Vec<String> {
+        v.trim_start_matches(['v', 'V']).split(['.', '-']).map(str::to_owned).collect()
+    };
+    let (pa, pb) = (parts(a), parts(b));
+    for (x, y) in pa.iter().zip(pb.iter()) {
+        let ord = match (x.parse::<u64>(), y.parse::<u64>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => x.cmp(y),
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    pa.len().cmp(&pb.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_numerically() {
+        assert_eq!(compare_versions("v0.2.10", "v0.2.9"), Ordering::Greater);
+        assert_eq!(compare_versions("v1.0.0", "v1.0.0"), Ordering::Equal);
+        assert_eq!(compare_versions("v0.1.2", "v0.2.1"), Ordering::Less);
+    }
+
+    #[test]
+    fn unsafe_names_are_refused() {
+        for bad in ["", "..", "a/b", "a\\b", "x y", "\u{0}"] {
+            assert!(!is_safe_name(bad), "{bad:?}");
+        }
+        assert!(is_safe_name("googleapis.com"));
+    }
+}

@@ -1,0 +1,294 @@
+//! Runs a SELECT: plan (off the async threads), load each API table in dependency order —
+//! fan-out legs concurrently, bounded, pages decoded into SQLite as they arrive — then
+//! evaluate the rewritten statement in SQLite.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt;
+use rusqlite::types::Value as SqlValue;
+use serde_json::Value;
+use sqlparser::ast::Query;
+use tokio::sync::Semaphore;
+
+use super::Inner;
+use super::discovery::open_provider;
+use super::document::Param;
+use super::error::{Error, ErrorKind, Result};
+use super::eval::{Database, PendingLoad};
+use super::plan::{TablePlan, contains_ci, plan_tables};
+use super::rows::RowLocator;
+use super::sql::{Source, analyse, expand_wildcards};
+use super::types::{ExecContext, QueryOutput};
+use super::upstream::{Leg, LegEnd, resolve_auth};
+
+/// A planned table plus what calling its provider needs.
+struct TableJob {
+    plan: TablePlan,
+    auth: Value,
+    base_url: Option<String>,
+    locator: Arc<RowLocator>,
+}
+
+/// Runs a query statement.
+pub(crate) async fn run(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<QueryOutput> {
+    let planner = inner.clone();
+    let plan_cx = cx.clone();
+    let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+        .await
+        .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+
+    let db = Database::open().await?;
+    let budget = Budget {
+        requests: AtomicUsize::new(0),
+        limit: inner.config.upstream.max_requests_per_statement,
+        permits: Semaphore::new(inner.config.upstream.max_concurrency.max(1)),
+    };
+    let mut warnings = Vec::new();
+    let mut loaded = vec![false; jobs.len()];
+    while loaded.iter().any(|done| !done) {
+        let wave: Vec<usize> = (0..jobs.len())
+            .filter(|i| !loaded[*i] && jobs[*i].plan.depends_on.iter().all(|d| loaded[*d]))
+            .collect();
+        if wave.is_empty() {
+            return Err(Error::internal("table dependencies did not resolve"));
+        }
+        let results = futures::future::join_all(
+            wave.iter().map(|i| load_table(inner, cx, &db, &jobs, *i, &budget)),
+        )
+        .await;
+        for result in results {
+            warnings.extend(result?);
+        }
+        for i in wave {
+            loaded[i] = true;
+        }
+    }
+    let mut output = db.query(sql, inner.config.max_result_rows).await?;
+    output.warnings = warnings;
+    Ok(output)
+}
+
+struct Budget {
+    requests: AtomicUsize,
+    limit: usize,
+    permits: Semaphore,
+}
+
+fn prepare(inner: &Inner, cx: &ExecContext, mut query: Box<Query>) -> Result<(String, Vec<TableJob>)> {
+    let analysis = analyse(&mut query)?;
+    let mut resources = Vec::with_capacity(analysis.occurrences.len());
+    let mut providers = Vec::with_capacity(analysis.occurrences.len());
+    for occurrence in &analysis.occurrences {
+        let provider = open_provider(inner, cx, &occurrence.provider)?;
+        let service = provider.service(&inner.store, &occurrence.service)?;
+        resources.push(Arc::new(service.resource(&inner.store, &occurrence.resource)?));
+        providers.push(provider);
+    }
+    let plans = plan_tables(&inner.store, &analysis, resources)?;
+    expand_wildcards(&mut query, &analysis, &|i| {
+        plans
+            .get(i)
+            .filter(|p| !p.dynamic_columns)
+            .map(|p| p.star_columns.clone())
+            .unwrap_or_default()
+    });
+    let jobs = plans
+        .into_iter()
+        .zip(providers)
+        .map(|(plan, provider)| TableJob {
+            locator: Arc::new(plan.locator.clone()),
+            auth: provider.config().get("auth").cloned().unwrap_or(Value::Null),
+            base_url: inner.config.providers.get(&provider.name).and_then(|p| p.base_url.clone()),
+            plan,
+        })
+        .collect();
+    Ok((query.to_string(), jobs))
+}
+
+/// One value of a parameter: the text sent upstream and the SQL value stored in its column.
+#[derive(Clone)]
+struct ParamValue {
+    text: String,
+    sql: SqlValue,
+}
+
+async fn param_values(db: &Database, jobs: &[TableJob], source: &Source) -> Result<Vec<ParamValue>> {
+    match source {
+        Source::Literals(literals) => Ok(literals
+            .iter()
+            .map(|l| ParamValue {
+                text: l.text.clone(),
+                sql: if l.numeric {
+                    l.text
+                        .parse::<i64>()
+                        .map(SqlValue::Integer)
+                        .or_else(|_| l.text.parse::<f64>().map(SqlValue::Real))
+                        .unwrap_or_else(|_| SqlValue::Text(l.text.clone()))
+                } else {
+                    SqlValue::Text(l.text.clone())
+                },
+            })
+            .collect()),
+        Source::Column { occurrence, column } => {
+            let table = &jobs[*occurrence].plan;
+            if !contains_ci(&table.columns, column) {
+                return Ok(Vec::new());
+            }
+            let values = db.distinct(&table.local, column).await?;
+            Ok(values
+                .into_iter()
+                .filter_map(|sql| {
+                    let text = match &sql {
+                        SqlValue::Integer(i) => i.to_string(),
+                        SqlValue::Real(r) => r.to_string(),
+                        SqlValue::Text(t) => t.clone(),
+                        SqlValue::Null | SqlValue::Blob(_) => return None,
+                    };
+                    Some(ParamValue { text, sql })
+                })
+                .collect())
+        }
+    }
+}
+
+/// Every combination of parameter values: one upstream request each.
+fn combinations(params: &[(Param, Vec<ParamValue>)]) -> Vec<Vec<(&Param, ParamValue)>> {
+    let mut legs: Vec<Vec<(&Param, ParamValue)>> = vec![Vec::new()];
+    for (param, values) in params {
+        let mut next = Vec::with_capacity(legs.len() * values.len());
+        for leg in &legs {
+            for value in values {
+                let mut extended = leg.clone();
+                extended.push((param, value.clone()));
+                next.push(extended);
+            }
+        }
+        legs = next;
+    }
+    legs
+}
+
+async fn load_table(
+    inner: &Inner,
+    cx: &ExecContext,
+    db: &Database,
+    jobs: &[TableJob],
+    index: usize,
+    budget: &Budget,
+) -> Result<Vec<String>> {
+    let job = &jobs[index];
+    let plan = &job.plan;
+    let mut params = Vec::with_capacity(plan.params.len());
+    for (param, source) in &plan.params {
+        params.push((param.clone(), param_values(db, jobs, source).await?));
+    }
+    let legs = combinations(&params);
+    let used = budget.requests.fetch_add(legs.len(), Ordering::SeqCst) + legs.len();
+    if used > budget.limit {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!(
+                "the statement needs {used} upstream requests (counting '{}'), over the limit of {} (upstream.max_requests_per_statement); narrow the IN lists or joins",
+                plan.resource.full_name(),
+                budget.limit
+            ),
+        ));
+    }
+    let provider = plan.resource.provider.as_str();
+    let auth = if legs.is_empty() {
+        None
+    } else {
+        Some(resolve_auth(provider, &job.auth, cx.credentials.as_ref())?)
+    };
+    if !plan.dynamic_columns {
+        db.create_table(&plan.local, plan.columns.clone()).await?;
+    }
+
+    let method = plan.method();
+    let fetches = legs.iter().map(|leg| {
+        let auth = &auth;
+        async move {
+            let _permit = budget
+                .permits
+                .acquire()
+                .await
+                .map_err(|_| Error::internal("request limiter closed"))?;
+            let Some(auth) = auth.as_ref() else { return Ok((LegEnd::Complete { pages: 0 }, Vec::new())) };
+            let request = Leg {
+                method,
+                base_url: job.base_url.as_deref(),
+                values: leg.iter().map(|(p, v)| (*p, v.text.clone())).collect(),
+                auth,
+                credentials: cx.credentials.as_ref(),
+            };
+            let fixed: Vec<(String, SqlValue)> =
+                leg.iter().map(|(p, v)| (p.name.clone(), v.sql.clone())).collect();
+            let mut pages: Vec<Page> = Vec::new();
+            let end = inner
+                .upstream
+                .fetch(&request, |body| {
+                    if plan.dynamic_columns {
+                        pages.push(Page::Held(body, fixed.clone()));
+                    } else {
+                        pages.push(Page::Loading(db.load(&plan.local, body, job.locator.clone(), fixed.clone())?));
+                    }
+                    Ok(())
+                })
+                .await?;
+            Ok::<_, Error>((end, pages))
+        }
+    });
+    let concurrency = inner.config.upstream.max_concurrency.max(1);
+    let results: Vec<Result<(LegEnd, Vec<Page>)>> =
+        futures::stream::iter(fetches).buffer_unordered(concurrency).collect().await;
+
+    let mut warnings = Vec::new();
+    let mut held = Vec::new();
+    let mut pending = Vec::new();
+    for result in results {
+        let (end, pages) = result?;
+        if let LegEnd::PageLimit { pages } = end {
+            warnings.push(format!(
+                "'{}': stopped after {pages} pages (upstream.page_limit); the result may be incomplete",
+                plan.resource.full_name()
+            ));
+        }
+        for page in pages {
+            match page {
+                Page::Loading(load) => pending.push(load),
+                Page::Held(body, fixed) => held.push((body, fixed)),
+            }
+        }
+    }
+    for load in pending {
+        load.await.map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+    }
+    if plan.dynamic_columns {
+        let mut columns: Vec<String> = Vec::new();
+        for (body, _) in &held {
+            for name in db.discover(body.clone(), job.locator.clone()).await? {
+                if !contains_ci(&columns, &name) {
+                    columns.push(name);
+                }
+            }
+        }
+        for name in &plan.columns {
+            if !contains_ci(&columns, name) {
+                columns.push(name.clone());
+            }
+        }
+        db.create_table(&plan.local, columns).await?;
+        for (body, fixed) in held {
+            db.load(&plan.local, body, job.locator.clone(), fixed)?
+                .await
+                .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        }
+    }
+    Ok(warnings)
+}
+
+enum Page {
+    Loading(PendingLoad),
+    Held(bytes::Bytes, Vec<(String, SqlValue)>),
+}

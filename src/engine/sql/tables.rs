@@ -1,0 +1,457 @@
+//! Finds `provider.service.resource` tables anywhere in a query (FROM, JOIN, subqueries,
+//! CTEs, UNION legs), renames each occurrence to a local SQLite table, and collects the
+//! equality predicates that can supply request parameters.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, TableAlias, TableFactor, UnaryOperator,
+    Value, VisitMut, VisitorMut,
+};
+
+use crate::engine::error::{Error, Result};
+
+/// One appearance of an API table in the statement.
+#[derive(Debug, Clone)]
+pub(crate) struct Occurrence {
+    pub(crate) provider: String,
+    pub(crate) service: String,
+    pub(crate) resource: String,
+    /// The name the query uses for it (its alias, or the resource name).
+    pub(crate) alias: String,
+    /// The local SQLite table it was renamed to.
+    pub(crate) local: String,
+}
+
+/// A literal from the statement, with whether SQL wrote it as a number.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Literal {
+    pub(crate) text: String,
+    pub(crate) numeric: bool,
+}
+
+/// Where a parameter value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Source {
+    /// `col = 'v'` (one value) or `col IN ('a', 'b')` (fan-out).
+    Literals(Vec<Literal>),
+    /// `a.col = b.other`: the distinct values of another occurrence's column.
+    Column { occurrence: usize, column: String },
+}
+
+/// A predicate that may bind a request parameter of an occurrence.
+#[derive(Debug, Clone)]
+pub(crate) struct Binding {
+    pub(crate) occurrence: usize,
+    pub(crate) column: String,
+    pub(crate) source: Source,
+}
+
+#[derive(Debug, Clone)]
+enum FromEntry {
+    Api(usize),
+    Named(Ident),
+    Opaque,
+}
+
+/// What the analysis found.
+#[derive(Debug)]
+pub(crate) struct Analysis {
+    pub(crate) occurrences: Vec<Occurrence>,
+    pub(crate) bindings: Vec<Binding>,
+    selects: Vec<Vec<FromEntry>>,
+}
+
+/// Renames API tables in `query` and collects occurrences and bindings.
+pub(crate) fn analyse(query: &mut Query) -> Result<Analysis> {
+    let mut collector = Collector {
+        analysis: Analysis { occurrences: Vec::new(), bindings: Vec::new(), selects: Vec::new() },
+    };
+    if let ControlFlow::Break(err) = query.visit(&mut collector) {
+        return Err(err);
+    }
+    Ok(collector.analysis)
+}
+
+/// Replaces `*` and `alias.*` over API tables by their explicit columns (`columns(i)` gives
+/// occurrence `i`'s), so `SELECT *` yields the response schema's properties.
+pub(crate) fn expand_wildcards(
+    query: &mut Query,
+    analysis: &Analysis,
+    columns: &dyn Fn(usize) -> Vec<String>,
+) {
+    let mut expander = Expander { analysis, columns, next: 0 };
+    let _ = query.visit(&mut expander);
+}
+
+struct Collector {
+    analysis: Analysis,
+}
+
+impl VisitorMut for Collector {
+    type Break = Error;
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<Error> {
+        match self.collect_select(select) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(err) => ControlFlow::Break(err),
+        }
+    }
+}
+
+impl Collector {
+    fn collect_select(&mut self, select: &mut Select) -> Result<()> {
+        let mut from = Vec::new();
+        let mut conjuncts: Vec<Expr> = Vec::new();
+        for table in &mut select.from {
+            self.collect_factor(&mut table.relation, &mut from)?;
+            for join in &mut table.joins {
+                self.collect_factor(&mut join.relation, &mut from)?;
+                if let Some(JoinConstraint::On(on)) = join_constraint(&join.join_operator) {
+                    split_and(on, &mut conjuncts);
+                }
+            }
+        }
+        if let Some(selection) = &select.selection {
+            split_and(selection, &mut conjuncts);
+        }
+        let in_scope: Vec<usize> = from
+            .iter()
+            .filter_map(|entry| match entry {
+                FromEntry::Api(i) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        if !in_scope.is_empty() {
+            let aliases = projection_aliases(&select.projection);
+            for conjunct in &conjuncts {
+                self.bind(conjunct, &in_scope, &aliases);
+            }
+        }
+        self.analysis.selects.push(from);
+        Ok(())
+    }
+
+    fn collect_factor(&mut self, factor: &mut TableFactor, from: &mut Vec<FromEntry>) -> Result<()> {
+        match factor {
+            TableFactor::Table { name, alias, args: None, .. } => {
+                let parts = name_parts(name)?;
+                if parts.len() == 3 {
+                    let index = self.analysis.occurrences.len();
+                    let local = format!("__qg_t{index}");
+                    let [provider, service, resource] = [&parts[0], &parts[1], &parts[2]];
+                    let alias_name = match alias {
+                        Some(a) => a.name.value.clone(),
+                        None => {
+                            *alias = Some(TableAlias {
+                                explicit: true,
+                                name: Ident::with_quote('"', resource.clone()),
+                                columns: Vec::new(),
+                                at: None,
+                            });
+                            resource.clone()
+                        }
+                    };
+                    self.analysis.occurrences.push(Occurrence {
+                        provider: provider.clone(),
+                        service: service.clone(),
+                        resource: resource.clone(),
+                        alias: alias_name,
+                        local: local.clone(),
+                    });
+                    *name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(local))]);
+                    from.push(FromEntry::Api(index));
+                } else if parts.len() > 1 {
+                    return Err(Error::invalid_sql(format!(
+                        "table '{}' is not of the form provider.service.resource (quote a resource name that contains dots: p.s.\"a.b\")",
+                        parts.join(".")
+                    )));
+                } else {
+                    let ident = match alias {
+                        Some(a) => a.name.clone(),
+                        None => Ident::with_quote('"', parts.concat()),
+                    };
+                    from.push(FromEntry::Named(ident));
+                }
+            }
+            TableFactor::NestedJoin { table_with_joins, .. } => {
+                self.collect_factor(&mut table_with_joins.relation, from)?;
+                for join in &mut table_with_joins.joins {
+                    self.collect_factor(&mut join.relation, from)?;
+                }
+            }
+            other => from.push(match other {
+                TableFactor::Table { alias: Some(a), .. }
+                | TableFactor::Derived { alias: Some(a), .. }
+                | TableFactor::TableFunction { alias: Some(a), .. }
+                | TableFactor::Function { alias: Some(a), .. } => FromEntry::Named(a.name.clone()),
+                _ => FromEntry::Opaque,
+            }),
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, conjunct: &Expr, in_scope: &[usize], aliases: &[(String, Expr)]) {
+        match conjunct {
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+                let lhs = self.column_ref(left, in_scope, aliases);
+                let rhs = self.column_ref(right, in_scope, aliases);
+                match (lhs, rhs) {
+                    (Some(targets), None) => {
+                        if let Some(value) = literal(right) {
+                            self.push(&targets, Source::Literals(vec![value]));
+                        }
+                    }
+                    (None, Some(targets)) => {
+                        if let Some(value) = literal(left) {
+                            self.push(&targets, Source::Literals(vec![value]));
+                        }
+                    }
+                    (Some(l), Some(r)) => {
+                        // Only qualified references are unambiguous enough to link tables.
+                        if let ([(lo, lc)], [(ro, rc)]) = (l.as_slice(), r.as_slice()) {
+                            if lo != ro {
+                                self.push(
+                                    &l,
+                                    Source::Column { occurrence: *ro, column: rc.clone() },
+                                );
+                                self.push(
+                                    &r,
+                                    Source::Column { occurrence: *lo, column: lc.clone() },
+                                );
+                            }
+                        }
+                    }
+                    (None, None) => {}
+                }
+            }
+            Expr::In { expr, target: InTarget::List(list), negated: false, .. } => {
+                if let Some(targets) = self.column_ref(expr, in_scope, aliases) {
+                    let values: Option<Vec<Literal>> = list.iter().map(literal).collect();
+                    if let Some(values) = values {
+                        self.push(&targets, Source::Literals(values));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn push(&mut self, targets: &[(usize, String)], source: Source) {
+        for (occurrence, column) in targets {
+            self.analysis.bindings.push(Binding {
+                occurrence: *occurrence,
+                column: column.clone(),
+                source: source.clone(),
+            });
+        }
+    }
+
+    /// The occurrence(s) and column a column reference may mean. A bare name may belong to
+    /// any API table in scope (the planner keeps only real parameters); `alias.col` to one.
+    fn column_ref(
+        &self,
+        expr: &Expr,
+        in_scope: &[usize],
+        aliases: &[(String, Expr)],
+    ) -> Option<Vec<(usize, String)>> {
+        match unnest(expr) {
+            Expr::Identifier(ident) => {
+                if let Some((_, target)) =
+                    aliases.iter().find(|(a, _)| a.eq_ignore_ascii_case(&ident.value))
+                {
+                    if !matches!(target, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&ident.value))
+                    {
+                        return self.column_ref(target, in_scope, &[]);
+                    }
+                }
+                Some(in_scope.iter().map(|i| (*i, ident.value.clone())).collect())
+            }
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                let (qualifier, column) = (&parts[0].value, &parts[1].value);
+                let found = in_scope
+                    .iter()
+                    .find(|i| self.analysis.occurrences[**i].alias.eq_ignore_ascii_case(qualifier))?;
+                Some(vec![(*found, column.clone())])
+            }
+            _ => None,
+        }
+    }
+}
+
+fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c)
+        | JoinOperator::Semi(c)
+        | JoinOperator::LeftSemi(c)
+        | JoinOperator::RightSemi(c)
+        | JoinOperator::Anti(c)
+        | JoinOperator::LeftAnti(c)
+        | JoinOperator::RightAnti(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
+    match unnest(expr) {
+        Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        other => out.push(other.clone()),
+    }
+}
+
+fn unnest(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Nested(inner) => unnest(inner),
+        other => other,
+    }
+}
+
+fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
+    projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::ExprWithAlias { expr, alias } => Some((alias.value.clone(), expr.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A literal: strings, numbers, booleans, negative numbers.
+fn literal(expr: &Expr) -> Option<Literal> {
+    let text = |text: String| Some(Literal { text, numeric: false });
+    let number = |text: String| Some(Literal { text, numeric: true });
+    match unnest(expr) {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => text(s.clone()),
+            Value::Number(n, _) => number(n.to_string()),
+            Value::Boolean(b) => number(if *b { "1" } else { "0" }.to_owned()),
+            _ => None,
+        },
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match unnest(expr) {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => number(format!("-{n}")),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Ok(ident.value.clone()),
+            ObjectNamePart::Function(_) => {
+                Err(Error::invalid_sql(format!("unsupported table name '{name}'")))
+            }
+        })
+        .collect()
+}
+
+struct Expander<'a> {
+    analysis: &'a Analysis,
+    columns: &'a dyn Fn(usize) -> Vec<String>,
+    next: usize,
+}
+
+impl VisitorMut for Expander<'_> {
+    type Break = ();
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        let Some(from) = self.analysis.selects.get(self.next) else {
+            return ControlFlow::Break(());
+        };
+        self.next += 1;
+        if !from.iter().any(|e| matches!(e, FromEntry::Api(_))) {
+            return ControlFlow::Continue(());
+        }
+        let mut projection = Vec::with_capacity(select.projection.len());
+        for item in select.projection.drain(..) {
+            match &item {
+                SelectItem::Wildcard(options) if plain(options) => {
+                    if from.iter().any(|e| matches!(e, FromEntry::Opaque)) {
+                        projection.push(item);
+                        continue;
+                    }
+                    for entry in from {
+                        match entry {
+                            FromEntry::Api(i) => self.push_columns(*i, &mut projection),
+                            FromEntry::Named(ident) => projection.push(qualified_wildcard(ident)),
+                            FromEntry::Opaque => {}
+                        }
+                    }
+                }
+                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), options)
+                    if plain(options) && name.0.len() == 1 =>
+                {
+                    let qualifier = name.0.first().and_then(|p| p.as_ident()).map(|i| i.value.clone());
+                    let target = from.iter().find_map(|e| match e {
+                        FromEntry::Api(i)
+                            if qualifier.as_deref().is_some_and(|q| {
+                                self.analysis.occurrences[*i].alias.eq_ignore_ascii_case(q)
+                            }) =>
+                        {
+                            Some(*i)
+                        }
+                        _ => None,
+                    });
+                    match target {
+                        Some(i) => self.push_columns(i, &mut projection),
+                        None => projection.push(item),
+                    }
+                }
+                _ => projection.push(item),
+            }
+        }
+        select.projection = projection;
+        ControlFlow::Continue(())
+    }
+}
+
+impl Expander<'_> {
+    fn push_columns(&self, occurrence: usize, projection: &mut Vec<SelectItem>) {
+        let alias = &self.analysis.occurrences[occurrence].alias;
+        let columns = (self.columns)(occurrence);
+        if columns.is_empty() {
+            // Columns come from the data: let SQLite expand.
+            projection.push(qualified_wildcard(&Ident::with_quote('"', alias.clone())));
+            return;
+        }
+        for column in columns {
+            projection.push(SelectItem::UnnamedExpr(Expr::CompoundIdentifier(vec![
+                Ident::with_quote('"', alias.clone()),
+                Ident::with_quote('"', column),
+            ])));
+        }
+    }
+}
+
+fn plain(options: &sqlparser::ast::WildcardAdditionalOptions) -> bool {
+    options.opt_ilike.is_none()
+        && options.opt_exclude.is_none()
+        && options.opt_except.is_none()
+        && options.opt_replace.is_none()
+        && options.opt_rename.is_none()
+}
+
+fn qualified_wildcard(ident: &Ident) -> SelectItem {
+    SelectItem::QualifiedWildcard(
+        SelectItemQualifiedWildcardKind::ObjectName(ObjectName(vec![ObjectNamePart::Identifier(
+            ident.clone(),
+        )])),
+        Default::default(),
+    )
+}

@@ -1,0 +1,322 @@
+//! Calls upstream APIs: builds the URL from the method's server and path templates and the
+//! statement's parameter values, applies auth, follows pagination, and turns non-success
+//! statuses into typed errors. 404 on a read is "no rows" for that request.
+
+mod auth;
+mod pagination;
+
+pub(crate) use auth::{AuthParts, resolve as resolve_auth};
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use url::Url;
+
+use self::pagination::Next;
+use super::document::{Method, Param, ParamLocation, find_closing_brace};
+use super::error::{Error, ErrorKind, Result, UpstreamFailure};
+use super::types::CredentialSource;
+
+/// Limits for upstream calls.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamSettings {
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) page_limit: u32,
+    pub(crate) max_response_bytes: usize,
+}
+
+/// The HTTP client shared by every statement.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    client: reqwest::Client,
+    settings: UpstreamSettings,
+}
+
+/// One request (and its follow-up pages) of a table load.
+#[derive(Debug)]
+pub(crate) struct Leg<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) base_url: Option<&'a str>,
+    /// Parameter values of this request.
+    pub(crate) values: Vec<(&'a Param, String)>,
+    pub(crate) auth: &'a AuthParts,
+    pub(crate) credentials: &'a dyn CredentialSource,
+}
+
+/// How a leg ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegEnd {
+    /// Every page was read.
+    Complete { pages: u32 },
+    /// The upstream answered 404: no rows.
+    NotFound,
+    /// The configured page limit stopped the traversal while more pages existed.
+    PageLimit { pages: u32 },
+}
+
+/// Upstream bodies quoted in errors are cut to this many bytes.
+const ERROR_BODY_LIMIT: usize = 1024;
+
+impl Upstream {
+    /// A client with the given limits.
+    pub(crate) fn new(settings: UpstreamSettings) -> Result<Self> {
+        let provider = rustls::crypto::ring::default_provider();
+        let tls = rustls::ClientConfig::builder_with_provider(provider.into())
+            .with_safe_default_protocol_versions()
+            .map_err(|err| Error::internal(format!("TLS set-up failed: {err}")))?
+            .with_root_certificates(root_store())
+            .with_no_client_auth();
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(settings.timeout)
+            .connect_timeout(settings.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| Error::internal(format!("HTTP client set-up failed: {err}")))?;
+        Ok(Upstream { client, settings })
+    }
+
+    /// Fetches every page of `leg`, handing each body to `on_page`.
+    pub(crate) async fn fetch(&self, leg: &Leg<'_>, mut on_page: impl FnMut(Bytes) -> Result<()>) -> Result<LegEnd> {
+        let (mut url, mut headers) = build_request(leg)?;
+        let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
+            .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
+        let mut pages = 0u32;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let (status, response_headers, body) = self.send(method.clone(), &url, &headers, leg).await?;
+            if status == 404 {
+                return Ok(if pages == 0 { LegEnd::NotFound } else { LegEnd::Complete { pages } });
+            }
+            if !(200..300).contains(&status) {
+                return Err(Error::upstream(UpstreamFailure {
+                    status,
+                    retryable: UpstreamFailure::is_retryable_status(status),
+                    body: truncate_lossy(&body, ERROR_BODY_LIMIT),
+                    request: describe(&method, &url),
+                }));
+            }
+            let next = pagination::next_page(leg.method, &url, &response_headers, &body)?;
+            on_page(body)?;
+            pages += 1;
+            let Some(next) = next else { return Ok(LegEnd::Complete { pages }) };
+            if self.settings.page_limit > 0 && pages >= self.settings.page_limit {
+                return Ok(LegEnd::PageLimit { pages });
+            }
+            // A token or URL we already followed would loop forever.
+            if !seen.insert(format!("{next:?}")) {
+                return Ok(LegEnd::Complete { pages });
+            }
+            match next {
+                Next::Url(next_url) => url = next_url,
+                Next::Header(name, value) => set_header(&mut headers, &name, &value)?,
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        leg: &Leg<'_>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let mut target = url.clone();
+        if !leg.auth.query.is_empty() {
+            let mut pairs = target.query_pairs_mut();
+            for (name, value) in &leg.auth.query {
+                pairs.append_pair(name, value);
+            }
+        }
+        let mut request = self.client.request(method.clone(), target).headers(headers.clone());
+        for (name, value) in &leg.auth.headers {
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                auth::credential_error(&leg.method.location, "a credential is not a valid HTTP header value")
+            })?;
+            value.set_sensitive(true);
+            request = request.header(name.as_str(), value);
+        }
+        let unavailable = |err: reqwest::Error| {
+            let what = if err.is_timeout() { "timed out" } else { "failed" };
+            Error::new(
+                ErrorKind::UpstreamUnavailable,
+                format!("upstream request {} {what}: {}", describe(&method, url), error_chain(&err)),
+            )
+        };
+        let mut response = request.send().await.map_err(unavailable)?;
+        let status = response.status().as_u16();
+        let response_headers = response.headers().clone();
+        let mut body = BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
+            if body.len() + chunk.len() > self.settings.max_response_bytes {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "upstream response to {} is larger than {} bytes (upstream.max_response_bytes)",
+                        describe(&method, url),
+                        self.settings.max_response_bytes
+                    ),
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, response_headers, body.freeze()))
+    }
+}
+
+fn root_store() -> rustls::RootCertStore {
+    rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// `GET http://host/path` — never the query string, which may carry credentials.
+fn describe(method: &reqwest::Method, url: &Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    format!("{method} {shown}")
+}
+
+fn truncate_lossy(body: &[u8], limit: usize) -> String {
+    let cut = &body[..body.len().min(limit)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if body.len() > limit {
+        text.push_str("…(truncated)");
+    }
+    text
+}
+
+fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
+    let name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| Error::invalid_sql(format!("'{name}' is not a valid HTTP header name")))?;
+    let value = HeaderValue::from_str(value)
+        .map_err(|_| Error::invalid_sql(format!("the value for header '{name}' is not a valid HTTP header value")))?;
+    headers.insert(name, value);
+    Ok(())
+}
+
+/// Characters escaped in a path parameter value. `/` is kept: Google-style parameters
+/// (`projects/p/locations/l`) carry several segments.
+const PATH_VALUE: &AsciiSet = &CONTROLS
+    .add(b' ').add(b'"').add(b'#').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{').add(b'}')
+    .add(b'%').add(b'\\').add(b'^').add(b'|').add(b'[').add(b']');
+
+fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
+    let method = leg.method;
+    let server = match leg.base_url {
+        Some(base) => base.to_owned(),
+        None => method.servers.first().map(|s| s.url.clone()).ok_or_else(|| {
+            Error::bad_document(format!("{}: the operation has no servers", method.location))
+        })?,
+    };
+    let server = substitute(&server, |name| server_value(leg, name))?;
+    let path = substitute(&method.path, |name| {
+        let (_, value) = leg
+            .values
+            .iter()
+            .find(|(p, _)| p.location == ParamLocation::Path && p.name == name)
+            .ok_or_else(|| Error::invalid_sql(format!("path parameter '{name}' has no value")))?;
+        if value.split('/').any(|segment| segment == ".." || segment == ".") {
+            return Err(Error::invalid_sql(format!("path parameter '{name}' may not contain '.' or '..' segments")));
+        }
+        Ok(utf8_percent_encode(value, PATH_VALUE).to_string())
+    })?;
+    let joined = format!("{}/{}", server.trim_end_matches('/'), path.trim_start_matches('/'));
+    let mut url = Url::parse(&joined).map_err(|err| {
+        Error::bad_document(format!("{}: request URL '{joined}' is invalid: {err}", method.location))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::bad_document(format!("{}: only http and https servers are called", method.location)));
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/json"));
+    {
+        let query: Vec<(&str, &str)> = leg
+            .values
+            .iter()
+            .filter(|(p, _)| p.location == ParamLocation::Query)
+            .map(|(p, v)| (p.name.as_str(), v.as_str()))
+            .collect();
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (name, value) in query {
+                pairs.append_pair(name, value);
+            }
+        }
+    }
+    for (param, value) in &leg.values {
+        if param.location == ParamLocation::Header {
+            set_header(&mut headers, &param.name, value)?;
+        }
+    }
+    Ok((url, headers))
+}
+
+/// A server variable's value: the statement's, then the tenant's environment
+/// (`x-stackQL-envVar`), then the document's default. Values are checked against the
+/// variable's enum or pattern, or else limited to host-safe characters, so a WHERE clause
+/// cannot redirect a request to another host.
+fn server_value(leg: &Leg<'_>, spec: &str) -> Result<String> {
+    let (name, pattern) = match spec.split_once(':') {
+        Some((name, pattern)) => (name, Some(pattern)),
+        None => (spec, None),
+    };
+    let param = leg.method.params.iter().find(|p| p.location == ParamLocation::Server && p.name == name);
+    let supplied = leg.values.iter().find(|(p, _)| p.name == name).map(|(_, v)| v.clone());
+    let from_env = param.and_then(|p| p.env_var.as_deref()).and_then(|var| leg.credentials.get(var));
+    let value = supplied
+        .clone()
+        .or(from_env)
+        .or_else(|| param.and_then(|p| p.default.clone()))
+        .ok_or_else(|| Error::new(ErrorKind::MissingParameters, format!("server variable '{name}' has no value: supply it in the WHERE clause")))?;
+    if supplied.is_some() {
+        let allowed = param.map(|p| p.allowed.as_slice()).unwrap_or_default();
+        let ok = if !allowed.is_empty() {
+            allowed.contains(&value)
+        } else if let Some(pattern) = pattern {
+            regex::Regex::new(pattern).map(|re| re.is_match(&value)).unwrap_or(false)
+        } else {
+            !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        if !ok {
+            return Err(Error::invalid_sql(format!(
+                "value '{value}' is not allowed for server variable '{name}'{}",
+                if allowed.is_empty() { String::new() } else { format!(" (allowed: {})", allowed.join(", ")) }
+            )));
+        }
+    }
+    Ok(value)
+}
+
+/// Replaces each `{name}` / `{name:pattern}` in `template` with `value(spec)`.
+fn substitute(template: &str, mut value: impl FnMut(&str) -> Result<String>) -> Result<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = find_closing_brace(after) else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        out.push_str(&value(&after[..end])?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}

@@ -1,0 +1,221 @@
+//! Deciding the next page: the method's explicit `pagination` config (token in query or
+//! header, page number with terminator), or, without config, the conventions StackQL's
+//! documents rely on: `Link: <…>; rel="next"`, `nextPageToken` → `pageToken`,
+//! `@odata.nextLink`, and `next_cursor` → `cursor`.
+
+use reqwest::header::HeaderMap;
+use url::Url;
+
+use crate::engine::document::{Method, Pagination, ParamLocation};
+use crate::engine::error::{Error, ErrorKind, Result};
+use crate::engine::rows;
+
+/// How to ask for the next page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Request this URL (same origin as the first request).
+    Url(Url),
+    /// Send the same request with this header set.
+    Header(String, String),
+}
+
+/// The next page after a response with `headers` and `body` to a request for `current`.
+pub(crate) fn next_page(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+    match &method.pagination {
+        Some(config) => explicit(config, current, headers, body),
+        None => conventional(method, current, headers, body),
+    }
+}
+
+fn body_error(err: serde_json::Error) -> Error {
+    Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
+}
+
+/// `$.a.b`, `a.b`, `$['@odata.nextLink']` → ["a", "b"] / ["@odata.nextLink"].
+fn key_path(key: &str) -> Vec<String> {
+    let trimmed = key.trim();
+    let trimmed = trimmed.strip_prefix('$').unwrap_or(trimmed);
+    if let Some(inner) = trimmed.strip_prefix("['").and_then(|s| s.strip_suffix("']")) {
+        return vec![inner.to_owned()];
+    }
+    trimmed.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+fn body_scalar(body: &[u8], key: &str) -> Result<Option<String>> {
+    let found = rows::extract_scalars(body, &[key_path(key)]).map_err(body_error)?;
+    Ok(found.into_iter().next().flatten().filter(|v| !v.is_empty()))
+}
+
+fn explicit(config: &Pagination, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+    let request = config.request_token.clone();
+    let token = if config.algorithm.as_deref() == Some("page_number") {
+        let page = match &config.response_token {
+            Some(spec) => body_scalar(body, &spec.key)?,
+            None => None,
+        };
+        let total = match &config.terminator {
+            Some(spec) => body_scalar(body, &spec.key)?,
+            None => None,
+        };
+        // Without a terminator (or a readable page number) one page is all we can trust.
+        let (Some(page), Some(total)) = (
+            page.and_then(|p| p.parse::<u64>().ok()),
+            total.and_then(|t| t.parse::<u64>().ok()),
+        ) else {
+            return Ok(None);
+        };
+        if page >= total {
+            return Ok(None);
+        }
+        Some((page + 1).to_string())
+    } else {
+        match &config.response_token {
+            Some(spec) if spec.location == "header" => header_token(headers, &spec.key),
+            Some(spec) => body_scalar(body, &spec.key)?,
+            None => None,
+        }
+    };
+    let Some(token) = token else { return Ok(None) };
+    match request {
+        Some(spec) if spec.location == "header" => Ok(Some(Next::Header(spec.key, token))),
+        Some(spec) if spec.key.is_empty() || spec.location == "request" || spec.location == "url" => {
+            same_origin(current, &token).map(|u| Some(Next::Url(u)))
+        }
+        Some(spec) => Ok(Some(Next::Url(with_query(current, &spec.key, &token)))),
+        None => Ok(Some(Next::Url(with_query(current, "pageToken", &token)))),
+    }
+}
+
+fn conventional(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+    if let Some(link) = link_next(headers) {
+        return same_origin(current, &link).map(|u| Some(Next::Url(u)));
+    }
+    let paths = vec![
+        vec!["nextPageToken".to_owned()],
+        vec!["@odata.nextLink".to_owned()],
+        vec!["next_cursor".to_owned()],
+        vec!["response_metadata".to_owned(), "next_cursor".to_owned()],
+    ];
+    let found = rows::extract_scalars(body, &paths).map_err(body_error)?;
+    let mut found = found.into_iter().map(|v| v.filter(|s| !s.is_empty()));
+    let (page_token, odata, cursor, nested_cursor) =
+        (found.next().flatten(), found.next().flatten(), found.next().flatten(), found.next().flatten());
+    if let Some(token) = page_token {
+        return Ok(Some(Next::Url(with_query(current, "pageToken", &token))));
+    }
+    if let Some(link) = odata {
+        return same_origin(current, &link).map(|u| Some(Next::Url(u)));
+    }
+    let declares_cursor = method
+        .params
+        .iter()
+        .any(|p| p.location == ParamLocation::Query && p.name == "cursor");
+    match cursor.or(nested_cursor) {
+        Some(token) if declares_cursor => Ok(Some(Next::Url(with_query(current, "cursor", &token)))),
+        _ => Ok(None),
+    }
+}
+
+fn header_token(headers: &HeaderMap, key: &str) -> Option<String> {
+    let value = headers.get(key)?.to_str().ok()?;
+    if key.eq_ignore_ascii_case("link") {
+        return parse_link_next(value);
+    }
+    Some(value.to_owned()).filter(|v| !v.is_empty())
+}
+
+fn link_next(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(reqwest::header::LINK)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(parse_link_next)
+}
+
+/// The URL of the `rel="next"` entry of a `Link` header value.
+pub(crate) fn parse_link_next(value: &str) -> Option<String> {
+    for entry in value.split(',') {
+        let mut pieces = entry.split(';');
+        let target = pieces.next()?.trim();
+        let is_next = pieces.any(|p| {
+            let p = p.trim();
+            p.eq_ignore_ascii_case("rel=\"next\"") || p.eq_ignore_ascii_case("rel=next")
+        });
+        if is_next {
+            return target.strip_prefix('<').and_then(|t| t.strip_suffix('>')).map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// A next-page URL is followed only on the origin of the current request: an upstream must
+/// not be able to send our credentials elsewhere.
+fn same_origin(current: &Url, link: &str) -> Result<Url> {
+    let next = current.join(link).map_err(|err| {
+        Error::new(ErrorKind::Upstream, format!("upstream next-page link is not a URL: {err}"))
+    })?;
+    if next.origin() != current.origin() {
+        return Err(Error::new(
+            ErrorKind::Upstream,
+            format!(
+                "refusing to follow a next-page link to another origin ({}) than the request's ({})",
+                next.origin().ascii_serialization(),
+                current.origin().ascii_serialization()
+            ),
+        ));
+    }
+    Ok(next)
+}
+
+fn with_query(current: &Url, key: &str, value: &str) -> Url {
+    let mut next = current.clone();
+    let kept: Vec<(String, String)> = current
+        .query_pairs()
+        .filter(|(k, _)| k != key)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    {
+        let mut pairs = next.query_pairs_mut();
+        pairs.clear();
+        for (k, v) in &kept {
+            pairs.append_pair(k, v);
+        }
+        pairs.append_pair(key, value);
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_header_next_is_found() {
+        let value = r#"<https://api.github.com/organizations/1/repos?page=2>; rel="next", <https://api.github.com/organizations/1/repos?page=5>; rel="last""#;
+        assert_eq!(
+            parse_link_next(value).as_deref(),
+            Some("https://api.github.com/organizations/1/repos?page=2")
+        );
+        assert_eq!(parse_link_next(r#"<https://x/?page=1>; rel="prev""#), None);
+    }
+
+    #[test]
+    fn other_origins_are_refused() {
+        let current = Url::parse("http://127.0.0.1:8080/a?x=1").unwrap();
+        assert!(same_origin(&current, "/b?page=2").is_ok());
+        assert!(same_origin(&current, "http://evil.example/b").is_err());
+    }
+
+    #[test]
+    fn query_token_replaces_previous_value() {
+        let current = Url::parse("http://h/items?pageToken=a&q=1").unwrap();
+        assert_eq!(with_query(&current, "pageToken", "b").as_str(), "http://h/items?q=1&pageToken=b");
+    }
+
+    #[test]
+    fn key_paths_accept_jsonpath_forms() {
+        assert_eq!(key_path("$.result_info.page"), vec!["result_info", "page"]);
+        assert_eq!(key_path("result_info.total_pages"), vec!["result_info", "total_pages"]);
+        assert_eq!(key_path("$['@odata.nextLink']"), vec!["@odata.nextLink"]);
+    }
+}

@@ -1,0 +1,38 @@
+//! # querygate
+//!
+//! SQL over cloud and SaaS REST APIs, described by StackQL provider documents, for AI agents
+//! and people. This crate is the library; `src/main.rs` is a thin CLI over it.
+//!
+//! ## Architecture map
+//!
+//! ```text
+//! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
+//!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
+//!                └─ engine   (the facade: Engine + the types it re-exports)
+//!
+//! engine/
+//!   mod.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is public.
+//!   registry      local registry folder (src/<provider>/<version>/…): providers, versions
+//!   document/     provider documents: YAML loading, LRU cache, $ref / JSON pointers, the model
+//!                 (services → resources → methods → parameters, response shape, columns)
+//!   sql/          statement parsing (sqlparser + our SHOW/DESCRIBE/EXEC/REGISTRY), finding
+//!                 provider.service.resource tables anywhere and rewriting them to local tables
+//!   plan          per table occurrence: params from WHERE/ON, method choice, fan-out, join order
+//!   upstream/     reqwest calls: URL building, auth, pagination, typed HTTP errors
+//!   rows          response bytes → rows, decoded straight into SQLite binds (no Value tree)
+//!   eval/         embedded SQLite on a dedicated thread per query; StackQL's SQL functions
+//!   discovery     providers, services, resources, methods, columns, method contracts
+//! ```
+//!
+//! ## Dependency rules
+//!
+//! Arrows point down only: `cli → config, tenant → engine`. The engine knows nothing about
+//! MCP, HTTP serving, authentication or audit; later layers (the MCP surface, the tool-call
+//! stage with its mode gate and audit) use only what `engine` re-exports. Every engine call
+//! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
+//! credential source travel with the call, never through globals.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod tenant;

@@ -1,0 +1,23 @@
+//! `querygate`: the command line over the library.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = querygate::cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("QUERYGATE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(querygate::cli::run(cli));
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
