@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn table_aligns_columns() {
         let text = render(&sample(), Output::Table);
-        assert!(text.starts_with("| n | s       |\n"), "{text}");
+        assert!(text.starts_with("| n | s     |\n"), "{text}");
         assert!(text.ends_with("(2 rows)\n"));
     }
 }

@@ -122,7 +122,15 @@ impl Config {
                     _ => problems.push(format!("providers.{name}.base_url '{url}' is not an http(s) URL")),
                 }
             }
-            providers.insert(name, ProviderSettings { base_url: settings.base_url, version: settings.version });
+            if let Some(auth) = &settings.auth {
+                if auth.get("type").and_then(serde_json::Value::as_str).is_none() {
+                    problems.push(format!("providers.{name}.auth needs a 'type'"));
+                }
+            }
+            providers.insert(
+                name,
+                ProviderSettings { base_url: settings.base_url, version: settings.version, auth: settings.auth },
+            );
         }
         let mut tenants = Vec::new();
         for tenant in raw.tenants {

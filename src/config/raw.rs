@@ -54,6 +54,7 @@ impl Default for RawRegistry {
 pub(super) struct RawProvider {
     pub(super) base_url: Option<String>,
     pub(super) version: Option<String>,
+    pub(super) auth: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

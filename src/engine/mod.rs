@@ -39,6 +39,9 @@ pub struct ProviderSettings {
     pub base_url: Option<String>,
     /// Pins an installed version instead of the newest.
     pub version: Option<String>,
+    /// Replaces the provider document's `config.auth` (same fields, e.g.
+    /// `{type: bearer, credentialsenvvar: MY_TOKEN}` or `{type: null_auth}`).
+    pub auth: Option<serde_json::Value>,
 }
 
 /// Limits on upstream traffic.

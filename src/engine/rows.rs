@@ -49,6 +49,7 @@ pub(crate) enum RowLocator {
     /// `Each` (`[*]`) iterates array elements OR object values (Google aggregated lists:
     /// `items` is a map `{"zones/a": {"instances": [...]}, ...}`).
     ///
+    /// A `Key` step applies to objects only: on an array or a scalar it finds nothing.
     /// A trailing `Each` yields the elements (or object values) themselves as rows, exactly
     /// like an array reached by a trailing key: `$.items[*]` and `$.items` load the same rows
     /// when `items` is an array.

@@ -98,7 +98,13 @@ fn prepare(inner: &Inner, cx: &ExecContext, mut query: Box<Query>) -> Result<(St
         .zip(providers)
         .map(|(plan, provider)| TableJob {
             locator: Arc::new(plan.locator.clone()),
-            auth: provider.config().get("auth").cloned().unwrap_or(Value::Null),
+            auth: inner
+                .config
+                .providers
+                .get(&provider.name)
+                .and_then(|p| p.auth.clone())
+                .or_else(|| provider.config().get("auth").cloned())
+                .unwrap_or(Value::Null),
             base_url: inner.config.providers.get(&provider.name).and_then(|p| p.base_url.clone()),
             plan,
         })

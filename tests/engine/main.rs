@@ -1,1 +1,12 @@
+//! Integration tests of the engine, driven through its public API against a mock upstream
+//! on 127.0.0.1 (and the real provider documents of `QUERYGATE_COMPAT_REGISTRY`).
 
+mod compat;
+mod config_cli;
+mod discovery;
+mod errors;
+mod fanout_joins;
+mod mock;
+mod pagination;
+mod select;
+mod support;

@@ -1,0 +1,70 @@
+//! Engines over the test registry, wired to a mock upstream.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use querygate::engine::{
+    Cell, Engine, EngineConfig, ExecContext, ProviderSettings, QueryOutput, StaticCredentials,
+};
+
+use crate::mock::Mock;
+
+/// The planted secret: it must never appear in any output or error.
+pub const SECRET: &str = "tk-planted-secret-0451";
+
+pub fn fixture_registry() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/registry")
+}
+
+pub fn context() -> ExecContext {
+    ExecContext {
+        credentials: Arc::new(StaticCredentials::new([("TESTAPI_KEY".to_owned(), SECRET.to_owned())])),
+        ..ExecContext::anonymous_default()
+    }
+}
+
+/// An engine over the fixture registry whose `testapi` provider calls `mock`.
+pub fn engine(mock: &Mock) -> Engine {
+    engine_with(mock, |_| {})
+}
+
+pub fn engine_with(mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
+    let mut config = EngineConfig::new(fixture_registry());
+    config.providers.insert(
+        "testapi".to_owned(),
+        ProviderSettings { base_url: Some(mock.url()), ..Default::default() },
+    );
+    tweak(&mut config);
+    Engine::new(config).expect("engine")
+}
+
+pub async fn query(engine: &Engine, sql: &str) -> QueryOutput {
+    match engine.execute(&context(), sql).await {
+        Ok(out) => out,
+        Err(err) => panic!("query failed: {sql}\n{err}"),
+    }
+}
+
+pub async fn query_err(engine: &Engine, sql: &str) -> querygate::engine::Error {
+    match engine.execute(&context(), sql).await {
+        Ok(out) => panic!("expected an error for {sql}, got {out:?}"),
+        Err(err) => {
+            assert!(!err.to_string().contains(SECRET), "secret leaked in error: {err}");
+            err
+        }
+    }
+}
+
+pub fn text(s: &str) -> Cell {
+    Cell::Text(s.to_owned())
+}
+
+pub fn int(i: i64) -> Cell {
+    Cell::Integer(i)
+}
+
+/// The values of one column.
+pub fn column(out: &QueryOutput, name: &str) -> Vec<Cell> {
+    let index = out.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("no column {name} in {:?}", out.columns));
+    out.rows.iter().map(|r| r[index].clone()).collect()
+}
