@@ -79,10 +79,20 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Query { output, sql } => (engine.execute(&cx, &sql).await, output),
         Command::Providers { output } => {
             let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
-                columns: vec!["name".to_owned(), "version".to_owned(), "versions".to_owned()],
+                columns: vec![
+                    "name".to_owned(),
+                    "version".to_owned(),
+                    "versions".to_owned(),
+                ],
                 rows: providers
                     .into_iter()
-                    .map(|p| vec![Cell::Text(p.name), Cell::Text(p.version), Cell::Text(p.versions.join(", "))])
+                    .map(|p| {
+                        vec![
+                            Cell::Text(p.name),
+                            Cell::Text(p.version),
+                            Cell::Text(p.versions.join(", ")),
+                        ]
+                    })
                     .collect(),
                 warnings: Vec::new(),
             });
@@ -121,7 +131,11 @@ fn render_table(result: &QueryOutput) -> String {
     let cells: Vec<Vec<String>> = result
         .rows
         .iter()
-        .map(|row| row.iter().map(|c| c.to_string().replace(['\n', '\r'], " ")).collect())
+        .map(|row| {
+            row.iter()
+                .map(|c| c.to_string().replace(['\n', '\r'], " "))
+                .collect()
+        })
         .collect();
     let mut widths: Vec<usize> = result.columns.iter().map(|c| c.chars().count()).collect();
     for row in &cells {
@@ -139,13 +153,24 @@ fn render_table(result: &QueryOutput) -> String {
             .collect();
         format!("| {} |\n", padded.join(" | "))
     };
-    let rule = format!("|{}|\n", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|"));
+    let rule = format!(
+        "|{}|\n",
+        widths
+            .iter()
+            .map(|w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("|")
+    );
     let mut out = line(&result.columns);
     out.push_str(&rule);
     for row in &cells {
         out.push_str(&line(row));
     }
-    out.push_str(&format!("({} row{})\n", cells.len(), if cells.len() == 1 { "" } else { "s" }));
+    out.push_str(&format!(
+        "({} row{})\n",
+        cells.len(),
+        if cells.len() == 1 { "" } else { "s" }
+    ));
     out
 }
 
@@ -158,7 +183,12 @@ fn render_json(result: &QueryOutput) -> String {
                 .columns
                 .iter()
                 .zip(row)
-                .map(|(c, v)| (c.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null)))
+                .map(|(c, v)| {
+                    (
+                        c.clone(),
+                        serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+                    )
+                })
                 .collect()
         })
         .collect();
@@ -195,14 +225,20 @@ mod tests {
     fn sample() -> QueryOutput {
         QueryOutput {
             columns: vec!["n".into(), "s".into()],
-            rows: vec![vec![Cell::Integer(1), Cell::Text("a,\"b\"".into())], vec![Cell::Null, Cell::Real(1.5)]],
+            rows: vec![
+                vec![Cell::Integer(1), Cell::Text("a,\"b\"".into())],
+                vec![Cell::Null, Cell::Real(1.5)],
+            ],
             warnings: vec![],
         }
     }
 
     #[test]
     fn csv_quotes_what_needs_quoting() {
-        assert_eq!(render(&sample(), Output::Csv), "n,s\r\n1,\"a,\"\"b\"\"\"\r\n,1.5\r\n");
+        assert_eq!(
+            render(&sample(), Output::Csv),
+            "n,s\r\n1,\"a,\"\"b\"\"\"\r\n,1.5\r\n"
+        );
     }
 
     #[test]

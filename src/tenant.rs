@@ -22,7 +22,10 @@ pub struct Principal {
 impl Principal {
     /// The principal every request uses before authentication exists.
     pub fn anonymous() -> Self {
-        Principal { subject: "anonymous".to_owned(), tenant: "default".to_owned() }
+        Principal {
+            subject: "anonymous".to_owned(),
+            tenant: "default".to_owned(),
+        }
     }
 }
 

@@ -50,7 +50,11 @@ impl Sources {
     /// The process environment, with the file from `explicit` or `QUERYGATE_CONFIG`.
     pub fn from_process(explicit: Option<PathBuf>) -> Self {
         let env: HashMap<String, String> = std::env::vars().collect();
-        let file = explicit.or_else(|| env.get("QUERYGATE_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from));
+        let file = explicit.or_else(|| {
+            env.get("QUERYGATE_CONFIG")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
         Sources { file, env }
     }
 }
@@ -89,7 +93,11 @@ impl Config {
         };
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
             let path = err.path().to_string();
-            let message = if path == "." { err.inner().to_string() } else { format!("{path}: {}", err.inner()) };
+            let message = if path == "." {
+                err.inner().to_string()
+            } else {
+                format!("{path}: {}", err.inner())
+            };
             ConfigError::Invalid { origin, message }
         })?;
         Config::validate(raw, &sources.env)
@@ -98,17 +106,26 @@ impl Config {
     fn validate(raw: raw::RawConfig, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
         let mut problems = Vec::new();
         let upstream = raw.upstream;
-        for (name, value) in [("upstream.timeout", upstream.timeout), ("upstream.connect_timeout", upstream.connect_timeout)] {
+        for (name, value) in [
+            ("upstream.timeout", upstream.timeout),
+            ("upstream.connect_timeout", upstream.connect_timeout),
+        ] {
             if value.is_zero() {
                 problems.push(format!("{name} must be greater than 0"));
             }
         }
         for (name, value) in [
             ("upstream.max_concurrency", upstream.max_concurrency),
-            ("upstream.max_requests_per_statement", upstream.max_requests_per_statement),
+            (
+                "upstream.max_requests_per_statement",
+                upstream.max_requests_per_statement,
+            ),
             ("upstream.max_response_bytes", upstream.max_response_bytes),
             ("limits.max_result_rows", raw.limits.max_result_rows),
-            ("registry.document_cache_size", raw.registry.document_cache_size),
+            (
+                "registry.document_cache_size",
+                raw.registry.document_cache_size,
+            ),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be greater than 0"));
@@ -119,25 +136,40 @@ impl Config {
             if let Some(url) = &settings.base_url {
                 match url::Url::parse(url) {
                     Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
-                    _ => problems.push(format!("providers.{name}.base_url '{url}' is not an http(s) URL")),
+                    _ => problems.push(format!(
+                        "providers.{name}.base_url '{url}' is not an http(s) URL"
+                    )),
                 }
             }
-            if let Some(auth) = &settings.auth {
-                if auth.get("type").and_then(serde_json::Value::as_str).is_none() {
-                    problems.push(format!("providers.{name}.auth needs a 'type'"));
-                }
+            if let Some(auth) = &settings.auth
+                && auth
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .is_none()
+            {
+                problems.push(format!("providers.{name}.auth needs a 'type'"));
             }
             providers.insert(
                 name,
-                ProviderSettings { base_url: settings.base_url, version: settings.version, auth: settings.auth },
+                ProviderSettings {
+                    base_url: settings.base_url,
+                    version: settings.version,
+                    auth: settings.auth,
+                },
             );
         }
         let mut tenants = Vec::new();
         for tenant in raw.tenants {
             let id_ok = !tenant.id.is_empty()
-                && tenant.id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                && tenant
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
             if !id_ok {
-                problems.push(format!("tenant id '{}' must be non-empty letters, digits, '-', '_' or '.'", tenant.id));
+                problems.push(format!(
+                    "tenant id '{}' must be non-empty letters, digits, '-', '_' or '.'",
+                    tenant.id
+                ));
             }
             if tenants.iter().any(|t: &TenantConfig| t.id == tenant.id) {
                 problems.push(format!("tenant id '{}' appears twice", tenant.id));
@@ -149,12 +181,22 @@ impl Config {
             });
         }
         if !tenants.iter().any(|t| t.id == "default") {
-            tenants.insert(0, TenantConfig { id: "default".to_owned(), mode: Mode::default(), allowed_providers: None });
+            tenants.insert(
+                0,
+                TenantConfig {
+                    id: "default".to_owned(),
+                    mode: Mode::default(),
+                    allowed_providers: None,
+                },
+            );
         }
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
-        let registry_root = raw.registry.root.unwrap_or_else(|| default_registry_root(env));
+        let registry_root = raw
+            .registry
+            .root
+            .unwrap_or_else(|| default_registry_root(env));
         Ok(Config {
             engine: EngineConfig {
                 registry_root,
@@ -194,8 +236,10 @@ fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
 }
 
 fn read_yaml(path: &Path) -> Result<serde_json::Value, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Object(Default::default()));
     }
@@ -216,8 +260,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.yaml");
         std::fs::write(&file, yaml).unwrap();
-        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        Config::load(&Sources { file: Some(file), env })
+        let env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Config::load(&Sources {
+            file: Some(file),
+            env,
+        })
     }
 
     #[test]
@@ -227,17 +277,23 @@ mod tests {
         assert_eq!(config.tenants[0].id, "default");
         assert_eq!(config.tenants[0].mode, Mode::ReadOnly);
         assert_eq!(config.engine.upstream.timeout, DEFAULT_UPSTREAM_TIMEOUT);
-        assert_eq!(config.engine.registry_root, PathBuf::from("/home/u/.local/share/querygate/registry"));
+        assert_eq!(
+            config.engine.registry_root,
+            PathBuf::from("/home/u/.local/share/querygate/registry")
+        );
     }
 
     #[test]
     fn file_and_environment_are_layered() {
         let yaml = "registry:\n  root: /reg\nupstream:\n  timeout: 5s\n  page_limit: 3\nproviders:\n  github:\n    base_url: http://127.0.0.1:1\ntenants:\n  - id: acme\n    mode: safe\n    allowed_providers: [github]\n";
-        let config = load(yaml, &[
-            ("QUERYGATE_UPSTREAM__PAGE_LIMIT", "7"),
-            ("QUERYGATE_PROVIDERS__GITHUB__VERSION", "v0.3.1"),
-            ("QUERYGATE_COMPAT_REGISTRY", "ignored: no nesting"),
-        ])
+        let config = load(
+            yaml,
+            &[
+                ("QUERYGATE_UPSTREAM__PAGE_LIMIT", "7"),
+                ("QUERYGATE_PROVIDERS__GITHUB__VERSION", "v0.3.1"),
+                ("QUERYGATE_COMPAT_REGISTRY", "ignored: no nesting"),
+            ],
+        )
         .unwrap();
         assert_eq!(config.engine.registry_root, PathBuf::from("/reg"));
         assert_eq!(config.engine.upstream.timeout, Duration::from_secs(5));
@@ -253,21 +309,36 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let err = load("upstream:\n  timout: 5s\n", &[]).unwrap_err().to_string();
+        let err = load("upstream:\n  timout: 5s\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("upstream") && err.contains("timout"), "{err}");
-        let err = load("", &[("QUERYGATE_UPSTREAM__NOPE", "1")]).unwrap_err().to_string();
+        let err = load("", &[("QUERYGATE_UPSTREAM__NOPE", "1")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("nope"), "{err}");
-        let err = load("tenants:\n  - id: a\n    colour: red\n", &[]).unwrap_err().to_string();
+        let err = load("tenants:\n  - id: a\n    colour: red\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("colour"), "{err}");
     }
 
     #[test]
     fn bad_values_are_explained() {
-        let err = load("upstream:\n  max_concurrency: 0\n", &[]).unwrap_err().to_string();
-        assert!(err.contains("upstream.max_concurrency must be greater than 0"), "{err}");
-        let err = load("tenants:\n  - id: a\n    mode: yolo\n", &[]).unwrap_err().to_string();
+        let err = load("upstream:\n  max_concurrency: 0\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("upstream.max_concurrency must be greater than 0"),
+            "{err}"
+        );
+        let err = load("tenants:\n  - id: a\n    mode: yolo\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("yolo"), "{err}");
-        let err = load("providers:\n  github:\n    base_url: ftp://x\n", &[]).unwrap_err().to_string();
+        let err = load("providers:\n  github:\n    base_url: ftp://x\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an http(s) URL"), "{err}");
     }
 }

@@ -45,7 +45,10 @@ pub(super) struct RawRegistry {
 
 impl Default for RawRegistry {
     fn default() -> Self {
-        RawRegistry { root: None, document_cache_size: 64 }
+        RawRegistry {
+            root: None,
+            document_cache_size: 64,
+        }
     }
 }
 
@@ -92,7 +95,9 @@ pub(super) struct RawLimits {
 
 impl Default for RawLimits {
     fn default() -> Self {
-        RawLimits { max_result_rows: 100_000 }
+        RawLimits {
+            max_result_rows: 100_000,
+        }
     }
 }
 

@@ -17,14 +17,21 @@ pub(crate) fn open_provider(inner: &Inner, cx: &ExecContext, name: &str) -> Resu
     if !cx.allows(name) {
         return Err(Error::new(
             ErrorKind::ProviderNotAllowed,
-            format!("provider '{name}' is not allowed for tenant '{}'", cx.tenant),
+            format!(
+                "provider '{name}' is not allowed for tenant '{}'",
+                cx.tenant
+            ),
         ));
     }
     inner.registry.open(name)
 }
 
 /// Opens `provider.service.resource`.
-pub(crate) fn open_resource(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Arc<Resource>> {
+pub(crate) fn open_resource(
+    inner: &Inner,
+    cx: &ExecContext,
+    names: &[String; 3],
+) -> Result<Arc<Resource>> {
     let [provider, service, resource] = names;
     let provider = open_provider(inner, cx, provider)?;
     let service = provider.service(&inner.store, service)?;
@@ -37,20 +44,37 @@ pub(crate) fn providers(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderI
         .installed()?
         .into_iter()
         .filter(|p| cx.allows(&p.name))
-        .map(|p| ProviderInfo { name: p.name, version: p.chosen, versions: p.versions })
+        .map(|p| ProviderInfo {
+            name: p.name,
+            version: p.chosen,
+            versions: p.versions,
+        })
         .collect())
 }
 
-pub(crate) fn services(inner: &Inner, cx: &ExecContext, provider: &str) -> Result<Vec<ServiceInfo>> {
+pub(crate) fn services(
+    inner: &Inner,
+    cx: &ExecContext,
+    provider: &str,
+) -> Result<Vec<ServiceInfo>> {
     let provider = open_provider(inner, cx, provider)?;
     Ok(provider
         .services()
         .into_iter()
-        .map(|s| ServiceInfo { name: s.name, title: s.title, description: s.description })
+        .map(|s| ServiceInfo {
+            name: s.name,
+            title: s.title,
+            description: s.description,
+        })
         .collect())
 }
 
-pub(crate) fn resources(inner: &Inner, cx: &ExecContext, provider: &str, service: &str) -> Result<Vec<ResourceInfo>> {
+pub(crate) fn resources(
+    inner: &Inner,
+    cx: &ExecContext,
+    provider: &str,
+    service: &str,
+) -> Result<Vec<ResourceInfo>> {
     let provider = open_provider(inner, cx, provider)?;
     let service = provider.service(&inner.store, service)?;
     Ok(service
@@ -64,7 +88,11 @@ pub(crate) fn resources(inner: &Inner, cx: &ExecContext, provider: &str, service
         .collect())
 }
 
-pub(crate) fn methods(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Vec<MethodInfo>> {
+pub(crate) fn methods(
+    inner: &Inner,
+    cx: &ExecContext,
+    names: &[String; 3],
+) -> Result<Vec<MethodInfo>> {
     let resource = open_resource(inner, cx, names)?;
     let mut out: Vec<MethodInfo> = resource
         .methods
@@ -90,7 +118,11 @@ fn verb_rank(verb: Option<SqlVerb>) -> u8 {
     }
 }
 
-pub(crate) fn columns(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> Result<Vec<ColumnInfo>> {
+pub(crate) fn columns(
+    inner: &Inner,
+    cx: &ExecContext,
+    names: &[String; 3],
+) -> Result<Vec<ColumnInfo>> {
     let resource = open_resource(inner, cx, names)?;
     let Some(method) = resource.methods_for(SqlVerb::Select).into_iter().next() else {
         return Ok(Vec::new());
@@ -98,19 +130,35 @@ pub(crate) fn columns(inner: &Inner, cx: &ExecContext, names: &[String; 3]) -> R
     Ok(method
         .columns(&inner.store)?
         .into_iter()
-        .map(|c| ColumnInfo { name: c.name, type_name: c.type_name, description: c.description })
+        .map(|c| ColumnInfo {
+            name: c.name,
+            type_name: c.type_name,
+            description: c.description,
+        })
         .collect())
 }
 
-pub(crate) fn contract(inner: &Inner, cx: &ExecContext, names: &[String; 3], method: &str) -> Result<MethodContract> {
+pub(crate) fn contract(
+    inner: &Inner,
+    cx: &ExecContext,
+    names: &[String; 3],
+    method: &str,
+) -> Result<MethodContract> {
     let resource = open_resource(inner, cx, names)?;
     let found = resource.method(method).ok_or_else(|| {
-        Error::unknown(format!("method '{method}' not found in resource '{}'", resource.full_name()))
+        Error::unknown(format!(
+            "method '{method}' not found in resource '{}'",
+            resource.full_name()
+        ))
     })?;
     let columns = found
         .columns(&inner.store)?
         .into_iter()
-        .map(|c| ColumnInfo { name: c.name, type_name: c.type_name, description: c.description })
+        .map(|c| ColumnInfo {
+            name: c.name,
+            type_name: c.type_name,
+            description: c.description,
+        })
         .collect();
     Ok(MethodContract {
         resource: resource.full_name(),
@@ -148,7 +196,11 @@ fn opt(value: Option<String>) -> Cell {
 }
 
 fn output(columns: &[&str], rows: Vec<Vec<Cell>>) -> QueryOutput {
-    QueryOutput { columns: columns.iter().map(|c| (*c).to_owned()).collect(), rows, warnings: Vec::new() }
+    QueryOutput {
+        columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+        rows,
+        warnings: Vec::new(),
+    }
 }
 
 /// SQL `LIKE` semantics (`%`, `_`, case-insensitive ASCII) for `SHOW … LIKE`.
@@ -158,13 +210,20 @@ fn like_matches(pattern: &str, value: &str) -> bool {
             None => v.is_empty(),
             Some((b'%', rest)) => (0..=v.len()).any(|i| go(rest, &v[i..])),
             Some((b'_', rest)) => !v.is_empty() && go(rest, &v[1..]),
-            Some((c, rest)) => v.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && go(rest, &v[1..]),
+            Some((c, rest)) => {
+                v.first().is_some_and(|x| x.eq_ignore_ascii_case(c)) && go(rest, &v[1..])
+            }
         }
     }
     go(pattern.as_bytes(), value.as_bytes())
 }
 
-pub(crate) fn show(inner: &Inner, cx: &ExecContext, what: &ShowWhat, like: Option<&str>) -> Result<QueryOutput> {
+pub(crate) fn show(
+    inner: &Inner,
+    cx: &ExecContext,
+    what: &ShowWhat,
+    like: Option<&str>,
+) -> Result<QueryOutput> {
     let keep = |name: &str| like.is_none_or(|p| like_matches(p, name));
     Ok(match what {
         ShowWhat::Providers => output(
@@ -191,19 +250,31 @@ pub(crate) fn show(inner: &Inner, cx: &ExecContext, what: &ShowWhat, like: Optio
                 .map(|r| vec![text(r.name), text(r.id), opt(r.title)])
                 .collect(),
         ),
-        ShowWhat::Methods { provider, service, resource } => output(
+        ShowWhat::Methods {
+            provider,
+            service,
+            resource,
+        } => output(
             &["MethodName", "RequiredParams", "SQLVerb"],
-            methods(inner, cx, &[provider.clone(), service.clone(), resource.clone()])?
-                .into_iter()
-                .filter(|m| keep(&m.name))
-                .map(|m| {
-                    vec![
-                        text(m.name),
-                        text(m.required_params.join(", ")),
-                        text(m.sql_verb.map(|v| v.as_str().to_ascii_uppercase()).unwrap_or_else(|| "EXEC".to_owned())),
-                    ]
-                })
-                .collect(),
+            methods(
+                inner,
+                cx,
+                &[provider.clone(), service.clone(), resource.clone()],
+            )?
+            .into_iter()
+            .filter(|m| keep(&m.name))
+            .map(|m| {
+                vec![
+                    text(m.name),
+                    text(m.required_params.join(", ")),
+                    text(
+                        m.sql_verb
+                            .map(|v| v.as_str().to_ascii_uppercase())
+                            .unwrap_or_else(|| "EXEC".to_owned()),
+                    ),
+                ]
+            })
+            .collect(),
         ),
     })
 }

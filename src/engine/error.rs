@@ -64,7 +64,11 @@ pub struct Error {
 impl Error {
     /// Creates an error of `kind` with a message for the caller.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), upstream: None }
+        Error {
+            kind,
+            message: message.into(),
+            upstream: None,
+        }
     }
 
     /// An upstream non-success status.
@@ -73,7 +77,11 @@ impl Error {
             "upstream http error: {{\"http_status\": {}, \"retryable\": {}}}: {} returned {}: {}",
             failure.status, failure.retryable, failure.request, failure.status, failure.body
         );
-        Error { kind: ErrorKind::Upstream, message, upstream: Some(Box::new(failure)) }
+        Error {
+            kind: ErrorKind::Upstream,
+            message,
+            upstream: Some(Box::new(failure)),
+        }
     }
 
     /// What kind of failure this is.

@@ -135,7 +135,14 @@ impl Engine {
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
         })?;
-        Ok(Engine { inner: Arc::new(Inner { config, store, registry, upstream }) })
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                registry,
+                upstream,
+            }),
+        })
     }
 
     /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW or DESCRIBE.
@@ -169,21 +176,38 @@ impl Engine {
     }
 
     /// Resources of a service.
-    pub async fn resources(&self, cx: &ExecContext, provider: &str, service: &str) -> Result<Vec<ResourceInfo>> {
+    pub async fn resources(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+    ) -> Result<Vec<ResourceInfo>> {
         let (inner, cx) = (self.inner.clone(), cx.clone());
         let (provider, service) = (provider.to_owned(), service.to_owned());
         blocking(move || discovery::resources(&inner, &cx, &provider, &service)).await
     }
 
     /// Methods of a resource, with their SQL verbs and required parameters.
-    pub async fn methods(&self, cx: &ExecContext, provider: &str, service: &str, resource: &str) -> Result<Vec<MethodInfo>> {
+    pub async fn methods(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+    ) -> Result<Vec<MethodInfo>> {
         let (inner, cx) = (self.inner.clone(), cx.clone());
         let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
         blocking(move || discovery::methods(&inner, &cx, &names)).await
     }
 
     /// Columns of a resource (those of its first select method).
-    pub async fn columns(&self, cx: &ExecContext, provider: &str, service: &str, resource: &str) -> Result<Vec<ColumnInfo>> {
+    pub async fn columns(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+    ) -> Result<Vec<ColumnInfo>> {
         let (inner, cx) = (self.inner.clone(), cx.clone());
         let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
         blocking(move || discovery::columns(&inner, &cx, &names)).await
@@ -206,7 +230,9 @@ impl Engine {
 }
 
 /// Runs document-heavy work off the async threads.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|err| Error::internal(format!("engine task failed: {err}")))?

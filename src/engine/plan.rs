@@ -93,18 +93,17 @@ fn plan_one(
     let mut depends_on = Vec::new();
     for param in &method.params {
         if let Some(source) = bound(param) {
-            if let Source::Column { occurrence, .. } = source {
-                if !depends_on.contains(occurrence) {
-                    depends_on.push(*occurrence);
-                }
+            if let Source::Column { occurrence, .. } = source
+                && !depends_on.contains(occurrence)
+            {
+                depends_on.push(*occurrence);
             }
             params.push((param.clone(), source.clone()));
         }
     }
 
     let (locator, _) = method.row_shape(store)?;
-    let schema_columns: Vec<String> =
-        method.columns(store)?.into_iter().map(|c| c.name).collect();
+    let schema_columns: Vec<String> = method.columns(store)?.into_iter().map(|c| c.name).collect();
     let dynamic_columns = schema_columns.is_empty();
     let mut columns = schema_columns.clone();
     let mut star_columns = schema_columns;
@@ -150,7 +149,10 @@ fn missing_params_error(resource: &Resource, candidates: &[&Method]) -> Error {
         })
         .collect();
     let message = if listing.is_empty() {
-        format!("resource '{}' has no method bound to SELECT", resource.full_name())
+        format!(
+            "resource '{}' has no method bound to SELECT",
+            resource.full_name()
+        )
     } else {
         format!(
             "cannot SELECT from '{}': no select method has all its required parameters in the WHERE clause (as col = 'value' or col IN (...)); methods and their required parameters: {}",

@@ -49,7 +49,9 @@ impl LocalRegistry {
         };
         let mut out = Vec::new();
         for entry in entries.flatten() {
-            let Ok(dir) = entry.file_name().into_string() else { continue };
+            let Ok(dir) = entry.file_name().into_string() else {
+                continue;
+            };
             if !entry.path().is_dir() || !is_safe_name(&dir) {
                 continue;
             }
@@ -67,7 +69,12 @@ impl LocalRegistry {
             versions.sort_by(|a, b| compare_versions(b, a));
             let newest = versions.first().cloned().unwrap_or_default();
             let name = match self.store.load(&format!("{dir}/{newest}/provider.yaml")) {
-                Ok(doc) => doc.value.get("name").and_then(Value::as_str).unwrap_or(&dir).to_owned(),
+                Ok(doc) => doc
+                    .value
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&dir)
+                    .to_owned(),
                 Err(err) => {
                     tracing::warn!(provider_dir = %dir, error = %err, "skipping unreadable provider");
                     continue;
@@ -77,7 +84,12 @@ impl LocalRegistry {
                 Some(pin) if versions.contains(pin) => pin.clone(),
                 _ => newest,
             };
-            out.push(Installed { name, dir, versions, chosen });
+            out.push(Installed {
+                name,
+                dir,
+                versions,
+                chosen,
+            });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -86,25 +98,33 @@ impl LocalRegistry {
     /// Opens the provider whose SQL name is `name`.
     pub(crate) fn open(&self, name: &str) -> Result<Arc<Provider>> {
         if !is_safe_name(name) {
-            return Err(Error::unknown(format!("provider '{name}' is not installed")));
+            return Err(Error::unknown(format!(
+                "provider '{name}' is not installed"
+            )));
         }
         let installed = self.installed()?;
-        let found = installed.into_iter().find(|p| p.name == name).ok_or_else(|| {
-            Error::unknown(format!("provider '{name}' is not installed"))
-        })?;
-        if let Some(pin) = self.pins.get(name) {
-            if &found.chosen != pin {
-                return Err(Error::new(
-                    ErrorKind::Registry,
-                    format!(
-                        "provider '{name}' is pinned to version '{pin}', which is not installed (installed: {})",
-                        found.versions.join(", ")
-                    ),
-                ));
-            }
+        let found = installed
+            .into_iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| Error::unknown(format!("provider '{name}' is not installed")))?;
+        if let Some(pin) = self.pins.get(name)
+            && &found.chosen != pin
+        {
+            return Err(Error::new(
+                ErrorKind::Registry,
+                format!(
+                    "provider '{name}' is pinned to version '{pin}', which is not installed (installed: {})",
+                    found.versions.join(", ")
+                ),
+            ));
         }
-        let doc = self.store.load(&format!("{}/{}/provider.yaml", found.dir, found.chosen))?;
-        Ok(Arc::new(Provider { name: found.name, doc }))
+        let doc = self
+            .store
+            .load(&format!("{}/{}/provider.yaml", found.dir, found.chosen))?;
+        Ok(Arc::new(Provider {
+            name: found.name,
+            doc,
+        }))
     }
 }
 
@@ -114,13 +134,18 @@ pub(crate) fn is_safe_name(name: &str) -> bool {
         && name != "."
         && name != ".."
         && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// Orders `v1.2.10` after `v1.2.9`: numeric where both parts are numbers.
 pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
     let parts = |v: &str| -> Vec<String> {
-        v.trim_start_matches(['v', 'V']).split(['.', '-']).map(str::to_owned).collect()
+        v.trim_start_matches(['v', 'V'])
+            .split(['.', '-'])
+            .map(str::to_owned)
+            .collect()
     };
     let (pa, pb) = (parts(a), parts(b));
     for (x, y) in pa.iter().zip(pb.iter()) {

@@ -31,7 +31,11 @@ struct TableJob {
 }
 
 /// Runs a query statement.
-pub(crate) async fn run(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<QueryOutput> {
+pub(crate) async fn run(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    query: Box<Query>,
+) -> Result<QueryOutput> {
     let planner = inner.clone();
     let plan_cx = cx.clone();
     let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
@@ -54,7 +58,8 @@ pub(crate) async fn run(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>)
             return Err(Error::internal("table dependencies did not resolve"));
         }
         let results = futures::future::join_all(
-            wave.iter().map(|i| load_table(inner, cx, &db, &jobs, *i, &budget)),
+            wave.iter()
+                .map(|i| load_table(inner, cx, &db, &jobs, *i, &budget)),
         )
         .await;
         for result in results {
@@ -75,14 +80,20 @@ struct Budget {
     permits: Semaphore,
 }
 
-fn prepare(inner: &Inner, cx: &ExecContext, mut query: Box<Query>) -> Result<(String, Vec<TableJob>)> {
+fn prepare(
+    inner: &Inner,
+    cx: &ExecContext,
+    mut query: Box<Query>,
+) -> Result<(String, Vec<TableJob>)> {
     let analysis = analyse(&mut query)?;
     let mut resources = Vec::with_capacity(analysis.occurrences.len());
     let mut providers = Vec::with_capacity(analysis.occurrences.len());
     for occurrence in &analysis.occurrences {
         let provider = open_provider(inner, cx, &occurrence.provider)?;
         let service = provider.service(&inner.store, &occurrence.service)?;
-        resources.push(Arc::new(service.resource(&inner.store, &occurrence.resource)?));
+        resources.push(Arc::new(
+            service.resource(&inner.store, &occurrence.resource)?,
+        ));
         providers.push(provider);
     }
     let plans = plan_tables(&inner.store, &analysis, resources)?;
@@ -105,7 +116,11 @@ fn prepare(inner: &Inner, cx: &ExecContext, mut query: Box<Query>) -> Result<(St
                 .and_then(|p| p.auth.clone())
                 .or_else(|| provider.config().get("auth").cloned())
                 .unwrap_or(Value::Null),
-            base_url: inner.config.providers.get(&provider.name).and_then(|p| p.base_url.clone()),
+            base_url: inner
+                .config
+                .providers
+                .get(&provider.name)
+                .and_then(|p| p.base_url.clone()),
             plan,
         })
         .collect();
@@ -119,7 +134,11 @@ struct ParamValue {
     sql: SqlValue,
 }
 
-async fn param_values(db: &Database, jobs: &[TableJob], source: &Source) -> Result<Vec<ParamValue>> {
+async fn param_values(
+    db: &Database,
+    jobs: &[TableJob],
+    source: &Source,
+) -> Result<Vec<ParamValue>> {
     match source {
         Source::Literals(literals) => Ok(literals
             .iter()
@@ -220,7 +239,9 @@ async fn load_table(
                 .acquire()
                 .await
                 .map_err(|_| Error::internal("request limiter closed"))?;
-            let Some(auth) = auth.as_ref() else { return Ok((LegEnd::Complete { pages: 0 }, Vec::new())) };
+            let Some(auth) = auth.as_ref() else {
+                return Ok((LegEnd::Complete { pages: 0 }, Vec::new()));
+            };
             let request = Leg {
                 method,
                 base_url: job.base_url.as_deref(),
@@ -228,8 +249,10 @@ async fn load_table(
                 auth,
                 credentials: cx.credentials.as_ref(),
             };
-            let fixed: Vec<(String, SqlValue)> =
-                leg.iter().map(|(p, v)| (p.name.clone(), v.sql.clone())).collect();
+            let fixed: Vec<(String, SqlValue)> = leg
+                .iter()
+                .map(|(p, v)| (p.name.clone(), v.sql.clone()))
+                .collect();
             let mut pages: Vec<Page> = Vec::new();
             let end = inner
                 .upstream
@@ -237,7 +260,12 @@ async fn load_table(
                     if plan.dynamic_columns {
                         pages.push(Page::Held(body, fixed.clone()));
                     } else {
-                        pages.push(Page::Loading(db.load(&plan.local, body, job.locator.clone(), fixed.clone())?));
+                        pages.push(Page::Loading(db.load(
+                            &plan.local,
+                            body,
+                            job.locator.clone(),
+                            fixed.clone(),
+                        )?));
                     }
                     Ok(())
                 })
@@ -246,8 +274,10 @@ async fn load_table(
         }
     });
     let concurrency = inner.config.upstream.max_concurrency.max(1);
-    let results: Vec<Result<(LegEnd, Vec<Page>)>> =
-        futures::stream::iter(fetches).buffer_unordered(concurrency).collect().await;
+    let results: Vec<Result<(LegEnd, Vec<Page>)>> = futures::stream::iter(fetches)
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
 
     let mut warnings = Vec::new();
     let mut held = Vec::new();
@@ -268,7 +298,8 @@ async fn load_table(
         }
     }
     for load in pending {
-        load.await.map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        load.await
+            .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
     }
     if plan.dynamic_columns {
         let mut columns: Vec<String> = Vec::new();

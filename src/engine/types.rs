@@ -130,7 +130,9 @@ pub struct StaticCredentials {
 impl StaticCredentials {
     /// A source holding exactly these variables.
     pub fn new(values: impl IntoIterator<Item = (String, String)>) -> Self {
-        StaticCredentials { values: values.into_iter().collect() }
+        StaticCredentials {
+            values: values.into_iter().collect(),
+        }
     }
 }
 
@@ -176,7 +178,9 @@ impl ExecContext {
 
     /// Whether this tenant may use `provider` (its SQL name).
     pub fn allows(&self, provider: &str) -> bool {
-        self.allowed_providers.as_ref().is_none_or(|set| set.contains(provider))
+        self.allowed_providers
+            .as_ref()
+            .is_none_or(|set| set.contains(provider))
     }
 }
 

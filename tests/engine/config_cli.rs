@@ -9,46 +9,80 @@ use crate::support::*;
 
 fn querygate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_querygate"));
-    cmd.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
     cmd
 }
 
 #[tokio::test]
 async fn query_with_config_file_env_override_and_formats() {
     let mock = Mock::start().await;
-    mock.route("/orgs/acme/items", Reply::json(json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}])));
+    mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}])),
+    );
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("querygate.yaml");
     std::fs::write(
         &config,
-        format!("registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: http://127.0.0.1:1\n", fixture_registry().display()),
+        format!(
+            "registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: http://127.0.0.1:1\n",
+            fixture_registry().display()
+        ),
     )
     .unwrap();
     let url = mock.url();
     let run = move |format: &'static str| {
         let mut cmd = querygate();
-        cmd.args(["--config", config.to_str().unwrap(), "query", "--output", format])
-            .arg("SELECT id, name FROM testapi.items.items WHERE org = 'acme' ORDER BY id")
-            .env("QUERYGATE_PROVIDERS__TESTAPI__BASE_URL", &url)
-            .env("TESTAPI_KEY", SECRET);
+        cmd.args([
+            "--config",
+            config.to_str().unwrap(),
+            "query",
+            "--output",
+            format,
+        ])
+        .arg("SELECT id, name FROM testapi.items.items WHERE org = 'acme' ORDER BY id")
+        .env("QUERYGATE_PROVIDERS__TESTAPI__BASE_URL", &url)
+        .env("TESTAPI_KEY", SECRET);
         cmd
     };
     let (json_out, csv_out, table_out) = tokio::task::spawn_blocking(move || {
-        (run("json").output().unwrap(), run("csv").output().unwrap(), run("table").output().unwrap())
+        (
+            run("json").output().unwrap(),
+            run("csv").output().unwrap(),
+            run("table").output().unwrap(),
+        )
     })
     .await
     .unwrap();
-    assert!(json_out.status.success(), "{}", String::from_utf8_lossy(&json_out.stderr));
+    assert!(
+        json_out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json_out.stderr)
+    );
     let rows: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
-    assert_eq!(rows, json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}]));
-    assert_eq!(String::from_utf8_lossy(&csv_out.stdout), "id,name\r\n1,\"a,b\"\r\n2,c\r\n");
+    assert_eq!(
+        rows,
+        json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&csv_out.stdout),
+        "id,name\r\n1,\"a,b\"\r\n2,c\r\n"
+    );
     let table = String::from_utf8_lossy(&table_out.stdout).to_string();
-    assert!(table.contains("| 2  | c    |") && table.ends_with("(2 rows)\n"), "{table}");
+    assert!(
+        table.contains("| 2  | c    |") && table.ends_with("(2 rows)\n"),
+        "{table}"
+    );
     for out in [&json_out, &csv_out, &table_out] {
         assert!(!String::from_utf8_lossy(&out.stdout).contains(SECRET));
         assert!(!String::from_utf8_lossy(&out.stderr).contains(SECRET));
     }
-    assert_eq!(mock.requests()[0].headers["x-api-key"], SECRET, "default tenant reads the process environment");
+    assert_eq!(
+        mock.requests()[0].headers["x-api-key"],
+        SECRET,
+        "default tenant reads the process environment"
+    );
 }
 
 #[tokio::test]
@@ -57,7 +91,10 @@ async fn config_errors_name_the_key_and_exit_2() {
     let config = dir.path().join("bad.yaml");
     std::fs::write(&config, "upstream:\n  timout: 5s\n").unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        querygate().args(["--config", config.to_str().unwrap(), "providers"]).output().unwrap()
+        querygate()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .output()
+            .unwrap()
     })
     .await
     .unwrap();
@@ -83,7 +120,10 @@ async fn providers_command_and_query_errors() {
     })
     .await
     .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.0.stdout), "name,version,versions\r\ntestapi,v1,v1\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.0.stdout),
+        "name,version,versions\r\ntestapi,v1,v1\r\n"
+    );
     assert_eq!(out.1.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.1.stderr).contains("provider 'nope' is not installed"));
 }

@@ -11,10 +11,19 @@ async fn providers_services_resources_methods_columns() {
     let e = engine(&mock);
     let cx = context();
     let providers = e.providers(&cx).await.unwrap();
-    assert_eq!(providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), vec!["testapi"]);
+    assert_eq!(
+        providers
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["testapi"]
+    );
     assert_eq!(providers[0].version, "v1");
     let services = e.services(&cx, "testapi").await.unwrap();
-    assert_eq!(services.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["absent", "items"]);
+    assert_eq!(
+        services.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        vec!["absent", "items"]
+    );
     let resources = e.resources(&cx, "testapi", "items").await.unwrap();
     assert!(resources.iter().any(|r| r.id == "testapi.items.items"));
     let methods = e.methods(&cx, "testapi", "items", "items").await.unwrap();
@@ -26,19 +35,41 @@ async fn providers_services_resources_methods_columns() {
     assert_eq!(tokens[0].sql_verb, Some(SqlVerb::Select));
     let columns = e.columns(&cx, "testapi", "items", "items").await.unwrap();
     assert_eq!(
-        columns.iter().map(|c| (c.name.as_str(), c.type_name.as_str())).collect::<Vec<_>>(),
-        vec![("id", "integer"), ("name", "string"), ("score", "number"), ("active", "boolean"), ("meta", "object"), ("tags", "array")]
+        columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.type_name.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("id", "integer"),
+            ("name", "string"),
+            ("score", "number"),
+            ("active", "boolean"),
+            ("meta", "object"),
+            ("tags", "array")
+        ]
     );
-    let contract = e.method_contract(&cx, "testapi", "items", "items", "list_items").await.unwrap();
-    assert_eq!((contract.http_method.as_str(), contract.path.as_str()), ("GET", "/orgs/{org}/items"));
+    let contract = e
+        .method_contract(&cx, "testapi", "items", "items", "list_items")
+        .await
+        .unwrap();
+    assert_eq!(
+        (contract.http_method.as_str(), contract.path.as_str()),
+        ("GET", "/orgs/{org}/items")
+    );
     let state = contract.params.iter().find(|p| p.name == "state").unwrap();
     assert_eq!((state.location.as_str(), state.required), ("query", false));
-    let regional = e.method_contract(&cx, "testapi", "items", "regional", "list").await.unwrap();
+    let regional = e
+        .method_contract(&cx, "testapi", "items", "regional", "list")
+        .await
+        .unwrap();
     let region = regional.params.iter().find(|p| p.name == "region").unwrap();
     assert_eq!(region.location, "server");
     assert_eq!(region.allowed_values, vec!["us", "eu"]);
     assert_eq!(region.default.as_deref(), Some("us"));
-    let err = e.method_contract(&cx, "testapi", "items", "items", "nope").await.unwrap_err();
+    let err = e
+        .method_contract(&cx, "testapi", "items", "items", "nope")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("method 'nope' not found"));
 }
 
@@ -51,8 +82,14 @@ async fn show_and_describe_statements() {
     let resources = query(&e, "SHOW RESOURCES IN testapi.items LIKE 'i%'").await;
     assert_eq!(column(&resources, "name"), vec![text("items")]);
     let methods = query(&e, "SHOW METHODS IN testapi.items.items").await;
-    assert_eq!(methods.columns, vec!["MethodName", "RequiredParams", "SQLVerb"]);
-    assert_eq!(methods.rows[0], vec![text("get_item"), text("org, id"), text("SELECT")]);
+    assert_eq!(
+        methods.columns,
+        vec!["MethodName", "RequiredParams", "SQLVerb"]
+    );
+    assert_eq!(
+        methods.rows[0],
+        vec![text("get_item"), text("org, id"), text("SELECT")]
+    );
     let described = query(&e, "DESCRIBE testapi.items.items").await;
     assert_eq!(column(&described, "name").len(), 6);
     assert!(mock.requests().is_empty());

@@ -9,7 +9,10 @@ use crate::support::*;
 #[tokio::test]
 async fn upstream_statuses_travel_as_values() {
     let mock = Mock::start().await;
-    mock.route("/status/403", Reply::status(403, r#"{"message":"rate limited"}"#));
+    mock.route(
+        "/status/403",
+        Reply::status(403, r#"{"message":"rate limited"}"#),
+    );
     mock.route("/status/429", Reply::status(429, "slow down"));
     mock.route("/status/503", Reply::status(503, &"x".repeat(5000)));
     let e = engine(&mock);
@@ -18,7 +21,12 @@ async fn upstream_statuses_travel_as_values() {
     let failure = forbidden.upstream_failure().unwrap();
     assert_eq!((failure.status, failure.retryable), (403, false));
     assert!(failure.body.contains("rate limited"));
-    assert!(forbidden.to_string().starts_with(r#"upstream http error: {"http_status": 403, "retryable": false}"#), "{forbidden}");
+    assert!(
+        forbidden
+            .to_string()
+            .starts_with(r#"upstream http error: {"http_status": 403, "retryable": false}"#),
+        "{forbidden}"
+    );
     let throttled = query_err(&e, "SELECT * FROM testapi.items.status WHERE code = 429").await;
     assert!(throttled.upstream_failure().unwrap().retryable);
     let unavailable = query_err(&e, "SELECT * FROM testapi.items.status WHERE code = 503").await;
@@ -34,7 +42,10 @@ async fn missing_required_params_list_every_method() {
     assert_eq!(err.kind(), ErrorKind::MissingParameters);
     let text = err.to_string();
     assert!(text.contains("testapi.items.items"), "{text}");
-    assert!(text.contains("get_item(org, id)") && text.contains("list_items(org)"), "{text}");
+    assert!(
+        text.contains("get_item(org, id)") && text.contains("list_items(org)"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -42,10 +53,22 @@ async fn unknown_names_are_named() {
     let mock = Mock::start().await;
     let e = engine(&mock);
     for (sql, expected) in [
-        ("SELECT * FROM nope.items.items", "provider 'nope' is not installed"),
-        ("SELECT * FROM testapi.nope.items", "service 'nope' not found in provider 'testapi'"),
-        ("SELECT * FROM testapi.items.nope", "resource 'nope' not found in service 'testapi.items'"),
-        ("SELECT * FROM testapi.items", "not of the form provider.service.resource"),
+        (
+            "SELECT * FROM nope.items.items",
+            "provider 'nope' is not installed",
+        ),
+        (
+            "SELECT * FROM testapi.nope.items",
+            "service 'nope' not found in provider 'testapi'",
+        ),
+        (
+            "SELECT * FROM testapi.items.nope",
+            "resource 'nope' not found in service 'testapi.items'",
+        ),
+        (
+            "SELECT * FROM testapi.items",
+            "not of the form provider.service.resource",
+        ),
     ] {
         let err = query_err(&e, sql).await;
         assert!(err.to_string().contains(expected), "{sql}: {err}");
@@ -57,9 +80,22 @@ async fn bad_and_unsupported_sql_is_refused() {
     let mock = Mock::start().await;
     let e = engine(&mock);
     assert_eq!(query_err(&e, "SELEC 1").await.kind(), ErrorKind::InvalidSql);
-    assert_eq!(query_err(&e, "SELECT 1; SELECT 2").await.kind(), ErrorKind::InvalidSql);
-    assert_eq!(query_err(&e, "DELETE FROM testapi.items.items WHERE org = 'a'").await.kind(), ErrorKind::UnsupportedStatement);
-    assert_eq!(query_err(&e, "EXEC testapi.items.items.list_items @org = 'a'").await.kind(), ErrorKind::UnsupportedStatement);
+    assert_eq!(
+        query_err(&e, "SELECT 1; SELECT 2").await.kind(),
+        ErrorKind::InvalidSql
+    );
+    assert_eq!(
+        query_err(&e, "DELETE FROM testapi.items.items WHERE org = 'a'")
+            .await
+            .kind(),
+        ErrorKind::UnsupportedStatement
+    );
+    assert_eq!(
+        query_err(&e, "EXEC testapi.items.items.list_items @org = 'a'")
+            .await
+            .kind(),
+        ErrorKind::UnsupportedStatement
+    );
     let err = query_err(&e, "SELECT no_such_column FROM testapi.items.single").await;
     assert_eq!(err.kind(), ErrorKind::InvalidSql);
     assert!(mock.requests().len() <= 1);
@@ -72,9 +108,17 @@ async fn malformed_documents_name_file_and_pointer() {
     let err = query_err(&e, "SELECT * FROM testapi.items.broken").await;
     assert_eq!(err.kind(), ErrorKind::BadDocument);
     let text = err.to_string();
-    assert!(text.contains("testapi/v1/services/items.yaml") && text.contains("/paths/~1nowhere/get"), "{text}");
+    assert!(
+        text.contains("testapi/v1/services/items.yaml") && text.contains("/paths/~1nowhere/get"),
+        "{text}"
+    );
     let absent = query_err(&e, "SELECT * FROM testapi.absent.things").await;
-    assert!(absent.to_string().contains("testapi/v1/services/absent.yaml"), "{absent}");
+    assert!(
+        absent
+            .to_string()
+            .contains("testapi/v1/services/absent.yaml"),
+        "{absent}"
+    );
 }
 
 #[tokio::test]
@@ -93,7 +137,10 @@ async fn missing_credentials_name_the_variable_only() {
         credentials: std::sync::Arc::new(querygate::engine::StaticCredentials::default()),
         ..querygate::engine::ExecContext::anonymous_default()
     };
-    let err = engine(&mock).execute(&cx, "SELECT * FROM testapi.items.single").await.unwrap_err();
+    let err = engine(&mock)
+        .execute(&cx, "SELECT * FROM testapi.items.single")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Credentials);
     assert_eq!(
         err.to_string(),
@@ -110,9 +157,15 @@ async fn tenant_allowlist_refuses_other_providers_by_name() {
         allowed_providers: Some(["github".to_owned()].into_iter().collect()),
         ..context()
     };
-    let err = engine(&mock).execute(&cx, "SELECT * FROM testapi.items.single").await.unwrap_err();
+    let err = engine(&mock)
+        .execute(&cx, "SELECT * FROM testapi.items.single")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ProviderNotAllowed);
-    assert_eq!(err.to_string(), "provider 'testapi' is not allowed for tenant 'acme'");
+    assert_eq!(
+        err.to_string(),
+        "provider 'testapi' is not allowed for tenant 'acme'"
+    );
     let listed = engine(&mock).providers(&cx).await.unwrap();
     assert!(listed.is_empty());
 }

@@ -8,14 +8,23 @@ use crate::support::*;
 #[tokio::test]
 async fn in_list_fans_out_one_request_per_value() {
     let mock = Mock::start().await;
-    mock.route("/orgs/a/items", Reply::json(json!([{"id": 1, "name": "a1"}])));
-    mock.route("/orgs/b/items", Reply::json(json!([{"id": 2, "name": "b1"}, {"id": 3, "name": "b2"}])));
+    mock.route(
+        "/orgs/a/items",
+        Reply::json(json!([{"id": 1, "name": "a1"}])),
+    );
+    mock.route(
+        "/orgs/b/items",
+        Reply::json(json!([{"id": 2, "name": "b1"}, {"id": 3, "name": "b2"}])),
+    );
     let out = query(
         &engine(&mock),
         "SELECT org, count(*) AS n FROM testapi.items.items WHERE org IN ('a', 'b') GROUP BY org ORDER BY org",
     )
     .await;
-    assert_eq!(out.rows, vec![vec![text("a"), int(1)], vec![text("b"), int(2)]]);
+    assert_eq!(
+        out.rows,
+        vec![vec![text("a"), int(1)], vec![text("b"), int(2)]]
+    );
     assert_eq!(mock.paths(), vec!["/orgs/a/items", "/orgs/b/items"]);
 }
 
@@ -24,9 +33,17 @@ async fn a_404_leg_contributes_no_rows() {
     let mock = Mock::start().await;
     mock.route("/orgs/a/items", Reply::json(json!([{"id": 1}])));
     // /orgs/gone/items is not routed: the mock answers 404.
-    let out = query(&engine(&mock), "SELECT id, org FROM testapi.items.items WHERE org IN ('a', 'gone')").await;
+    let out = query(
+        &engine(&mock),
+        "SELECT id, org FROM testapi.items.items WHERE org IN ('a', 'gone')",
+    )
+    .await;
     assert_eq!(out.rows, vec![vec![int(1), text("a")]]);
-    let none = query(&engine(&mock), "SELECT id FROM testapi.items.items WHERE org = 'gone'").await;
+    let none = query(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.items WHERE org = 'gone'",
+    )
+    .await;
     assert!(none.rows.is_empty());
 }
 
@@ -34,7 +51,11 @@ async fn a_404_leg_contributes_no_rows() {
 async fn the_request_cap_is_enforced_before_any_request() {
     let mock = Mock::start().await;
     let e = engine_with(&mock, |c| c.upstream.max_requests_per_statement = 2);
-    let err = query_err(&e, "SELECT id FROM testapi.items.items WHERE org IN ('a', 'b', 'c')").await;
+    let err = query_err(
+        &e,
+        "SELECT id FROM testapi.items.items WHERE org IN ('a', 'b', 'c')",
+    )
+    .await;
     assert!(err.to_string().contains("over the limit of 2"), "{err}");
     assert!(mock.requests().is_empty());
 }
@@ -43,23 +64,46 @@ async fn the_request_cap_is_enforced_before_any_request() {
 async fn a_join_supplies_another_tables_required_param() {
     let mock = Mock::start().await;
     mock.route("/orgs", Reply::json(json!([{"login": "a", "plan": "free"}, {"login": "b", "plan": "pro"}, {"login": "gone", "plan": "x"}])));
-    mock.route("/orgs/a/members", Reply::json(json!([{"login": "ann", "role": "admin"}])));
-    mock.route("/orgs/b/members", Reply::json(json!([{"login": "bob", "role": "member"}, {"login": "bea", "role": "admin"}])));
+    mock.route(
+        "/orgs/a/members",
+        Reply::json(json!([{"login": "ann", "role": "admin"}])),
+    );
+    mock.route(
+        "/orgs/b/members",
+        Reply::json(json!([{"login": "bob", "role": "member"}, {"login": "bea", "role": "admin"}])),
+    );
     let out = query(
         &engine(&mock),
         "SELECT o.login AS org, m.login AS member FROM testapi.items.orgs o \
          JOIN testapi.items.members m ON m.org = o.login WHERE m.role = 'admin' ORDER BY org",
     )
     .await;
-    assert_eq!(out.rows, vec![vec![text("a"), text("ann")], vec![text("b"), text("bea")]]);
-    assert_eq!(mock.paths(), vec!["/orgs", "/orgs/a/members", "/orgs/b/members", "/orgs/gone/members"]);
+    assert_eq!(
+        out.rows,
+        vec![vec![text("a"), text("ann")], vec![text("b"), text("bea")]]
+    );
+    assert_eq!(
+        mock.paths(),
+        vec![
+            "/orgs",
+            "/orgs/a/members",
+            "/orgs/b/members",
+            "/orgs/gone/members"
+        ]
+    );
 }
 
 #[tokio::test]
 async fn union_legs_and_subqueries_are_planned_separately() {
     let mock = Mock::start().await;
-    mock.route("/orgs/a/items", Reply::json(json!([{"id": 1, "name": "x"}])));
-    mock.route("/orgs/b/items", Reply::json(json!([{"id": 2, "name": "y"}])));
+    mock.route(
+        "/orgs/a/items",
+        Reply::json(json!([{"id": 1, "name": "x"}])),
+    );
+    mock.route(
+        "/orgs/b/items",
+        Reply::json(json!([{"id": 2, "name": "y"}])),
+    );
     let out = query(
         &engine(&mock),
         "SELECT name FROM testapi.items.items WHERE org = 'a' \

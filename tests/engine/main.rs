@@ -1,6 +1,8 @@
 //! Integration tests of the engine, driven through its public API against a mock upstream
 //! on 127.0.0.1 (and the real provider documents of `QUERYGATE_COMPAT_REGISTRY`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
 mod compat;
 mod config_cli;
 mod discovery;

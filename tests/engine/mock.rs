@@ -28,10 +28,18 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(body: serde_json::Value) -> Self {
-        Reply { status: 200, body: body.to_string(), headers: Vec::new() }
+        Reply {
+            status: 200,
+            body: body.to_string(),
+            headers: Vec::new(),
+        }
     }
     pub fn status(status: u16, body: &str) -> Self {
-        Reply { status, body: body.to_owned(), headers: Vec::new() }
+        Reply {
+            status,
+            body: body.to_owned(),
+            headers: Vec::new(),
+        }
     }
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
@@ -103,11 +111,18 @@ fn answer(routes: &Routes, log: &Arc<Mutex<Vec<Recorded>>>, request: Request<Bod
     });
     let routes = routes.lock().unwrap();
     let exact = query.as_ref().map(|q| format!("{path}?{q}"));
-    let reply = exact.and_then(|k| routes.get(&k)).or_else(|| routes.get(&path));
+    let reply = exact
+        .and_then(|k| routes.get(&k))
+        .or_else(|| routes.get(&path));
     let Some(reply) = reply else {
-        return Response::builder().status(StatusCode::NOT_FOUND).body(Body::from("no route")).unwrap();
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Body::from("no route"))
+            .unwrap();
     };
-    let mut builder = Response::builder().status(reply.status).header("content-type", "application/json");
+    let mut builder = Response::builder()
+        .status(reply.status)
+        .header("content-type", "application/json");
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);
     }

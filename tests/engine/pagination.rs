@@ -9,14 +9,32 @@ use crate::support::*;
 #[tokio::test]
 async fn link_header_is_followed_even_to_another_path() {
     let mock = Mock::start().await;
-    let next = format!("<{}/organizations/42/items?page=2>; rel=\"next\", <{}/x?page=9>; rel=\"last\"", mock.url(), mock.url());
-    mock.route("/orgs/acme/items", Reply::json(json!([{"id": 1}])).header("link", &next));
+    let next = format!(
+        "<{}/organizations/42/items?page=2>; rel=\"next\", <{}/x?page=9>; rel=\"last\"",
+        mock.url(),
+        mock.url()
+    );
+    mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1}])).header("link", &next),
+    );
     mock.route("/organizations/42/items", Reply::json(json!([{"id": 2}])));
-    let out = query(&engine(&mock), "SELECT id FROM testapi.items.items WHERE org = 'acme' ORDER BY id").await;
+    let out = query(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.items WHERE org = 'acme' ORDER BY id",
+    )
+    .await;
     assert_eq!(column(&out, "id"), vec![int(1), int(2)]);
-    assert_eq!(mock.paths(), vec!["/organizations/42/items?page=2", "/orgs/acme/items"]);
+    assert_eq!(
+        mock.paths(),
+        vec!["/organizations/42/items?page=2", "/orgs/acme/items"]
+    );
     // Every page carries the credentials.
-    assert!(mock.requests().iter().all(|r| r.headers["x-api-key"] == SECRET));
+    assert!(
+        mock.requests()
+            .iter()
+            .all(|r| r.headers["x-api-key"] == SECRET)
+    );
 }
 
 #[tokio::test]
@@ -26,17 +44,34 @@ async fn link_to_another_origin_is_refused() {
         "/orgs/acme/items",
         Reply::json(json!([{"id": 1}])).header("link", "<http://127.0.0.2:9/steal>; rel=\"next\""),
     );
-    let err = query_err(&engine(&mock), "SELECT id FROM testapi.items.items WHERE org = 'acme'").await;
+    let err = query_err(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.items WHERE org = 'acme'",
+    )
+    .await;
     assert!(err.to_string().contains("another origin"), "{err}");
 }
 
 #[tokio::test]
 async fn next_page_token_becomes_page_token() {
     let mock = Mock::start().await;
-    mock.route("/tokens", Reply::json(json!({"items": [{"id": 1}], "nextPageToken": "t2"})));
-    mock.route("/tokens?pageToken=t2", Reply::json(json!({"items": [{"id": 2}], "nextPageToken": "t3"})));
-    mock.route("/tokens?pageToken=t3", Reply::json(json!({"items": [{"id": 3}]})));
-    let out = query(&engine(&mock), "SELECT id FROM testapi.items.tokens ORDER BY id").await;
+    mock.route(
+        "/tokens",
+        Reply::json(json!({"items": [{"id": 1}], "nextPageToken": "t2"})),
+    );
+    mock.route(
+        "/tokens?pageToken=t2",
+        Reply::json(json!({"items": [{"id": 2}], "nextPageToken": "t3"})),
+    );
+    mock.route(
+        "/tokens?pageToken=t3",
+        Reply::json(json!({"items": [{"id": 3}]})),
+    );
+    let out = query(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.tokens ORDER BY id",
+    )
+    .await;
     assert_eq!(column(&out, "id"), vec![int(1), int(2), int(3)]);
 }
 
@@ -44,13 +79,37 @@ async fn next_page_token_becomes_page_token() {
 async fn odata_next_link_and_cursor() {
     let mock = Mock::start().await;
     let next = format!("{}/odata?$skiptoken=2", mock.url());
-    mock.route("/odata", Reply::json(json!({"value": [{"id": 1}], "@odata.nextLink": next})));
-    mock.route("/odata?$skiptoken=2", Reply::json(json!({"value": [{"id": 2}]})));
-    mock.route("/cursor", Reply::json(json!({"data": [{"id": 1}], "next_cursor": "c2"})));
-    mock.route("/cursor?cursor=c2", Reply::json(json!({"data": [{"id": 2}], "next_cursor": ""})));
+    mock.route(
+        "/odata",
+        Reply::json(json!({"value": [{"id": 1}], "@odata.nextLink": next})),
+    );
+    mock.route(
+        "/odata?$skiptoken=2",
+        Reply::json(json!({"value": [{"id": 2}]})),
+    );
+    mock.route(
+        "/cursor",
+        Reply::json(json!({"data": [{"id": 1}], "next_cursor": "c2"})),
+    );
+    mock.route(
+        "/cursor?cursor=c2",
+        Reply::json(json!({"data": [{"id": 2}], "next_cursor": ""})),
+    );
     let e = engine(&mock);
-    assert_eq!(column(&query(&e, "SELECT id FROM testapi.items.odata ORDER BY id").await, "id"), vec![int(1), int(2)]);
-    assert_eq!(column(&query(&e, "SELECT id FROM testapi.items.cursor ORDER BY id").await, "id"), vec![int(1), int(2)]);
+    assert_eq!(
+        column(
+            &query(&e, "SELECT id FROM testapi.items.odata ORDER BY id").await,
+            "id"
+        ),
+        vec![int(1), int(2)]
+    );
+    assert_eq!(
+        column(
+            &query(&e, "SELECT id FROM testapi.items.cursor ORDER BY id").await,
+            "id"
+        ),
+        vec![int(1), int(2)]
+    );
 }
 
 #[tokio::test]
@@ -58,10 +117,18 @@ async fn page_number_stops_at_the_terminator() {
     let mock = Mock::start().await;
     for page in 1..=3 {
         let body = json!({"rows": [{"id": page}], "info": {"page": page, "pages": 3}});
-        let key = if page == 1 { "/paged".to_owned() } else { format!("/paged?page={page}") };
+        let key = if page == 1 {
+            "/paged".to_owned()
+        } else {
+            format!("/paged?page={page}")
+        };
         mock.route(&key, Reply::json(body));
     }
-    let out = query(&engine(&mock), "SELECT id FROM testapi.items.paged ORDER BY id").await;
+    let out = query(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.paged ORDER BY id",
+    )
+    .await;
     assert_eq!(column(&out, "id"), vec![int(1), int(2), int(3)]);
     assert_eq!(mock.requests().len(), 3);
 }
@@ -69,8 +136,14 @@ async fn page_number_stops_at_the_terminator() {
 #[tokio::test]
 async fn page_number_without_terminator_reads_one_page() {
     let mock = Mock::start().await;
-    mock.route("/paged", Reply::json(json!({"rows": [{"id": 1}], "info": {"page": 1}})));
-    mock.route("/paged?page=2", Reply::json(json!({"rows": [{"id": 2}], "info": {"page": 2}})));
+    mock.route(
+        "/paged",
+        Reply::json(json!({"rows": [{"id": 1}], "info": {"page": 1}})),
+    );
+    mock.route(
+        "/paged?page=2",
+        Reply::json(json!({"rows": [{"id": 2}], "info": {"page": 2}})),
+    );
     let out = query(&engine(&mock), "SELECT id FROM testapi.items.paged").await;
     assert_eq!(column(&out, "id"), vec![int(1)]);
     assert_eq!(mock.requests().len(), 1);
@@ -80,7 +153,10 @@ async fn page_number_without_terminator_reads_one_page() {
 async fn page_limit_bounds_traversal_and_says_so() {
     let mock = Mock::start().await;
     // An endless token chain: every page points at the next.
-    mock.route("/tokens", Reply::json(json!({"items": [{"id": 0}], "nextPageToken": "p1"})));
+    mock.route(
+        "/tokens",
+        Reply::json(json!({"items": [{"id": 0}], "nextPageToken": "p1"})),
+    );
     for i in 1..10 {
         mock.route(
             &format!("/tokens?pageToken=p{i}"),
@@ -88,8 +164,17 @@ async fn page_limit_bounds_traversal_and_says_so() {
         );
     }
     let e = engine_with(&mock, |c| c.upstream.page_limit = 3);
-    let out = e.execute(&context(), "SELECT id FROM testapi.items.tokens").await.unwrap();
+    let out = e
+        .execute(&context(), "SELECT id FROM testapi.items.tokens")
+        .await
+        .unwrap();
     assert_eq!(out.rows.len(), 3);
     assert_eq!(mock.requests().len(), 3);
-    assert!(out.warnings.iter().any(|w| w.contains("stopped after 3 pages")), "{:?}", out.warnings);
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("stopped after 3 pages")),
+        "{:?}",
+        out.warnings
+    );
 }

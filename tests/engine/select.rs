@@ -36,8 +36,21 @@ async fn rows_keep_types_and_nested_json_is_queryable() {
          FROM testapi.items.items WHERE org = 'acme' ORDER BY name",
     )
     .await;
-    assert_eq!(out.columns, vec!["id", "name", "score", "active", "owner", "org"]);
-    assert_eq!(out.rows[0], vec![int(9007199254740993), text("alpha"), Cell::Real(1.5), int(1), text("ann"), text("acme")]);
+    assert_eq!(
+        out.columns,
+        vec!["id", "name", "score", "active", "owner", "org"]
+    );
+    assert_eq!(
+        out.rows[0],
+        vec![
+            int(9007199254740993),
+            text("alpha"),
+            Cell::Real(1.5),
+            int(1),
+            text("ann"),
+            text("acme")
+        ]
+    );
     assert_eq!(out.rows[1][4], Cell::Null);
     // A 64-bit id beyond i64 keeps every digit.
     assert_eq!(out.rows[2][0], text("18446744073709551615"));
@@ -45,16 +58,29 @@ async fn rows_keep_types_and_nested_json_is_queryable() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 1);
-    assert_eq!((requests[0].method.as_str(), requests[0].path.as_str()), ("GET", "/orgs/acme/items"));
-    assert_eq!(requests[0].headers["x-api-key"], SECRET, "custom auth header applied");
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].path.as_str()),
+        ("GET", "/orgs/acme/items")
+    );
+    assert_eq!(
+        requests[0].headers["x-api-key"], SECRET,
+        "custom auth header applied"
+    );
 }
 
 #[tokio::test]
 async fn select_star_yields_schema_properties_then_supplied_params() {
     let mock = Mock::start().await;
     mock.route("/orgs/acme/items", Reply::json(items()));
-    let out = query(&engine(&mock), "SELECT * FROM testapi.items.items WHERE org = 'acme'").await;
-    assert_eq!(out.columns, vec!["id", "name", "score", "active", "meta", "tags", "org"]);
+    let out = query(
+        &engine(&mock),
+        "SELECT * FROM testapi.items.items WHERE org = 'acme'",
+    )
+    .await;
+    assert_eq!(
+        out.columns,
+        vec!["id", "name", "score", "active", "meta", "tags", "org"]
+    );
     assert_eq!(out.rows.len(), 3);
     let tags = column(&out, "tags");
     assert_eq!(tags[0], text(r#"["x","y"]"#));
@@ -71,7 +97,13 @@ async fn sql_features_run_in_sqlite() {
          SELECT active, count(*) AS n, sum(score) AS total FROM t GROUP BY active HAVING n >= 1 ORDER BY active DESC LIMIT 5",
     )
     .await;
-    assert_eq!(grouped.rows, vec![vec![int(1), int(2), Cell::Real(4.5)], vec![int(0), int(1), Cell::Real(2.5)]]);
+    assert_eq!(
+        grouped.rows,
+        vec![
+            vec![int(1), int(2), Cell::Real(4.5)],
+            vec![int(0), int(1), Cell::Real(2.5)]
+        ]
+    );
 
     let each = query(
         &e,
@@ -81,7 +113,11 @@ async fn sql_features_run_in_sqlite() {
     .await;
     assert_eq!(column(&each, "tag"), vec![text("x"), text("y"), text("y")]);
 
-    let aliased = query(&e, "SELECT name AS n FROM testapi.items.items WHERE org = 'acme' AND n = 'beta'").await;
+    let aliased = query(
+        &e,
+        "SELECT name AS n FROM testapi.items.items WHERE org = 'acme' AND n = 'beta'",
+    )
+    .await;
     assert_eq!(aliased.rows, vec![vec![text("beta")]]);
 
     let union = query(
@@ -103,7 +139,10 @@ async fn stackql_sql_functions_are_available() {
          json_equal('{\"a\":1,\"b\":[1,2]}', '{\"b\":[1,2],\"a\":1.0}') AS j",
     )
     .await;
-    assert_eq!(out.rows, vec![vec![text("c"), int(1), text("ab"), text("42"), int(1)]]);
+    assert_eq!(
+        out.rows,
+        vec![vec![text("c"), int(1), text("ab"), text("42"), int(1)]]
+    );
 }
 
 #[tokio::test]
@@ -119,14 +158,36 @@ async fn response_shapes_follow_stackql() {
             "zones/c": {"instances": [{"id": 3, "name": "c1"}]}
         }})),
     );
-    mock.route("/legacy", Reply::json(json!({"subnetworks": [{"id": 5, "name": "s"}]})));
-    mock.route("/usable", Reply::json(json!({"items": [{"id": 8, "name": "u"}]})));
+    mock.route(
+        "/legacy",
+        Reply::json(json!({"subnetworks": [{"id": 5, "name": "s"}]})),
+    );
+    mock.route(
+        "/usable",
+        Reply::json(json!({"items": [{"id": 8, "name": "u"}]})),
+    );
     let e = engine(&mock);
-    assert_eq!(query(&e, "SELECT id, name FROM testapi.items.single").await.rows, vec![vec![int(7), text("solo")]]);
-    assert!(query(&e, "SELECT * FROM testapi.items.empty").await.rows.is_empty());
+    assert_eq!(
+        query(&e, "SELECT id, name FROM testapi.items.single")
+            .await
+            .rows,
+        vec![vec![int(7), text("solo")]]
+    );
+    assert!(
+        query(&e, "SELECT * FROM testapi.items.empty")
+            .await
+            .rows
+            .is_empty()
+    );
     let agg = query(&e, "SELECT name FROM testapi.items.agg ORDER BY name").await;
-    assert_eq!(column(&agg, "name"), vec![text("a1"), text("a2"), text("c1")]);
-    assert_eq!(query(&e, "SELECT id FROM testapi.items.legacy").await.rows, vec![vec![int(5)]]);
+    assert_eq!(
+        column(&agg, "name"),
+        vec![text("a1"), text("a2"), text("c1")]
+    );
+    assert_eq!(
+        query(&e, "SELECT id FROM testapi.items.legacy").await.rows,
+        vec![vec![int(5)]]
+    );
     let dotted = query(
         &e,
         "SELECT name, project FROM testapi.items.\"projects.aggregated.usableSubnetworks\" WHERE project = 'p1'",
@@ -140,15 +201,26 @@ async fn response_shapes_follow_stackql() {
 async fn optional_query_params_are_passed_through() {
     let mock = Mock::start().await;
     mock.route("/orgs/acme/items", Reply::json(items()));
-    query(&engine(&mock), "SELECT name FROM testapi.items.items WHERE org = 'acme' AND state = 'open'").await;
+    query(
+        &engine(&mock),
+        "SELECT name FROM testapi.items.items WHERE org = 'acme' AND state = 'open'",
+    )
+    .await;
     assert_eq!(mock.paths(), vec!["/orgs/acme/items?state=open"]);
 }
 
 #[tokio::test]
 async fn select_method_is_chosen_by_supplied_params() {
     let mock = Mock::start().await;
-    mock.route("/orgs/acme/items/2", Reply::json(json!({"id": 2, "name": "beta"})));
-    let out = query(&engine(&mock), "SELECT name, id FROM testapi.items.items WHERE org = 'acme' AND id = 2").await;
+    mock.route(
+        "/orgs/acme/items/2",
+        Reply::json(json!({"id": 2, "name": "beta"})),
+    );
+    let out = query(
+        &engine(&mock),
+        "SELECT name, id FROM testapi.items.items WHERE org = 'acme' AND id = 2",
+    )
+    .await;
     assert_eq!(out.rows, vec![vec![text("beta"), int(2)]]);
     assert_eq!(mock.paths(), vec!["/orgs/acme/items/2"]);
 }
@@ -156,7 +228,10 @@ async fn select_method_is_chosen_by_supplied_params() {
 #[tokio::test]
 async fn schemaless_rows_take_columns_from_the_data() {
     let mock = Mock::start().await;
-    mock.route("/free", Reply::json(json!([{"a": 1, "b": "x"}, {"a": 2, "c": true}])));
+    mock.route(
+        "/free",
+        Reply::json(json!([{"a": 1, "b": "x"}, {"a": 2, "c": true}])),
+    );
     let out = query(&engine(&mock), "SELECT * FROM testapi.items.free").await;
     assert_eq!(out.columns, vec!["a", "b", "c"]);
     assert_eq!(out.rows[1], vec![int(2), Cell::Null, int(1)]);
@@ -165,19 +240,42 @@ async fn schemaless_rows_take_columns_from_the_data() {
 #[tokio::test]
 async fn server_variables_are_params_even_when_the_override_drops_them() {
     let mock = Mock::start().await;
-    mock.route("/r/eu/regional/items", Reply::json(json!([{"id": 1, "name": "in-eu"}])));
-    mock.route("/regional/items", Reply::json(json!([{"id": 2, "name": "anywhere"}])));
+    mock.route(
+        "/r/eu/regional/items",
+        Reply::json(json!([{"id": 1, "name": "in-eu"}])),
+    );
+    mock.route(
+        "/regional/items",
+        Reply::json(json!([{"id": 2, "name": "anywhere"}])),
+    );
     // The override keeps the variable: it is substituted.
     let with_var = engine_with(&mock, |c| {
-        c.providers.get_mut("testapi").unwrap().base_url = Some(format!("{}/r/{{region}}", mock.url()));
+        c.providers.get_mut("testapi").unwrap().base_url =
+            Some(format!("{}/r/{{region}}", mock.url()));
     });
-    let out = query(&with_var, "SELECT name, region FROM testapi.items.regional WHERE region = 'eu'").await;
+    let out = query(
+        &with_var,
+        "SELECT name, region FROM testapi.items.regional WHERE region = 'eu'",
+    )
+    .await;
     assert_eq!(out.rows, vec![vec![text("in-eu"), text("eu")]]);
     // Values outside the enum are refused before any request.
-    let err = query_err(&with_var, "SELECT name FROM testapi.items.regional WHERE region = 'evil.example/'").await;
-    assert!(err.to_string().contains("not allowed for server variable 'region'"), "{err}");
+    let err = query_err(
+        &with_var,
+        "SELECT name FROM testapi.items.regional WHERE region = 'evil.example/'",
+    )
+    .await;
+    assert!(
+        err.to_string()
+            .contains("not allowed for server variable 'region'"),
+        "{err}"
+    );
     // The override drops the variable: it is still a column.
     let plain = engine(&mock);
-    let out = query(&plain, "SELECT name, region FROM testapi.items.regional WHERE region = 'us'").await;
+    let out = query(
+        &plain,
+        "SELECT name, region FROM testapi.items.regional WHERE region = 'us'",
+    )
+    .await;
     assert_eq!(out.rows, vec![vec![text("anywhere"), text("us")]]);
 }

@@ -18,7 +18,10 @@ pub fn fixture_registry() -> PathBuf {
 
 pub fn context() -> ExecContext {
     ExecContext {
-        credentials: Arc::new(StaticCredentials::new([("TESTAPI_KEY".to_owned(), SECRET.to_owned())])),
+        credentials: Arc::new(StaticCredentials::new([(
+            "TESTAPI_KEY".to_owned(),
+            SECRET.to_owned(),
+        )])),
         ..ExecContext::anonymous_default()
     }
 }
@@ -32,7 +35,10 @@ pub fn engine_with(mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine
     let mut config = EngineConfig::new(fixture_registry());
     config.providers.insert(
         "testapi".to_owned(),
-        ProviderSettings { base_url: Some(mock.url()), ..Default::default() },
+        ProviderSettings {
+            base_url: Some(mock.url()),
+            ..Default::default()
+        },
     );
     tweak(&mut config);
     Engine::new(config).expect("engine")
@@ -49,7 +55,10 @@ pub async fn query_err(engine: &Engine, sql: &str) -> querygate::engine::Error {
     match engine.execute(&context(), sql).await {
         Ok(out) => panic!("expected an error for {sql}, got {out:?}"),
         Err(err) => {
-            assert!(!err.to_string().contains(SECRET), "secret leaked in error: {err}");
+            assert!(
+                !err.to_string().contains(SECRET),
+                "secret leaked in error: {err}"
+            );
             err
         }
     }
@@ -65,6 +74,10 @@ pub fn int(i: i64) -> Cell {
 
 /// The values of one column.
 pub fn column(out: &QueryOutput, name: &str) -> Vec<Cell> {
-    let index = out.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("no column {name} in {:?}", out.columns));
+    let index = out
+        .columns
+        .iter()
+        .position(|c| c == name)
+        .unwrap_or_else(|| panic!("no column {name} in {:?}", out.columns));
     out.rows.iter().map(|r| r[index].clone()).collect()
 }

@@ -5,6 +5,6 @@ mod schema;
 mod store;
 
 pub(crate) use model::{
-    Method, Param, ParamLocation, Pagination, Provider, Resource, find_closing_brace,
+    Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
 pub(crate) use store::DocumentStore;

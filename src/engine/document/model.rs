@@ -43,7 +43,11 @@ impl Provider {
         };
         let mut chosen: Vec<(ServiceEntry, u8)> = Vec::new();
         for (key, entry) in entries {
-            let name = entry.get("name").and_then(Value::as_str).unwrap_or(key).to_owned();
+            let name = entry
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or(key)
+                .to_owned();
             let rank = match entry.get("preferred").and_then(Value::as_bool) {
                 Some(true) => 0,
                 _ if key == &name => 1,
@@ -68,20 +72,35 @@ impl Provider {
 
     /// Opens one service by SQL name, loading its documents.
     pub(crate) fn service(self: &Arc<Self>, store: &DocumentStore, name: &str) -> Result<Service> {
-        let entry = self.services().into_iter().find(|s| s.name == name).ok_or_else(|| {
-            Error::unknown(format!("service '{name}' not found in provider '{}'", self.name))
-        })?;
+        let entry = self
+            .services()
+            .into_iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| {
+                Error::unknown(format!(
+                    "service '{name}' not found in provider '{}'",
+                    self.name
+                ))
+            })?;
         let (doc, pointer) = if let Some(reference) = ref_of(&entry.entry, "resources") {
             (store.load(split_ref(reference).0)?, "/resources")
         } else if let Some(reference) = ref_of(&entry.entry, "service") {
-            (store.load(split_ref(reference).0)?, "/components/x-stackQL-resources")
+            (
+                store.load(split_ref(reference).0)?,
+                "/components/x-stackQL-resources",
+            )
         } else {
             return Err(Error::bad_document(format!(
                 "provider document '{}': service '{name}' has neither service.$ref nor resources.$ref",
                 self.doc.rel
             )));
         };
-        Ok(Service { provider: self.clone(), entry, doc, pointer })
+        Ok(Service {
+            provider: self.clone(),
+            entry,
+            doc,
+            pointer,
+        })
     }
 }
 
@@ -96,14 +115,21 @@ pub(crate) struct Service {
 
 impl Service {
     fn resource_map(&self) -> Option<&serde_json::Map<String, Value>> {
-        self.doc.value.pointer(self.pointer).and_then(Value::as_object)
+        self.doc
+            .value
+            .pointer(self.pointer)
+            .and_then(Value::as_object)
     }
 
     /// Resource names with titles, sorted.
     pub(crate) fn resource_names(&self) -> Vec<(String, Option<String>)> {
         let mut names: Vec<(String, Option<String>)> = self
             .resource_map()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), str_field(v, "title"))).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), str_field(v, "title")))
+                    .collect()
+            })
             .unwrap_or_default();
         names.sort();
         names
@@ -111,12 +137,15 @@ impl Service {
 
     /// Opens one resource and all its methods.
     pub(crate) fn resource(&self, store: &DocumentStore, name: &str) -> Result<Resource> {
-        let def = self.resource_map().and_then(|m| m.get(name)).ok_or_else(|| {
-            Error::unknown(format!(
-                "resource '{name}' not found in service '{}.{}'",
-                self.provider.name, self.entry.name
-            ))
-        })?;
+        let def = self
+            .resource_map()
+            .and_then(|m| m.get(name))
+            .ok_or_else(|| {
+                Error::unknown(format!(
+                    "resource '{name}' not found in service '{}.{}'",
+                    self.provider.name, self.entry.name
+                ))
+            })?;
         Resource::build(store, self, name, def)
     }
 }
@@ -139,7 +168,12 @@ impl Resource {
     }
 
     fn build(store: &DocumentStore, service: &Service, name: &str, def: &Value) -> Result<Self> {
-        let where_ = format!("{}#{}/{}", service.doc.rel, service.pointer, escape_pointer(name));
+        let where_ = format!(
+            "{}#{}/{}",
+            service.doc.rel,
+            service.pointer,
+            escape_pointer(name)
+        );
         let verbs = declared_verbs(def);
         let resource_config = def.get("config");
         let default_service_doc = ref_of(def, "serviceDoc")
@@ -179,12 +213,19 @@ impl Resource {
     /// fallback method names (`select`, `list`, `aggregatedList`, `get` for SELECT; `insert`,
     /// `create` for INSERT; `delete` for DELETE).
     pub(crate) fn methods_for(&self, verb: SqlVerb) -> Vec<&Method> {
-        let declared = self.verbs.iter().find(|(v, _)| *v == verb).map(|(_, names)| names);
+        let declared = self
+            .verbs
+            .iter()
+            .find(|(v, _)| *v == verb)
+            .map(|(_, names)| names);
         let names: Vec<&str> = match declared {
             Some(names) => names.iter().map(String::as_str).collect(),
             None => verb.fallback_method_names().to_vec(),
         };
-        names.into_iter().filter_map(|name| self.method(name)).collect()
+        names
+            .into_iter()
+            .filter_map(|name| self.method(name))
+            .collect()
     }
 
     /// A method by name.
@@ -331,10 +372,17 @@ struct MethodContext<'a> {
     location: String,
 }
 
-const HTTP_METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+const HTTP_METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
 
 impl Method {
-    fn build(cx: &MethodContext<'_>, name: &str, def: &Value, verb: Option<SqlVerb>) -> Result<Self> {
+    fn build(
+        cx: &MethodContext<'_>,
+        name: &str,
+        def: &Value,
+        verb: Option<SqlVerb>,
+    ) -> Result<Self> {
         let store = cx.store;
         let reference = def
             .get("operation")
@@ -353,7 +401,10 @@ impl Method {
             store.load(file)?
         };
         let operation = op_doc.at(pointer).map_err(|err| {
-            Error::bad_document(format!("{}: operation.$ref '{reference}': {err}", cx.location))
+            Error::bad_document(format!(
+                "{}: operation.$ref '{reference}': {err}",
+                cx.location
+            ))
         })?;
         // `/paths/<escaped path>/<verb>`
         let (path_pointer, http_method) = pointer.rsplit_once('/').unwrap_or(("", ""));
@@ -376,7 +427,9 @@ impl Method {
                         cx.location
                     ))
                 })?;
-                if !params.iter().any(|q: &Param| q.name == param.name && q.location == param.location)
+                if !params
+                    .iter()
+                    .any(|q: &Param| q.name == param.name && q.location == param.location)
                 {
                     params.push(param);
                 }
@@ -390,8 +443,12 @@ impl Method {
             .filter(|s| !s.is_empty());
         let mut servers = Vec::new();
         for server in servers_value.into_iter().flatten() {
-            let Some(url) = server.get("url").and_then(Value::as_str) else { continue };
-            servers.push(Server { url: url.to_owned() });
+            let Some(url) = server.get("url").and_then(Value::as_str) else {
+                continue;
+            };
+            servers.push(Server {
+                url: url.to_owned(),
+            });
             if servers.len() == 1 {
                 for var in server_variables(url, server.get("variables")) {
                     if !params.iter().any(|p| p.name == var.name) {
@@ -403,7 +460,9 @@ impl Method {
 
         let response = def.get("response");
         let response = ResponseSpec {
-            media_type: response.and_then(|r| str_field(r, "overrideMediaType").or_else(|| str_field(r, "mediaType"))),
+            media_type: response.and_then(|r| {
+                str_field(r, "overrideMediaType").or_else(|| str_field(r, "mediaType"))
+            }),
             doc_key: response.and_then(|r| match r.get("openAPIDocKey") {
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(Value::Number(n)) => Some(n.to_string()),
@@ -417,9 +476,16 @@ impl Method {
             cx.resource_config,
             op_doc.value.get("x-stackQL-config"),
             cx.service.doc.value.get("x-stackQL-config"),
-            cx.service.provider.config().get("pagination").map(|_| cx.service.provider.config()),
+            cx.service
+                .provider
+                .config()
+                .get("pagination")
+                .map(|_| cx.service.provider.config()),
         ];
-        let pagination = configs.into_iter().flatten().find_map(|c| parse_pagination(c.get("pagination")?));
+        let pagination = configs
+            .into_iter()
+            .flatten()
+            .find_map(|c| parse_pagination(c.get("pagination")?));
 
         let request_body = operation
             .get("requestBody")
@@ -454,9 +520,11 @@ impl Method {
         let Some(Value::Object(responses)) = self.operation.get("responses") else {
             return Ok(None);
         };
-        let key = self.response.doc_key.clone().or_else(|| {
-            responses.keys().find(|k| k.starts_with('2')).cloned()
-        });
+        let key = self
+            .response
+            .doc_key
+            .clone()
+            .or_else(|| responses.keys().find(|k| k.starts_with('2')).cloned());
         let Some(response) = key.and_then(|k| responses.get(&k)) else {
             return Ok(None);
         };
@@ -478,7 +546,10 @@ impl Method {
     }
 
     /// Where rows sit in a response, and the schema of one row.
-    pub(crate) fn row_shape(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
+    pub(crate) fn row_shape(
+        &self,
+        store: &DocumentStore,
+    ) -> Result<(RowLocator, Option<SchemaAt>)> {
         let schema = self.response_schema(store)?;
         if let Some(key) = &self.response.object_key {
             let locator = RowLocator::parse(key).map_err(|err| {
@@ -496,11 +567,11 @@ impl Method {
         if root.is_array() {
             return Ok((RowLocator::Path(Vec::new()), root.items(store)?));
         }
-        if let Some(items) = root.property(store, "items")? {
-            if items.is_array() {
-                let steps = vec![crate::engine::rows::Step::Key("items".to_owned())];
-                return Ok((RowLocator::Path(steps), items.items(store)?));
-            }
+        if let Some(items) = root.property(store, "items")?
+            && items.is_array()
+        {
+            let steps = vec![crate::engine::rows::Step::Key("items".to_owned())];
+            return Ok((RowLocator::Path(steps), items.items(store)?));
         }
         Ok((RowLocator::Path(Vec::new()), Some(root)))
     }
@@ -508,7 +579,9 @@ impl Method {
     /// The resource's columns as this method returns them: the row schema's properties.
     pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
         let (_, row_schema) = self.row_shape(store)?;
-        let Some(row_schema) = row_schema else { return Ok(Vec::new()) };
+        let Some(row_schema) = row_schema else {
+            return Ok(Vec::new());
+        };
         Ok(row_schema
             .properties(store)?
             .into_iter()
@@ -557,7 +630,8 @@ fn parse_param(p: &Value) -> Option<Param> {
     };
     let schema = p.get("schema");
     Some(Param {
-        required: location == ParamLocation::Path || p.get("required").and_then(Value::as_bool) == Some(true),
+        required: location == ParamLocation::Path
+            || p.get("required").and_then(Value::as_bool) == Some(true),
         default: schema.and_then(|s| s.get("default")).and_then(scalar_text),
         allowed: schema
             .and_then(|s| s.get("enum"))
@@ -603,7 +677,9 @@ pub(crate) fn template_variables(template: &str) -> Vec<&str> {
     let mut rest = template;
     while let Some(start) = rest.find('{') {
         let after = &rest[start + 1..];
-        let Some(end) = find_closing_brace(after) else { break };
+        let Some(end) = find_closing_brace(after) else {
+            break;
+        };
         let inner = &after[..end];
         let name = inner.split(':').next().unwrap_or(inner);
         if !name.is_empty() && !out.contains(&name) {

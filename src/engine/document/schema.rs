@@ -19,7 +19,11 @@ pub(crate) struct SchemaAt {
 const MAX_REF_DEPTH: usize = 32;
 
 /// Follows `$ref`s until `value` is a concrete object.
-pub(crate) fn deref(store: &DocumentStore, doc: &Arc<Doc>, value: &Value) -> Result<(Arc<Doc>, Value)> {
+pub(crate) fn deref(
+    store: &DocumentStore,
+    doc: &Arc<Doc>,
+    value: &Value,
+) -> Result<(Arc<Doc>, Value)> {
     let mut doc = doc.clone();
     let mut current = value.clone();
     for _ in 0..MAX_REF_DEPTH {
@@ -67,7 +71,9 @@ impl SchemaAt {
     /// The value schema of a map (`additionalProperties: {…}`).
     pub(crate) fn map_values(&self, store: &DocumentStore) -> Result<Option<SchemaAt>> {
         match self.schema.get("additionalProperties") {
-            Some(values @ Value::Object(_)) => Ok(Some(SchemaAt::resolve(store, &self.doc, values)?)),
+            Some(values @ Value::Object(_)) => {
+                Ok(Some(SchemaAt::resolve(store, &self.doc, values)?))
+            }
             _ => Ok(None),
         }
     }
@@ -108,7 +114,11 @@ impl SchemaAt {
 
     /// A property's schema by exact name.
     pub(crate) fn property(&self, store: &DocumentStore, name: &str) -> Result<Option<SchemaAt>> {
-        Ok(self.properties(store)?.into_iter().find(|(n, _)| n == name).map(|(_, s)| s))
+        Ok(self
+            .properties(store)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s))
     }
 
     /// The schema's description, if any.

@@ -52,7 +52,9 @@ pub(crate) struct DocumentStore {
 
 impl std::fmt::Debug for DocumentStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DocumentStore").field("src", &self.src).finish_non_exhaustive()
+        f.debug_struct("DocumentStore")
+            .field("src", &self.src)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,7 +65,10 @@ impl DocumentStore {
     /// A store over `src` (the registry root's `src/` folder) keeping `capacity` documents.
     pub(crate) fn new(src: PathBuf, capacity: usize) -> Self {
         let capacity = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
-        DocumentStore { src, cache: Mutex::new(LruCache::new(capacity)) }
+        DocumentStore {
+            src,
+            cache: Mutex::new(LruCache::new(capacity)),
+        }
     }
 
     /// The registry's `src/` folder.
@@ -75,16 +80,21 @@ impl DocumentStore {
     pub(crate) fn load(&self, rel: &str) -> Result<Arc<Doc>> {
         let path = self.checked_path(rel)?;
         let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        if let Ok(mut cache) = self.cache.lock() {
-            if let Some(hit) = cache.get(rel) {
-                if hit.modified == modified {
-                    return Ok(hit.doc.clone());
-                }
-            }
+        if let Ok(mut cache) = self.cache.lock()
+            && let Some(hit) = cache.get(rel)
+            && hit.modified == modified
+        {
+            return Ok(hit.doc.clone());
         }
         let doc = Arc::new(parse_file(&path, rel)?);
         if let Ok(mut cache) = self.cache.lock() {
-            cache.put(rel.to_owned(), Cached { modified, doc: doc.clone() });
+            cache.put(
+                rel.to_owned(),
+                Cached {
+                    modified,
+                    doc: doc.clone(),
+                },
+            );
         }
         Ok(doc)
     }
@@ -93,7 +103,9 @@ impl DocumentStore {
     fn checked_path(&self, rel: &str) -> Result<PathBuf> {
         let candidate = Path::new(rel);
         let safe = !rel.is_empty()
-            && candidate.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+            && candidate
+                .components()
+                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
         if !safe {
             return Err(Error::bad_document(format!(
                 "refusing document path '{rel}': only paths inside the registry are allowed"
@@ -117,9 +129,14 @@ fn parse_file(path: &Path, rel: &str) -> Result<Doc> {
         Error::bad_document(format!("provider document '{rel}' cannot be read: {err}"))
     })?;
     let value: Value = serde_norway::from_str(&text).map_err(|err| {
-        Error::bad_document(format!("provider document '{rel}' is not valid YAML: {err}"))
+        Error::bad_document(format!(
+            "provider document '{rel}' is not valid YAML: {err}"
+        ))
     })?;
-    Ok(Doc { rel: rel.to_owned(), value })
+    Ok(Doc {
+        rel: rel.to_owned(),
+        value,
+    })
 }
 
 /// Splits a `$ref` into (file part, JSON pointer). `#/a/b` → ("", "/a/b").

@@ -22,11 +22,33 @@ use super::types::{Cell, QueryOutput};
 type Reply<T> = oneshot::Sender<Result<T>>;
 
 enum Command {
-    Create { table: String, columns: Vec<String>, reply: Reply<()> },
-    Load { table: String, body: Bytes, locator: Arc<RowLocator>, fixed: Vec<(String, SqlValue)>, reply: Reply<u64> },
-    Discover { body: Bytes, locator: Arc<RowLocator>, reply: Reply<Vec<String>> },
-    Distinct { table: String, column: String, reply: Reply<Vec<SqlValue>> },
-    Query { sql: String, max_rows: usize, reply: Reply<QueryOutput> },
+    Create {
+        table: String,
+        columns: Vec<String>,
+        reply: Reply<()>,
+    },
+    Load {
+        table: String,
+        body: Bytes,
+        locator: Arc<RowLocator>,
+        fixed: Vec<(String, SqlValue)>,
+        reply: Reply<u64>,
+    },
+    Discover {
+        body: Bytes,
+        locator: Arc<RowLocator>,
+        reply: Reply<Vec<String>>,
+    },
+    Distinct {
+        table: String,
+        column: String,
+        reply: Reply<Vec<SqlValue>>,
+    },
+    Query {
+        sql: String,
+        max_rows: usize,
+        reply: Reply<QueryOutput>,
+    },
 }
 
 /// Handle to a statement's SQLite database.
@@ -69,10 +91,16 @@ impl Database {
         let interrupt = ready_rx
             .await
             .map_err(|_| Error::internal("the SQLite thread stopped during start-up"))??;
-        Ok(Database { commands, interrupt })
+        Ok(Database {
+            commands,
+            interrupt,
+        })
     }
 
-    fn send<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<oneshot::Receiver<Result<T>>> {
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<oneshot::Receiver<Result<T>>> {
         let (reply, receiver) = oneshot::channel();
         self.commands
             .send(make(reply))
@@ -81,14 +109,21 @@ impl Database {
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
-        self.send(make)?.await.map_err(|_| Error::internal("the SQLite thread has stopped"))?
+        self.send(make)?
+            .await
+            .map_err(|_| Error::internal("the SQLite thread has stopped"))?
     }
 
     /// Creates a table with these columns (no declared types: values keep the type they
     /// were bound with).
     pub(crate) async fn create_table(&self, table: &str, columns: Vec<String>) -> Result<()> {
         let table = table.to_owned();
-        self.call(|reply| Command::Create { table, columns, reply }).await
+        self.call(|reply| Command::Create {
+            table,
+            columns,
+            reply,
+        })
+        .await
     }
 
     /// Queues one response page for loading; the receiver yields the rows inserted.
@@ -100,23 +135,48 @@ impl Database {
         fixed: Vec<(String, SqlValue)>,
     ) -> Result<PendingLoad> {
         let table = table.to_owned();
-        self.send(|reply| Command::Load { table, body, locator, fixed, reply })
+        self.send(|reply| Command::Load {
+            table,
+            body,
+            locator,
+            fixed,
+            reply,
+        })
     }
 
     /// The property names found in a page (for schemas that declare none).
-    pub(crate) async fn discover(&self, body: Bytes, locator: Arc<RowLocator>) -> Result<Vec<String>> {
-        self.call(|reply| Command::Discover { body, locator, reply }).await
+    pub(crate) async fn discover(
+        &self,
+        body: Bytes,
+        locator: Arc<RowLocator>,
+    ) -> Result<Vec<String>> {
+        self.call(|reply| Command::Discover {
+            body,
+            locator,
+            reply,
+        })
+        .await
     }
 
     /// Distinct non-null values of a column (to pass as another table's parameter).
     pub(crate) async fn distinct(&self, table: &str, column: &str) -> Result<Vec<SqlValue>> {
         let (table, column) = (table.to_owned(), column.to_owned());
-        self.call(|reply| Command::Distinct { table, column, reply }).await
+        self.call(|reply| Command::Distinct {
+            table,
+            column,
+            reply,
+        })
+        .await
     }
 
     /// Runs the final statement, returning at most `max_rows` rows.
     pub(crate) async fn query(&self, sql: String, max_rows: usize) -> Result<QueryOutput> {
-        self.call(|reply| Command::Query { sql, max_rows, reply }).await
+        self.call(|reply| Command::Query {
+            sql,
+            max_rows,
+            reply,
+        })
+        .await
     }
 }
 
@@ -134,28 +194,56 @@ fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<I
             return;
         }
     };
-    if ready.send(Ok(Arc::new(conn.get_interrupt_handle()))).is_err() {
+    if ready
+        .send(Ok(Arc::new(conn.get_interrupt_handle())))
+        .is_err()
+    {
         return;
     }
     let mut tables: HashMap<String, Table> = HashMap::new();
     while let Ok(command) = commands.recv() {
         match command {
-            Command::Create { table, columns, reply } => {
+            Command::Create {
+                table,
+                columns,
+                reply,
+            } => {
                 let _ = reply.send(create(&conn, &mut tables, table, columns));
             }
-            Command::Load { table, body, locator, fixed, reply } => {
+            Command::Load {
+                table,
+                body,
+                locator,
+                fixed,
+                reply,
+            } => {
                 let _ = reply.send(load(&conn, &tables, &table, &body, &locator, &fixed));
             }
-            Command::Discover { body, locator, reply } => {
+            Command::Discover {
+                body,
+                locator,
+                reply,
+            } => {
                 let found = rows::discover_columns(&body, &locator).map_err(|err| {
-                    Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
+                    Error::new(
+                        ErrorKind::Upstream,
+                        format!("upstream response is not valid JSON: {err}"),
+                    )
                 });
                 let _ = reply.send(found);
             }
-            Command::Distinct { table, column, reply } => {
+            Command::Distinct {
+                table,
+                column,
+                reply,
+            } => {
                 let _ = reply.send(distinct(&conn, &tables, &table, &column));
             }
-            Command::Query { sql, max_rows, reply } => {
+            Command::Query {
+                sql,
+                max_rows,
+                reply,
+            } => {
                 let _ = reply.send(run_query(&conn, &sql, max_rows));
             }
         }
@@ -179,7 +267,12 @@ fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn create(conn: &Connection, tables: &mut HashMap<String, Table>, table: String, columns: Vec<String>) -> Result<()> {
+fn create(
+    conn: &Connection,
+    tables: &mut HashMap<String, Table>,
+    table: String,
+    columns: Vec<String>,
+) -> Result<()> {
     let mut unique: Vec<String> = Vec::with_capacity(columns.len());
     for column in columns {
         if !unique.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
@@ -190,12 +283,27 @@ fn create(conn: &Connection, tables: &mut HashMap<String, Table>, table: String,
         unique.push("value".to_owned());
     }
     let defs: Vec<String> = unique.iter().map(|c| quote_ident(c)).collect();
-    conn.execute_batch(&format!("CREATE TABLE {} ({})", quote_ident(&table), defs.join(", ")))
-        .map_err(sqlite_internal)?;
+    conn.execute_batch(&format!(
+        "CREATE TABLE {} ({})",
+        quote_ident(&table),
+        defs.join(", ")
+    ))
+    .map_err(sqlite_internal)?;
     let placeholders: Vec<String> = (1..=unique.len()).map(|i| format!("?{i}")).collect();
-    let insert = format!("INSERT INTO {} VALUES ({})", quote_ident(&table), placeholders.join(", "));
+    let insert = format!(
+        "INSERT INTO {} VALUES ({})",
+        quote_ident(&table),
+        placeholders.join(", ")
+    );
     let binder = ColumnBinder::new(&unique);
-    tables.insert(table, Table { columns: unique, binder, insert });
+    tables.insert(
+        table,
+        Table {
+            columns: unique,
+            binder,
+            insert,
+        },
+    );
     Ok(())
 }
 
@@ -207,26 +315,45 @@ fn load(
     locator: &RowLocator,
     fixed: &[(String, SqlValue)],
 ) -> Result<u64> {
-    let state = tables.get(table).ok_or_else(|| Error::internal(format!("no table {table}")))?;
+    let state = tables
+        .get(table)
+        .ok_or_else(|| Error::internal(format!("no table {table}")))?;
     let fixed: Vec<(usize, SqlValue)> = fixed
         .iter()
         .filter_map(|(name, value)| {
-            let position = state.columns.iter().position(|c| c.eq_ignore_ascii_case(name))?;
+            let position = state
+                .columns
+                .iter()
+                .position(|c| c.eq_ignore_ascii_case(name))?;
             Some((position + 1, value.clone()))
         })
         .collect();
-    let mut insert = conn.prepare_cached(&state.insert).map_err(sqlite_internal)?;
+    let mut insert = conn
+        .prepare_cached(&state.insert)
+        .map_err(sqlite_internal)?;
     rows::load_rows(body, locator, &state.binder, &fixed, &mut insert).map_err(|err| match err {
-        rows::RowsError::Json(err) => {
-            Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
-        }
+        rows::RowsError::Json(err) => Error::new(
+            ErrorKind::Upstream,
+            format!("upstream response is not valid JSON: {err}"),
+        ),
         rows::RowsError::Sqlite(err) => sqlite_internal(err),
     })
 }
 
-fn distinct(conn: &Connection, tables: &HashMap<String, Table>, table: &str, column: &str) -> Result<Vec<SqlValue>> {
-    let state = tables.get(table).ok_or_else(|| Error::internal(format!("no table {table}")))?;
-    let Some(column) = state.columns.iter().find(|c| c.eq_ignore_ascii_case(column)) else {
+fn distinct(
+    conn: &Connection,
+    tables: &HashMap<String, Table>,
+    table: &str,
+    column: &str,
+) -> Result<Vec<SqlValue>> {
+    let state = tables
+        .get(table)
+        .ok_or_else(|| Error::internal(format!("no table {table}")))?;
+    let Some(column) = state
+        .columns
+        .iter()
+        .find(|c| c.eq_ignore_ascii_case(column))
+    else {
         return Err(Error::invalid_sql(format!("no such column: {column}")));
     };
     let sql = format!(
@@ -246,9 +373,11 @@ fn distinct(conn: &Connection, tables: &HashMap<String, Table>, table: &str, col
 fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutput> {
     let mut statement = conn.prepare(sql).map_err(sql_error)?;
     if !statement.readonly() {
-        return Err(Error::unsupported("only read-only SQL runs against fetched rows"));
+        return Err(Error::unsupported(
+            "only read-only SQL runs against fetched rows",
+        ));
     }
-    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_owned).collect();
+    let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
     let width = columns.len();
     let mut rows = statement.query([]).map_err(sql_error)?;
     let mut out = Vec::new();
@@ -256,7 +385,9 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
         if out.len() >= max_rows {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
-                format!("the result has more than {max_rows} rows (limits.max_result_rows); add a LIMIT or a narrower WHERE"),
+                format!(
+                    "the result has more than {max_rows} rows (limits.max_result_rows); add a LIMIT or a narrower WHERE"
+                ),
             ));
         }
         let mut cells = Vec::with_capacity(width);
@@ -272,16 +403,24 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
         }
         out.push(cells);
     }
-    Ok(QueryOutput { columns, rows: out, warnings: Vec::new() })
+    Ok(QueryOutput {
+        columns,
+        rows: out,
+        warnings: Vec::new(),
+    })
 }
 
 /// Errors from the user's SQL (unknown column, bad function use) are the caller's to fix.
 fn sql_error(err: rusqlite::Error) -> Error {
     match err {
-        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
+        rusqlite::Error::SqliteFailure(code, _)
+            if code.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
             Error::internal("query interrupted")
         }
-        rusqlite::Error::SqliteFailure(_, Some(message)) => Error::invalid_sql(message.replace("__qg_t", "table #")),
+        rusqlite::Error::SqliteFailure(_, Some(message)) => {
+            Error::invalid_sql(message.replace("__qg_t", "table #"))
+        }
         other => Error::invalid_sql(other.to_string()),
     }
 }

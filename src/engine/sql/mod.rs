@@ -18,7 +18,10 @@ pub(crate) enum Statement {
     /// A query (SELECT, WITH, UNION, VALUES).
     Query(Box<Query>),
     /// `SHOW PROVIDERS|SERVICES IN p|RESOURCES IN p.s|METHODS IN p.s.r [LIKE 'pat']`.
-    Show { what: ShowWhat, like: Option<String> },
+    Show {
+        what: ShowWhat,
+        like: Option<String>,
+    },
     /// `DESCRIBE [EXTENDED] p.s.r`.
     Describe { target: Vec<String> },
 }
@@ -27,9 +30,18 @@ pub(crate) enum Statement {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ShowWhat {
     Providers,
-    Services { provider: String },
-    Resources { provider: String, service: String },
-    Methods { provider: String, service: String, resource: String },
+    Services {
+        provider: String,
+    },
+    Resources {
+        provider: String,
+        service: String,
+    },
+    Methods {
+        provider: String,
+        service: String,
+        resource: String,
+    },
 }
 
 /// Parses one statement. Several statements in one call are refused.
@@ -63,11 +75,11 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
     }
     match statements.pop() {
         Some(SqlStatement::Query(query)) => Ok(Statement::Query(query)),
-        Some(
-            SqlStatement::Insert(_) | SqlStatement::Update(_) | SqlStatement::Delete(_),
-        ) => Err(Error::unsupported(
-            "INSERT, UPDATE, REPLACE and DELETE are not supported yet: mutations arrive with the engine's write path",
-        )),
+        Some(SqlStatement::Insert(_) | SqlStatement::Update(_) | SqlStatement::Delete(_)) => {
+            Err(Error::unsupported(
+                "INSERT, UPDATE, REPLACE and DELETE are not supported yet: mutations arrive with the engine's write path",
+            ))
+        }
         Some(other) => Err(Error::unsupported(format!(
             "unsupported statement '{}': only SELECT, SHOW and DESCRIBE run here",
             first_word(&other.to_string())
@@ -77,7 +89,10 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
 }
 
 fn first_word(s: &str) -> String {
-    s.split_whitespace().next().unwrap_or_default().to_ascii_uppercase()
+    s.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase()
 }
 
 fn significant_tokens(sql: &str) -> Result<Vec<Token>> {
@@ -102,14 +117,9 @@ fn keyword(token: &Token) -> Option<String> {
 fn dotted_name(tokens: &[Token]) -> (Vec<String>, &[Token]) {
     let mut parts = Vec::new();
     let mut rest = tokens;
-    loop {
-        match rest.first() {
-            Some(Token::Word(w)) => {
-                parts.push(w.value.clone());
-                rest = &rest[1..];
-            }
-            _ => break,
-        }
+    while let Some(Token::Word(w)) = rest.first() {
+        parts.push(w.value.clone());
+        rest = &rest[1..];
         match rest.first() {
             Some(Token::Period) => rest = &rest[1..],
             _ => break,
@@ -126,7 +136,10 @@ fn parse_like(rest: &[Token]) -> Result<Option<String>> {
         }
         _ => Err(Error::invalid_sql(format!(
             "unexpected '{}' in SHOW: expected nothing or LIKE '<pattern>'",
-            rest.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            rest.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         ))),
     }
 }
@@ -137,29 +150,49 @@ fn parse_show(tokens: &[Token]) -> Result<Statement> {
         return Err(Error::invalid_sql(format!("incomplete SHOW: use {usage}")));
     };
     if kind == "PROVIDERS" {
-        return Ok(Statement::Show { what: ShowWhat::Providers, like: parse_like(&tokens[1..])? });
+        return Ok(Statement::Show {
+            what: ShowWhat::Providers,
+            like: parse_like(&tokens[1..])?,
+        });
     }
     let expected_parts = match kind.as_str() {
         "SERVICES" => 1,
         "RESOURCES" => 2,
         "METHODS" => 3,
-        _ => return Err(Error::invalid_sql(format!("unknown SHOW '{kind}': use {usage}"))),
+        _ => {
+            return Err(Error::invalid_sql(format!(
+                "unknown SHOW '{kind}': use {usage}"
+            )));
+        }
     };
     let after_in = match tokens.get(1).and_then(keyword).as_deref() {
         Some("IN" | "FROM") => &tokens[2..],
-        _ => return Err(Error::invalid_sql(format!("SHOW {kind} needs IN <name>: use {usage}"))),
+        _ => {
+            return Err(Error::invalid_sql(format!(
+                "SHOW {kind} needs IN <name>: use {usage}"
+            )));
+        }
     };
     let (parts, rest) = dotted_name(after_in);
     if parts.len() != expected_parts {
-        return Err(Error::invalid_sql(format!("SHOW {kind} IN expects {usage}")));
+        return Err(Error::invalid_sql(format!(
+            "SHOW {kind} IN expects {usage}"
+        )));
     }
     let like = parse_like(rest)?;
     let mut parts = parts.into_iter();
     let mut next = || parts.next().unwrap_or_default();
     let what = match expected_parts {
         1 => ShowWhat::Services { provider: next() },
-        2 => ShowWhat::Resources { provider: next(), service: next() },
-        _ => ShowWhat::Methods { provider: next(), service: next(), resource: next() },
+        2 => ShowWhat::Resources {
+            provider: next(),
+            service: next(),
+        },
+        _ => ShowWhat::Methods {
+            provider: next(),
+            service: next(),
+            resource: next(),
+        },
     };
     Ok(Statement::Show { what, like })
 }
@@ -186,19 +219,26 @@ mod tests {
     fn show_statements_parse() {
         assert!(matches!(
             parse("SHOW PROVIDERS").unwrap(),
-            Statement::Show { what: ShowWhat::Providers, like: None }
+            Statement::Show {
+                what: ShowWhat::Providers,
+                like: None
+            }
         ));
         match parse("show resources in github.repos like '%re%';").unwrap() {
             Statement::Show { what, like } => {
                 assert_eq!(
                     what,
-                    ShowWhat::Resources { provider: "github".into(), service: "repos".into() }
+                    ShowWhat::Resources {
+                        provider: "github".into(),
+                        service: "repos".into()
+                    }
                 );
                 assert_eq!(like.as_deref(), Some("%re%"));
             }
             other => panic!("{other:?}"),
         }
-        match parse("DESCRIBE google.container.\"projects.aggregated.usableSubnetworks\"").unwrap() {
+        match parse("DESCRIBE google.container.\"projects.aggregated.usableSubnetworks\"").unwrap()
+        {
             Statement::Describe { target } => {
                 assert_eq!(target[2], "projects.aggregated.usableSubnetworks")
             }
@@ -209,9 +249,29 @@ mod tests {
     #[test]
     fn bad_statements_are_refused_with_reasons() {
         assert!(parse("").unwrap_err().message().contains("no SQL"));
-        assert!(parse("SELECT 1; SELECT 2").unwrap_err().message().contains("exactly one"));
-        assert!(parse("DROP TABLE x").unwrap_err().message().contains("unsupported"));
-        assert!(parse("SHOW THINGS").unwrap_err().message().contains("unknown SHOW"));
-        assert!(parse("SELEC 1").unwrap_err().message().contains("does not parse"));
+        assert!(
+            parse("SELECT 1; SELECT 2")
+                .unwrap_err()
+                .message()
+                .contains("exactly one")
+        );
+        assert!(
+            parse("DROP TABLE x")
+                .unwrap_err()
+                .message()
+                .contains("unsupported")
+        );
+        assert!(
+            parse("SHOW THINGS")
+                .unwrap_err()
+                .message()
+                .contains("unknown SHOW")
+        );
+        assert!(
+            parse("SELEC 1")
+                .unwrap_err()
+                .message()
+                .contains("does not parse")
+        );
     }
 }

@@ -5,9 +5,9 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, TableAlias, TableFactor, UnaryOperator,
-    Value, VisitMut, VisitorMut,
+    BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName,
+    ObjectNamePart, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, TableAlias,
+    TableFactor, UnaryOperator, Value, VisitMut, VisitorMut,
 };
 
 use crate::engine::error::{Error, Result};
@@ -66,7 +66,11 @@ pub(crate) struct Analysis {
 /// Renames API tables in `query` and collects occurrences and bindings.
 pub(crate) fn analyse(query: &mut Query) -> Result<Analysis> {
     let mut collector = Collector {
-        analysis: Analysis { occurrences: Vec::new(), bindings: Vec::new(), selects: Vec::new() },
+        analysis: Analysis {
+            occurrences: Vec::new(),
+            bindings: Vec::new(),
+            selects: Vec::new(),
+        },
     };
     if let ControlFlow::Break(err) = query.visit(&mut collector) {
         return Err(err);
@@ -81,7 +85,11 @@ pub(crate) fn expand_wildcards(
     analysis: &Analysis,
     columns: &dyn Fn(usize) -> Vec<String>,
 ) {
-    let mut expander = Expander { analysis, columns, next: 0 };
+    let mut expander = Expander {
+        analysis,
+        columns,
+        next: 0,
+    };
     let _ = query.visit(&mut expander);
 }
 
@@ -133,9 +141,18 @@ impl Collector {
         Ok(())
     }
 
-    fn collect_factor(&mut self, factor: &mut TableFactor, from: &mut Vec<FromEntry>) -> Result<()> {
+    fn collect_factor(
+        &mut self,
+        factor: &mut TableFactor,
+        from: &mut Vec<FromEntry>,
+    ) -> Result<()> {
         match factor {
-            TableFactor::Table { name, alias, args: None, .. } => {
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } => {
                 let parts = name_parts(name)?;
                 if parts.len() == 3 {
                     let index = self.analysis.occurrences.len();
@@ -175,7 +192,9 @@ impl Collector {
                     from.push(FromEntry::Named(ident));
                 }
             }
-            TableFactor::NestedJoin { table_with_joins, .. } => {
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
                 self.collect_factor(&mut table_with_joins.relation, from)?;
                 for join in &mut table_with_joins.joins {
                     self.collect_factor(&mut join.relation, from)?;
@@ -194,7 +213,11 @@ impl Collector {
 
     fn bind(&mut self, conjunct: &Expr, in_scope: &[usize], aliases: &[(String, Expr)]) {
         match conjunct {
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
                 let lhs = self.column_ref(left, in_scope, aliases);
                 let rhs = self.column_ref(right, in_scope, aliases);
                 match (lhs, rhs) {
@@ -210,23 +233,34 @@ impl Collector {
                     }
                     (Some(l), Some(r)) => {
                         // Only qualified references are unambiguous enough to link tables.
-                        if let ([(lo, lc)], [(ro, rc)]) = (l.as_slice(), r.as_slice()) {
-                            if lo != ro {
-                                self.push(
-                                    &l,
-                                    Source::Column { occurrence: *ro, column: rc.clone() },
-                                );
-                                self.push(
-                                    &r,
-                                    Source::Column { occurrence: *lo, column: lc.clone() },
-                                );
-                            }
+                        if let ([(lo, lc)], [(ro, rc)]) = (l.as_slice(), r.as_slice())
+                            && lo != ro
+                        {
+                            self.push(
+                                &l,
+                                Source::Column {
+                                    occurrence: *ro,
+                                    column: rc.clone(),
+                                },
+                            );
+                            self.push(
+                                &r,
+                                Source::Column {
+                                    occurrence: *lo,
+                                    column: lc.clone(),
+                                },
+                            );
                         }
                     }
                     (None, None) => {}
                 }
             }
-            Expr::In { expr, target: InTarget::List(list), negated: false, .. } => {
+            Expr::In {
+                expr,
+                target: InTarget::List(list),
+                negated: false,
+                ..
+            } => {
                 if let Some(targets) = self.column_ref(expr, in_scope, aliases) {
                     let values: Option<Vec<Literal>> = list.iter().map(literal).collect();
                     if let Some(values) = values {
@@ -258,21 +292,22 @@ impl Collector {
     ) -> Option<Vec<(usize, String)>> {
         match unnest(expr) {
             Expr::Identifier(ident) => {
-                if let Some((_, target)) =
-                    aliases.iter().find(|(a, _)| a.eq_ignore_ascii_case(&ident.value))
+                if let Some((_, target)) = aliases
+                    .iter()
+                    .find(|(a, _)| a.eq_ignore_ascii_case(&ident.value))
+                    && !matches!(target, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&ident.value))
                 {
-                    if !matches!(target, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&ident.value))
-                    {
-                        return self.column_ref(target, in_scope, &[]);
-                    }
+                    return self.column_ref(target, in_scope, &[]);
                 }
                 Some(in_scope.iter().map(|i| (*i, ident.value.clone())).collect())
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
                 let (qualifier, column) = (&parts[0].value, &parts[1].value);
-                let found = in_scope
-                    .iter()
-                    .find(|i| self.analysis.occurrences[**i].alias.eq_ignore_ascii_case(qualifier))?;
+                let found = in_scope.iter().find(|i| {
+                    self.analysis.occurrences[**i]
+                        .alias
+                        .eq_ignore_ascii_case(qualifier)
+                })?;
                 Some(vec![(*found, column.clone())])
             }
             _ => None,
@@ -302,7 +337,11 @@ fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
 
 fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
     match unnest(expr) {
-        Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
             split_and(left, out);
             split_and(right, out);
         }
@@ -329,8 +368,18 @@ fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
 
 /// A literal: strings, numbers, booleans, negative numbers.
 fn literal(expr: &Expr) -> Option<Literal> {
-    let text = |text: String| Some(Literal { text, numeric: false });
-    let number = |text: String| Some(Literal { text, numeric: true });
+    let text = |text: String| {
+        Some(Literal {
+            text,
+            numeric: false,
+        })
+    };
+    let number = |text: String| {
+        Some(Literal {
+            text,
+            numeric: true,
+        })
+    };
     match unnest(expr) {
         Expr::Value(v) => match &v.value {
             Value::SingleQuotedString(s) => text(s.clone()),
@@ -338,7 +387,10 @@ fn literal(expr: &Expr) -> Option<Literal> {
             Value::Boolean(b) => number(if *b { "1" } else { "0" }.to_owned()),
             _ => None,
         },
-        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => match unnest(expr) {
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match unnest(expr) {
             Expr::Value(v) => match &v.value {
                 Value::Number(n, _) => number(format!("-{n}")),
                 _ => None,
@@ -354,9 +406,9 @@ fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
         .iter()
         .map(|part| match part {
             ObjectNamePart::Identifier(ident) => Ok(ident.value.clone()),
-            ObjectNamePart::Function(_) => {
-                Err(Error::invalid_sql(format!("unsupported table name '{name}'")))
-            }
+            ObjectNamePart::Function(_) => Err(Error::invalid_sql(format!(
+                "unsupported table name '{name}'"
+            ))),
         })
         .collect()
 }
@@ -394,10 +446,15 @@ impl VisitorMut for Expander<'_> {
                         }
                     }
                 }
-                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), options)
-                    if plain(options) && name.0.len() == 1 =>
-                {
-                    let qualifier = name.0.first().and_then(|p| p.as_ident()).map(|i| i.value.clone());
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(name),
+                    options,
+                ) if plain(options) && name.0.len() == 1 => {
+                    let qualifier = name
+                        .0
+                        .first()
+                        .and_then(|p| p.as_ident())
+                        .map(|i| i.value.clone());
                     let target = from.iter().find_map(|e| match e {
                         FromEntry::Api(i)
                             if qualifier.as_deref().is_some_and(|q| {

@@ -18,8 +18,14 @@ impl std::fmt::Debug for AuthParts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Names only.
         f.debug_struct("AuthParts")
-            .field("headers", &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>())
-            .field("query", &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field(
+                "query",
+                &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -35,7 +41,11 @@ pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
 }
 
 /// Resolves `auth` (a provider's `config.auth`, or `null`) into headers and query params.
-pub(crate) fn resolve(provider: &str, auth: &Value, credentials: &dyn CredentialSource) -> Result<AuthParts> {
+pub(crate) fn resolve(
+    provider: &str,
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+) -> Result<AuthParts> {
     let mut parts = AuthParts::default();
     let mut current = Some(auth);
     let mut depth = 0;
@@ -53,33 +63,50 @@ pub(crate) fn resolve(provider: &str, auth: &Value, credentials: &dyn Credential
 }
 
 fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
-    auth.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+    auth.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
-fn apply_one(provider: &str, auth: &Value, credentials: &dyn CredentialSource, parts: &mut AuthParts) -> Result<()> {
+fn apply_one(
+    provider: &str,
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+    parts: &mut AuthParts,
+) -> Result<()> {
     let kind = field(auth, "type").unwrap_or("null_auth");
     match kind {
         "null_auth" | "none" | "null" => Ok(()),
         "basic" => {
             let secret = secret_bytes(provider, auth, credentials)?;
             let prefix = field(auth, "valuePrefix").unwrap_or("Basic ");
-            parts.headers.push(("Authorization".to_owned(), format!("{prefix}{secret}")));
+            parts
+                .headers
+                .push(("Authorization".to_owned(), format!("{prefix}{secret}")));
             Ok(())
         }
         "bearer" => {
             let secret = secret_bytes(provider, auth, credentials)?;
-            parts.headers.push(("Authorization".to_owned(), format!("Bearer {secret}")));
+            parts
+                .headers
+                .push(("Authorization".to_owned(), format!("Bearer {secret}")));
             Ok(())
         }
         "api_key" => {
             let secret = secret_bytes(provider, auth, credentials)?;
             let prefix = field(auth, "valuePrefix").unwrap_or("");
             match (field(auth, "location"), field(auth, "name")) {
-                (Some("query"), Some(name)) => parts.query.push((name.to_owned(), format!("{prefix}{secret}"))),
-                (Some("header"), Some(name)) => parts.headers.push((name.to_owned(), format!("{prefix}{secret}"))),
+                (Some("query"), Some(name)) => parts
+                    .query
+                    .push((name.to_owned(), format!("{prefix}{secret}"))),
+                (Some("header"), Some(name)) => parts
+                    .headers
+                    .push((name.to_owned(), format!("{prefix}{secret}"))),
                 _ => {
                     let prefix = field(auth, "valuePrefix").unwrap_or("api_key ");
-                    parts.headers.push(("Authorization".to_owned(), format!("{prefix}{secret}")));
+                    parts
+                        .headers
+                        .push(("Authorization".to_owned(), format!("{prefix}{secret}")));
                 }
             }
             Ok(())
@@ -91,8 +118,12 @@ fn apply_one(provider: &str, auth: &Value, credentials: &dyn CredentialSource, p
             })?;
             let prefix = field(auth, "valuePrefix").unwrap_or("");
             match field(auth, "location").unwrap_or("header") {
-                "header" => parts.headers.push((name.to_owned(), format!("{prefix}{secret}"))),
-                "query" => parts.query.push((name.to_owned(), format!("{prefix}{secret}"))),
+                "header" => parts
+                    .headers
+                    .push((name.to_owned(), format!("{prefix}{secret}"))),
+                "query" => parts
+                    .query
+                    .push((name.to_owned(), format!("{prefix}{secret}"))),
                 other => {
                     return Err(Error::bad_document(format!(
                         "provider '{provider}': custom auth location '{other}' is not header or query"
@@ -111,7 +142,11 @@ fn apply_one(provider: &str, auth: &Value, credentials: &dyn CredentialSource, p
 /// The credential material, as StackQL's `GetCredentialsBytes` finds it: `credentialsenvvar`
 /// (used as is), else `username_var`+`password_var` or `api_key_var`+`api_secret_var`
 /// (base64 of `a:b`).
-fn secret_bytes(provider: &str, auth: &Value, credentials: &dyn CredentialSource) -> Result<String> {
+fn secret_bytes(
+    provider: &str,
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+) -> Result<String> {
     let read = |var: &str| -> Result<String> {
         credentials
             .get(var)
@@ -120,13 +155,19 @@ fn secret_bytes(provider: &str, auth: &Value, credentials: &dyn CredentialSource
     if let Some(var) = field(auth, "credentialsenvvar") {
         return read(var);
     }
-    for (user_key, pass_key) in [("username_var", "password_var"), ("api_key_var", "api_secret_var")] {
+    for (user_key, pass_key) in [
+        ("username_var", "password_var"),
+        ("api_key_var", "api_secret_var"),
+    ] {
         if let (Some(user), Some(pass)) = (field(auth, user_key), field(auth, pass_key)) {
             let joined = format!("{}:{}", read(user)?, read(pass)?);
             return Ok(base64::engine::general_purpose::STANDARD.encode(joined));
         }
     }
-    Err(credential_error(provider, "the provider's auth config names no credential variable"))
+    Err(credential_error(
+        provider,
+        "the provider's auth config names no credential variable",
+    ))
 }
 
 #[cfg(test)]
@@ -145,11 +186,29 @@ mod tests {
 
     #[test]
     fn each_type_puts_the_secret_where_it_belongs() {
-        let basic = resolve("p", &json!({"type": "basic", "credentialsenvvar": "TOKEN"}), &creds()).unwrap();
-        assert_eq!(basic.headers, vec![("Authorization".to_owned(), "Basic s3cr3t".to_owned())]);
-        let pair = resolve("p", &json!({"type": "basic", "username_var": "U", "password_var": "P"}), &creds()).unwrap();
+        let basic = resolve(
+            "p",
+            &json!({"type": "basic", "credentialsenvvar": "TOKEN"}),
+            &creds(),
+        )
+        .unwrap();
+        assert_eq!(
+            basic.headers,
+            vec![("Authorization".to_owned(), "Basic s3cr3t".to_owned())]
+        );
+        let pair = resolve(
+            "p",
+            &json!({"type": "basic", "username_var": "U", "password_var": "P"}),
+            &creds(),
+        )
+        .unwrap();
         assert_eq!(pair.headers[0].1, "Basic dXNlcjpwYXNz");
-        let bearer = resolve("p", &json!({"type": "bearer", "credentialsenvvar": "TOKEN"}), &creds()).unwrap();
+        let bearer = resolve(
+            "p",
+            &json!({"type": "bearer", "credentialsenvvar": "TOKEN"}),
+            &creds(),
+        )
+        .unwrap();
         assert_eq!(bearer.headers[0].1, "Bearer s3cr3t");
         let custom = resolve(
             "p",
@@ -166,8 +225,15 @@ mod tests {
 
     #[test]
     fn missing_variable_names_the_variable_not_a_value() {
-        let err = resolve("gh", &json!({"type": "basic", "credentialsenvvar": "NOPE"}), &creds()).unwrap_err();
+        let err = resolve(
+            "gh",
+            &json!({"type": "basic", "credentialsenvvar": "NOPE"}),
+            &creds(),
+        )
+        .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Credentials);
-        assert!(err.message().starts_with("credential resolution failed for provider 'gh' (variable NOPE is not set)"));
+        assert!(err.message().starts_with(
+            "credential resolution failed for provider 'gh' (variable NOPE is not set)"
+        ));
     }
 }

@@ -81,16 +81,27 @@ impl Upstream {
     }
 
     /// Fetches every page of `leg`, handing each body to `on_page`.
-    pub(crate) async fn fetch(&self, leg: &Leg<'_>, mut on_page: impl FnMut(Bytes) -> Result<()>) -> Result<LegEnd> {
+    pub(crate) async fn fetch(
+        &self,
+        leg: &Leg<'_>,
+        mut on_page: impl FnMut(Bytes) -> Result<()>,
+    ) -> Result<LegEnd> {
         let (mut url, mut headers) = build_request(leg)?;
-        let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
-            .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
+        let method =
+            reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
+                Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
+            })?;
         let mut pages = 0u32;
         let mut seen = std::collections::HashSet::new();
         loop {
-            let (status, response_headers, body) = self.send(method.clone(), &url, &headers, leg).await?;
+            let (status, response_headers, body) =
+                self.send(method.clone(), &url, &headers, leg).await?;
             if status == 404 {
-                return Ok(if pages == 0 { LegEnd::NotFound } else { LegEnd::Complete { pages } });
+                return Ok(if pages == 0 {
+                    LegEnd::NotFound
+                } else {
+                    LegEnd::Complete { pages }
+                });
             }
             if !(200..300).contains(&status) {
                 return Err(Error::upstream(UpstreamFailure {
@@ -103,7 +114,9 @@ impl Upstream {
             let next = pagination::next_page(leg.method, &url, &response_headers, &body)?;
             on_page(body)?;
             pages += 1;
-            let Some(next) = next else { return Ok(LegEnd::Complete { pages }) };
+            let Some(next) = next else {
+                return Ok(LegEnd::Complete { pages });
+            };
             if self.settings.page_limit > 0 && pages >= self.settings.page_limit {
                 return Ok(LegEnd::PageLimit { pages });
             }
@@ -132,19 +145,33 @@ impl Upstream {
                 pairs.append_pair(name, value);
             }
         }
-        let mut request = self.client.request(method.clone(), target).headers(headers.clone());
+        let mut request = self
+            .client
+            .request(method.clone(), target)
+            .headers(headers.clone());
         for (name, value) in &leg.auth.headers {
             let mut value = HeaderValue::from_str(value).map_err(|_| {
-                auth::credential_error(&leg.method.location, "a credential is not a valid HTTP header value")
+                auth::credential_error(
+                    &leg.method.location,
+                    "a credential is not a valid HTTP header value",
+                )
             })?;
             value.set_sensitive(true);
             request = request.header(name.as_str(), value);
         }
         let unavailable = |err: reqwest::Error| {
-            let what = if err.is_timeout() { "timed out" } else { "failed" };
+            let what = if err.is_timeout() {
+                "timed out"
+            } else {
+                "failed"
+            };
             Error::new(
                 ErrorKind::UpstreamUnavailable,
-                format!("upstream request {} {what}: {}", describe(&method, url), error_chain(&err)),
+                format!(
+                    "upstream request {} {what}: {}",
+                    describe(&method, url),
+                    error_chain(&err)
+                ),
             )
         };
         let mut response = request.send().await.map_err(unavailable)?;
@@ -169,7 +196,9 @@ impl Upstream {
 }
 
 fn root_store() -> rustls::RootCertStore {
-    rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }
+    rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    }
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -204,8 +233,11 @@ fn truncate_lossy(body: &[u8], limit: usize) -> String {
 fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
     let name = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| Error::invalid_sql(format!("'{name}' is not a valid HTTP header name")))?;
-    let value = HeaderValue::from_str(value)
-        .map_err(|_| Error::invalid_sql(format!("the value for header '{name}' is not a valid HTTP header value")))?;
+    let value = HeaderValue::from_str(value).map_err(|_| {
+        Error::invalid_sql(format!(
+            "the value for header '{name}' is not a valid HTTP header value"
+        ))
+    })?;
     headers.insert(name, value);
     Ok(())
 }
@@ -213,16 +245,33 @@ fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
 /// Characters escaped in a path parameter value. `/` is kept: Google-style parameters
 /// (`projects/p/locations/l`) carry several segments.
 const PATH_VALUE: &AsciiSet = &CONTROLS
-    .add(b' ').add(b'"').add(b'#').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{').add(b'}')
-    .add(b'%').add(b'\\').add(b'^').add(b'|').add(b'[').add(b']');
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'%')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|')
+    .add(b'[')
+    .add(b']');
 
 fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
     let method = leg.method;
     let server = match leg.base_url {
         Some(base) => base.to_owned(),
-        None => method.servers.first().map(|s| s.url.clone()).ok_or_else(|| {
-            Error::bad_document(format!("{}: the operation has no servers", method.location))
-        })?,
+        None => method
+            .servers
+            .first()
+            .map(|s| s.url.clone())
+            .ok_or_else(|| {
+                Error::bad_document(format!("{}: the operation has no servers", method.location))
+            })?,
     };
     let server = substitute(&server, |name| server_value(leg, name))?;
     let path = substitute(&method.path, |name| {
@@ -231,20 +280,38 @@ fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             .iter()
             .find(|(p, _)| p.location == ParamLocation::Path && p.name == name)
             .ok_or_else(|| Error::invalid_sql(format!("path parameter '{name}' has no value")))?;
-        if value.split('/').any(|segment| segment == ".." || segment == ".") {
-            return Err(Error::invalid_sql(format!("path parameter '{name}' may not contain '.' or '..' segments")));
+        if value
+            .split('/')
+            .any(|segment| segment == ".." || segment == ".")
+        {
+            return Err(Error::invalid_sql(format!(
+                "path parameter '{name}' may not contain '.' or '..' segments"
+            )));
         }
         Ok(utf8_percent_encode(value, PATH_VALUE).to_string())
     })?;
-    let joined = format!("{}/{}", server.trim_end_matches('/'), path.trim_start_matches('/'));
+    let joined = format!(
+        "{}/{}",
+        server.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    );
     let mut url = Url::parse(&joined).map_err(|err| {
-        Error::bad_document(format!("{}: request URL '{joined}' is invalid: {err}", method.location))
+        Error::bad_document(format!(
+            "{}: request URL '{joined}' is invalid: {err}",
+            method.location
+        ))
     })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(Error::bad_document(format!("{}: only http and https servers are called", method.location)));
+        return Err(Error::bad_document(format!(
+            "{}: only http and https servers are called",
+            method.location
+        )));
     }
     let mut headers = HeaderMap::new();
-    headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/json"));
+    headers.insert(
+        reqwest::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
     {
         let query: Vec<(&str, &str)> = leg
             .values
@@ -276,27 +343,51 @@ fn server_value(leg: &Leg<'_>, spec: &str) -> Result<String> {
         Some((name, pattern)) => (name, Some(pattern)),
         None => (spec, None),
     };
-    let param = leg.method.params.iter().find(|p| p.location == ParamLocation::Server && p.name == name);
-    let supplied = leg.values.iter().find(|(p, _)| p.name == name).map(|(_, v)| v.clone());
-    let from_env = param.and_then(|p| p.env_var.as_deref()).and_then(|var| leg.credentials.get(var));
+    let param = leg
+        .method
+        .params
+        .iter()
+        .find(|p| p.location == ParamLocation::Server && p.name == name);
+    let supplied = leg
+        .values
+        .iter()
+        .find(|(p, _)| p.name == name)
+        .map(|(_, v)| v.clone());
+    let from_env = param
+        .and_then(|p| p.env_var.as_deref())
+        .and_then(|var| leg.credentials.get(var));
     let value = supplied
         .clone()
         .or(from_env)
         .or_else(|| param.and_then(|p| p.default.clone()))
-        .ok_or_else(|| Error::new(ErrorKind::MissingParameters, format!("server variable '{name}' has no value: supply it in the WHERE clause")))?;
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::MissingParameters,
+                format!("server variable '{name}' has no value: supply it in the WHERE clause"),
+            )
+        })?;
     if supplied.is_some() {
         let allowed = param.map(|p| p.allowed.as_slice()).unwrap_or_default();
         let ok = if !allowed.is_empty() {
             allowed.contains(&value)
         } else if let Some(pattern) = pattern {
-            regex::Regex::new(pattern).map(|re| re.is_match(&value)).unwrap_or(false)
+            regex::Regex::new(pattern)
+                .map(|re| re.is_match(&value))
+                .unwrap_or(false)
         } else {
-            !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         };
         if !ok {
             return Err(Error::invalid_sql(format!(
                 "value '{value}' is not allowed for server variable '{name}'{}",
-                if allowed.is_empty() { String::new() } else { format!(" (allowed: {})", allowed.join(", ")) }
+                if allowed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (allowed: {})", allowed.join(", "))
+                }
             )));
         }
     }

@@ -20,7 +20,12 @@ pub(crate) enum Next {
 }
 
 /// The next page after a response with `headers` and `body` to a request for `current`.
-pub(crate) fn next_page(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+pub(crate) fn next_page(
+    method: &Method,
+    current: &Url,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<Next>> {
     match &method.pagination {
         Some(config) => explicit(config, current, headers, body),
         None => conventional(method, current, headers, body),
@@ -28,17 +33,28 @@ pub(crate) fn next_page(method: &Method, current: &Url, headers: &HeaderMap, bod
 }
 
 fn body_error(err: serde_json::Error) -> Error {
-    Error::new(ErrorKind::Upstream, format!("upstream response is not valid JSON: {err}"))
+    Error::new(
+        ErrorKind::Upstream,
+        format!("upstream response is not valid JSON: {err}"),
+    )
 }
 
 /// `$.a.b`, `a.b`, `$['@odata.nextLink']` → ["a", "b"] / ["@odata.nextLink"].
 fn key_path(key: &str) -> Vec<String> {
     let trimmed = key.trim();
     let trimmed = trimmed.strip_prefix('$').unwrap_or(trimmed);
-    if let Some(inner) = trimmed.strip_prefix("['").and_then(|s| s.strip_suffix("']")) {
+    if let Some(inner) = trimmed
+        .strip_prefix("['")
+        .and_then(|s| s.strip_suffix("']"))
+    {
         return vec![inner.to_owned()];
     }
-    trimmed.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).map(str::to_owned).collect()
+    trimmed
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn body_scalar(body: &[u8], key: &str) -> Result<Option<String>> {
@@ -46,7 +62,12 @@ fn body_scalar(body: &[u8], key: &str) -> Result<Option<String>> {
     Ok(found.into_iter().next().flatten().filter(|v| !v.is_empty()))
 }
 
-fn explicit(config: &Pagination, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+fn explicit(
+    config: &Pagination,
+    current: &Url,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<Next>> {
     let request = config.request_token.clone();
     let token = if config.algorithm.as_deref() == Some("page_number") {
         let page = match &config.response_token {
@@ -78,7 +99,9 @@ fn explicit(config: &Pagination, current: &Url, headers: &HeaderMap, body: &[u8]
     let Some(token) = token else { return Ok(None) };
     match request {
         Some(spec) if spec.location == "header" => Ok(Some(Next::Header(spec.key, token))),
-        Some(spec) if spec.key.is_empty() || spec.location == "request" || spec.location == "url" => {
+        Some(spec)
+            if spec.key.is_empty() || spec.location == "request" || spec.location == "url" =>
+        {
             same_origin(current, &token).map(|u| Some(Next::Url(u)))
         }
         Some(spec) => Ok(Some(Next::Url(with_query(current, &spec.key, &token)))),
@@ -86,7 +109,12 @@ fn explicit(config: &Pagination, current: &Url, headers: &HeaderMap, body: &[u8]
     }
 }
 
-fn conventional(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]) -> Result<Option<Next>> {
+fn conventional(
+    method: &Method,
+    current: &Url,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<Next>> {
     if let Some(link) = link_next(headers) {
         return same_origin(current, &link).map(|u| Some(Next::Url(u)));
     }
@@ -98,8 +126,12 @@ fn conventional(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]
     ];
     let found = rows::extract_scalars(body, &paths).map_err(body_error)?;
     let mut found = found.into_iter().map(|v| v.filter(|s| !s.is_empty()));
-    let (page_token, odata, cursor, nested_cursor) =
-        (found.next().flatten(), found.next().flatten(), found.next().flatten(), found.next().flatten());
+    let (page_token, odata, cursor, nested_cursor) = (
+        found.next().flatten(),
+        found.next().flatten(),
+        found.next().flatten(),
+        found.next().flatten(),
+    );
     if let Some(token) = page_token {
         return Ok(Some(Next::Url(with_query(current, "pageToken", &token))));
     }
@@ -111,7 +143,9 @@ fn conventional(method: &Method, current: &Url, headers: &HeaderMap, body: &[u8]
         .iter()
         .any(|p| p.location == ParamLocation::Query && p.name == "cursor");
     match cursor.or(nested_cursor) {
-        Some(token) if declares_cursor => Ok(Some(Next::Url(with_query(current, "cursor", &token)))),
+        Some(token) if declares_cursor => {
+            Ok(Some(Next::Url(with_query(current, "cursor", &token))))
+        }
         _ => Ok(None),
     }
 }
@@ -142,7 +176,10 @@ pub(crate) fn parse_link_next(value: &str) -> Option<String> {
             p.eq_ignore_ascii_case("rel=\"next\"") || p.eq_ignore_ascii_case("rel=next")
         });
         if is_next {
-            return target.strip_prefix('<').and_then(|t| t.strip_suffix('>')).map(str::to_owned);
+            return target
+                .strip_prefix('<')
+                .and_then(|t| t.strip_suffix('>'))
+                .map(str::to_owned);
         }
     }
     None
@@ -152,7 +189,10 @@ pub(crate) fn parse_link_next(value: &str) -> Option<String> {
 /// not be able to send our credentials elsewhere.
 fn same_origin(current: &Url, link: &str) -> Result<Url> {
     let next = current.join(link).map_err(|err| {
-        Error::new(ErrorKind::Upstream, format!("upstream next-page link is not a URL: {err}"))
+        Error::new(
+            ErrorKind::Upstream,
+            format!("upstream next-page link is not a URL: {err}"),
+        )
     })?;
     if next.origin() != current.origin() {
         return Err(Error::new(
@@ -209,13 +249,19 @@ mod tests {
     #[test]
     fn query_token_replaces_previous_value() {
         let current = Url::parse("http://h/items?pageToken=a&q=1").unwrap();
-        assert_eq!(with_query(&current, "pageToken", "b").as_str(), "http://h/items?q=1&pageToken=b");
+        assert_eq!(
+            with_query(&current, "pageToken", "b").as_str(),
+            "http://h/items?q=1&pageToken=b"
+        );
     }
 
     #[test]
     fn key_paths_accept_jsonpath_forms() {
         assert_eq!(key_path("$.result_info.page"), vec!["result_info", "page"]);
-        assert_eq!(key_path("result_info.total_pages"), vec!["result_info", "total_pages"]);
+        assert_eq!(
+            key_path("result_info.total_pages"),
+            vec!["result_info", "total_pages"]
+        );
         assert_eq!(key_path("$['@odata.nextLink']"), vec!["@odata.nextLink"]);
     }
 }
