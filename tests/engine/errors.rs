@@ -36,6 +36,23 @@ async fn upstream_statuses_travel_as_values() {
 }
 
 #[tokio::test]
+async fn a_slow_upstream_times_out_as_unavailable() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/single",
+        Reply::json(json!({"id": 1})).delayed(std::time::Duration::from_secs(3)),
+    );
+    let e = engine_with(&mock, |c| {
+        c.upstream.timeout = std::time::Duration::from_millis(300)
+    });
+    let started = std::time::Instant::now();
+    let err = query_err(&e, "SELECT * FROM testapi.items.single").await;
+    assert_eq!(err.kind(), ErrorKind::UpstreamUnavailable);
+    assert!(err.to_string().contains("timed out"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}
+
+#[tokio::test]
 async fn missing_required_params_list_every_method() {
     let mock = Mock::start().await;
     let err = query_err(&engine(&mock), "SELECT name FROM testapi.items.items").await;

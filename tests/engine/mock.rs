@@ -24,6 +24,7 @@ pub struct Reply {
     pub status: u16,
     pub body: String,
     pub headers: Vec<(String, String)>,
+    pub delay: std::time::Duration,
 }
 
 impl Reply {
@@ -32,6 +33,7 @@ impl Reply {
             status: 200,
             body: body.to_string(),
             headers: Vec::new(),
+            delay: Default::default(),
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -39,7 +41,12 @@ impl Reply {
             status,
             body: body.to_owned(),
             headers: Vec::new(),
+            delay: Default::default(),
         }
+    }
+    pub fn delayed(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
     }
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
@@ -63,7 +70,11 @@ impl Mock {
         let (r, l) = (routes.clone(), log.clone());
         let app = Router::new().fallback(move |request: Request<Body>| {
             let (routes, log) = (r.clone(), l.clone());
-            async move { answer(&routes, &log, request) }
+            async move {
+                let (response, delay) = answer(&routes, &log, request);
+                tokio::time::sleep(delay).await;
+                response
+            }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -100,7 +111,11 @@ impl Mock {
     }
 }
 
-fn answer(routes: &Routes, log: &Arc<Mutex<Vec<Recorded>>>, request: Request<Body>) -> Response {
+fn answer(
+    routes: &Routes,
+    log: &Arc<Mutex<Vec<Recorded>>>,
+    request: Request<Body>,
+) -> (Response, std::time::Duration) {
     let path = request.uri().path().to_owned();
     let query = request.uri().query().map(str::to_owned);
     log.lock().unwrap().push(Recorded {
@@ -115,10 +130,11 @@ fn answer(routes: &Routes, log: &Arc<Mutex<Vec<Recorded>>>, request: Request<Bod
         .and_then(|k| routes.get(&k))
         .or_else(|| routes.get(&path));
     let Some(reply) = reply else {
-        return Response::builder()
+        let response = Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Body::from("no route"))
             .unwrap();
+        return (response, Default::default());
     };
     let mut builder = Response::builder()
         .status(reply.status)
@@ -126,5 +142,8 @@ fn answer(routes: &Routes, log: &Arc<Mutex<Vec<Recorded>>>, request: Request<Bod
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);
     }
-    builder.body(Body::from(reply.body.clone())).unwrap()
+    (
+        builder.body(Body::from(reply.body.clone())).unwrap(),
+        reply.delay,
+    )
 }
