@@ -8,7 +8,9 @@ if ! command -v cargo >/dev/null; then
   echo "cargo is required (Rust toolchain via rustup)" >&2
   exit 1
 fi
-rustup component add rustfmt clippy >/dev/null 2>&1 || true
+for tool in fmt clippy; do
+  cargo "$tool" --version >/dev/null 2>&1 || { echo "cargo $tool is required (rustup component add rustfmt clippy)" >&2; exit 1; }
+done
 
 compat="${QUERYGATE_COMPAT_REGISTRY:-}"
 if [[ -z "$compat" && -d ../shared/providers/src ]]; then
