@@ -81,7 +81,7 @@ pub(crate) fn resources(
         .resource_names()
         .into_iter()
         .map(|(name, title)| ResourceInfo {
-            id: format!("{}.{}.{}", provider.name, service.entry.name, name),
+            id: format!("{}.{}.{}", provider.name, service.name, name),
             name,
             title,
         })

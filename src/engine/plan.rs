@@ -102,8 +102,8 @@ fn plan_one(
         }
     }
 
-    let (locator, _) = method.row_shape(store)?;
-    let schema_columns: Vec<String> = method.columns(store)?.into_iter().map(|c| c.name).collect();
+    let (locator, schema_columns) = method.rows_and_columns(store)?;
+    let schema_columns: Vec<String> = schema_columns.into_iter().map(|c| c.name).collect();
     let dynamic_columns = schema_columns.is_empty();
     let mut columns = schema_columns.clone();
     let mut star_columns = schema_columns;

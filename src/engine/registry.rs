@@ -47,66 +47,74 @@ impl LocalRegistry {
                 ));
             }
         };
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let Ok(dir) = entry.file_name().into_string() else {
-                continue;
-            };
-            if !entry.path().is_dir() || !is_safe_name(&dir) {
-                continue;
-            }
-            let mut versions: Vec<String> = std::fs::read_dir(entry.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter(|v| v.path().join("provider.yaml").is_file())
-                .filter_map(|v| v.file_name().into_string().ok())
-                .filter(|v| is_safe_name(v))
-                .collect();
-            if versions.is_empty() {
-                continue;
-            }
-            versions.sort_by(|a, b| compare_versions(b, a));
-            let newest = versions.first().cloned().unwrap_or_default();
-            let name = match self.store.load(&format!("{dir}/{newest}/provider.yaml")) {
-                Ok(doc) => doc
-                    .value
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or(&dir)
-                    .to_owned(),
-                Err(err) => {
-                    tracing::warn!(provider_dir = %dir, error = %err, "skipping unreadable provider");
-                    continue;
-                }
-            };
-            let chosen = match self.pins.get(&name) {
-                Some(pin) if versions.contains(pin) => pin.clone(),
-                _ => newest,
-            };
-            out.push(Installed {
-                name,
-                dir,
-                versions,
-                chosen,
-            });
-        }
+        let mut out: Vec<Installed> = entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter_map(|dir| self.inspect(dir))
+            .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 
-    /// Opens the provider whose SQL name is `name`.
+    /// One provider folder: its versions and SQL name, or `None` when it holds no readable
+    /// provider (logged).
+    fn inspect(&self, dir: String) -> Option<Installed> {
+        let path = self.store.src().join(&dir);
+        if !is_safe_name(&dir) || !path.is_dir() {
+            return None;
+        }
+        let mut versions: Vec<String> = std::fs::read_dir(&path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|v| v.path().join("provider.yaml").is_file())
+            .filter_map(|v| v.file_name().into_string().ok())
+            .filter(|v| is_safe_name(v))
+            .collect();
+        versions.sort_by(|a, b| compare_versions(b, a));
+        let newest = versions.first()?.clone();
+        let name = match self.store.load(&format!("{dir}/{newest}/provider.yaml")) {
+            Ok(doc) => doc
+                .value
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or(&dir)
+                .to_owned(),
+            Err(err) => {
+                tracing::warn!(provider_dir = %dir, error = %err, "skipping unreadable provider");
+                return None;
+            }
+        };
+        let chosen = match self.pins.get(&name) {
+            Some(pin) if versions.contains(pin) => pin.clone(),
+            _ => newest,
+        };
+        Some(Installed {
+            name,
+            dir,
+            versions,
+            chosen,
+        })
+    }
+
+    /// Opens the provider whose SQL name is `name`. The folder of the same name is tried
+    /// first, so a query reads only its own provider's `provider.yaml`; other folders are
+    /// scanned only for aliases (`google` lives in `googleapis.com`).
     pub(crate) fn open(&self, name: &str) -> Result<Arc<Provider>> {
         if !is_safe_name(name) {
             return Err(Error::unknown(format!(
                 "provider '{name}' is not installed"
             )));
         }
-        let installed = self.installed()?;
-        let found = installed
-            .into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| Error::unknown(format!("provider '{name}' is not installed")))?;
+        let same_folder = self.inspect(name.to_owned()).filter(|p| p.name == name);
+        let found = match same_folder {
+            Some(found) => found,
+            None => self
+                .installed()?
+                .into_iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| Error::unknown(format!("provider '{name}' is not installed")))?,
+        };
         if let Some(pin) = self.pins.get(name)
             && &found.chosen != pin
         {

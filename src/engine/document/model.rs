@@ -1,6 +1,7 @@
 //! The provider model read from StackQL documents: provider → service → resource → method →
 //! parameters, response shape and pagination. Built on demand from cached documents.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -26,7 +27,6 @@ pub(crate) struct ServiceEntry {
     pub(crate) name: String,
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
-    entry: Value,
 }
 
 impl Provider {
@@ -38,53 +38,55 @@ impl Provider {
     /// The services this provider lists, one per SQL name (the preferred entry when several
     /// entries share a name, as `compute`, `compute:alpha`, `compute:beta` do), sorted by name.
     pub(crate) fn services(&self) -> Vec<ServiceEntry> {
-        let Some(Value::Object(entries)) = self.doc.value.get("providerServices") else {
-            return Vec::new();
-        };
-        let mut chosen: Vec<(ServiceEntry, u8)> = Vec::new();
-        for (key, entry) in entries {
-            let name = entry
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or(key)
-                .to_owned();
-            let rank = match entry.get("preferred").and_then(Value::as_bool) {
-                Some(true) => 0,
-                _ if key == &name => 1,
-                _ => 2,
-            };
-            let candidate = ServiceEntry {
+        self.preferred_entries()
+            .into_iter()
+            .map(|(name, entry)| ServiceEntry {
                 title: str_field(entry, "title"),
                 description: str_field(entry, "description"),
                 name,
-                entry: entry.clone(),
+            })
+            .collect()
+    }
+
+    /// The `providerServices` entry chosen for each SQL name, sorted by name: the entry
+    /// marked `preferred`, else the one whose key is the name, else the first.
+    fn preferred_entries(&self) -> BTreeMap<String, &Value> {
+        let mut chosen: BTreeMap<String, (u8, &Value)> = BTreeMap::new();
+        let Some(Value::Object(entries)) = self.doc.value.get("providerServices") else {
+            return BTreeMap::new();
+        };
+        for (key, entry) in entries {
+            let name = entry.get("name").and_then(Value::as_str).unwrap_or(key);
+            let rank = match entry.get("preferred").and_then(Value::as_bool) {
+                Some(true) => 0,
+                _ if key == name => 1,
+                _ => 2,
             };
-            match chosen.iter_mut().find(|(s, _)| s.name == candidate.name) {
-                Some(slot) if rank < slot.1 => *slot = (candidate, rank),
-                Some(_) => {}
-                None => chosen.push((candidate, rank)),
+            match chosen.get(name) {
+                Some((best, _)) if *best <= rank => {}
+                _ => {
+                    chosen.insert(name.to_owned(), (rank, entry));
+                }
             }
         }
-        let mut services: Vec<ServiceEntry> = chosen.into_iter().map(|(s, _)| s).collect();
-        services.sort_by(|a, b| a.name.cmp(&b.name));
-        services
+        chosen
+            .into_iter()
+            .map(|(name, (_, entry))| (name, entry))
+            .collect()
     }
 
     /// Opens one service by SQL name, loading its documents.
     pub(crate) fn service(self: &Arc<Self>, store: &DocumentStore, name: &str) -> Result<Service> {
-        let entry = self
-            .services()
-            .into_iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| {
-                Error::unknown(format!(
-                    "service '{name}' not found in provider '{}'",
-                    self.name
-                ))
-            })?;
-        let (doc, pointer) = if let Some(reference) = ref_of(&entry.entry, "resources") {
+        let entries = self.preferred_entries();
+        let entry = entries.get(name).ok_or_else(|| {
+            Error::unknown(format!(
+                "service '{name}' not found in provider '{}'",
+                self.name
+            ))
+        })?;
+        let (doc, pointer) = if let Some(reference) = ref_of(entry, "resources") {
             (store.load(split_ref(reference).0)?, "/resources")
-        } else if let Some(reference) = ref_of(&entry.entry, "service") {
+        } else if let Some(reference) = ref_of(entry, "service") {
             (
                 store.load(split_ref(reference).0)?,
                 "/components/x-stackQL-resources",
@@ -97,7 +99,7 @@ impl Provider {
         };
         Ok(Service {
             provider: self.clone(),
-            entry,
+            name: name.to_owned(),
             doc,
             pointer,
         })
@@ -108,7 +110,8 @@ impl Provider {
 #[derive(Debug)]
 pub(crate) struct Service {
     pub(crate) provider: Arc<Provider>,
-    pub(crate) entry: ServiceEntry,
+    /// SQL name.
+    pub(crate) name: String,
     doc: Arc<Doc>,
     pointer: &'static str,
 }
@@ -143,7 +146,7 @@ impl Service {
             .ok_or_else(|| {
                 Error::unknown(format!(
                     "resource '{name}' not found in service '{}.{}'",
-                    self.provider.name, self.entry.name
+                    self.provider.name, self.name
                 ))
             })?;
         Resource::build(store, self, name, def)
@@ -201,7 +204,7 @@ impl Resource {
         }
         Ok(Resource {
             provider: service.provider.name.clone(),
-            service: service.entry.name.clone(),
+            service: service.name.clone(),
             name: name.to_owned(),
             methods,
             verbs,
@@ -546,10 +549,7 @@ impl Method {
     }
 
     /// Where rows sit in a response, and the schema of one row.
-    pub(crate) fn row_shape(
-        &self,
-        store: &DocumentStore,
-    ) -> Result<(RowLocator, Option<SchemaAt>)> {
+    fn row_shape(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
         let schema = self.response_schema(store)?;
         if let Some(key) = &self.response.object_key {
             let locator = RowLocator::parse(key).map_err(|err| {
@@ -576,13 +576,17 @@ impl Method {
         Ok((RowLocator::Path(Vec::new()), Some(root)))
     }
 
-    /// The resource's columns as this method returns them: the row schema's properties.
-    pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
-        let (_, row_schema) = self.row_shape(store)?;
+    /// Where rows sit in a response, and the columns of a row: the row schema's
+    /// properties (empty when the schema declares none).
+    pub(crate) fn rows_and_columns(
+        &self,
+        store: &DocumentStore,
+    ) -> Result<(RowLocator, Vec<ColumnSpec>)> {
+        let (locator, row_schema) = self.row_shape(store)?;
         let Some(row_schema) = row_schema else {
-            return Ok(Vec::new());
+            return Ok((locator, Vec::new()));
         };
-        Ok(row_schema
+        let columns = row_schema
             .properties(store)?
             .into_iter()
             .map(|(name, schema)| ColumnSpec {
@@ -590,7 +594,13 @@ impl Method {
                 description: schema.description().map(str::to_owned),
                 name,
             })
-            .collect())
+            .collect();
+        Ok((locator, columns))
+    }
+
+    /// The resource's columns as this method returns them.
+    pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
+        Ok(self.rows_and_columns(store)?.1)
     }
 }
 

@@ -112,13 +112,37 @@ impl SchemaAt {
         Ok(())
     }
 
-    /// A property's schema by exact name.
+    /// A property's schema by exact name (resolving only that property).
     pub(crate) fn property(&self, store: &DocumentStore, name: &str) -> Result<Option<SchemaAt>> {
-        Ok(self
-            .properties(store)?
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, s)| s))
+        self.find_property(store, name, 0)
+    }
+
+    fn find_property(
+        &self,
+        store: &DocumentStore,
+        name: &str,
+        depth: usize,
+    ) -> Result<Option<SchemaAt>> {
+        if depth > MAX_REF_DEPTH {
+            return Err(Error::bad_document(format!(
+                "provider document '{}': schema composition nested too deeply",
+                self.doc.rel
+            )));
+        }
+        if let Some(schema) = self.schema.get("properties").and_then(|p| p.get(name)) {
+            return Ok(Some(SchemaAt::resolve(store, &self.doc, schema)?));
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if let Some(Value::Array(members)) = self.schema.get(key) {
+                for member in members {
+                    let member = SchemaAt::resolve(store, &self.doc, member)?;
+                    if let Some(found) = member.find_property(store, name, depth + 1)? {
+                        return Ok(Some(found));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The schema's description, if any.

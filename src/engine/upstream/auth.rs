@@ -59,6 +59,17 @@ pub(crate) fn resolve(
         apply_one(provider, auth, credentials, &mut parts)?;
         current = auth.get("successor");
     }
+    // Checked here, once per statement, so a bad credential is reported for its provider.
+    for (name, value) in &parts.headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+            || reqwest::header::HeaderValue::from_str(value).is_err()
+        {
+            return Err(credential_error(
+                provider,
+                &format!("the value for header {name} is not a valid HTTP header value"),
+            ));
+        }
+    }
     Ok(parts)
 }
 

@@ -150,12 +150,8 @@ impl Upstream {
             .request(method.clone(), target)
             .headers(headers.clone());
         for (name, value) in &leg.auth.headers {
-            let mut value = HeaderValue::from_str(value).map_err(|_| {
-                auth::credential_error(
-                    &leg.method.location,
-                    "a credential is not a valid HTTP header value",
-                )
-            })?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
             value.set_sensitive(true);
             request = request.header(name.as_str(), value);
         }
