@@ -56,7 +56,8 @@ impl Reply {
 
 type Routes = Arc<Mutex<HashMap<String, Reply>>>;
 
-/// The mock server. Routes are keyed by path plus query (`/a?b=c`) or by path alone.
+/// The mock server. Routes are keyed by path plus query (`/a?b=c`), by path plus the
+/// `x-page-token` header (`/a|x-page-token=t`), or by path alone.
 pub struct Mock {
     addr: SocketAddr,
     routes: Routes,
@@ -126,8 +127,15 @@ fn answer(
     });
     let routes = routes.lock().unwrap();
     let exact = query.as_ref().map(|q| format!("{path}?{q}"));
-    let reply = exact
+    // `path|x-page-token=v` routes a request carrying that header (header-token paging).
+    let by_header = request
+        .headers()
+        .get("x-page-token")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| format!("{path}|x-page-token={v}"));
+    let reply = by_header
         .and_then(|k| routes.get(&k))
+        .or_else(|| exact.and_then(|k| routes.get(&k)))
         .or_else(|| routes.get(&path));
     let Some(reply) = reply else {
         let response = Response::builder()

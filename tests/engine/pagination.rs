@@ -178,3 +178,26 @@ async fn page_limit_bounds_traversal_and_says_so() {
         out.warnings
     );
 }
+
+#[tokio::test]
+async fn tokens_in_headers_both_ways() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/headerpaged",
+        Reply::json(json!([{"id": 1}])).header("x-next-page", "h2"),
+    );
+    mock.route(
+        "/headerpaged|x-page-token=h2",
+        Reply::json(json!([{"id": 2}])),
+    );
+    let out = query(
+        &engine(&mock),
+        "SELECT id FROM testapi.items.headerpaged ORDER BY id",
+    )
+    .await;
+    assert_eq!(column(&out, "id"), vec![int(1), int(2)]);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].headers.get("x-page-token").is_none());
+    assert_eq!(requests[1].headers["x-page-token"], "h2");
+}

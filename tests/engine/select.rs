@@ -279,3 +279,61 @@ async fn server_variables_are_params_even_when_the_override_drops_them() {
     .await;
     assert_eq!(out.rows, vec![vec![text("anywhere"), text("us")]]);
 }
+
+#[tokio::test]
+async fn configured_auth_overrides_reach_the_upstream() {
+    let mock = Mock::start().await;
+    mock.route("/single", Reply::json(json!({"id": 1, "name": "solo"})));
+    let cases = [
+        (
+            json!({"type": "api_key", "credentialsenvvar": "TESTAPI_KEY", "valuePrefix": "SSWS "}),
+            "authorization",
+            format!("SSWS {SECRET}"),
+        ),
+        (
+            json!({"type": "api_key", "credentialsenvvar": "TESTAPI_KEY", "location": "header", "name": "X-Key"}),
+            "x-key",
+            SECRET.to_owned(),
+        ),
+        (
+            json!({"type": "bearer", "credentialsenvvar": "TESTAPI_KEY"}),
+            "authorization",
+            format!("Bearer {SECRET}"),
+        ),
+    ];
+    for (auth, header, expected) in cases {
+        let e = engine_with(&mock, |c| {
+            c.providers.get_mut("testapi").unwrap().auth = Some(auth.clone())
+        });
+        let out = query(&e, "SELECT name FROM testapi.items.single").await;
+        assert_eq!(out.rows, vec![vec![text("solo")]]);
+        let last = mock.requests().pop().unwrap();
+        assert_eq!(last.headers[header], expected.as_str(), "{auth}");
+    }
+    // basic from a username/password pair: base64("ann:pw")
+    let e = engine_with(&mock, |c| {
+        c.providers.get_mut("testapi").unwrap().auth =
+            Some(json!({"type": "basic", "username_var": "U", "password_var": "P"}));
+    });
+    let cx = querygate::engine::ExecContext {
+        credentials: std::sync::Arc::new(querygate::engine::StaticCredentials::new([
+            ("U".to_owned(), "ann".to_owned()),
+            ("P".to_owned(), "pw".to_owned()),
+        ])),
+        ..context()
+    };
+    e.execute(&cx, "SELECT name FROM testapi.items.single")
+        .await
+        .unwrap();
+    assert_eq!(
+        mock.requests().pop().unwrap().headers["authorization"],
+        "Basic YW5uOnB3"
+    );
+    // null_auth sends nothing.
+    let e = engine_with(&mock, |c| {
+        c.providers.get_mut("testapi").unwrap().auth = Some(json!({"type": "null_auth"}))
+    });
+    query(&e, "SELECT name FROM testapi.items.single").await;
+    let last = mock.requests().pop().unwrap();
+    assert!(last.headers.get("authorization").is_none() && last.headers.get("x-api-key").is_none());
+}
