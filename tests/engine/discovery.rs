@@ -94,3 +94,62 @@ async fn show_and_describe_statements() {
     assert_eq!(column(&described, "name").len(), 6);
     assert!(mock.requests().is_empty());
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn newest_version_unless_pinned_and_broken_neighbours_are_skipped() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/single",
+        crate::mock::Reply::json(serde_json::json!({"id": 1, "name": "solo"})),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let fixture = fixture_registry().join("src/testapi/v1");
+    for version in ["v1", "v2", "v10"] {
+        copy_dir(&fixture, &root.path().join("src/testapi").join(version));
+    }
+    std::fs::create_dir_all(root.path().join("src/broken/v1")).unwrap();
+    std::fs::write(
+        root.path().join("src/broken/v1/provider.yaml"),
+        "name: [unclosed",
+    )
+    .unwrap();
+
+    let with = |pin: Option<&str>| {
+        engine_with(&mock, |c| {
+            c.registry_root = root.path().to_owned();
+            c.providers.get_mut("testapi").unwrap().version = pin.map(str::to_owned);
+        })
+    };
+    let listed = with(None).providers(&context()).await.unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "the unreadable provider is skipped: {listed:?}"
+    );
+    assert_eq!(listed[0].version, "v10");
+    assert_eq!(listed[0].versions, vec!["v10", "v2", "v1"]);
+    assert_eq!(
+        with(Some("v1")).providers(&context()).await.unwrap()[0].version,
+        "v1"
+    );
+    let out = query(&with(Some("v2")), "SELECT name FROM testapi.items.single").await;
+    assert_eq!(out.rows, vec![vec![text("solo")]]);
+    let err = with(Some("v9"))
+        .execute(&context(), "SELECT name FROM testapi.items.single")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("pinned to version 'v9'"), "{err}");
+}
