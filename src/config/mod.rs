@@ -7,7 +7,6 @@ mod raw;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub use raw::Mode;
 
@@ -249,12 +248,10 @@ fn read_yaml(path: &Path) -> Result<serde_json::Value, ConfigError> {
     })
 }
 
-/// Default upstream timeout (45 s), also used by the docs.
-pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(45);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -276,7 +273,7 @@ mod tests {
         assert_eq!(config.tenants.len(), 1);
         assert_eq!(config.tenants[0].id, "default");
         assert_eq!(config.tenants[0].mode, Mode::ReadOnly);
-        assert_eq!(config.engine.upstream.timeout, DEFAULT_UPSTREAM_TIMEOUT);
+        assert_eq!(config.engine.upstream.timeout, Duration::from_secs(45));
         assert_eq!(
             config.engine.registry_root,
             PathBuf::from("/home/u/.local/share/querygate/registry")
