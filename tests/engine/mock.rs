@@ -16,13 +16,21 @@ pub struct Recorded {
     pub path: String,
     pub query: Option<String>,
     pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The body as text (lossy).
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
 }
 
 /// What a route answers.
 #[derive(Clone, Debug)]
 pub struct Reply {
     pub status: u16,
-    pub body: String,
+    pub body: Vec<u8>,
     pub headers: Vec<(String, String)>,
     pub delay: std::time::Duration,
 }
@@ -31,16 +39,25 @@ impl Reply {
     pub fn json(body: serde_json::Value) -> Self {
         Reply {
             status: 200,
-            body: body.to_string(),
-            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             delay: Default::default(),
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
         Reply {
             status,
-            body: body.to_owned(),
-            headers: Vec::new(),
+            body: body.as_bytes().to_vec(),
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            delay: Default::default(),
+        }
+    }
+    /// Raw bytes with a content type (registry packages, form bodies).
+    pub fn bytes(content_type: &str, body: Vec<u8>) -> Self {
+        Reply {
+            status: 200,
+            body,
+            headers: vec![("content-type".to_owned(), content_type.to_owned())],
             delay: Default::default(),
         }
     }
@@ -54,10 +71,13 @@ impl Reply {
     }
 }
 
-type Routes = Arc<Mutex<HashMap<String, Reply>>>;
+/// Replies per route key; the first is used up while more than one remains, so a sequence
+/// answers successive requests and its last reply repeats.
+type Routes = Arc<Mutex<HashMap<String, std::collections::VecDeque<Reply>>>>;
 
 /// The mock server. Routes are keyed by path plus query (`/a?b=c`), by path plus the
-/// `x-page-token` header (`/a|x-page-token=t`), or by path alone.
+/// `x-page-token` header (`/a|x-page-token=t`), by HTTP method and path (`POST /a`), or by
+/// path alone, tried in that order.
 pub struct Mock {
     addr: SocketAddr,
     routes: Routes,
@@ -72,7 +92,12 @@ impl Mock {
         let app = Router::new().fallback(move |request: Request<Body>| {
             let (routes, log) = (r.clone(), l.clone());
             async move {
-                let (response, delay) = answer(&routes, &log, request);
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, usize::MAX)
+                    .await
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default();
+                let (response, delay) = answer(&routes, &log, parts, body);
                 tokio::time::sleep(delay).await;
                 response
             }
@@ -91,7 +116,15 @@ impl Mock {
 
     /// Answers `key` (a path, or path?query for an exact query match) with `reply`.
     pub fn route(&self, key: &str, reply: Reply) {
-        self.routes.lock().unwrap().insert(key.to_owned(), reply);
+        self.route_sequence(key, vec![reply]);
+    }
+
+    /// Answers successive requests to `key` with `replies` in order; the last repeats.
+    pub fn route_sequence(&self, key: &str, replies: Vec<Reply>) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(key.to_owned(), replies.into());
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -115,28 +148,39 @@ impl Mock {
 fn answer(
     routes: &Routes,
     log: &Arc<Mutex<Vec<Recorded>>>,
-    request: Request<Body>,
+    request: axum::http::request::Parts,
+    body: Vec<u8>,
 ) -> (Response, std::time::Duration) {
-    let path = request.uri().path().to_owned();
-    let query = request.uri().query().map(str::to_owned);
+    let path = request.uri.path().to_owned();
+    let query = request.uri.query().map(str::to_owned);
     log.lock().unwrap().push(Recorded {
-        method: request.method().to_string(),
+        method: request.method.to_string(),
         path: path.clone(),
         query: query.clone(),
-        headers: request.headers().clone(),
+        headers: request.headers.clone(),
+        body,
     });
-    let routes = routes.lock().unwrap();
+    let mut routes = routes.lock().unwrap();
     let exact = query.as_ref().map(|q| format!("{path}?{q}"));
     // `path|x-page-token=v` routes a request carrying that header (header-token paging).
     let by_header = request
-        .headers()
+        .headers
         .get("x-page-token")
         .and_then(|v| v.to_str().ok())
         .map(|v| format!("{path}|x-page-token={v}"));
-    let reply = by_header
-        .and_then(|k| routes.get(&k))
-        .or_else(|| exact.and_then(|k| routes.get(&k)))
-        .or_else(|| routes.get(&path));
+    let by_method = format!("{} {path}", request.method);
+    let key = [by_header, exact, Some(by_method), Some(path)]
+        .into_iter()
+        .flatten()
+        .find(|k| routes.contains_key(k));
+    let reply = key.and_then(|k| {
+        let queue = routes.get_mut(&k)?;
+        if queue.len() > 1 {
+            queue.pop_front()
+        } else {
+            queue.front().cloned()
+        }
+    });
     let Some(reply) = reply else {
         let response = Response::builder()
             .status(StatusCode::NOT_FOUND)
@@ -144,14 +188,9 @@ fn answer(
             .unwrap();
         return (response, Default::default());
     };
-    let mut builder = Response::builder()
-        .status(reply.status)
-        .header("content-type", "application/json");
+    let mut builder = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);
     }
-    (
-        builder.body(Body::from(reply.body.clone())).unwrap(),
-        reply.delay,
-    )
+    (builder.body(Body::from(reply.body)).unwrap(), reply.delay)
 }
