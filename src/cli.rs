@@ -67,8 +67,7 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    let tenants = Tenants::from_config(&config);
-    let cx = match tenants.context(&Principal::anonymous()) {
+    let cx = match Tenants::open(&config).and_then(|t| t.context(&Principal::anonymous())) {
         Ok(cx) => cx,
         Err(err) => {
             eprintln!("error: {err}");

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::{Config, Mode, TenantConfig};
-use crate::engine::{CredentialSource, ExecContext, ProcessEnv};
+use crate::engine::{CredentialStore, ExecContext};
 
 /// Who is calling.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,32 +35,42 @@ pub enum TenantError {
     /// The principal names a tenant the configuration does not have.
     #[error("unknown tenant '{0}'")]
     Unknown(String),
+    /// A tenant's credential store could not be opened.
+    #[error("tenant '{tenant}': {message}")]
+    Credentials {
+        /// The tenant.
+        tenant: String,
+        /// What failed, naming the file.
+        message: String,
+    },
 }
 
-/// The configured tenants and their credential sources.
+/// The configured tenants and their credential stores.
 #[derive(Debug, Clone)]
 pub struct Tenants {
-    tenants: HashMap<String, (TenantConfig, Arc<dyn CredentialSource>)>,
+    tenants: HashMap<String, (TenantConfig, Arc<CredentialStore>)>,
 }
 
 impl Tenants {
-    /// Builds tenants from configuration: the `default` tenant reads the process
-    /// environment; other tenants have no credentials until the credentials issue gives
-    /// each its own store.
-    pub fn from_config(config: &Config) -> Self {
-        let tenants = config
-            .tenants
-            .iter()
-            .map(|t| {
-                let source: Arc<dyn CredentialSource> = if t.id == "default" {
-                    Arc::new(ProcessEnv)
-                } else {
-                    Arc::new(crate::engine::StaticCredentials::default())
-                };
-                (t.id.clone(), (t.clone(), source))
-            })
-            .collect();
-        Tenants { tenants }
+    /// Opens every tenant's credential store: its env file (created empty with mode 0600
+    /// when absent) and, for the tenant that opts in (`default` by default), the process
+    /// environment. No tenant can read another's store.
+    pub fn open(config: &Config) -> Result<Self, TenantError> {
+        let mut tenants = HashMap::new();
+        for tenant in &config.tenants {
+            let store = match &tenant.env_file {
+                Some(file) => CredentialStore::open(file, tenant.process_env).map_err(|err| {
+                    TenantError::Credentials {
+                        tenant: tenant.id.clone(),
+                        message: err.message().to_owned(),
+                    }
+                })?,
+                None if tenant.process_env => CredentialStore::process_env(),
+                None => CredentialStore::empty(),
+            };
+            tenants.insert(tenant.id.clone(), (tenant.clone(), Arc::new(store)));
+        }
+        Ok(Tenants { tenants })
     }
 
     /// The engine context for a principal's calls.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 pub use raw::Mode;
 
-use crate::engine::{EngineConfig, ProviderSettings, UpstreamLimits};
+use crate::engine::{EngineConfig, ProviderSettings, RetryPolicy, UpstreamLimits};
 
 /// Why configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +67,10 @@ pub struct TenantConfig {
     pub mode: Mode,
     /// Providers the tenant may use; `None` allows all installed providers.
     pub allowed_providers: Option<BTreeSet<String>>,
+    /// The tenant's dotenv credential file, if any.
+    pub env_file: Option<PathBuf>,
+    /// Whether the tenant also reads the process environment (only `default` may).
+    pub process_env: bool,
 }
 
 /// Validated configuration.
@@ -130,6 +134,9 @@ impl Config {
                 problems.push(format!("{name} must be greater than 0"));
             }
         }
+        if upstream.retry.attempts == 0 {
+            problems.push("upstream.retry.attempts must be at least 1".to_owned());
+        }
         let mut providers = HashMap::new();
         for (name, settings) in raw.providers {
             if let Some(url) = &settings.base_url {
@@ -173,10 +180,31 @@ impl Config {
             if tenants.iter().any(|t: &TenantConfig| t.id == tenant.id) {
                 problems.push(format!("tenant id '{}' appears twice", tenant.id));
             }
+            let is_default = tenant.id == "default";
+            let credentials = match (&tenant.credentials, is_default) {
+                (Some(own), true) if raw.credentials.env_file.is_some() => {
+                    problems.push(
+                        "credentials.env_file and the default tenant's credentials.env_file are both set; keep one".to_owned(),
+                    );
+                    own.clone()
+                }
+                (Some(own), _) => own.clone(),
+                (None, true) => raw.credentials.clone(),
+                (None, false) => raw::RawCredentials::default(),
+            };
+            let process_env = credentials.process_env.unwrap_or(is_default);
+            if process_env && !is_default {
+                problems.push(format!(
+                    "tenant '{}': only the default tenant may read the process environment (credentials.process_env)",
+                    tenant.id
+                ));
+            }
             tenants.push(TenantConfig {
                 id: tenant.id,
                 mode: tenant.mode,
                 allowed_providers: tenant.allowed_providers.map(|p| p.into_iter().collect()),
+                env_file: credentials.env_file,
+                process_env,
             });
         }
         if !tenants.iter().any(|t| t.id == "default") {
@@ -186,8 +214,24 @@ impl Config {
                     id: "default".to_owned(),
                     mode: Mode::default(),
                     allowed_providers: None,
+                    env_file: raw.credentials.env_file.clone(),
+                    process_env: raw.credentials.process_env.unwrap_or(true),
                 },
             );
+        }
+        for (i, tenant) in tenants.iter().enumerate() {
+            if let Some(file) = &tenant.env_file
+                && let Some(other) = tenants[..i]
+                    .iter()
+                    .find(|t| t.env_file.as_ref() == Some(file))
+            {
+                problems.push(format!(
+                    "tenants '{}' and '{}' share the env file '{}'; each tenant needs its own",
+                    other.id,
+                    tenant.id,
+                    file.display()
+                ));
+            }
         }
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
@@ -207,6 +251,12 @@ impl Config {
                     max_concurrency: upstream.max_concurrency,
                     max_requests_per_statement: upstream.max_requests_per_statement,
                     max_response_bytes: upstream.max_response_bytes,
+                    retry: RetryPolicy {
+                        attempts: upstream.retry.attempts,
+                        initial_backoff: upstream.retry.initial_backoff,
+                        max_backoff: upstream.retry.max_backoff,
+                        max_elapsed: upstream.retry.max_elapsed,
+                    },
                 },
                 document_cache_size: raw.registry.document_cache_size,
                 max_result_rows: raw.limits.max_result_rows,
@@ -318,6 +368,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn each_tenant_has_its_own_credential_store() {
+        let yaml = "credentials:\n  env_file: /s/default.env\ntenants:\n  - id: acme\n    credentials:\n      env_file: /s/acme.env\n";
+        let config = load(yaml, &[]).unwrap();
+        let default = config.tenant("default").unwrap();
+        assert_eq!(default.env_file, Some(PathBuf::from("/s/default.env")));
+        assert!(default.process_env);
+        let acme = config.tenant("acme").unwrap();
+        assert_eq!(acme.env_file, Some(PathBuf::from("/s/acme.env")));
+        assert!(!acme.process_env);
+        let shared = "tenants:\n  - id: a\n    credentials: {env_file: /x.env}\n  - id: b\n    credentials: {env_file: /x.env}\n";
+        let err = load(shared, &[]).unwrap_err().to_string();
+        assert!(err.contains("share the env file '/x.env'"), "{err}");
+        let leaky = "tenants:\n  - id: a\n    credentials: {process_env: true}\n";
+        let err = load(leaky, &[]).unwrap_err().to_string();
+        assert!(err.contains("only the default tenant"), "{err}");
     }
 
     #[test]

@@ -33,7 +33,17 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) limits: RawLimits,
     #[serde(default)]
+    pub(super) credentials: RawCredentials,
+    #[serde(default)]
     pub(super) tenants: Vec<RawTenant>,
+}
+
+/// A tenant's credential store.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCredentials {
+    pub(super) env_file: Option<PathBuf>,
+    pub(super) process_env: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +81,31 @@ pub(super) struct RawUpstream {
     pub(super) max_concurrency: usize,
     pub(super) max_requests_per_statement: usize,
     pub(super) max_response_bytes: usize,
+    pub(super) retry: RawRetry,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRetry {
+    pub(super) attempts: u32,
+    #[serde(with = "humantime_serde")]
+    pub(super) initial_backoff: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) max_backoff: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) max_elapsed: Duration,
+}
+
+impl Default for RawRetry {
+    fn default() -> Self {
+        let d = crate::engine::RetryPolicy::default();
+        RawRetry {
+            attempts: d.attempts,
+            initial_backoff: d.initial_backoff,
+            max_backoff: d.max_backoff,
+            max_elapsed: d.max_elapsed,
+        }
+    }
 }
 
 impl Default for RawUpstream {
@@ -83,6 +118,7 @@ impl Default for RawUpstream {
             max_concurrency: d.max_concurrency,
             max_requests_per_statement: d.max_requests_per_statement,
             max_response_bytes: d.max_response_bytes,
+            retry: RawRetry::default(),
         }
     }
 }
@@ -108,4 +144,5 @@ pub(super) struct RawTenant {
     #[serde(default)]
     pub(super) mode: Mode,
     pub(super) allowed_providers: Option<Vec<String>>,
+    pub(super) credentials: Option<RawCredentials>,
 }

@@ -4,12 +4,14 @@
 //! outside `engine` goes through [`Engine`] and the types re-exported here; its submodules
 //! are private.
 
+mod credentials;
 mod discovery;
 mod document;
 mod error;
 mod eval;
 mod plan;
 mod registry;
+mod reload;
 mod rows;
 mod select;
 mod sql;
@@ -21,11 +23,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::credentials::{
+    CredentialReport, CredentialSource, CredentialStatus, CredentialStore, ProviderCredentials,
+    SourceOutcome,
+};
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure};
 pub use self::types::{
-    Cell, ColumnInfo, CredentialSource, ExecContext, MethodContract, MethodInfo, ParamInfo,
-    ProcessEnv, ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb, StaticCredentials,
+    Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
+    QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
 };
+pub use self::upstream::RetryPolicy;
 
 use self::document::DocumentStore;
 use self::registry::LocalRegistry;
@@ -59,6 +66,8 @@ pub struct UpstreamLimits {
     pub max_requests_per_statement: usize,
     /// Largest response body accepted.
     pub max_response_bytes: usize,
+    /// Retries of reads (GET/HEAD) on 408/429/502/503/504 and connection failures.
+    pub retry: RetryPolicy,
 }
 
 impl Default for UpstreamLimits {
@@ -70,6 +79,7 @@ impl Default for UpstreamLimits {
             max_concurrency: 8,
             max_requests_per_statement: 100,
             max_response_bytes: 64 * 1024 * 1024,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -134,6 +144,7 @@ impl Engine {
             connect_timeout: config.upstream.connect_timeout,
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
+            retry: config.upstream.retry.clone(),
         })?;
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -226,6 +237,36 @@ impl Engine {
         let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
         let method = method.to_owned();
         blocking(move || discovery::contract(&inner, &cx, &names, &method)).await
+    }
+}
+
+impl Inner {
+    /// The auth a provider's requests use: the configured override, else the document's
+    /// `config.auth`, else `null`.
+    fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
+        self.config
+            .providers
+            .get(&provider.name)
+            .and_then(|p| p.auth.clone())
+            .or_else(|| provider.config().get("auth").cloned())
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Engine {
+    /// Re-sources the tenant's env file, drops auth state derived from it (cached tokens),
+    /// and reports every installed provider the tenant may use (or only `provider`): auth
+    /// type, where its credentials come from, whether they resolve, and whether they
+    /// changed. An unknown `provider` is an error; a configured env file that has gone
+    /// missing is an error naming it. No value is ever part of the report.
+    pub async fn reload_credentials(
+        &self,
+        cx: &ExecContext,
+        provider: Option<&str>,
+    ) -> Result<CredentialReport> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let provider = provider.map(str::to_owned);
+        blocking(move || reload::reload_credentials(&inner, &cx, provider.as_deref())).await
     }
 }
 

@@ -109,13 +109,7 @@ fn prepare(
         .zip(providers)
         .map(|(plan, provider)| TableJob {
             locator: Arc::new(plan.locator.clone()),
-            auth: inner
-                .config
-                .providers
-                .get(&provider.name)
-                .and_then(|p| p.auth.clone())
-                .or_else(|| provider.config().get("auth").cloned())
-                .unwrap_or(Value::Null),
+            auth: inner.effective_auth(&provider),
             base_url: inner
                 .config
                 .providers

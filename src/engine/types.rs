@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::credentials::CredentialStore;
+
 /// A SQL verb a provider method can be bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,53 +106,6 @@ pub struct QueryOutput {
     pub warnings: Vec<String>,
 }
 
-/// Where credentials for a tenant come from. The default tenant reads the process
-/// environment; the credentials issue adds per-tenant dotenv files.
-pub trait CredentialSource: Send + Sync + fmt::Debug {
-    /// The value of a credential variable, if set and non-empty.
-    fn get(&self, name: &str) -> Option<String>;
-}
-
-/// Credentials read from the process environment (read only; never written).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ProcessEnv;
-
-impl CredentialSource for ProcessEnv {
-    fn get(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    }
-}
-
-/// Credentials from a fixed map (tests, and tenants configured without the environment).
-#[derive(Clone, Default)]
-pub struct StaticCredentials {
-    values: std::collections::HashMap<String, String>,
-}
-
-impl StaticCredentials {
-    /// A source holding exactly these variables.
-    pub fn new(values: impl IntoIterator<Item = (String, String)>) -> Self {
-        StaticCredentials {
-            values: values.into_iter().collect(),
-        }
-    }
-}
-
-impl fmt::Debug for StaticCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Names only: values are secrets.
-        f.debug_struct("StaticCredentials")
-            .field("names", &self.values.keys().collect::<BTreeSet<_>>())
-            .finish()
-    }
-}
-
-impl CredentialSource for StaticCredentials {
-    fn get(&self, name: &str) -> Option<String> {
-        self.values.get(name).filter(|v| !v.is_empty()).cloned()
-    }
-}
-
 /// Everything an engine call needs to know about who it runs for.
 #[derive(Clone, Debug)]
 pub struct ExecContext {
@@ -161,7 +116,7 @@ pub struct ExecContext {
     /// Providers this tenant may use; `None` allows every installed provider.
     pub allowed_providers: Option<BTreeSet<String>>,
     /// The tenant's credentials.
-    pub credentials: Arc<dyn CredentialSource>,
+    pub credentials: Arc<CredentialStore>,
 }
 
 impl ExecContext {
@@ -172,7 +127,7 @@ impl ExecContext {
             tenant: "default".to_owned(),
             principal: "anonymous".to_owned(),
             allowed_providers: None,
-            credentials: Arc::new(ProcessEnv),
+            credentials: Arc::new(CredentialStore::process_env()),
         }
     }
 

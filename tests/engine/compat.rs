@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use querygate::engine::{Engine, EngineConfig, ExecContext, ProviderSettings, StaticCredentials};
+use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -43,7 +43,7 @@ fn compat_engine(root: PathBuf, overrides: &[(&str, String)]) -> Engine {
 
 fn cx(vars: &[(&str, &str)]) -> ExecContext {
     ExecContext {
-        credentials: Arc::new(StaticCredentials::new(
+        credentials: Arc::new(CredentialStore::fixed(
             vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
         )),
         ..ExecContext::anonymous_default()

@@ -151,7 +151,7 @@ async fn missing_credentials_name_the_variable_only() {
     let mock = Mock::start().await;
     mock.route("/single", Reply::json(json!({"id": 1})));
     let cx = querygate::engine::ExecContext {
-        credentials: std::sync::Arc::new(querygate::engine::StaticCredentials::default()),
+        credentials: std::sync::Arc::new(querygate::engine::CredentialStore::empty()),
         ..querygate::engine::ExecContext::anonymous_default()
     };
     let err = engine(&mock)

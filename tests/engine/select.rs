@@ -316,7 +316,7 @@ async fn configured_auth_overrides_reach_the_upstream() {
             Some(json!({"type": "basic", "username_var": "U", "password_var": "P"}));
     });
     let cx = querygate::engine::ExecContext {
-        credentials: std::sync::Arc::new(querygate::engine::StaticCredentials::new([
+        credentials: std::sync::Arc::new(querygate::engine::CredentialStore::fixed([
             ("U".to_owned(), "ann".to_owned()),
             ("P".to_owned(), "pw".to_owned()),
         ])),

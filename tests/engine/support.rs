@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use querygate::engine::{
-    Cell, Engine, EngineConfig, ExecContext, ProviderSettings, QueryOutput, StaticCredentials,
+    Cell, CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings, QueryOutput,
 };
 
 use crate::mock::Mock;
@@ -18,7 +18,7 @@ pub fn fixture_registry() -> PathBuf {
 
 pub fn context() -> ExecContext {
     ExecContext {
-        credentials: Arc::new(StaticCredentials::new([(
+        credentials: Arc::new(CredentialStore::fixed([(
             "TESTAPI_KEY".to_owned(),
             SECRET.to_owned(),
         )])),

@@ -4,8 +4,8 @@
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::engine::credentials::CredentialSource;
 use crate::engine::error::{Error, ErrorKind, Result};
-use crate::engine::types::CredentialSource;
 
 /// What auth adds to a request.
 #[derive(Default)]
@@ -27,6 +27,28 @@ impl std::fmt::Debug for AuthParts {
                 &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .finish()
+    }
+}
+
+impl AuthParts {
+    /// Adds the auth to a built request: query parameters, then headers (marked
+    /// sensitive so they never show in debug output).
+    pub(crate) fn apply(&self, request: &mut reqwest::Request) -> Result<()> {
+        if !self.query.is_empty() {
+            let mut pairs = request.url_mut().query_pairs_mut();
+            for (name, value) in &self.query {
+                pairs.append_pair(name, value);
+            }
+        }
+        for (name, value) in &self.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
+            let mut value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
+            value.set_sensitive(true);
+            request.headers_mut().insert(name, value);
+        }
+        Ok(())
     }
 }
 
@@ -158,10 +180,18 @@ fn secret_bytes(
     auth: &Value,
     credentials: &dyn CredentialSource,
 ) -> Result<String> {
-    let read = |var: &str| -> Result<String> {
+    secret_material(auth, credentials).map_err(|cause| credential_error(provider, &cause))
+}
+
+/// [`secret_bytes`] with the cause alone as the error (for the credential report).
+fn secret_material(
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+) -> std::result::Result<String, String> {
+    let read = |var: &str| -> std::result::Result<String, String> {
         credentials
             .get(var)
-            .ok_or_else(|| credential_error(provider, &format!("variable {var} is not set")))
+            .ok_or_else(|| format!("variable {var} is not set"))
     };
     if let Some(var) = field(auth, "credentialsenvvar") {
         return read(var);
@@ -175,20 +205,42 @@ fn secret_bytes(
             return Ok(base64::engine::general_purpose::STANDARD.encode(joined));
         }
     }
-    Err(credential_error(
-        provider,
-        "the provider's auth config names no credential variable",
-    ))
+    Err("the provider's auth config names no credential variable".to_owned())
+}
+
+/// Checks, without any network call, that the material every auth of the chain needs is
+/// present. `Ok(true)`: checked and present; `Ok(false)`: nothing to check (e.g.
+/// `null_auth`); `Err(cause)`: missing or unusable, with a cause that names variables,
+/// never values.
+pub(crate) fn check_material(
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+) -> std::result::Result<bool, String> {
+    let mut checked = false;
+    let mut current = Some(auth);
+    let mut depth = 0;
+    while let Some(auth) = current.filter(|a| a.is_object() && depth < 8) {
+        depth += 1;
+        match field(auth, "type").unwrap_or("null_auth") {
+            "basic" | "bearer" | "api_key" | "custom" => {
+                secret_material(auth, credentials)?;
+                checked = true;
+            }
+            _ => {}
+        }
+        current = auth.get("successor");
+    }
+    Ok(checked)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::types::StaticCredentials;
+    use crate::engine::credentials::CredentialStore;
     use serde_json::json;
 
-    fn creds() -> StaticCredentials {
-        StaticCredentials::new([
+    fn creds() -> CredentialStore {
+        CredentialStore::fixed([
             ("TOKEN".to_owned(), "s3cr3t".to_owned()),
             ("U".to_owned(), "user".to_owned()),
             ("P".to_owned(), "pass".to_owned()),

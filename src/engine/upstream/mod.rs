@@ -4,8 +4,9 @@
 
 mod auth;
 mod pagination;
+mod retry;
 
-pub(crate) use auth::{AuthParts, resolve as resolve_auth};
+pub(crate) use auth::{AuthParts, check_material as check_auth_material, resolve as resolve_auth};
 
 use std::time::Duration;
 
@@ -15,9 +16,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use self::pagination::Next;
+use super::credentials::CredentialSource;
 use super::document::{Method, Param, ParamLocation, find_closing_brace};
 use super::error::{Error, ErrorKind, Result, UpstreamFailure};
-use super::types::CredentialSource;
 
 /// Limits for upstream calls.
 #[derive(Debug, Clone)]
@@ -26,7 +27,10 @@ pub(crate) struct UpstreamSettings {
     pub(crate) connect_timeout: Duration,
     pub(crate) page_limit: u32,
     pub(crate) max_response_bytes: usize,
+    pub(crate) retry: RetryPolicy,
 }
+
+pub use retry::RetryPolicy;
 
 /// The HTTP client shared by every statement.
 #[derive(Debug, Clone)]
@@ -95,7 +99,7 @@ impl Upstream {
         let mut seen = std::collections::HashSet::new();
         loop {
             let (status, response_headers, body) =
-                self.send(method.clone(), &url, &headers, leg).await?;
+                self.send_read(&method, &url, &headers, leg.auth).await?;
             if status == 404 {
                 return Ok(if pages == 0 {
                     LegEnd::NotFound
@@ -131,30 +135,65 @@ impl Upstream {
         }
     }
 
-    async fn send(
+    /// Sends one request of a read, retrying 408/429/502/503/504 and connection failures
+    /// with exponential backoff (honouring `Retry-After`), bounded by the retry policy's
+    /// attempts and total time.
+    async fn send_read(
         &self,
-        method: reqwest::Method,
+        method: &reqwest::Method,
         url: &Url,
         headers: &HeaderMap,
-        leg: &Leg<'_>,
+        auth: &AuthParts,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        let mut target = url.clone();
-        if !leg.auth.query.is_empty() {
-            let mut pairs = target.query_pairs_mut();
-            for (name, value) in &leg.auth.query {
-                pairs.append_pair(name, value);
+        let policy = &self.settings.retry;
+        let started = tokio::time::Instant::now();
+        let mut backoff = policy.initial_backoff;
+        let mut attempt = 1u32;
+        loop {
+            let outcome = self.send(method, url, headers, None, auth).await;
+            let wait = match &outcome {
+                Ok((status, response_headers, _)) if retry::is_retryable_status(*status) => {
+                    retry::retry_after(response_headers).unwrap_or(backoff)
+                }
+                Err(err) if err.kind() == ErrorKind::UpstreamUnavailable => backoff,
+                _ => return outcome,
+            };
+            let out_of_time = started.elapsed() + wait > policy.max_elapsed;
+            if attempt >= policy.attempts || wait > policy.max_backoff || out_of_time {
+                return outcome;
             }
+            tracing::debug!(
+                request = %describe(method, url),
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                "retrying upstream read"
+            );
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+            backoff = (backoff * 2).min(policy.max_backoff);
         }
-        let mut request = self
+    }
+
+    /// Sends one request, once, and reads its body within the size limit.
+    async fn send(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        auth: &AuthParts,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let mut builder = self
             .client
-            .request(method.clone(), target)
+            .request(method.clone(), url.clone())
             .headers(headers.clone());
-        for (name, value) in &leg.auth.headers {
-            let mut value = HeaderValue::from_str(value)
-                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
-            value.set_sensitive(true);
-            request = request.header(name.as_str(), value);
+        if let Some(body) = body {
+            builder = builder.body(body.clone());
         }
+        let mut request = builder
+            .build()
+            .map_err(|err| Error::internal(format!("cannot build upstream request: {err}")))?;
+        auth.apply(&mut request)?;
         let unavailable = |err: reqwest::Error| {
             let what = if err.is_timeout() {
                 "timed out"
@@ -165,12 +204,12 @@ impl Upstream {
                 ErrorKind::UpstreamUnavailable,
                 format!(
                     "upstream request {} {what}: {}",
-                    describe(&method, url),
+                    describe(method, url),
                     error_chain(&err)
                 ),
             )
         };
-        let mut response = request.send().await.map_err(unavailable)?;
+        let mut response = self.client.execute(request).await.map_err(unavailable)?;
         let status = response.status().as_u16();
         let response_headers = response.headers().clone();
         let mut body = BytesMut::new();
@@ -180,7 +219,7 @@ impl Upstream {
                     ErrorKind::LimitExceeded,
                     format!(
                         "upstream response to {} is larger than {} bytes (upstream.max_response_bytes)",
-                        describe(&method, url),
+                        describe(method, url),
                         self.settings.max_response_bytes
                     ),
                 ));

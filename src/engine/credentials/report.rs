@@ -1,0 +1,214 @@
+//! The credential report of `reload_credentials`: per installed provider, its auth type,
+//! where its credentials come from (names and paths only), whether they resolve now, and
+//! whether the resolved material changed across a reload (SHA-256 digests compared, never
+//! shown).
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::store::CredentialSource;
+use crate::engine::upstream::check_auth_material;
+
+/// Whether a provider's credentials resolve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialStatus {
+    /// Every secret the auth config names is present.
+    Ok,
+    /// A secret is missing or unusable; `detail` says which.
+    Unresolved,
+    /// The auth type needs no local secret (e.g. `null_auth`).
+    NotChecked,
+}
+
+/// One provider's row of the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProviderCredentials {
+    /// Provider SQL name.
+    pub provider: String,
+    /// The auth type in effect (configured override, else the document's).
+    pub auth_type: String,
+    /// Where the material comes from: `env:<VAR>` names, `file:<path>`, `inline` or `none`.
+    pub sourced_from: String,
+    /// Whether it resolves now.
+    pub status: CredentialStatus,
+    /// Why it does not resolve (empty when it does).
+    pub detail: String,
+    /// Whether the resolved material differs from before the reload.
+    pub changed: bool,
+}
+
+/// The result of a reload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CredentialReport {
+    /// The tenant's configured env file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<String>,
+    /// Whether the file was read on this call.
+    pub env_file_sourced: bool,
+    /// Names (never values) the file set, sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sourced_vars: Vec<String>,
+    /// One row per installed provider (or the one asked for), sorted by name.
+    pub providers: Vec<ProviderCredentials>,
+}
+
+/// Fields of an auth object that name a variable holding credential material.
+const VARIABLE_FIELDS: &[&str] = &[
+    "credentialsenvvar",
+    "keyIDenvvar",
+    "credentialsfilepathenvvar",
+    "username_var",
+    "password_var",
+    "api_key_var",
+    "api_secret_var",
+    "client_id_env_var",
+    "client_secret_env_var",
+];
+
+/// Fields holding credential material (or a path to it) inline in the document or config.
+const INLINE_FIELDS: &[&str] = &[
+    "username",
+    "password",
+    "api_key",
+    "api_secret",
+    "client_id",
+    "client_secret",
+];
+
+fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
+    auth.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The auth objects of a chain: the auth itself, then its successors.
+fn chain(auth: &Value) -> impl Iterator<Item = &Value> {
+    std::iter::successors(Some(auth).filter(|a| a.is_object()), |a| {
+        a.get("successor").filter(|s| s.is_object())
+    })
+    .take(8)
+}
+
+/// The auth type string (`null_auth` when the provider declares none).
+pub(crate) fn auth_type(auth: &Value) -> String {
+    field(auth, "type").unwrap_or("null_auth").to_owned()
+}
+
+/// `sourced_from` as StackQL computes it (inventory §8.4), for the primary auth.
+pub(crate) fn sourced_from(auth: &Value) -> String {
+    if let Some(var) = field(auth, "credentialsenvvar") {
+        return format!("env:{var}");
+    }
+    if let Some(var) = field(auth, "credentialsfilepathenvvar") {
+        return format!("env:{var}");
+    }
+    if let Some(path) = field(auth, "credentialsfilepath") {
+        return format!("file:{path}");
+    }
+    for (a, b) in [
+        ("username_var", "password_var"),
+        ("api_key_var", "api_secret_var"),
+        ("client_id_env_var", "client_secret_env_var"),
+    ] {
+        if let (Some(a), Some(b)) = (field(auth, a), field(auth, b)) {
+            return format!("env:{a},env:{b}");
+        }
+    }
+    if field(auth, "username").is_some() || field(auth, "api_key").is_some() {
+        return "inline".to_owned();
+    }
+    "none".to_owned()
+}
+
+/// A digest of every piece of credential material the chain resolves to now: variable
+/// values, the contents of named key files, inline values. Missing pieces count too.
+pub(crate) fn fingerprint(auth: &Value, credentials: &dyn CredentialSource) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    let mut piece = |label: &str, value: Option<&[u8]>| {
+        hasher.update(label.as_bytes());
+        hasher.update([0]);
+        match value {
+            Some(bytes) => {
+                hasher.update([1]);
+                hasher.update((bytes.len() as u64).to_le_bytes());
+                hasher.update(bytes);
+            }
+            None => hasher.update([0]),
+        }
+    };
+    for (depth, auth) in chain(auth).enumerate() {
+        piece(&format!("#{depth}"), None);
+        for key in VARIABLE_FIELDS {
+            if let Some(var) = field(auth, key) {
+                let value = credentials.get(var);
+                piece(&format!("{key}={var}"), value.as_deref().map(str::as_bytes));
+                if *key == "credentialsfilepathenvvar" {
+                    let contents = value.and_then(|path| std::fs::read(path).ok());
+                    piece("file-from-env", contents.as_deref());
+                }
+            }
+        }
+        for key in INLINE_FIELDS {
+            if let Some(value) = field(auth, key) {
+                piece(key, Some(value.as_bytes()));
+            }
+        }
+        if let Some(path) = field(auth, "credentialsfilepath") {
+            let contents = std::fs::read(path).ok();
+            piece(&format!("file={path}"), contents.as_deref());
+        }
+    }
+    hasher.finalize().into()
+}
+
+/// Status and detail of a provider's credentials now.
+pub(crate) fn status(
+    auth: &Value,
+    credentials: &dyn CredentialSource,
+) -> (CredentialStatus, String) {
+    match check_auth_material(auth, credentials) {
+        Ok(true) => (CredentialStatus::Ok, String::new()),
+        Ok(false) => (CredentialStatus::NotChecked, String::new()),
+        Err(cause) => (CredentialStatus::Unresolved, cause),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::credentials::CredentialStore;
+    use serde_json::json;
+
+    #[test]
+    fn sourced_from_follows_stackql_precedence() {
+        assert_eq!(
+            sourced_from(&json!({"type": "custom", "credentialsenvvar": "DD_API_KEY"})),
+            "env:DD_API_KEY"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "basic", "username_var": "U", "password_var": "P"})),
+            "env:U,env:P"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "service_account", "credentialsfilepath": "/k.json"})),
+            "file:/k.json"
+        );
+        assert_eq!(sourced_from(&json!({"type": "null_auth"})), "none");
+        assert_eq!(auth_type(&Value::Null), "null_auth");
+    }
+
+    #[test]
+    fn fingerprint_follows_values_of_the_whole_chain() {
+        let auth = json!({"type": "custom", "credentialsenvvar": "A",
+                          "successor": {"type": "custom", "credentialsenvvar": "B"}});
+        let one = CredentialStore::fixed([("A".into(), "1".into()), ("B".into(), "2".into())]);
+        let same = CredentialStore::fixed([("A".into(), "1".into()), ("B".into(), "2".into())]);
+        let other = CredentialStore::fixed([("A".into(), "1".into()), ("B".into(), "3".into())]);
+        let missing = CredentialStore::fixed([("A".into(), "1".into())]);
+        assert_eq!(fingerprint(&auth, &one), fingerprint(&auth, &same));
+        assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &other));
+        assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &missing));
+    }
+}

@@ -1,0 +1,246 @@
+//! A tenant's credential store: variables from its dotenv file (re-read on reload), then,
+//! for the tenant that opts in, the process environment (read only, never written). Also
+//! holds auth state derived from those values (cached tokens), dropped on reload.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
+
+use super::dotenv;
+use crate::engine::error::{Error, ErrorKind, Result};
+
+/// Reads one credential variable. Implemented by [`CredentialStore`]; the auth code
+/// reads through this trait.
+pub trait CredentialSource: Send + Sync + std::fmt::Debug {
+    /// The value of a credential variable, if set and non-empty.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// What re-sourcing the env file did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceOutcome {
+    /// The configured file, if any.
+    pub env_file: Option<PathBuf>,
+    /// Whether the file was read on this call.
+    pub sourced: bool,
+    /// Names (never values) of the variables the file set, sorted.
+    pub names: Vec<String>,
+}
+
+/// A token obtained from a token endpoint, kept until shortly before it expires.
+#[derive(Clone)]
+#[allow(dead_code)] // Used by the token-based auth types (oauth2, service_account).
+pub(crate) struct CachedToken {
+    pub(crate) value: String,
+    pub(crate) expires_at: Instant,
+}
+
+/// Tokens by a key that includes a digest of the material they were obtained with.
+#[derive(Default)]
+pub(crate) struct TokenCache {
+    tokens: Mutex<HashMap<String, CachedToken>>,
+}
+
+#[allow(dead_code)] // Used by the token-based auth types (oauth2, service_account).
+impl TokenCache {
+    /// A token still valid at `now`.
+    pub(crate) fn get(&self, key: &str, now: Instant) -> Option<String> {
+        let tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens
+            .get(key)
+            .filter(|t| t.expires_at > now)
+            .map(|t| t.value.clone())
+    }
+
+    /// Keeps a token.
+    pub(crate) fn put(&self, key: String, token: CachedToken) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens.retain(|_, t| t.expires_at > Instant::now());
+        tokens.insert(key, token);
+    }
+
+    /// Drops every token whose key starts with `prefix` (all with `""`).
+    pub(crate) fn clear(&self, prefix: &str) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens.retain(|key, _| !key.starts_with(prefix));
+    }
+}
+
+/// One tenant's credentials. Cheap to share behind an `Arc`.
+pub struct CredentialStore {
+    env_file: Option<PathBuf>,
+    process_env: bool,
+    values: RwLock<Arc<HashMap<String, String>>>,
+    tokens: TokenCache,
+}
+
+impl std::fmt::Debug for CredentialStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: values are secrets.
+        let values = self.snapshot();
+        f.debug_struct("CredentialStore")
+            .field("env_file", &self.env_file)
+            .field("process_env", &self.process_env)
+            .field("names", &values.keys().collect::<BTreeSet<_>>())
+            .finish()
+    }
+}
+
+impl CredentialStore {
+    /// A store reading only the process environment.
+    pub fn process_env() -> Self {
+        Self::build(None, true, HashMap::new())
+    }
+
+    /// A store holding exactly these variables (tests, embedding).
+    pub fn fixed(values: impl IntoIterator<Item = (String, String)>) -> Self {
+        Self::build(None, false, values.into_iter().collect())
+    }
+
+    /// An empty store: every credential is unset.
+    pub fn empty() -> Self {
+        Self::fixed([])
+    }
+
+    /// A store over a dotenv file, optionally falling back to the process environment.
+    /// An absent file is created empty (commented, mode 0600) and its folders with mode
+    /// 0700; then it is read.
+    pub fn open(env_file: &Path, process_env: bool) -> Result<Self> {
+        dotenv::ensure_exists(env_file).map_err(|err| {
+            Error::new(
+                ErrorKind::Credentials,
+                format!("cannot create env file '{}': {err}", env_file.display()),
+            )
+        })?;
+        let store = Self::build(Some(env_file.to_owned()), process_env, HashMap::new());
+        store.source()?;
+        Ok(store)
+    }
+
+    fn build(
+        env_file: Option<PathBuf>,
+        process_env: bool,
+        values: HashMap<String, String>,
+    ) -> Self {
+        CredentialStore {
+            env_file,
+            process_env,
+            values: RwLock::new(Arc::new(values)),
+            tokens: TokenCache::default(),
+        }
+    }
+
+    /// The configured env file.
+    pub fn env_file(&self) -> Option<&Path> {
+        self.env_file.as_deref()
+    }
+
+    /// Re-reads the env file: its pairs replace same-named values; names absent from the
+    /// file keep their values (as StackQL's re-sourcing leaves the environment). A file
+    /// that has gone missing is an error naming it. Cached tokens are not touched here.
+    pub fn source(&self) -> Result<SourceOutcome> {
+        let Some(path) = &self.env_file else {
+            return Ok(SourceOutcome::default());
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::new(
+                    ErrorKind::Credentials,
+                    format!("failed to source env file '{}' not found", path.display()),
+                ));
+            }
+            Err(err) => {
+                return Err(Error::new(
+                    ErrorKind::Credentials,
+                    format!("failed to source env file '{}': {err}", path.display()),
+                ));
+            }
+        };
+        let pairs = dotenv::parse(&text);
+        let names: BTreeSet<String> = pairs.iter().map(|(k, _)| k.clone()).collect();
+        let mut values = self.values.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = HashMap::clone(&values);
+        next.extend(pairs);
+        *values = Arc::new(next);
+        Ok(SourceOutcome {
+            env_file: Some(path.clone()),
+            sourced: true,
+            names: names.into_iter().collect(),
+        })
+    }
+
+    /// Auth state derived from the values (cached tokens).
+    pub(crate) fn tokens(&self) -> &TokenCache {
+        &self.tokens
+    }
+
+    fn snapshot(&self) -> Arc<HashMap<String, String>> {
+        self.values
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl CredentialSource for CredentialStore {
+    fn get(&self, name: &str) -> Option<String> {
+        if let Some(value) = self.snapshot().get(name).filter(|v| !v.is_empty()) {
+            return Some(value.clone());
+        }
+        if self.process_env {
+            return std::env::var(name).ok().filter(|v| !v.is_empty());
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_values_reload_and_keep_absent_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.env");
+        std::fs::write(&path, "A=1\nB=2\n").unwrap();
+        let store = CredentialStore::open(&path, false).unwrap();
+        assert_eq!(store.get("A").as_deref(), Some("1"));
+        std::fs::write(&path, "A=3\nC=\n").unwrap();
+        let outcome = store.source().unwrap();
+        assert_eq!(outcome.names, vec!["A".to_owned()]);
+        assert_eq!(store.get("A").as_deref(), Some("3"));
+        assert_eq!(store.get("B").as_deref(), Some("2"));
+        assert_eq!(store.get("C"), None);
+        std::fs::remove_file(&path).unwrap();
+        let err = store.source().unwrap_err();
+        assert!(err.message().contains("t.env' not found"), "{err}");
+        assert!(!format!("{store:?}").contains('3'));
+    }
+
+    #[test]
+    fn tokens_expire_and_clear_by_prefix() {
+        let cache = TokenCache::default();
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        cache.put(
+            "p1/x".into(),
+            CachedToken {
+                value: "t".into(),
+                expires_at: later,
+            },
+        );
+        cache.put(
+            "p2/x".into(),
+            CachedToken {
+                value: "u".into(),
+                expires_at: later,
+            },
+        );
+        assert_eq!(cache.get("p1/x", Instant::now()).as_deref(), Some("t"));
+        assert_eq!(cache.get("p1/x", later), None);
+        cache.clear("p1/");
+        assert_eq!(cache.get("p1/x", Instant::now()), None);
+        assert!(cache.get("p2/x", Instant::now()).is_some());
+    }
+}
