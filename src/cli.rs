@@ -94,6 +94,7 @@ pub async fn run(cli: Cli) -> i32 {
                     })
                     .collect(),
                 warnings: Vec::new(),
+                ..Default::default()
             });
             (listed, output)
         }
@@ -102,6 +103,13 @@ pub async fn run(cli: Cli) -> i32 {
         Ok(result) => {
             for warning in &result.warnings {
                 eprintln!("warning: {warning}");
+            }
+            // Writes report what they did on stderr; stdout carries only rows.
+            for message in &result.messages {
+                eprintln!("{message}");
+            }
+            if result.columns.is_empty() && !result.messages.is_empty() {
+                return 0;
             }
             let text = render(&result, output);
             let mut stdout = std::io::stdout().lock();
@@ -229,6 +237,7 @@ mod tests {
                 vec![Cell::Null, Cell::Real(1.5)],
             ],
             warnings: vec![],
+            ..Default::default()
         }
     }
 

@@ -200,6 +200,7 @@ fn output(columns: &[&str], rows: Vec<Vec<Cell>>) -> QueryOutput {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         rows,
         warnings: Vec::new(),
+        ..Default::default()
     }
 }
 

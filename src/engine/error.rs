@@ -99,6 +99,14 @@ impl Error {
         &self.message
     }
 
+    /// Appends a note to the message, keeping kind and upstream failure.
+    pub(crate) fn with_note(mut self, note: &str) -> Self {
+        self.message.push_str(" (");
+        self.message.push_str(note);
+        self.message.push(')');
+        self
+    }
+
     pub(crate) fn invalid_sql(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidSql, message)
     }

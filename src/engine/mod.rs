@@ -9,6 +9,7 @@ mod discovery;
 mod document;
 mod error;
 mod eval;
+mod mutate;
 mod plan;
 mod registry;
 mod reload;
@@ -156,11 +157,16 @@ impl Engine {
         })
     }
 
-    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW or DESCRIBE.
+    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
+    /// INSERT, UPDATE, REPLACE, DELETE or EXEC. Writes are sent once, never retried.
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
         let statement = sql::parse(sql)?;
         match statement {
             sql::Statement::Query(query) => select::run(&self.inner, cx, query).await,
+            sql::Statement::Mutation(mutation) => {
+                mutate::run_mutation(&self.inner, cx, mutation).await
+            }
+            sql::Statement::Exec(exec) => mutate::run_exec(&self.inner, cx, exec).await,
             sql::Statement::Show { what, like } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();

@@ -104,6 +104,10 @@ pub struct QueryOutput {
     pub rows: Vec<Vec<Cell>>,
     /// Things the caller should know about completeness (e.g. a page limit was reached).
     pub warnings: Vec<String>,
+    /// What a write, EXEC or registry pull did, one message per upstream request.
+    pub messages: Vec<String>,
+    /// When a write, EXEC or registry pull completed (RFC 3339, UTC); `None` for reads.
+    pub timestamp: Option<String>,
 }
 
 /// Everything an engine call needs to know about who it runs for.

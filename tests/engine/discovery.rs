@@ -22,7 +22,7 @@ async fn providers_services_resources_methods_columns() {
     let services = e.services(&cx, "testapi").await.unwrap();
     assert_eq!(
         services.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
-        vec!["absent", "items"]
+        vec!["absent", "items", "widgets"]
     );
     let resources = e.resources(&cx, "testapi", "items").await.unwrap();
     assert!(resources.iter().any(|r| r.id == "testapi.items.items"));

@@ -102,15 +102,11 @@ async fn bad_and_unsupported_sql_is_refused() {
         ErrorKind::InvalidSql
     );
     assert_eq!(
-        query_err(&e, "DELETE FROM testapi.items.items WHERE org = 'a'")
-            .await
-            .kind(),
+        query_err(&e, "CREATE TABLE t (a)").await.kind(),
         ErrorKind::UnsupportedStatement
     );
     assert_eq!(
-        query_err(&e, "EXEC testapi.items.items.list_items @org = 'a'")
-            .await
-            .kind(),
+        query_err(&e, "DROP TABLE testapi.items.items").await.kind(),
         ErrorKind::UnsupportedStatement
     );
     let err = query_err(&e, "SELECT no_such_column FROM testapi.items.single").await;

@@ -9,6 +9,8 @@ mod discovery;
 mod errors;
 mod fanout_joins;
 mod mock;
+mod mutations;
 mod pagination;
+mod retries;
 mod select;
 mod support;

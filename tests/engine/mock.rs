@@ -61,6 +61,10 @@ impl Reply {
             delay: Default::default(),
         }
     }
+    pub fn status_code(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
     pub fn delayed(mut self, delay: std::time::Duration) -> Self {
         self.delay = delay;
         self

@@ -33,6 +33,8 @@ pub fn engine(mock: &Mock) -> Engine {
 
 pub fn engine_with(mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
     let mut config = EngineConfig::new(fixture_registry());
+    // Retries as in production, with short waits.
+    config.upstream.retry.initial_backoff = std::time::Duration::from_millis(10);
     config.providers.insert(
         "testapi".to_owned(),
         ProviderSettings {

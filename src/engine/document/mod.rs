@@ -7,4 +7,5 @@ mod store;
 pub(crate) use model::{
     Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
+pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;

@@ -513,6 +513,41 @@ impl Method {
         })
     }
 
+    /// The request body's media type and schema, if the operation takes a body. JSON is
+    /// preferred when the operation offers several media types.
+    pub(crate) fn request_schema(
+        &self,
+        store: &DocumentStore,
+    ) -> Result<Option<(String, Option<SchemaAt>)>> {
+        let Some(Value::Object(content)) =
+            self.request_body.as_ref().and_then(|b| b.get("content"))
+        else {
+            return Ok(None);
+        };
+        let chosen = content
+            .iter()
+            .find(|(media, _)| media.as_str() == "application/json")
+            .or_else(|| content.iter().find(|(media, _)| media.contains("json")))
+            .or_else(|| content.iter().next());
+        let Some((media, body)) = chosen else {
+            return Ok(None);
+        };
+        let schema = body
+            .get("schema")
+            .map(|schema| SchemaAt::resolve(store, &self.operation_doc, schema))
+            .transpose()?;
+        Ok(Some((media.clone(), schema)))
+    }
+
+    /// Whether the operation declares its request body required.
+    pub(crate) fn body_required(&self) -> bool {
+        self.request_body
+            .as_ref()
+            .and_then(|b| b.get("required"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     /// Parameters a statement must supply for this method to run.
     pub(crate) fn required_params(&self) -> impl Iterator<Item = &Param> {
         self.params.iter().filter(|p| p.required)

@@ -407,6 +407,7 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
         columns,
         rows: out,
         warnings: Vec::new(),
+        ..Default::default()
     })
 }
 

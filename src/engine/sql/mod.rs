@@ -1,8 +1,10 @@
 //! Statement parsing: standard SQL through sqlparser (SQLite dialect), and StackQL's own
 //! statements (`SHOW`, `DESCRIBE`, `EXEC`, `REGISTRY`) through a small parser of ours.
 
+mod mutation;
 mod tables;
 
+pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
 pub(crate) use tables::{Analysis, Source, analyse, expand_wildcards};
 
 use sqlparser::ast::{Query, Statement as SqlStatement};
@@ -24,6 +26,10 @@ pub(crate) enum Statement {
     },
     /// `DESCRIBE [EXTENDED] p.s.r`.
     Describe { target: Vec<String> },
+    /// INSERT, UPDATE, REPLACE or DELETE on an API table.
+    Mutation(Mutation),
+    /// `EXEC p.s.r.method @param = 'v', …`.
+    Exec(Exec),
 }
 
 /// The object list `SHOW` asks for.
@@ -53,11 +59,8 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
     match keyword(first).as_deref() {
         Some("SHOW") => return parse_show(&tokens[1..]),
         Some("DESCRIBE" | "DESC") => return parse_describe(&tokens[1..]),
-        Some("EXEC") => {
-            return Err(Error::unsupported(
-                "EXEC is not supported yet: lifecycle operations arrive with the engine's write path",
-            ));
-        }
+        Some("EXEC") => return mutation::exec(&tokens[1..]).map(Statement::Exec),
+        Some("REPLACE") => return parse_replace(sql),
         Some("REGISTRY") => {
             return Err(Error::unsupported(
                 "REGISTRY statements are not supported yet: listing and pulling providers arrive with the registry work",
@@ -75,17 +78,64 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
     }
     match statements.pop() {
         Some(SqlStatement::Query(query)) => Ok(Statement::Query(query)),
-        Some(SqlStatement::Insert(_) | SqlStatement::Update(_) | SqlStatement::Delete(_)) => {
-            Err(Error::unsupported(
-                "INSERT, UPDATE, REPLACE and DELETE are not supported yet: mutations arrive with the engine's write path",
-            ))
+        Some(SqlStatement::Insert(insert)) => mutation::insert(insert).map(Statement::Mutation),
+        Some(SqlStatement::Update(update)) => {
+            mutation::update(update, false).map(Statement::Mutation)
         }
+        Some(SqlStatement::Delete(delete)) => mutation::delete(delete).map(Statement::Mutation),
         Some(other) => Err(Error::unsupported(format!(
             "unsupported statement '{}': only SELECT, SHOW and DESCRIBE run here",
             first_word(&other.to_string())
         ))),
         None => Err(Error::invalid_sql("empty statement: no SQL provided")),
     }
+}
+
+/// StackQL's `REPLACE p.s.r SET … WHERE …` (PUT) is an UPDATE with another verb: the
+/// leading keyword is swapped and the rest parsed as UPDATE.
+fn parse_replace(sql: &str) -> Result<Statement> {
+    let tokens = Tokenizer::new(&SQLiteDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
+    let first = tokens
+        .iter()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)))
+        .ok_or_else(|| Error::invalid_sql("empty statement: no SQL provided"))?;
+    let start = byte_offset(sql, first.span.start.line, first.span.start.column)
+        .ok_or_else(|| Error::internal("REPLACE keyword position is outside the statement"))?;
+    let rest = sql
+        .get(start + "REPLACE".len()..)
+        .ok_or_else(|| Error::internal("REPLACE keyword position is outside the statement"))?;
+    let mut statements =
+        Parser::parse_sql(&SQLiteDialect {}, &format!("UPDATE{rest}")).map_err(|err| {
+            Error::invalid_sql(format!(
+                "REPLACE is `REPLACE p.s.r SET col = value, … WHERE …`: {err}"
+            ))
+        })?;
+    match (statements.pop(), statements.is_empty()) {
+        (Some(SqlStatement::Update(update)), true) => {
+            mutation::update(update, true).map(Statement::Mutation)
+        }
+        _ => Err(Error::invalid_sql(
+            "REPLACE is `REPLACE p.s.r SET col = value, … WHERE …` (one statement)",
+        )),
+    }
+}
+
+/// The byte offset of a 1-based line and column (in characters) of `text`.
+fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
+    let mut offset = 0;
+    for (index, content) in text.split_inclusive('\n').enumerate() {
+        if index as u64 + 1 == line {
+            let column = usize::try_from(column.checked_sub(1)?).ok()?;
+            return content
+                .char_indices()
+                .nth(column)
+                .map(|(byte, _)| offset + byte);
+        }
+        offset += content.len();
+    }
+    None
 }
 
 fn first_word(s: &str) -> String {

@@ -335,7 +335,7 @@ fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
     }
 }
 
-fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
+pub(super) fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
     match unnest(expr) {
         Expr::BinaryOp {
             left,
@@ -349,7 +349,7 @@ fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
     }
 }
 
-fn unnest(expr: &Expr) -> &Expr {
+pub(super) fn unnest(expr: &Expr) -> &Expr {
     match expr {
         Expr::Nested(inner) => unnest(inner),
         other => other,
@@ -367,7 +367,7 @@ fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
 }
 
 /// A literal: strings, numbers, booleans, negative numbers.
-fn literal(expr: &Expr) -> Option<Literal> {
+pub(super) fn literal(expr: &Expr) -> Option<Literal> {
     let text = |text: String| {
         Some(Literal {
             text,
@@ -401,7 +401,7 @@ fn literal(expr: &Expr) -> Option<Literal> {
     }
 }
 
-fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+pub(super) fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
     name.0
         .iter()
         .map(|part| match part {

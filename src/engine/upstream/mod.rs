@@ -135,6 +135,47 @@ impl Upstream {
         }
     }
 
+    /// One request of a write or a lifecycle operation: no pagination, and any non-2xx
+    /// status (404 included) is an error. GET and HEAD are retried as reads are; anything
+    /// else is sent exactly once.
+    pub(crate) async fn call(
+        &self,
+        leg: &Leg<'_>,
+        body: Option<(&str, Bytes)>,
+    ) -> Result<(u16, Bytes)> {
+        let (url, mut headers) = build_request(leg)?;
+        let method =
+            reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
+                Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
+            })?;
+        if let Some((content_type, _)) = &body {
+            let value = HeaderValue::from_str(content_type).map_err(|_| {
+                Error::bad_document(format!(
+                    "{}: request media type '{content_type}' is not a valid header value",
+                    leg.method.location
+                ))
+            })?;
+            headers.insert(reqwest::header::CONTENT_TYPE, value);
+        }
+        let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let (status, _, response) = match &body {
+            None if is_read => self.send_read(&method, &url, &headers, leg.auth).await?,
+            _ => {
+                let body = body.as_ref().map(|(_, bytes)| bytes);
+                self.send(&method, &url, &headers, body, leg.auth).await?
+            }
+        };
+        if !(200..300).contains(&status) {
+            return Err(Error::upstream(UpstreamFailure {
+                status,
+                retryable: UpstreamFailure::is_retryable_status(status),
+                body: truncate_lossy(&response, ERROR_BODY_LIMIT),
+                request: describe(&method, &url),
+            }));
+        }
+        Ok((status, response))
+    }
+
     /// Sends one request of a read, retrying 408/429/502/503/504 and connection failures
     /// with exponential backoff (honouring `Retry-After`), bounded by the retry policy's
     /// attempts and total time.

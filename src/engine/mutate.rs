@@ -1,0 +1,533 @@
+//! The write path: INSERT, UPDATE (PATCH), REPLACE (PUT), DELETE and EXEC.
+//!
+//! A statement's named values are split into request parameters (names of the chosen
+//! method's parameters) and request body fields (everything else; a `data__` prefix is
+//! dropped), body values are typed by the request schema, and each request is sent once —
+//! writes are never retried. A non-2xx answer is a typed upstream error; success returns a
+//! message per request, a timestamp and, with `RETURNING` (or for EXEC), the rows of the
+//! responses.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::Inner;
+use super::discovery::open_resource;
+use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
+use super::error::{Error, ErrorKind, Result};
+use super::eval::Database;
+use super::rows::RowLocator;
+use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
+use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
+use super::upstream::{Leg, resolve_auth};
+
+/// The prefix some provider documents give request body columns.
+const BODY_PREFIX: &str = "data__";
+
+/// One prepared upstream request.
+struct Request {
+    params: Vec<(Param, String)>,
+    body: Option<Value>,
+}
+
+/// Everything the async half needs, prepared off the async threads.
+struct Prepared {
+    resource: Arc<Resource>,
+    method: usize,
+    auth: Value,
+    base_url: Option<String>,
+    media_type: String,
+    requests: Vec<Request>,
+    /// Where rows sit in a response, and the columns the response schema declares.
+    locator: Arc<RowLocator>,
+    columns: Vec<String>,
+}
+
+impl Prepared {
+    fn method(&self) -> &Method {
+        &self.resource.methods[self.method]
+    }
+}
+
+/// Runs an INSERT, UPDATE, REPLACE or DELETE.
+pub(crate) async fn run_mutation(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    mutation: Mutation,
+) -> Result<QueryOutput> {
+    let verb = mutation.verb;
+    let returning = mutation.returning.clone();
+    // Rows of INSERT … SELECT come from the read path first.
+    let rows: Vec<Vec<(String, Scalar)>> = match mutation.insert {
+        Some((columns, InsertRows::Values(values))) => values
+            .into_iter()
+            .map(|row| named_row(&columns, row))
+            .collect::<Result<_>>()?,
+        Some((columns, InsertRows::Query(query))) => {
+            let output = super::select::run(inner, cx, query).await?;
+            if output.columns.len() != columns.len() {
+                return Err(Error::invalid_sql(format!(
+                    "INSERT names {} columns but its SELECT returns {}",
+                    columns.len(),
+                    output.columns.len()
+                )));
+            }
+            output
+                .rows
+                .into_iter()
+                .map(|row| named_row(&columns, row.into_iter().map(cell_scalar).collect()))
+                .collect::<Result<_>>()?
+        }
+        None => vec![
+            mutation
+                .conditions
+                .iter()
+                .chain(&mutation.assignments)
+                .cloned()
+                .collect(),
+        ],
+    };
+    let where_names: Vec<String> = mutation.conditions.iter().map(|(n, _)| n.clone()).collect();
+    let (planner, plan_cx, target) = (inner.clone(), cx.clone(), mutation.target.clone());
+    let prepared = tokio::task::spawn_blocking(move || {
+        let resource = open_resource(&planner, &plan_cx, &target)?;
+        let method = choose_method(&resource, verb, &rows)?;
+        prepare(&planner, resource, method, rows, &where_names, None)
+    })
+    .await
+    .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    send_all(inner, cx, &prepared, returning.as_ref(), verb.as_str()).await
+}
+
+/// Runs `EXEC p.s.r.method …`.
+pub(crate) async fn run_exec(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    exec: Exec,
+) -> Result<QueryOutput> {
+    let [provider, service, resource_name, method_name] = exec.target;
+    let (planner, plan_cx) = (inner.clone(), cx.clone());
+    let json_body = exec
+        .json_body
+        .map(|text| {
+            serde_json::from_str::<Value>(&text)
+                .map_err(|err| Error::invalid_sql(format!("@@json is not valid JSON: {err}")))
+        })
+        .transpose()?;
+    let prepared = tokio::task::spawn_blocking(move || {
+        let resource = open_resource(&planner, &plan_cx, &[provider, service, resource_name])?;
+        let Some(method) = resource.methods.iter().position(|m| m.name == method_name) else {
+            let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
+            return Err(Error::unknown(format!(
+                "resource '{}' has no method '{method_name}' (methods: {})",
+                resource.full_name(),
+                names.join(", ")
+            )));
+        };
+        check_required(&resource, &resource.methods[method], &exec.args)?;
+        prepare(&planner, resource, method, vec![exec.args], &[], json_body)
+    })
+    .await
+    .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    send_all(inner, cx, &prepared, Some(&Returning::All), "EXEC").await
+}
+
+fn named_row(columns: &[String], row: Vec<Scalar>) -> Result<Vec<(String, Scalar)>> {
+    if row.len() != columns.len() {
+        return Err(Error::invalid_sql(format!(
+            "INSERT names {} columns but a row has {} values",
+            columns.len(),
+            row.len()
+        )));
+    }
+    Ok(columns.iter().cloned().zip(row).collect())
+}
+
+fn cell_scalar(cell: Cell) -> Scalar {
+    match cell {
+        Cell::Null => Scalar::Null,
+        Cell::Integer(i) => Scalar::Number(i.to_string()),
+        Cell::Real(r) => Scalar::Number(r.to_string()),
+        Cell::Text(t) => Scalar::Text(t),
+        Cell::Blob(b) => Scalar::Text(String::from_utf8_lossy(&b).into_owned()),
+    }
+}
+
+fn param_named<'m>(method: &'m Method, name: &str) -> Option<&'m Param> {
+    if name.starts_with(BODY_PREFIX) {
+        return None;
+    }
+    method
+        .params
+        .iter()
+        .find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+/// The first method bound to `verb` whose required parameters every row supplies.
+fn choose_method(
+    resource: &Resource,
+    verb: SqlVerb,
+    rows: &[Vec<(String, Scalar)>],
+) -> Result<usize> {
+    let candidates = resource.methods_for(verb);
+    if candidates.is_empty() {
+        let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
+        return Err(Error::unsupported(format!(
+            "resource '{}' has no method bound to {}; its methods (callable with EXEC): {}",
+            resource.full_name(),
+            verb.as_str().to_ascii_uppercase(),
+            names.join(", ")
+        )));
+    }
+    let supplies = |method: &Method| {
+        rows.iter().all(|row| {
+            method.required_params().all(|param| {
+                row.iter().any(|(name, value)| {
+                    param_named(method, name).is_some_and(|p| std::ptr::eq(p, param))
+                        && *value != Scalar::Null
+                })
+            })
+        })
+    };
+    let chosen = candidates.iter().find(|m| supplies(m)).ok_or_else(|| {
+        let listing: Vec<String> = candidates
+            .iter()
+            .map(|m| {
+                let required: Vec<&str> = m.required_params().map(|p| p.name.as_str()).collect();
+                format!("{}({})", m.name, required.join(", "))
+            })
+            .collect();
+        Error::new(
+            ErrorKind::MissingParameters,
+            format!(
+                "cannot {} '{}': no {} method has all its required parameters supplied; methods and their required parameters: {}",
+                verb.as_str().to_ascii_uppercase(),
+                resource.full_name(),
+                verb.as_str(),
+                listing.join("; ")
+            ),
+        )
+    })?;
+    resource
+        .methods
+        .iter()
+        .position(|m| std::ptr::eq(m, *chosen))
+        .ok_or_else(|| Error::internal("chosen method not found in its resource"))
+}
+
+fn check_required(resource: &Resource, method: &Method, args: &[(String, Scalar)]) -> Result<()> {
+    let missing: Vec<&str> = method
+        .required_params()
+        .filter(|param| {
+            !args.iter().any(|(name, value)| {
+                param_named(method, name).is_some_and(|p| std::ptr::eq(p, *param))
+                    && *value != Scalar::Null
+            })
+        })
+        .map(|p| p.name.as_str())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::MissingParameters,
+        format!(
+            "EXEC {}.{} needs @{}",
+            resource.full_name(),
+            method.name,
+            missing.join(", @")
+        ),
+    ))
+}
+
+fn prepare(
+    inner: &Inner,
+    resource: Arc<Resource>,
+    method_index: usize,
+    rows: Vec<Vec<(String, Scalar)>>,
+    where_names: &[String],
+    json_body: Option<Value>,
+) -> Result<Prepared> {
+    let method = &resource.methods[method_index];
+    let provider = inner.registry.open(&resource.provider)?;
+    let schema = method.request_schema(&inner.store)?;
+    let media_type = schema
+        .as_ref()
+        .map(|(media, _)| media.clone())
+        .unwrap_or_else(|| "application/json".to_owned());
+    if schema.is_some() && !media_type.contains("json") {
+        return Err(Error::unsupported(format!(
+            "{}.{} takes a '{media_type}' request body; only JSON bodies are sent",
+            resource.full_name(),
+            method.name
+        )));
+    }
+    let body_schema = schema.and_then(|(_, s)| s);
+    let mut requests = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut params = Vec::new();
+        let mut body = match &json_body {
+            Some(Value::Object(map)) => Some(map.clone()),
+            _ => None,
+        };
+        for (name, value) in row {
+            if let Some(param) = param_named(method, &name) {
+                if let Some(text) = value.as_param() {
+                    params.push((param.clone(), text));
+                }
+                continue;
+            }
+            if where_names.iter().any(|w| w == &name) {
+                return Err(Error::invalid_sql(format!(
+                    "'{name}' in WHERE is not a parameter of {}.{} (parameters: {})",
+                    resource.full_name(),
+                    method.name,
+                    param_list(method)
+                )));
+            }
+            if method.request_body.is_none() {
+                return Err(Error::invalid_sql(format!(
+                    "'{name}' is not a parameter of {}.{} (parameters: {}), and the method takes no request body",
+                    resource.full_name(),
+                    method.name,
+                    param_list(method)
+                )));
+            }
+            let field = name.strip_prefix(BODY_PREFIX).unwrap_or(&name).to_owned();
+            let value = body_value(inner, body_schema.as_ref(), &field, value, method)?;
+            body.get_or_insert_with(Map::new).insert(field, value);
+        }
+        let body = match (&json_body, body) {
+            (Some(other), None) | (Some(other @ Value::Array(_)), _) => Some(other.clone()),
+            (_, Some(map)) => Some(Value::Object(map)),
+            (None, None) if method.body_required() => Some(Value::Object(Map::new())),
+            (None, None) => None,
+        };
+        requests.push(Request { params, body });
+    }
+    let base_url = inner
+        .config
+        .providers
+        .get(&resource.provider)
+        .and_then(|p| p.base_url.clone());
+    let (locator, columns) = method.rows_and_columns(&inner.store)?;
+    Ok(Prepared {
+        locator: Arc::new(locator),
+        columns: columns.into_iter().map(|c| c.name).collect(),
+        auth: inner.effective_auth(&provider),
+        base_url,
+        media_type,
+        requests,
+        method: method_index,
+        resource,
+    })
+}
+
+fn param_list(method: &Method) -> String {
+    let names: Vec<String> = method
+        .params
+        .iter()
+        .filter(|p| p.location != ParamLocation::Server || p.required)
+        .map(|p| p.name.clone())
+        .collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// A body field's JSON value, typed by its schema: numbers and booleans as such, objects
+/// and arrays parsed from their JSON text, strings as given.
+fn body_value(
+    inner: &Inner,
+    schema: Option<&SchemaAt>,
+    field: &str,
+    value: Scalar,
+    method: &Method,
+) -> Result<Value> {
+    let property = match schema {
+        Some(schema) => {
+            let property = schema.property(&inner.store, field)?;
+            let declares_fields = schema.schema.get("properties").is_some()
+                || ["allOf", "anyOf", "oneOf"]
+                    .iter()
+                    .any(|k| schema.schema.get(k).is_some());
+            let open = schema
+                .schema
+                .get("additionalProperties")
+                .is_some_and(|a| a != false);
+            if property.is_none() && declares_fields && !open {
+                let fields: Vec<String> = schema
+                    .properties(&inner.store)?
+                    .into_iter()
+                    .map(|(name, _)| name)
+                    .collect();
+                return Err(Error::invalid_sql(format!(
+                    "'{field}' is neither a parameter nor a request body field of method '{}' (parameters: {}; body fields: {})",
+                    method.name,
+                    param_list(method),
+                    fields.join(", ")
+                )));
+            }
+            property
+        }
+        None => None,
+    };
+    let type_name = property.as_ref().and_then(|p| p.type_name()).unwrap_or("");
+    let bad = |expected: &str, shown: &str| {
+        Error::invalid_sql(format!(
+            "body field '{field}' expects {expected}; '{shown}' is not one"
+        ))
+    };
+    Ok(match (type_name, value) {
+        (_, Scalar::Null) => Value::Null,
+        ("string", Scalar::Text(t) | Scalar::Number(t)) => Value::String(t),
+        ("string", Scalar::Bool(b)) => Value::String(b.to_string()),
+        ("integer" | "number", Scalar::Number(t) | Scalar::Text(t)) => {
+            serde_json::from_str::<serde_json::Number>(t.trim())
+                .map(Value::Number)
+                .map_err(|_| bad("a number", &t))?
+        }
+        ("boolean", Scalar::Bool(b)) => Value::Bool(b),
+        ("boolean", Scalar::Number(t) | Scalar::Text(t)) => match t.as_str() {
+            "1" | "true" | "TRUE" | "True" => Value::Bool(true),
+            "0" | "false" | "FALSE" | "False" => Value::Bool(false),
+            _ => return Err(bad("true or false", &t)),
+        },
+        ("object" | "array", Scalar::Text(t)) => {
+            let parsed: Value = serde_json::from_str(&t)
+                .map_err(|_| bad(&format!("JSON ({type_name}) as a quoted string"), &t))?;
+            parsed
+        }
+        (_, Scalar::Text(t)) => {
+            let trimmed = t.trim_start();
+            if trimmed.starts_with('{') || trimmed.starts_with('[') {
+                serde_json::from_str(&t).unwrap_or(Value::String(t))
+            } else {
+                Value::String(t)
+            }
+        }
+        (_, Scalar::Number(t)) => serde_json::from_str::<serde_json::Number>(&t)
+            .map(Value::Number)
+            .unwrap_or(Value::String(t)),
+        (_, Scalar::Bool(b)) => Value::Bool(b),
+    })
+}
+
+async fn send_all(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    prepared: &Prepared,
+    returning: Option<&Returning>,
+    verb: &str,
+) -> Result<QueryOutput> {
+    let resource = &prepared.resource;
+    let method = prepared.method();
+    let auth = resolve_auth(&resource.provider, &prepared.auth, cx.credentials.as_ref())?;
+    let total = prepared.requests.len();
+    let mut messages = Vec::with_capacity(total);
+    let mut bodies = Vec::new();
+    for (index, request) in prepared.requests.iter().enumerate() {
+        let leg = Leg {
+            method,
+            base_url: prepared.base_url.as_deref(),
+            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            auth: &auth,
+            credentials: cx.credentials.as_ref(),
+        };
+        let body = request
+            .body
+            .as_ref()
+            .map(|b| (prepared.media_type.as_str(), Bytes::from(b.to_string())));
+        let (status, response) = match inner.upstream.call(&leg, body).await {
+            Ok(done) => done,
+            Err(err) if total > 1 => {
+                return Err(err.with_note(&format!(
+                    "request {} of {total} failed; the {index} before it succeeded and are not undone",
+                    index + 1
+                )));
+            }
+            Err(err) => return Err(err),
+        };
+        tracing::info!(
+            tenant = %cx.tenant,
+            resource = %resource.full_name(),
+            method = %method.name,
+            status,
+            "write request succeeded"
+        );
+        messages.push(format!(
+            "{verb} {}: {}.{} answered {status}; the operation was despatched successfully",
+            resource.full_name(),
+            resource.name,
+            method.name
+        ));
+        if returning.is_some() && !response.iter().all(u8::is_ascii_whitespace) {
+            bodies.push(response);
+        }
+    }
+    let mut output = match returning {
+        Some(returning) if !bodies.is_empty() => {
+            returned_rows(prepared, bodies, returning, inner.config.max_result_rows).await?
+        }
+        _ => QueryOutput::default(),
+    };
+    output.messages = messages;
+    output.timestamp =
+        Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
+    Ok(output)
+}
+
+/// Rows of the responses, located and typed as the method's select rows would be, then
+/// projected to the `RETURNING` columns.
+async fn returned_rows(
+    prepared: &Prepared,
+    bodies: Vec<Bytes>,
+    returning: &Returning,
+    max_rows: usize,
+) -> Result<QueryOutput> {
+    let locator = prepared.locator.clone();
+    let db = Database::open().await?;
+    let mut columns = prepared.columns.clone();
+    for body in &bodies {
+        // A body that is not JSON carries no rows; the messages still report success.
+        let Ok(found) = db.discover(body.clone(), locator.clone()).await else {
+            return Ok(QueryOutput::default());
+        };
+        for name in found {
+            if !columns.iter().any(|c| c.eq_ignore_ascii_case(&name)) {
+                columns.push(name);
+            }
+        }
+    }
+    if columns.is_empty() {
+        return Ok(QueryOutput::default());
+    }
+    const TABLE: &str = "__qg_returning";
+    db.create_table(TABLE, columns.clone()).await?;
+    for body in bodies {
+        db.load(TABLE, body, locator.clone(), Vec::new())?
+            .await
+            .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+    }
+    let projection = match returning {
+        Returning::All => "*".to_owned(),
+        Returning::Columns(wanted) => {
+            let mut quoted = Vec::new();
+            for name in wanted {
+                if !columns.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                    return Err(Error::invalid_sql(format!(
+                        "RETURNING '{name}': the response has no such field (fields: {})",
+                        columns.join(", ")
+                    )));
+                }
+                quoted.push(format!("\"{}\"", name.replace('"', "\"\"")));
+            }
+            quoted.join(", ")
+        }
+    };
+    db.query(format!("SELECT {projection} FROM {TABLE}"), max_rows)
+        .await
+}
