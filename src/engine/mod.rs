@@ -10,6 +10,7 @@ mod error;
 mod eval;
 mod plan;
 mod registry;
+mod remote;
 mod rows;
 mod select;
 mod sql;
@@ -22,6 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure};
+pub use self::remote::{
+    DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
+};
 pub use self::types::{
     Cell, ColumnInfo, CredentialSource, ExecContext, MethodContract, MethodInfo, ParamInfo,
     ProcessEnv, ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb, StaticCredentials,
@@ -29,6 +33,7 @@ pub use self::types::{
 
 use self::document::DocumentStore;
 use self::registry::LocalRegistry;
+use self::remote::Remote;
 use self::upstream::{Upstream, UpstreamSettings};
 
 /// Per-provider settings from configuration.
@@ -87,6 +92,8 @@ pub struct EngineConfig {
     pub document_cache_size: usize,
     /// Rows a statement may return.
     pub max_result_rows: usize,
+    /// The remote registry providers are listed and pulled from, and its download bounds.
+    pub remote: RemoteRegistryConfig,
 }
 
 impl EngineConfig {
@@ -98,6 +105,7 @@ impl EngineConfig {
             upstream: UpstreamLimits::default(),
             document_cache_size: 64,
             max_result_rows: 100_000,
+            remote: RemoteRegistryConfig::default(),
         }
     }
 }
@@ -114,6 +122,7 @@ struct Inner {
     store: Arc<DocumentStore>,
     registry: LocalRegistry,
     upstream: Upstream,
+    remote: Remote,
 }
 
 impl Engine {
@@ -135,17 +144,26 @@ impl Engine {
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
         })?;
+        let remote = Remote::new(
+            config.remote.clone(),
+            upstream.client().clone(),
+            config.registry_root.clone(),
+        );
         Ok(Engine {
             inner: Arc::new(Inner {
                 config,
                 store,
                 registry,
                 upstream,
+                remote,
             }),
         })
     }
 
-    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW or DESCRIBE.
+    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE, or
+    /// `REGISTRY LIST [provider]` / `REGISTRY PULL provider [version]` (see
+    /// [`Engine::registry_list`] and [`Engine::registry_pull`]; a pull is refused for a
+    /// provider the tenant may not use).
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
         let statement = sql::parse(sql)?;
         match statement {
@@ -159,6 +177,88 @@ impl Engine {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
+            }
+            sql::Statement::Registry(command) => self.registry_statement(cx, command).await,
+        }
+    }
+
+    /// Providers (with their published versions, oldest first) in the remote registry
+    /// (`registry.url`), or only `provider`'s entry. Distinct from [`Engine::providers`],
+    /// which lists what is installed. A provider name with characters other than letters,
+    /// digits, `-`, `_` and `.` fails with `forbidden characters in provider`.
+    pub async fn registry_list(&self, provider: Option<&str>) -> Result<Vec<RegistryProvider>> {
+        self.inner.remote.list(provider).await
+    }
+
+    /// Downloads `provider` from the remote registry and installs it into the local registry
+    /// root, where the engine sees it at once. Without `version`, the newest version that has
+    /// a package and that querygate can use is installed, and the outcome names the newer
+    /// ones skipped and why. The package is checked before it becomes visible (see
+    /// `docs/engine.md`); an existing copy of the same version is replaced.
+    pub async fn registry_pull(
+        &self,
+        provider: &str,
+        version: Option<&str>,
+    ) -> Result<PullOutcome> {
+        self.inner
+            .remote
+            .pull(provider, version, &self.inner.store)
+            .await
+    }
+
+    async fn registry_statement(
+        &self,
+        cx: &ExecContext,
+        command: sql::RegistryCommand,
+    ) -> Result<QueryOutput> {
+        let text = |s: String| Cell::Text(s);
+        match command {
+            sql::RegistryCommand::List { provider: None } => {
+                let listed = self.registry_list(None).await?;
+                Ok(QueryOutput {
+                    columns: vec!["provider".to_owned(), "versions".to_owned()],
+                    rows: listed
+                        .into_iter()
+                        .map(|p| vec![text(p.name), text(p.versions.join(", "))])
+                        .collect(),
+                    warnings: Vec::new(),
+                })
+            }
+            sql::RegistryCommand::List {
+                provider: Some(provider),
+            } => {
+                let listed = self.registry_list(Some(&provider)).await?;
+                Ok(QueryOutput {
+                    columns: vec!["provider".to_owned(), "version".to_owned()],
+                    rows: listed
+                        .into_iter()
+                        .flat_map(|p| {
+                            let name = p.name;
+                            p.versions
+                                .into_iter()
+                                .map(move |v| vec![text(name.clone()), text(v)])
+                        })
+                        .collect(),
+                    warnings: Vec::new(),
+                })
+            }
+            sql::RegistryCommand::Pull { provider, version } => {
+                let name = remote::index_name(provider.trim());
+                if !name.is_empty() && !cx.allows(name) {
+                    return Err(Error::new(
+                        ErrorKind::ProviderNotAllowed,
+                        format!(
+                            "provider '{name}' is not allowed for tenant '{}'",
+                            cx.tenant
+                        ),
+                    ));
+                }
+                let outcome = self.registry_pull(&provider, version.as_deref()).await?;
+                Ok(QueryOutput {
+                    columns: vec!["message".to_owned()],
+                    rows: vec![vec![text(outcome.message)]],
+                    warnings: Vec::new(),
+                })
             }
         }
     }
