@@ -10,5 +10,6 @@ mod errors;
 mod fanout_joins;
 mod mock;
 mod pagination;
+mod registry;
 mod select;
 mod support;
