@@ -1,4 +1,4 @@
-//! The command line: `querygate query` and `querygate providers`.
+//! The command line: `querygate query`, `querygate providers` and `querygate registry`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +37,36 @@ pub enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,
+    },
+    /// Lists or pulls providers of the remote registry (`registry.url`).
+    Registry {
+        /// What to do with the remote registry.
+        #[command(subcommand)]
+        action: RegistryAction,
+    },
+}
+
+/// `querygate registry` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RegistryAction {
+    /// Lists the remote registry's providers and versions, or one provider's versions.
+    List {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// Only this provider.
+        provider: Option<String>,
+    },
+    /// Installs a provider into the local registry: the given version, else the newest
+    /// usable one.
+    Pull {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// The provider, e.g. github or google.
+        provider: String,
+        /// The version, e.g. v0.3.1.
+        version: Option<String>,
     },
 }
 
@@ -98,6 +128,26 @@ pub async fn run(cli: Cli) -> i32 {
             });
             (listed, output)
         }
+        Command::Registry { action } => match action {
+            RegistryAction::List { output, provider } => {
+                (registry_list(&engine, provider.as_deref()).await, output)
+            }
+            RegistryAction::Pull {
+                output,
+                provider,
+                version,
+            } => {
+                let pulled = engine
+                    .registry_pull(&provider, version.as_deref())
+                    .await
+                    .map(|outcome| QueryOutput {
+                        columns: vec!["message".to_owned()],
+                        rows: vec![vec![Cell::Text(outcome.message)]],
+                        warnings: Vec::new(),
+                    });
+                (pulled, output)
+            }
+        },
     };
     match result {
         Ok(result) => {
@@ -116,6 +166,41 @@ pub async fn run(cli: Cli) -> i32 {
             1
         }
     }
+}
+
+/// The remote registry's providers as `provider, versions` rows, or one provider's as
+/// `provider, version` rows (the columns of `REGISTRY LIST`).
+async fn registry_list(
+    engine: &Engine,
+    provider: Option<&str>,
+) -> crate::engine::Result<QueryOutput> {
+    let listed = engine.registry_list(provider).await?;
+    let (columns, rows) = match provider {
+        None => (
+            ["provider", "versions"],
+            listed
+                .into_iter()
+                .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
+                .collect(),
+        ),
+        Some(_) => (
+            ["provider", "version"],
+            listed
+                .into_iter()
+                .flat_map(|p| {
+                    let name = p.name;
+                    p.versions
+                        .into_iter()
+                        .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
+                })
+                .collect(),
+        ),
+    };
+    Ok(QueryOutput {
+        columns: columns.map(str::to_owned).to_vec(),
+        rows,
+        warnings: Vec::new(),
+    })
 }
 
 /// Renders a result in the chosen format.

@@ -591,3 +591,48 @@ async fn reinstall_replaces_atomically_and_a_bad_package_keeps_the_old_one() {
     let still = query(&e, "SHOW SERVICES IN evil").await;
     assert!(still.rows.iter().flatten().any(|c| *c == text("Second")));
 }
+
+#[tokio::test]
+async fn cli_registry_list_and_pull() {
+    let mock = Mock::start().await;
+    serve_evil(&mock, tgz(good_items("Cli")));
+    let root = tempfile::tempdir().unwrap();
+    let (root_path, url) = (root.path().to_owned(), format!("{}/providers", mock.url()));
+    let run = move |args: &'static [&'static str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("QUERYGATE_REGISTRY__ROOT", &root_path)
+            .env("QUERYGATE_REGISTRY__URL", &url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (list, pull, one) = tokio::task::spawn_blocking(move || {
+        (
+            run(&["registry", "list", "--output", "csv"]),
+            run(&["registry", "pull", "evil", "--output", "csv"]),
+            run(&["registry", "list", "evil", "-o", "json"]),
+        )
+    })
+    .await
+    .unwrap();
+    for out in [&list, &pull, &one] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout),
+        "provider,versions\r\nevil,v1\r\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&pull.stdout),
+        "message\r\n\"evil provider, version 'v1' successfully installed\"\r\n"
+    );
+    let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(one, json!([{"provider": "evil", "version": "v1"}]));
+    assert!(root.path().join("src/evil/v1/provider.yaml").is_file());
+}
