@@ -212,6 +212,12 @@ impl Engine {
         command: sql::RegistryCommand,
     ) -> Result<QueryOutput> {
         let text = |s: String| Cell::Text(s);
+        let command = match command {
+            sql::RegistryCommand::List { provider: Some(p) } if p.trim().is_empty() => {
+                sql::RegistryCommand::List { provider: None }
+            }
+            other => other,
+        };
         match command {
             sql::RegistryCommand::List { provider: None } => {
                 let listed = self.registry_list(None).await?;

@@ -636,3 +636,57 @@ async fn cli_registry_list_and_pull() {
     assert_eq!(one, json!([{"provider": "evil", "version": "v1"}]));
     assert!(root.path().join("src/evil/v1/provider.yaml").is_file());
 }
+
+#[tokio::test]
+async fn newest_usable_version_skips_missing_and_too_new_packages() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/providers/dist/providers.yaml",
+        Reply::bytes(
+            "application/yaml",
+            b"providers:\n  evil:\n    versions: [v1, v2, v3]\n".to_vec(),
+        ),
+    );
+    let too_new = PROVIDER_YAML.replace("TITLE", "New").replace(
+        "name: evil\n",
+        "name: evil\nconfig:\n  minStackQLVersion: v3.0.0\n",
+    );
+    mock.route(
+        "/providers/dist/evil/v2.tgz",
+        Reply::bytes(
+            "application/gzip",
+            tgz(vec![Item::File("v2/provider.yaml", too_new.into_bytes())]),
+        ),
+    );
+    mock.route(
+        "/providers/dist/evil/v1.tgz",
+        Reply::bytes("application/gzip", tgz(good_items("Old"))),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, small_caps);
+    let outcome = e.registry_pull("evil", None).await.unwrap();
+    assert_eq!(outcome.version, "v1");
+    assert_eq!(
+        outcome.message,
+        "evil provider, version 'v1' successfully installed; skipped newer version 'v3': the registry has no package for it; skipped newer version 'v2': it requires StackQL v3.0.0 or later (config.minStackQLVersion), and querygate reads the provider format of StackQL v0.9.0"
+    );
+    assert_eq!(
+        tree(root.path()),
+        [
+            "src",
+            "src/evil",
+            "src/evil/v1",
+            "src/evil/v1/provider.yaml",
+            "src/evil/v1/services",
+            "src/evil/v1/services/things.yaml",
+        ]
+    );
+    let err = e.registry_pull("evil", Some("v2")).await.unwrap_err();
+    assert!(err.message().contains("requires StackQL v3.0.0"), "{err}");
+    let err = e.registry_pull("evil", Some("v3")).await.unwrap_err();
+    assert!(err.message().contains("has no package"), "{err}");
+    // An empty quoted provider lists everything.
+    let all = query(&e, "REGISTRY LIST ''").await;
+    assert_eq!(all.columns, ["provider", "versions"]);
+    assert_eq!(all.rows, vec![vec![text("evil"), text("v1, v2, v3")]]);
+}

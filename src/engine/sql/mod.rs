@@ -380,9 +380,10 @@ mod tests {
         assert!(parse("REGISTRY PULL a b c").is_err());
         assert!(parse("REGISTRY FETCH a").is_err());
         assert!(parse("REGISTRY").is_err());
-        assert!(matches!(
+        // Only the whole word starts a REGISTRY statement.
+        assert!(!matches!(
             parse("registryx list"),
-            Err(_) | Ok(Statement::Query(_))
+            Ok(Statement::Registry(_))
         ));
     }
 
