@@ -178,7 +178,9 @@ impl Engine {
                 let cx = cx.clone();
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
-            sql::Statement::Registry(command) => self.registry_statement(cx, command).await,
+            sql::Statement::Registry(command) => {
+                remote::statement(&self.inner.remote, &self.inner.store, cx, command).await
+            }
         }
     }
 
@@ -204,69 +206,6 @@ impl Engine {
             .remote
             .pull(provider, version, &self.inner.store)
             .await
-    }
-
-    async fn registry_statement(
-        &self,
-        cx: &ExecContext,
-        command: sql::RegistryCommand,
-    ) -> Result<QueryOutput> {
-        let text = |s: String| Cell::Text(s);
-        let command = match command {
-            sql::RegistryCommand::List { provider: Some(p) } if p.trim().is_empty() => {
-                sql::RegistryCommand::List { provider: None }
-            }
-            other => other,
-        };
-        match command {
-            sql::RegistryCommand::List { provider: None } => {
-                let listed = self.registry_list(None).await?;
-                Ok(QueryOutput {
-                    columns: vec!["provider".to_owned(), "versions".to_owned()],
-                    rows: listed
-                        .into_iter()
-                        .map(|p| vec![text(p.name), text(p.versions.join(", "))])
-                        .collect(),
-                    warnings: Vec::new(),
-                })
-            }
-            sql::RegistryCommand::List {
-                provider: Some(provider),
-            } => {
-                let listed = self.registry_list(Some(&provider)).await?;
-                Ok(QueryOutput {
-                    columns: vec!["provider".to_owned(), "version".to_owned()],
-                    rows: listed
-                        .into_iter()
-                        .flat_map(|p| {
-                            let name = p.name;
-                            p.versions
-                                .into_iter()
-                                .map(move |v| vec![text(name.clone()), text(v)])
-                        })
-                        .collect(),
-                    warnings: Vec::new(),
-                })
-            }
-            sql::RegistryCommand::Pull { provider, version } => {
-                let name = remote::index_name(provider.trim());
-                if !name.is_empty() && !cx.allows(name) {
-                    return Err(Error::new(
-                        ErrorKind::ProviderNotAllowed,
-                        format!(
-                            "provider '{name}' is not allowed for tenant '{}'",
-                            cx.tenant
-                        ),
-                    ));
-                }
-                let outcome = self.registry_pull(&provider, version.as_deref()).await?;
-                Ok(QueryOutput {
-                    columns: vec!["message".to_owned()],
-                    rows: vec![vec![text(outcome.message)]],
-                    warnings: Vec::new(),
-                })
-            }
-        }
     }
 
     /// Installed providers this tenant may use.

@@ -19,8 +19,8 @@ use self::index::Index;
 use super::document::DocumentStore;
 use super::error::{Error, ErrorKind, Result};
 use super::registry::is_safe_name;
-
-pub(crate) use self::index::index_name;
+use super::sql::RegistryCommand;
+use super::types::{Cell, ExecContext, QueryOutput};
 
 /// StackQL's public registry (its default): `…/providers/dist/providers.yaml` is the index.
 pub const DEFAULT_REGISTRY_URL: &str = "https://registry.stackql.app/providers";
@@ -368,6 +368,67 @@ impl Remote {
             body.extend_from_slice(&chunk);
         }
         Ok(Fetched::Body(body.to_vec()))
+    }
+}
+
+/// Runs a `REGISTRY` statement for the tenant of `cx`: `LIST` gives `provider, versions` rows
+/// (or `provider, version` rows for one provider); `PULL` gives one `message` row and is
+/// refused for a provider the tenant may not use.
+pub(crate) async fn statement(
+    remote: &Remote,
+    store: &DocumentStore,
+    cx: &ExecContext,
+    command: RegistryCommand,
+) -> Result<QueryOutput> {
+    let output = |columns: [&str; 2], rows: Vec<Vec<Cell>>| QueryOutput {
+        columns: columns.map(str::to_owned).to_vec(),
+        rows,
+        warnings: Vec::new(),
+    };
+    match command {
+        RegistryCommand::List { provider } => {
+            let provider = provider.filter(|p| !p.trim().is_empty());
+            let listed = remote.list(provider.as_deref()).await?;
+            Ok(match provider {
+                None => output(
+                    ["provider", "versions"],
+                    listed
+                        .into_iter()
+                        .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
+                        .collect(),
+                ),
+                Some(_) => output(
+                    ["provider", "version"],
+                    listed
+                        .into_iter()
+                        .flat_map(|p| {
+                            let name = p.name;
+                            p.versions
+                                .into_iter()
+                                .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
+                        })
+                        .collect(),
+                ),
+            })
+        }
+        RegistryCommand::Pull { provider, version } => {
+            let name = index::index_name(provider.trim());
+            if !name.is_empty() && !cx.allows(name) {
+                return Err(Error::new(
+                    ErrorKind::ProviderNotAllowed,
+                    format!(
+                        "provider '{name}' is not allowed for tenant '{}'",
+                        cx.tenant
+                    ),
+                ));
+            }
+            let outcome = remote.pull(&provider, version.as_deref(), store).await?;
+            Ok(QueryOutput {
+                columns: vec!["message".to_owned()],
+                rows: vec![vec![Cell::Text(outcome.message)]],
+                warnings: Vec::new(),
+            })
+        }
     }
 }
 
