@@ -286,6 +286,8 @@ async fn pull_argument_checks_and_registry_urls() {
     }
     // Nothing was requested for refused names.
     assert!(mock.requests().is_empty());
+    let err = query_err(&e, "REGISTRY LIST").await;
+    assert!(err.message().contains("no provider index"), "{err}");
 
     let local = registry_engine(root.path(), &mock, |c| {
         c.remote.url = Some(format!("file://{}", root.path().display()));
@@ -294,6 +296,25 @@ async fn pull_argument_checks_and_registry_urls() {
     assert!(err.message().contains("meaningless in local mode"), "{err}");
     let err = local.registry_pull("google", None).await.unwrap_err();
     assert!(err.message().contains("meaningless in local mode"), "{err}");
+    // Redirects are not followed; errors other than 404 stop a pull.
+    mock.route(
+        "/moved/dist/providers.yaml",
+        Reply::status(301, "").header("location", "http://elsewhere.invalid/"),
+    );
+    let moved = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some(format!("{}/moved/", mock.url()));
+    });
+    let err = query_err(&moved, "REGISTRY LIST").await;
+    assert!(
+        err.message().contains("returned 301") && err.message().contains("not followed"),
+        "{err}"
+    );
+    mock.route("/broken/dist/providers.yaml", Reply::status(503, "busy"));
+    let broken = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some(format!("{}/broken", mock.url()));
+    });
+    let err = query_err(&broken, "REGISTRY PULL google").await;
+    assert!(err.message().contains("returned 503"), "{err}");
     let none = registry_engine(root.path(), &mock, |c| c.remote.url = None);
     let err = query_err(&none, "REGISTRY LIST").await;
     assert!(err.message().contains("set registry.url"), "{err}");
@@ -685,6 +706,10 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
     assert!(err.message().contains("requires StackQL v3.0.0"), "{err}");
     let err = e.registry_pull("evil", Some("v3")).await.unwrap_err();
     assert!(err.message().contains("has no package"), "{err}");
+    // A failure other than 404 stops the pull: no silent fall-back to an older version.
+    mock.route("/providers/dist/evil/v3.tgz", Reply::status(503, "busy"));
+    let err = e.registry_pull("evil", None).await.unwrap_err();
+    assert!(err.message().contains("returned 503"), "{err}");
     // An empty quoted provider lists everything.
     let all = query(&e, "REGISTRY LIST ''").await;
     assert_eq!(all.columns, ["provider", "versions"]);

@@ -347,6 +347,19 @@ impl Remote {
         if status == 404 {
             return Ok(Fetched::NotFound);
         }
+        if (300..400).contains(&status) {
+            let location: String = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .chars()
+                .take(200)
+                .collect();
+            return Err(registry_error(format!(
+                "registry request GET {shown} returned {status} (redirect to '{location}'): redirects are not followed; set registry.url to the registry's final address"
+            )));
+        }
         if !(200..300).contains(&status) {
             return Err(registry_error(format!(
                 "registry request GET {shown} returned {status}"
