@@ -1,4 +1,4 @@
-//! The command line: `querygate query` and `querygate providers`.
+//! The command line: `querygate query`, `querygate providers` and `querygate registry`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +37,36 @@ pub enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,
+    },
+    /// Lists or pulls providers of the remote registry (`registry.url`).
+    Registry {
+        /// What to do with the remote registry.
+        #[command(subcommand)]
+        action: RegistryAction,
+    },
+}
+
+/// `querygate registry` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RegistryAction {
+    /// Lists the remote registry's providers and versions, or one provider's versions.
+    List {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// Only this provider.
+        provider: Option<String>,
+    },
+    /// Installs a provider into the local registry: the given version, else the newest
+    /// usable one.
+    Pull {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// The provider, e.g. github or google.
+        provider: String,
+        /// The version, e.g. v0.3.1.
+        version: Option<String>,
     },
 }
 
@@ -98,19 +128,49 @@ pub async fn run(cli: Cli) -> i32 {
             });
             (listed, output)
         }
+        Command::Registry { action } => match action {
+            RegistryAction::List { output, provider } => {
+                (registry_list(&engine, provider.as_deref()).await, output)
+            }
+            RegistryAction::Pull {
+                output,
+                provider,
+                version,
+            } => {
+                let pulled = engine
+                    .registry_pull(&provider, version.as_deref())
+                    .await
+                    .map(|outcome| QueryOutput {
+                        messages: vec![outcome.message],
+                        ..Default::default()
+                    });
+                (pulled, output)
+            }
+        },
     };
     match result {
         Ok(result) => {
             for warning in &result.warnings {
                 eprintln!("warning: {warning}");
             }
-            // Writes report what they did on stderr; stdout carries only rows.
-            for message in &result.messages {
-                eprintln!("{message}");
-            }
-            if result.columns.is_empty() && !result.messages.is_empty() {
-                return 0;
-            }
+            // A write without rows shows its messages as the result; with RETURNING rows,
+            // the messages go to stderr so stdout carries only rows.
+            let result = if result.columns.is_empty() && !result.messages.is_empty() {
+                QueryOutput {
+                    columns: vec!["message".to_owned()],
+                    rows: result
+                        .messages
+                        .iter()
+                        .map(|m| vec![Cell::Text(m.clone())])
+                        .collect(),
+                    ..Default::default()
+                }
+            } else {
+                for message in &result.messages {
+                    eprintln!("{message}");
+                }
+                result
+            };
             let text = render(&result, output);
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(text.as_bytes()).is_err() {
@@ -123,6 +183,41 @@ pub async fn run(cli: Cli) -> i32 {
             1
         }
     }
+}
+
+/// The remote registry's providers as `provider, versions` rows, or one provider's as
+/// `provider, version` rows (the columns of `REGISTRY LIST`).
+async fn registry_list(
+    engine: &Engine,
+    provider: Option<&str>,
+) -> crate::engine::Result<QueryOutput> {
+    let listed = engine.registry_list(provider).await?;
+    let (columns, rows) = match provider {
+        None => (
+            ["provider", "versions"],
+            listed
+                .into_iter()
+                .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
+                .collect(),
+        ),
+        Some(_) => (
+            ["provider", "version"],
+            listed
+                .into_iter()
+                .flat_map(|p| {
+                    let name = p.name;
+                    p.versions
+                        .into_iter()
+                        .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
+                })
+                .collect(),
+        ),
+    };
+    Ok(QueryOutput {
+        columns: columns.map(str::to_owned).to_vec(),
+        rows,
+        ..Default::default()
+    })
 }
 
 /// Renders a result in the chosen format.

@@ -13,6 +13,8 @@
 //! engine/
 //!   mod.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is public.
 //!   registry      local registry folder (src/<provider>/<version>/…): providers, versions
+//!   remote/       remote registry: index (list), bounded download, checked tar.gz unpacking,
+//!                 validated all-or-nothing install into the local registry (pull)
 //!   document/     provider documents: YAML loading, LRU cache, $ref / JSON pointers, the model
 //!                 (services → resources → methods → parameters, response shape, columns)
 //!   sql/          statement parsing (sqlparser + our SHOW/DESCRIBE/EXEC/REGISTRY), finding

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 pub use raw::Mode;
 
-use crate::engine::{EngineConfig, ProviderSettings, RetryPolicy, UpstreamLimits};
+use crate::engine::{
+    EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,
+};
 
 /// Why configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +131,7 @@ impl Config {
                 "registry.document_cache_size",
                 raw.registry.document_cache_size,
             ),
+            ("registry.max_entries", raw.registry.max_entries),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be greater than 0"));
@@ -136,6 +139,33 @@ impl Config {
         }
         if upstream.retry.attempts == 0 {
             problems.push("upstream.retry.attempts must be at least 1".to_owned());
+        }
+        for (name, value) in [
+            (
+                "registry.max_download_bytes",
+                raw.registry.max_download_bytes,
+            ),
+            (
+                "registry.max_unpacked_bytes",
+                raw.registry.max_unpacked_bytes,
+            ),
+            ("registry.max_entry_bytes", raw.registry.max_entry_bytes),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        }
+        let registry_url = raw
+            .registry
+            .url
+            .clone()
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty());
+        if let Some(url) = &registry_url {
+            match url::Url::parse(url) {
+                Ok(parsed) if matches!(parsed.scheme(), "http" | "https" | "file") => {}
+                _ => problems.push(format!("registry.url '{url}' is not an http(s) URL")),
+            }
         }
         let mut providers = HashMap::new();
         for (name, settings) in raw.providers {
@@ -260,6 +290,13 @@ impl Config {
                 },
                 document_cache_size: raw.registry.document_cache_size,
                 max_result_rows: raw.limits.max_result_rows,
+                remote: RemoteRegistryConfig {
+                    url: registry_url,
+                    max_download_bytes: raw.registry.max_download_bytes,
+                    max_unpacked_bytes: raw.registry.max_unpacked_bytes,
+                    max_entry_bytes: raw.registry.max_entry_bytes,
+                    max_entries: raw.registry.max_entries,
+                },
             },
             tenants,
         })
@@ -327,6 +364,35 @@ mod tests {
         assert_eq!(
             config.engine.registry_root,
             PathBuf::from("/home/u/.local/share/querygate/registry")
+        );
+        assert_eq!(
+            config.engine.remote.url.as_deref(),
+            Some(crate::engine::DEFAULT_REGISTRY_URL)
+        );
+    }
+
+    #[test]
+    fn registry_url_and_caps() {
+        let config = load(
+            "registry:\n  url: http://127.0.0.1:9/providers\n  max_entries: 10\n",
+            &[("QUERYGATE_REGISTRY__MAX_ENTRY_BYTES", "1024")],
+        )
+        .unwrap();
+        assert_eq!(
+            config.engine.remote.url.as_deref(),
+            Some("http://127.0.0.1:9/providers")
+        );
+        assert_eq!(config.engine.remote.max_entries, 10);
+        assert_eq!(config.engine.remote.max_entry_bytes, 1024);
+        let config = load("registry:\n  url: null\n", &[]).unwrap();
+        assert_eq!(config.engine.remote.url, None);
+        let err = load("registry:\n  url: ftp://x\n  max_unpacked_bytes: 0\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("registry.url 'ftp://x'"), "{err}");
+        assert!(
+            err.contains("registry.max_unpacked_bytes must be greater than 0"),
+            "{err}"
         );
     }
 

@@ -51,13 +51,25 @@ pub(super) struct RawCredentials {
 pub(super) struct RawRegistry {
     pub(super) root: Option<PathBuf>,
     pub(super) document_cache_size: usize,
+    /// `null` or `""` disables listing and pulling.
+    pub(super) url: Option<String>,
+    pub(super) max_download_bytes: u64,
+    pub(super) max_unpacked_bytes: u64,
+    pub(super) max_entry_bytes: u64,
+    pub(super) max_entries: usize,
 }
 
 impl Default for RawRegistry {
     fn default() -> Self {
+        let remote = crate::engine::RemoteRegistryConfig::default();
         RawRegistry {
             root: None,
             document_cache_size: 64,
+            url: remote.url,
+            max_download_bytes: remote.max_download_bytes,
+            max_unpacked_bytes: remote.max_unpacked_bytes,
+            max_entry_bytes: remote.max_entry_bytes,
+            max_entries: remote.max_entries,
         }
     }
 }

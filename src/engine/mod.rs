@@ -13,6 +13,7 @@ mod mutate;
 mod plan;
 mod registry;
 mod reload;
+mod remote;
 mod rows;
 mod select;
 mod sql;
@@ -29,6 +30,9 @@ pub use self::credentials::{
     SourceOutcome,
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure};
+pub use self::remote::{
+    DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
+};
 pub use self::types::{
     Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
     QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
@@ -37,6 +41,7 @@ pub use self::upstream::RetryPolicy;
 
 use self::document::DocumentStore;
 use self::registry::LocalRegistry;
+use self::remote::Remote;
 use self::upstream::{Upstream, UpstreamSettings};
 
 /// Per-provider settings from configuration.
@@ -98,6 +103,8 @@ pub struct EngineConfig {
     pub document_cache_size: usize,
     /// Rows a statement may return.
     pub max_result_rows: usize,
+    /// The remote registry providers are listed and pulled from, and its download bounds.
+    pub remote: RemoteRegistryConfig,
 }
 
 impl EngineConfig {
@@ -109,6 +116,7 @@ impl EngineConfig {
             upstream: UpstreamLimits::default(),
             document_cache_size: 64,
             max_result_rows: 100_000,
+            remote: RemoteRegistryConfig::default(),
         }
     }
 }
@@ -125,6 +133,7 @@ struct Inner {
     store: Arc<DocumentStore>,
     registry: LocalRegistry,
     upstream: Upstream,
+    remote: Remote,
 }
 
 impl Engine {
@@ -147,18 +156,27 @@ impl Engine {
             max_response_bytes: config.upstream.max_response_bytes,
             retry: config.upstream.retry.clone(),
         })?;
+        let remote = Remote::new(
+            config.remote.clone(),
+            upstream.client().clone(),
+            config.registry_root.clone(),
+        );
         Ok(Engine {
             inner: Arc::new(Inner {
                 config,
                 store,
                 registry,
                 upstream,
+                remote,
             }),
         })
     }
 
     /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
-    /// INSERT, UPDATE, REPLACE, DELETE or EXEC. Writes are sent once, never retried.
+    /// INSERT, UPDATE, REPLACE, DELETE or EXEC (writes are sent once, never retried), or
+    /// `REGISTRY LIST [provider]` / `REGISTRY PULL provider [version]` (see
+    /// [`Engine::registry_list`] and [`Engine::registry_pull`]; a pull is refused for a
+    /// provider the tenant may not use).
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
         let statement = sql::parse(sql)?;
         match statement {
@@ -177,7 +195,34 @@ impl Engine {
                 let cx = cx.clone();
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
+            sql::Statement::Registry(command) => {
+                remote::statement(&self.inner.remote, &self.inner.store, cx, command).await
+            }
         }
+    }
+
+    /// Providers (with their published versions, oldest first) in the remote registry
+    /// (`registry.url`), or only `provider`'s entry. Distinct from [`Engine::providers`],
+    /// which lists what is installed. A provider name with characters other than letters,
+    /// digits, `-`, `_` and `.` fails with `forbidden characters in provider`.
+    pub async fn registry_list(&self, provider: Option<&str>) -> Result<Vec<RegistryProvider>> {
+        self.inner.remote.list(provider).await
+    }
+
+    /// Downloads `provider` from the remote registry and installs it into the local registry
+    /// root, where the engine sees it at once. Without `version`, the newest version that has
+    /// a package and that querygate can use is installed, and the outcome names the newer
+    /// ones skipped and why. The package is checked before it becomes visible (see
+    /// `docs/engine.md`); an existing copy of the same version is replaced.
+    pub async fn registry_pull(
+        &self,
+        provider: &str,
+        version: Option<&str>,
+    ) -> Result<PullOutcome> {
+        self.inner
+            .remote
+            .pull(provider, version, &self.inner.store)
+            .await
     }
 
     /// Installed providers this tenant may use.

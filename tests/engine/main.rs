@@ -11,6 +11,7 @@ mod fanout_joins;
 mod mock;
 mod mutations;
 mod pagination;
+mod registry;
 mod retries;
 mod select;
 mod support;

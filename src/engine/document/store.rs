@@ -99,6 +99,21 @@ impl DocumentStore {
         Ok(doc)
     }
 
+    /// Drops every cached document whose path starts with `prefix` (`googleapis.com/v0.1.2/`),
+    /// so a version installed over an old one is read afresh whatever the files' times.
+    pub(crate) fn forget(&self, prefix: &str) {
+        if let Ok(mut cache) = self.cache.lock() {
+            let stale: Vec<String> = cache
+                .iter()
+                .filter(|(rel, _)| rel.starts_with(prefix))
+                .map(|(rel, _)| rel.clone())
+                .collect();
+            for rel in stale {
+                cache.pop(&rel);
+            }
+        }
+    }
+
     /// Joins `rel` onto `src/`, refusing absolute paths and `..` (documents are untrusted).
     fn checked_path(&self, rel: &str) -> Result<PathBuf> {
         let candidate = Path::new(rel);

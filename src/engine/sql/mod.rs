@@ -30,6 +30,21 @@ pub(crate) enum Statement {
     Mutation(Mutation),
     /// `EXEC p.s.r.method @param = 'v', …`.
     Exec(Exec),
+    /// `REGISTRY LIST [provider]` or `REGISTRY PULL provider [version]`.
+    Registry(RegistryCommand),
+}
+
+/// A `REGISTRY` statement. Names are passed on as written (quotes removed); the remote
+/// registry checks them.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RegistryCommand {
+    /// `REGISTRY LIST [provider]`.
+    List { provider: Option<String> },
+    /// `REGISTRY PULL provider [version]`; an empty provider when none was written.
+    Pull {
+        provider: String,
+        version: Option<String>,
+    },
 }
 
 /// The object list `SHOW` asks for.
@@ -52,6 +67,9 @@ pub(crate) enum ShowWhat {
 
 /// Parses one statement. Several statements in one call are refused.
 pub(crate) fn parse(sql: &str) -> Result<Statement> {
+    if let Some(rest) = strip_keyword(sql.trim_start(), "REGISTRY") {
+        return parse_registry(rest).map(Statement::Registry);
+    }
     let tokens = significant_tokens(sql)?;
     let Some(first) = tokens.first() else {
         return Err(Error::invalid_sql("empty statement: no SQL provided"));
@@ -62,8 +80,8 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
         Some("EXEC") => return mutation::exec(&tokens[1..]).map(Statement::Exec),
         Some("REPLACE") => return parse_replace(sql),
         Some("REGISTRY") => {
-            return Err(Error::unsupported(
-                "REGISTRY statements are not supported yet: listing and pulling providers arrive with the registry work",
+            return Err(Error::invalid_sql(
+                "a REGISTRY statement must start with the word REGISTRY (no comment before it)",
             ));
         }
         _ => {}
@@ -136,6 +154,91 @@ fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
         offset += content.len();
     }
     None
+}
+
+const REGISTRY_USAGE: &str = "REGISTRY LIST [<provider>] | REGISTRY PULL <provider> [<version>]";
+
+/// `text` after a leading `keyword` (any case) followed by whitespace or the end.
+fn strip_keyword<'a>(text: &'a str, keyword: &str) -> Option<&'a str> {
+    let head = text.get(..keyword.len())?;
+    let rest = &text[keyword.len()..];
+    (head.eq_ignore_ascii_case(keyword) && rest.chars().next().is_none_or(char::is_whitespace))
+        .then_some(rest)
+}
+
+/// Parses what follows `REGISTRY` from the raw text, so that names such as `v0.1.2` stay
+/// whole. Words are separated by whitespace; a word may be quoted with `"`, `'` or `` ` ``
+/// (and then hold anything but its quote). Trailing semicolons are ignored.
+fn parse_registry(rest: &str) -> Result<RegistryCommand> {
+    let words = registry_words(rest.trim().trim_end_matches([';', ' ', '\t', '\n', '\r']))?;
+    let mut words = words.into_iter();
+    let verb = words.next().map(|w| w.to_ascii_uppercase());
+    let args: Vec<String> = words.collect();
+    match (verb.as_deref(), args.as_slice()) {
+        (Some("LIST"), []) => Ok(RegistryCommand::List { provider: None }),
+        (Some("LIST"), [provider]) => Ok(RegistryCommand::List {
+            provider: Some(provider.clone()),
+        }),
+        (Some("PULL"), []) => Ok(RegistryCommand::Pull {
+            provider: String::new(),
+            version: None,
+        }),
+        (Some("PULL"), [provider]) => Ok(RegistryCommand::Pull {
+            provider: provider.clone(),
+            version: None,
+        }),
+        (Some("PULL"), [provider, version]) => Ok(RegistryCommand::Pull {
+            provider: provider.clone(),
+            version: Some(version.clone()),
+        }),
+        (Some(verb @ ("LIST" | "PULL")), _) => Err(Error::invalid_sql(format!(
+            "too many words after REGISTRY {verb}: use {REGISTRY_USAGE}"
+        ))),
+        (Some(other), _) => Err(Error::invalid_sql(format!(
+            "unknown REGISTRY '{other}': use {REGISTRY_USAGE}"
+        ))),
+        (None, _) => Err(Error::invalid_sql(format!(
+            "incomplete REGISTRY: use {REGISTRY_USAGE}"
+        ))),
+    }
+}
+
+fn registry_words(text: &str) -> Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let mut word = String::new();
+        if matches!(c, '"' | '\'' | '`') {
+            chars.next();
+            let mut closed = false;
+            for next in chars.by_ref() {
+                if next == c {
+                    closed = true;
+                    break;
+                }
+                word.push(next);
+            }
+            if !closed {
+                return Err(Error::invalid_sql(format!(
+                    "unterminated {c} in REGISTRY statement"
+                )));
+            }
+        } else {
+            while let Some(&next) = chars.peek() {
+                if next.is_whitespace() {
+                    break;
+                }
+                word.push(next);
+                chars.next();
+            }
+        }
+        words.push(word);
+    }
+    Ok(words)
 }
 
 fn first_word(s: &str) -> String {
@@ -294,6 +397,44 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn registry_statements_parse_from_raw_text() {
+        assert_eq!(
+            match parse("registry list;").unwrap() {
+                Statement::Registry(cmd) => cmd,
+                other => panic!("{other:?}"),
+            },
+            RegistryCommand::List { provider: None }
+        );
+        match parse("REGISTRY PULL google v0.1.1-alpha01 ;").unwrap() {
+            Statement::Registry(cmd) => assert_eq!(
+                cmd,
+                RegistryCommand::Pull {
+                    provider: "google".into(),
+                    version: Some("v0.1.1-alpha01".into())
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        match parse("REGISTRY LIST \"a b\\c\"").unwrap() {
+            Statement::Registry(cmd) => assert_eq!(
+                cmd,
+                RegistryCommand::List {
+                    provider: Some("a b\\c".into())
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("REGISTRY PULL a b c").is_err());
+        assert!(parse("REGISTRY FETCH a").is_err());
+        assert!(parse("REGISTRY").is_err());
+        // Only the whole word starts a REGISTRY statement.
+        assert!(!matches!(
+            parse("registryx list"),
+            Ok(Statement::Registry(_))
+        ));
     }
 
     #[test]

@@ -84,6 +84,12 @@ impl Upstream {
         Ok(Upstream { client, settings })
     }
 
+    /// The shared HTTP client (timeouts set, redirects not followed), for the remote
+    /// registry's downloads.
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
     /// Fetches every page of `leg`, handing each body to `on_page`.
     pub(crate) async fn fetch(
         &self,

@@ -1,0 +1,717 @@
+//! The remote registry: listing and pulling from a registry served by the mock on 127.0.0.1.
+//! The real packages come from `QUERYGATE_COMPAT_REGISTRY`'s `dist/` (those tests say so and
+//! pass without it); hostile packages are built here with the `tar` builder.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use querygate::engine::{Engine, EngineConfig, ErrorKind, ProviderSettings};
+use serde_json::json;
+
+use crate::mock::{Mock, Reply};
+use crate::support::*;
+
+fn dist() -> Option<PathBuf> {
+    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
+        Ok(root) if !root.is_empty() => Some(PathBuf::from(root).join("dist")),
+        _ => {
+            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping registry test");
+            None
+        }
+    }
+}
+
+/// Serves `dist/` as a registry at `<mock>/providers`.
+fn serve_dist(mock: &Mock, dist: &Path) {
+    mock.route(
+        "/providers/dist/providers.yaml",
+        Reply::bytes(
+            "application/yaml",
+            std::fs::read(dist.join("providers.yaml")).unwrap(),
+        ),
+    );
+    for version in ["v0.1.2", "v0.2.1"] {
+        mock.route(
+            &format!("/providers/dist/googleapis.com/{version}.tgz"),
+            Reply::bytes(
+                "application/gzip",
+                std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
+            ),
+        );
+    }
+}
+
+fn registry_engine(root: &Path, mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
+    let mut config = EngineConfig::new(root);
+    config.remote.url = Some(format!("{}/providers", mock.url()));
+    config.providers.insert(
+        "google".to_owned(),
+        ProviderSettings {
+            base_url: Some(mock.url()),
+            auth: Some(json!({"type": "null_auth"})),
+            ..Default::default()
+        },
+    );
+    tweak(&mut config);
+    Engine::new(config).unwrap()
+}
+
+/// Every path under `root`, relative, sorted.
+fn tree(root: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            out.push(path.strip_prefix(base).unwrap().display().to_string());
+            if entry.file_type().unwrap().is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn list_all_one_and_forbidden_characters() {
+    let Some(dist) = dist() else { return };
+    let mock = Mock::start().await;
+    serve_dist(&mock, &dist);
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, |_| {});
+
+    let all = query(&e, "REGISTRY LIST").await;
+    assert_eq!(all.columns, ["provider", "versions"]);
+    assert_eq!(
+        column(&all, "provider"),
+        [
+            text("github"),
+            text("google"),
+            text("netlify"),
+            text("okta")
+        ]
+    );
+    assert_eq!(
+        all.rows[1][1],
+        text("v0.1.0, v0.1.1-alpha01, v0.1.2, v0.2.1")
+    );
+
+    let one = query(&e, "registry list google;").await;
+    assert_eq!(one.columns, ["provider", "version"]);
+    assert_eq!(
+        column(&one, "version"),
+        [
+            text("v0.1.0"),
+            text("v0.1.1-alpha01"),
+            text("v0.1.2"),
+            text("v0.2.1")
+        ]
+    );
+    assert!(
+        column(&one, "provider")
+            .iter()
+            .all(|p| *p == text("google"))
+    );
+
+    let listed = e.registry_list(Some("okta")).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].versions, ["v0.1.0"]);
+
+    for bad in [
+        "REGISTRY LIST \"goo gle\"",
+        "REGISTRY LIST 'a;b'",
+        "REGISTRY LIST \"a\\b\"",
+    ] {
+        let err = query_err(&e, bad).await;
+        assert_eq!(err.kind(), ErrorKind::Registry);
+        assert_eq!(err.message(), "forbidden characters in provider", "{bad}");
+    }
+    let err = query_err(&e, "REGISTRY LIST nosuch").await;
+    assert!(
+        err.message()
+            .contains("'nosuch' is not in the remote registry"),
+        "{err}"
+    );
+    // Listing reads nothing but the index and writes nothing.
+    assert!(tree(root.path()).is_empty());
+}
+
+#[tokio::test]
+async fn pull_newest_usable_version_then_query_it() {
+    let Some(dist) = dist() else { return };
+    let mock = Mock::start().await;
+    serve_dist(&mock, &dist);
+    mock.route(
+        "/b/photos",
+        Reply::json(json!({"name": "photos", "location": "EU"})),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, |_| {});
+    // The engine exists before the provider does: no restart is needed to see it.
+    assert!(e.providers(&context()).await.unwrap().is_empty());
+
+    let out = query(&e, "REGISTRY PULL google").await;
+    assert!(out.columns.is_empty() && out.timestamp.is_some());
+    let message = out.messages[0].clone();
+    assert!(
+        message.starts_with("google provider, version 'v0.1.2' successfully installed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("'v0.2.1'") && message.contains("minStackQLVersion"),
+        "{message}"
+    );
+    let pulls: Vec<String> = mock
+        .paths()
+        .into_iter()
+        .filter(|p| p.ends_with(".tgz"))
+        .collect();
+    assert_eq!(
+        pulls,
+        [
+            "/providers/dist/googleapis.com/v0.1.2.tgz",
+            "/providers/dist/googleapis.com/v0.2.1.tgz"
+        ]
+    );
+    // Registry traffic is plain GETs without bodies.
+    assert!(
+        mock.requests()
+            .iter()
+            .all(|r| r.method == "GET" && r.body_text().is_empty())
+    );
+    // Installed under the package folder; signatures skipped; nothing else left behind.
+    assert_eq!(
+        tree(root.path()),
+        [
+            "src",
+            "src/googleapis.com",
+            "src/googleapis.com/v0.1.2",
+            "src/googleapis.com/v0.1.2/provider.yaml",
+            "src/googleapis.com/v0.1.2/services",
+            "src/googleapis.com/v0.1.2/services/storage-v1.yaml",
+        ]
+    );
+
+    let providers = e.providers(&context()).await.unwrap();
+    assert_eq!(providers[0].name, "google");
+    assert_eq!(providers[0].version, "v0.1.2");
+    let services = query(&e, "SHOW SERVICES IN google").await;
+    assert!(
+        services
+            .rows
+            .iter()
+            .flatten()
+            .any(|c| *c == text("storage"))
+    );
+    let resources = e.resources(&context(), "google", "storage").await.unwrap();
+    assert!(resources.iter().any(|r| r.name == "buckets"));
+    let rows = query(
+        &e,
+        "SELECT name, location FROM google.storage.buckets WHERE bucket = 'photos'",
+    )
+    .await;
+    assert_eq!(rows.rows, vec![vec![text("photos"), text("EU")]]);
+
+    // Pulling again replaces the same version in place.
+    let again = e.registry_pull("googleapis.com", None).await.unwrap();
+    assert_eq!(again.provider, "google");
+    assert_eq!(again.version, "v0.1.2");
+    assert_eq!(again.skipped.len(), 1);
+    assert_eq!(again.skipped[0].version, "v0.2.1");
+    assert_eq!(tree(root.path()).len(), 6);
+}
+
+#[tokio::test]
+async fn pull_explicit_versions_refused_with_reasons() {
+    let Some(dist) = dist() else { return };
+    let mock = Mock::start().await;
+    serve_dist(&mock, &dist);
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, |_| {});
+
+    let err = query_err(&e, "REGISTRY PULL google v0.2.1").await;
+    assert_eq!(err.kind(), ErrorKind::Registry);
+    assert!(
+        err.message().contains("minStackQLVersion") && err.message().contains("v999.999.999"),
+        "{err}"
+    );
+    let err = query_err(&e, "REGISTRY PULL google v0.1.0").await;
+    assert!(
+        err.message().contains("'v0.1.0'") && err.message().contains("has no package"),
+        "{err}"
+    );
+    let err = query_err(&e, "REGISTRY PULL google v7.7.7").await;
+    assert!(err.message().contains("no version 'v7.7.7'"), "{err}");
+    let err = query_err(&e, "REGISTRY PULL nosuch").await;
+    assert!(
+        err.message()
+            .contains("'nosuch' is not in the remote registry"),
+        "{err}"
+    );
+    assert!(tree(root.path()).is_empty(), "{:?}", tree(root.path()));
+
+    // Explicit and usable.
+    let out = query(&e, "REGISTRY PULL google v0.1.2;").await;
+    assert_eq!(
+        out.rows,
+        vec![vec![text(
+            "google provider, version 'v0.1.2' successfully installed"
+        )]]
+    );
+}
+
+#[tokio::test]
+async fn pull_argument_checks_and_registry_urls() {
+    let mock = Mock::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, |_| {});
+    let err = query_err(&e, "REGISTRY PULL").await;
+    assert_eq!(err.message(), "provider not specified");
+    for bad in [
+        "REGISTRY PULL \"go ogle\"",
+        "REGISTRY PULL 'a;b'",
+        "REGISTRY PULL ../etc",
+        "REGISTRY PULL google 'v1 2'",
+        "REGISTRY PULL google ../v1",
+    ] {
+        let err = query_err(&e, bad).await;
+        assert_eq!(
+            err.message(),
+            "forbidden characters in provider or version",
+            "{bad}"
+        );
+    }
+    // Nothing was requested for refused names.
+    assert!(mock.requests().is_empty());
+    let err = query_err(&e, "REGISTRY LIST").await;
+    assert!(err.message().contains("no provider index"), "{err}");
+
+    let local = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some(format!("file://{}", root.path().display()));
+    });
+    let err = query_err(&local, "REGISTRY LIST").await;
+    assert!(err.message().contains("meaningless in local mode"), "{err}");
+    let err = local.registry_pull("google", None).await.unwrap_err();
+    assert!(err.message().contains("meaningless in local mode"), "{err}");
+    // Redirects are not followed; errors other than 404 stop a pull.
+    mock.route(
+        "/moved/dist/providers.yaml",
+        Reply::status(301, "").header("location", "http://elsewhere.invalid/"),
+    );
+    let moved = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some(format!("{}/moved/", mock.url()));
+    });
+    let err = query_err(&moved, "REGISTRY LIST").await;
+    assert!(
+        err.message().contains("returned 301") && err.message().contains("not followed"),
+        "{err}"
+    );
+    mock.route("/broken/dist/providers.yaml", Reply::status(503, "busy"));
+    let broken = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some(format!("{}/broken", mock.url()));
+    });
+    let err = query_err(&broken, "REGISTRY PULL google").await;
+    assert!(err.message().contains("returned 503"), "{err}");
+    let none = registry_engine(root.path(), &mock, |c| c.remote.url = None);
+    let err = query_err(&none, "REGISTRY LIST").await;
+    assert!(err.message().contains("set registry.url"), "{err}");
+
+    // A tenant may not pull a provider it may not use.
+    let restricted = querygate::engine::ExecContext {
+        allowed_providers: Some(["github".to_owned()].into()),
+        ..context()
+    };
+    let err = e
+        .execute(&restricted, "REGISTRY PULL google")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ProviderNotAllowed);
+    assert!(tree(root.path()).is_empty());
+}
+
+// ---- hostile and broken packages -------------------------------------------------------
+
+const PROVIDER_YAML: &str = "id: evil\nname: evil\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    title: TITLE\n    description: things\n    preferred: true\n    service:\n      $ref: evil/v1/services/things.yaml\n";
+
+enum Item {
+    Dir(&'static str),
+    File(&'static str, Vec<u8>),
+    /// A name written straight into the header, bypassing the builder's checks.
+    RawName(&'static str, Vec<u8>),
+    Symlink(&'static str, &'static str),
+    Hardlink(&'static str, &'static str),
+    Fifo(&'static str),
+}
+
+fn tgz(items: Vec<Item>) -> Vec<u8> {
+    let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::best()));
+    for item in items {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        match item {
+            Item::Dir(path) => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, path, std::io::empty())
+                    .unwrap();
+            }
+            Item::File(path, data) => {
+                header.set_size(data.len() as u64);
+                builder
+                    .append_data(&mut header, path, data.as_slice())
+                    .unwrap();
+            }
+            Item::RawName(path, data) => {
+                header.set_size(data.len() as u64);
+                let name = &mut header.as_old_mut().name;
+                name[..path.len()].copy_from_slice(path.as_bytes());
+                header.set_cksum();
+                builder.append(&header, data.as_slice()).unwrap();
+            }
+            Item::Symlink(path, target) | Item::Hardlink(path, target) => {
+                let kind = if matches!(item, Item::Symlink(..)) {
+                    tar::EntryType::Symlink
+                } else {
+                    tar::EntryType::Link
+                };
+                header.set_entry_type(kind);
+                header.set_size(0);
+                builder.append_link(&mut header, path, target).unwrap();
+            }
+            Item::Fifo(path) => {
+                header.set_entry_type(tar::EntryType::Fifo);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, path, std::io::empty())
+                    .unwrap();
+            }
+        }
+    }
+    let mut gz = builder.into_inner().unwrap();
+    gz.flush().unwrap();
+    gz.finish().unwrap()
+}
+
+fn good_items(title: &str) -> Vec<Item> {
+    vec![
+        Item::Dir("v1/"),
+        Item::File(
+            "v1/provider.yaml",
+            PROVIDER_YAML.replace("TITLE", title).into_bytes(),
+        ),
+        Item::File("v1/provider.yaml.sig", b"signature".to_vec()),
+        Item::File(
+            "v1/services/things.yaml",
+            b"openapi: 3.0.0\ninfo: {title: t, version: v1}\npaths: {}\ncomponents:\n  x-stackQL-resources: {}\n".to_vec(),
+        ),
+    ]
+}
+
+fn serve_evil(mock: &Mock, package: Vec<u8>) {
+    mock.route(
+        "/providers/dist/providers.yaml",
+        Reply::bytes(
+            "application/yaml",
+            b"providers:\n  evil:\n    versions:\n    - v1\n".to_vec(),
+        ),
+    );
+    mock.route(
+        "/providers/dist/evil/v1.tgz",
+        Reply::bytes("application/gzip", package),
+    );
+}
+
+fn small_caps(c: &mut EngineConfig) {
+    c.remote.max_download_bytes = 256 * 1024;
+    c.remote.max_unpacked_bytes = 4 * 1024 * 1024;
+    c.remote.max_entry_bytes = 1024 * 1024;
+    c.remote.max_entries = 50;
+}
+
+/// Bytes that do not compress (a simple LCG), to exceed the download cap.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn hostile_packages_are_refused_and_leave_the_root_unchanged() {
+    let with_provider = |mut items: Vec<Item>| {
+        let mut all = good_items("x");
+        all.append(&mut items);
+        tgz(all)
+    };
+    let many: Vec<Item> = (0..60)
+        .map(|i| {
+            Item::File(
+                Box::leak(format!("v1/f{i}.yaml").into_boxed_str()),
+                b"a: 1\n".to_vec(),
+            )
+        })
+        .collect();
+    let bomb: Vec<Item> = (0..8)
+        .map(|i| {
+            Item::File(
+                Box::leak(format!("v1/zeros{i}.yaml").into_boxed_str()),
+                vec![0u8; 900 * 1024],
+            )
+        })
+        .collect();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "dot-dot",
+            with_provider(vec![Item::RawName("v1/../../escape.yaml", b"x".to_vec())]),
+            "climbs out",
+        ),
+        (
+            "absolute",
+            with_provider(vec![Item::RawName("/tmp/escape.yaml", b"x".to_vec())]),
+            "absolute path",
+        ),
+        (
+            "symlink",
+            with_provider(vec![Item::Symlink("v1/link", "/etc/passwd")]),
+            "symbolic link",
+        ),
+        (
+            "hardlink",
+            with_provider(vec![Item::Hardlink("v1/hard", "v1/provider.yaml")]),
+            "hard link",
+        ),
+        ("fifo", with_provider(vec![Item::Fifo("v1/pipe")]), "fifo"),
+        (
+            "outside folder",
+            with_provider(vec![Item::File("v2/provider.yaml", b"x".to_vec())]),
+            "outside the package folder 'v1/'",
+        ),
+        (
+            "big entry",
+            with_provider(vec![Item::File(
+                "v1/services/big.yaml",
+                vec![0u8; 2 * 1024 * 1024],
+            )]),
+            "larger than 1048576 bytes",
+        ),
+        (
+            "bomb",
+            with_provider(bomb),
+            "unpacks to more than 4194304 bytes",
+        ),
+        ("many entries", with_provider(many), "more than 50 entries"),
+        (
+            "download too large",
+            with_provider(vec![Item::File("v1/noise.bin", noise(300 * 1024))]),
+            "larger than 262144 bytes",
+        ),
+        (
+            "duplicate",
+            with_provider(vec![Item::File(
+                "v1/provider.yaml",
+                b"name: evil\n".to_vec(),
+            )]),
+            "appears twice",
+        ),
+        (
+            "no provider.yaml",
+            tgz(vec![Item::File(
+                "v1/services/things.yaml",
+                b"a: 1\n".to_vec(),
+            )]),
+            "no 'v1/provider.yaml'",
+        ),
+        (
+            "wrong name",
+            tgz(vec![Item::File(
+                "v1/provider.yaml",
+                b"name: other\n".to_vec(),
+            )]),
+            "names provider 'other', not 'evil'",
+        ),
+        (
+            "bad yaml",
+            tgz(vec![Item::File(
+                "v1/provider.yaml",
+                b"name: [unclosed\n".to_vec(),
+            )]),
+            "not valid YAML",
+        ),
+        (
+            "not gzip",
+            b"this is not a tarball".to_vec(),
+            "not a readable .tgz",
+        ),
+        (
+            "truncated",
+            {
+                let whole = tgz(good_items("x"));
+                whole[..whole.len() / 2].to_vec()
+            },
+            "not a readable .tgz",
+        ),
+    ];
+    let mock = Mock::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, small_caps);
+    for (name, package, expected) in cases {
+        serve_evil(&mock, package);
+        let err = query_err(&e, "REGISTRY PULL evil").await;
+        assert_eq!(err.kind(), ErrorKind::Registry, "{name}");
+        assert!(err.message().contains(expected), "{name}: {err}");
+        assert!(
+            tree(root.path()).is_empty(),
+            "{name} left {:?}",
+            tree(root.path())
+        );
+    }
+    assert!(!Path::new("/tmp/escape.yaml").exists());
+}
+
+#[tokio::test]
+async fn reinstall_replaces_atomically_and_a_bad_package_keeps_the_old_one() {
+    let mock = Mock::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, small_caps);
+    serve_evil(&mock, tgz(good_items("First")));
+    let out = query(&e, "REGISTRY PULL evil v1").await;
+    assert_eq!(
+        out.messages,
+        vec!["evil provider, version 'v1' successfully installed".to_owned()]
+    );
+    let first = query(&e, "SHOW SERVICES IN evil").await;
+    assert!(first.rows.iter().flatten().any(|c| *c == text("First")));
+
+    // A new build of the same version is picked up at once (cached documents dropped).
+    serve_evil(&mock, tgz(good_items("Second")));
+    query(&e, "REGISTRY PULL evil").await;
+    let second = query(&e, "SHOW SERVICES IN evil").await;
+    assert!(second.rows.iter().flatten().any(|c| *c == text("Second")));
+
+    // A broken build fails and leaves the installed one whole.
+    let before = tree(root.path());
+    serve_evil(
+        &mock,
+        tgz(vec![
+            Item::File("v1/provider.yaml", b"name: evil\n".to_vec()),
+            Item::Symlink("v1/services", "/etc"),
+        ]),
+    );
+    let err = query_err(&e, "REGISTRY PULL evil").await;
+    assert!(err.message().contains("symbolic link"), "{err}");
+    assert_eq!(tree(root.path()), before);
+    let still = query(&e, "SHOW SERVICES IN evil").await;
+    assert!(still.rows.iter().flatten().any(|c| *c == text("Second")));
+}
+
+#[tokio::test]
+async fn cli_registry_list_and_pull() {
+    let mock = Mock::start().await;
+    serve_evil(&mock, tgz(good_items("Cli")));
+    let root = tempfile::tempdir().unwrap();
+    let (root_path, url) = (root.path().to_owned(), format!("{}/providers", mock.url()));
+    let run = move |args: &'static [&'static str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("QUERYGATE_REGISTRY__ROOT", &root_path)
+            .env("QUERYGATE_REGISTRY__URL", &url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (list, pull, one) = tokio::task::spawn_blocking(move || {
+        (
+            run(&["registry", "list", "--output", "csv"]),
+            run(&["registry", "pull", "evil", "--output", "csv"]),
+            run(&["registry", "list", "evil", "-o", "json"]),
+        )
+    })
+    .await
+    .unwrap();
+    for out in [&list, &pull, &one] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout),
+        "provider,versions\r\nevil,v1\r\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&pull.stdout),
+        "message\r\n\"evil provider, version 'v1' successfully installed\"\r\n"
+    );
+    let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(one, json!([{"provider": "evil", "version": "v1"}]));
+    assert!(root.path().join("src/evil/v1/provider.yaml").is_file());
+}
+
+#[tokio::test]
+async fn newest_usable_version_skips_missing_and_too_new_packages() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/providers/dist/providers.yaml",
+        Reply::bytes(
+            "application/yaml",
+            b"providers:\n  evil:\n    versions: [v1, v2, v3]\n".to_vec(),
+        ),
+    );
+    let too_new = PROVIDER_YAML.replace("TITLE", "New").replace(
+        "name: evil\n",
+        "name: evil\nconfig:\n  minStackQLVersion: v3.0.0\n",
+    );
+    mock.route(
+        "/providers/dist/evil/v2.tgz",
+        Reply::bytes(
+            "application/gzip",
+            tgz(vec![Item::File("v2/provider.yaml", too_new.into_bytes())]),
+        ),
+    );
+    mock.route(
+        "/providers/dist/evil/v1.tgz",
+        Reply::bytes("application/gzip", tgz(good_items("Old"))),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let e = registry_engine(root.path(), &mock, small_caps);
+    let outcome = e.registry_pull("evil", None).await.unwrap();
+    assert_eq!(outcome.version, "v1");
+    assert_eq!(
+        outcome.message,
+        "evil provider, version 'v1' successfully installed; skipped newer version 'v3': the registry has no package for it; skipped newer version 'v2': it requires StackQL v3.0.0 or later (config.minStackQLVersion), and querygate reads the provider format of StackQL v0.9.0"
+    );
+    assert_eq!(
+        tree(root.path()),
+        [
+            "src",
+            "src/evil",
+            "src/evil/v1",
+            "src/evil/v1/provider.yaml",
+            "src/evil/v1/services",
+            "src/evil/v1/services/things.yaml",
+        ]
+    );
+    let err = e.registry_pull("evil", Some("v2")).await.unwrap_err();
+    assert!(err.message().contains("requires StackQL v3.0.0"), "{err}");
+    let err = e.registry_pull("evil", Some("v3")).await.unwrap_err();
+    assert!(err.message().contains("has no package"), "{err}");
+    // A failure other than 404 stops the pull: no silent fall-back to an older version.
+    mock.route("/providers/dist/evil/v3.tgz", Reply::status(503, "busy"));
+    let err = e.registry_pull("evil", None).await.unwrap_err();
+    assert!(err.message().contains("returned 503"), "{err}");
+    // An empty quoted provider lists everything.
+    let all = query(&e, "REGISTRY LIST ''").await;
+    assert_eq!(all.columns, ["provider", "versions"]);
+    assert_eq!(all.rows, vec![vec![text("evil"), text("v1, v2, v3")]]);
+}
