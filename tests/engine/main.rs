@@ -5,9 +5,11 @@
 
 mod compat;
 mod config_cli;
+mod credentials;
 mod discovery;
 mod errors;
 mod fanout_joins;
+mod logs;
 mod mock;
 mod mutations;
 mod pagination;

@@ -79,8 +79,8 @@ impl Reply {
 /// answers successive requests and its last reply repeats.
 type Routes = Arc<Mutex<HashMap<String, std::collections::VecDeque<Reply>>>>;
 
-/// The mock server. Routes are keyed by path plus query (`/a?b=c`), by path plus the
-/// `x-page-token` header (`/a|x-page-token=t`), by HTTP method and path (`POST /a`), or by
+/// The mock server. Routes are keyed by path plus a header value (`/a|x-page-token=t`), by
+/// path plus query (`/a?b=c`), by HTTP method and path (`POST /a`), or by
 /// path alone, tried in that order.
 pub struct Mock {
     addr: SocketAddr,
@@ -167,11 +167,17 @@ fn answer(
     let mut routes = routes.lock().unwrap();
     let exact = query.as_ref().map(|q| format!("{path}?{q}"));
     // `path|x-page-token=v` routes a request carrying that header (header-token paging).
-    let by_header = request
-        .headers
-        .get("x-page-token")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| format!("{path}|x-page-token={v}"));
+    // `path|header=value` routes a request carrying that header value.
+    let by_header = routes
+        .keys()
+        .filter_map(|key| {
+            let (route_path, condition) = key.split_once('|')?;
+            let (name, value) = condition.split_once('=')?;
+            let matches = route_path == path
+                && request.headers.get(name).and_then(|v| v.to_str().ok()) == Some(value);
+            matches.then(|| key.clone())
+        })
+        .next();
     let by_method = format!("{} {path}", request.method);
     let key = [by_header, exact, Some(by_method), Some(path)]
         .into_iter()

@@ -256,10 +256,8 @@ async fn pull_explicit_versions_refused_with_reasons() {
     // Explicit and usable.
     let out = query(&e, "REGISTRY PULL google v0.1.2;").await;
     assert_eq!(
-        out.rows,
-        vec![vec![text(
-            "google provider, version 'v0.1.2' successfully installed"
-        )]]
+        out.messages,
+        vec!["google provider, version 'v0.1.2' successfully installed".to_owned()]
     );
 }
 
