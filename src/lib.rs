@@ -20,7 +20,12 @@
 //!   sql/          statement parsing (sqlparser + our SHOW/DESCRIBE/EXEC/REGISTRY), finding
 //!                 provider.service.resource tables anywhere and rewriting them to local tables
 //!   plan          per table occurrence: params from WHERE/ON, method choice, fan-out, join order
-//!   upstream/     reqwest calls: URL building, auth, pagination, typed HTTP errors
+//!   select        runs a query: table loads in waves, pages into SQLite, then the SQL
+//!   mutate        INSERT/UPDATE/REPLACE/DELETE and EXEC: method choice, params vs typed body
+//!   credentials/  per-tenant stores (dotenv file + process env for default), token cache,
+//!                 the reload report (status, SHA-256 change detection)
+//!   reload        reload_credentials: re-source → drop derived auth state → report
+//!   upstream/     reqwest calls: URL building, auth, pagination, read retries, typed HTTP errors
 //!   rows          response bytes → rows, decoded straight into SQLite binds (no Value tree)
 //!   eval/         embedded SQLite on a dedicated thread per query; StackQL's SQL functions
 //!   discovery     providers, services, resources, methods, columns, method contracts
