@@ -148,7 +148,10 @@ impl CredentialStore {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::new(
                     ErrorKind::Credentials,
-                    format!("failed to source env file '{}' not found", path.display()),
+                    format!(
+                        "env file '{}' not found: it is configured but has gone missing; restore it, then call reload_credentials again",
+                        path.display()
+                    ),
                 ));
             }
             Err(err) => {
