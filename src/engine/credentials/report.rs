@@ -8,7 +8,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::store::CredentialSource;
-use crate::engine::upstream::check_auth_material;
+use crate::engine::upstream::{aws_session_token_var, check_auth_material};
 
 /// Whether a provider's credentials resolve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,6 +65,7 @@ const VARIABLE_FIELDS: &[&str] = &[
     "api_secret_var",
     "client_id_env_var",
     "client_secret_env_var",
+    "sessiontokenenvvar",
 ];
 
 /// Fields holding credential material (or a path to it) inline in the document or config.
@@ -75,6 +76,7 @@ const INLINE_FIELDS: &[&str] = &[
     "api_secret",
     "client_id",
     "client_secret",
+    "keyID",
 ];
 
 fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
@@ -116,7 +118,10 @@ pub(crate) fn sourced_from(auth: &Value) -> String {
             return format!("env:{a},env:{b}");
         }
     }
-    if field(auth, "username").is_some() || field(auth, "api_key").is_some() {
+    if field(auth, "username").is_some()
+        || field(auth, "api_key").is_some()
+        || field(auth, "client_id").is_some()
+    {
         return "inline".to_owned();
     }
     "none".to_owned()
@@ -149,6 +154,16 @@ pub(crate) fn fingerprint(auth: &Value, credentials: &dyn CredentialSource) -> [
                     piece("file-from-env", contents.as_deref());
                 }
             }
+        }
+        // aws_signing_v4 reads AWS_SESSION_TOKEN when no variable is named.
+        if field(auth, "type") == Some("aws_signing_v4")
+            && field(auth, "sessiontokenenvvar").is_none()
+        {
+            let var = aws_session_token_var(auth);
+            piece(
+                &format!("session={var}"),
+                credentials.get(var).as_deref().map(str::as_bytes),
+            );
         }
         for key in INLINE_FIELDS {
             if let Some(value) = field(auth, key) {

@@ -6,7 +6,10 @@ mod auth;
 mod pagination;
 mod retry;
 
-pub(crate) use auth::{AuthParts, check_material as check_auth_material, resolve as resolve_auth};
+pub(crate) use auth::{
+    AuthParts, check_material as check_auth_material, resolve as resolve_auth,
+    session_token_var as aws_session_token_var,
+};
 
 use std::time::Duration;
 
