@@ -143,10 +143,21 @@ pub(super) async fn exchange(
     Ok(value)
 }
 
-/// The `Authorization` value and lifetime from a token response.
+/// The `Authorization` value and lifetime from a token response: JSON, or (as some older
+/// endpoints answer) a form-encoded body with the same fields.
 fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration), String> {
-    let json: Value = serde_json::from_slice(body)
-        .map_err(|_| "answered with a body that is not JSON".to_owned())?;
+    let json: Value = match serde_json::from_slice(body) {
+        Ok(json) => json,
+        Err(_) => {
+            let fields: serde_json::Map<String, Value> = url::form_urlencoded::parse(body)
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect();
+            if !fields.contains_key("access_token") {
+                return Err("answered with a body that is neither JSON nor a form".to_owned());
+            }
+            Value::Object(fields)
+        }
+    };
     let token = json
         .get("access_token")
         .and_then(Value::as_str)
@@ -207,6 +218,10 @@ mod tests {
         );
         assert!(parse_answer(br#"{"token_type":"bearer"}"#).is_err());
         assert!(parse_answer(b"<html>").is_err());
+        let (value, lifetime) =
+            parse_answer(b"access_token=gho_x&token_type=bearer&expires_in=7200").unwrap();
+        assert_eq!(value, "Bearer gho_x");
+        assert_eq!(lifetime, Duration::from_secs(7200));
     }
 
     #[test]
