@@ -548,3 +548,82 @@ async fn aws_signing_v4_missing_key_id_is_named_and_nothing_is_sent() {
         "{err}"
     );
 }
+
+/// google's real document declares `service_account` from `GCP_SERVICE_ACCOUNT_KEY` (the key
+/// JSON itself); with no auth override, that is what the engine now runs.
+#[tokio::test]
+async fn google_document_service_account_auth_runs_as_declared() {
+    let root = match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
+        Ok(root) if !root.is_empty() => std::path::PathBuf::from(root),
+        _ => {
+            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping compatibility test");
+            return;
+        }
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "POST /token",
+        Reply::json(json!({"access_token": "ya29.google", "expires_in": 3599})),
+    );
+    mock.route(
+        "/compute/v1/projects/p/zones/z/acceleratorTypes",
+        Reply::json(json!({"items": [{"name": "nvidia-tesla-t4"}]})),
+    );
+    let mut config = querygate::engine::EngineConfig::new(root);
+    config.providers.insert(
+        "google".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(format!("{}/compute/v1", mock.url())),
+            ..Default::default()
+        },
+    );
+    let engine = Engine::new(config).unwrap();
+    let cx = cx(&[("GCP_SERVICE_ACCOUNT_KEY", &key_json(&mock))]);
+    let out = engine
+        .execute(
+            &cx,
+            "SELECT name FROM google.compute.acceleratorTypes WHERE project = 'p' AND zone = 'z'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![text("nvidia-tesla-t4")]]);
+    let token = requests_to(&mock, "POST", "/token").pop().unwrap();
+    let assertion = form(&token)["assertion"].clone();
+    let claims: Assertion = jsonwebtoken::decode(
+        &assertion,
+        &jsonwebtoken::DecodingKey::from_rsa_pem(fixture("sa-test-key.pub.pem").as_bytes())
+            .unwrap(),
+        &{
+            let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+            v.set_audience(&[format!("{}/token", mock.url())]);
+            v
+        },
+    )
+    .unwrap()
+    .claims;
+    // No scopes in the document: the cloud-platform default.
+    assert_eq!(
+        claims.scope,
+        "https://www.googleapis.com/auth/cloud-platform"
+    );
+    assert_eq!(
+        requests_to(
+            &mock,
+            "GET",
+            "/compute/v1/projects/p/zones/z/acceleratorTypes"
+        )
+        .pop()
+        .unwrap()
+        .headers["authorization"],
+        "Bearer ya29.google"
+    );
+    let report = engine
+        .reload_credentials(&cx, Some("google"))
+        .await
+        .unwrap();
+    assert_eq!(report.providers[0].status, CredentialStatus::Ok);
+    assert_eq!(
+        report.providers[0].sourced_from,
+        "env:GCP_SERVICE_ACCOUNT_KEY"
+    );
+}
