@@ -627,3 +627,32 @@ async fn google_document_service_account_auth_runs_as_declared() {
         "env:GCP_SERVICE_ACCOUNT_KEY"
     );
 }
+
+/// A connection failure names the request without its query string, which may carry a key.
+#[tokio::test]
+async fn unreachable_upstream_errors_do_not_show_query_credentials() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut config = querygate::engine::EngineConfig::new(crate::support::fixture_registry());
+    config.providers.insert(
+        "testapi".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(url),
+            auth: Some(json!({"type": "api_key", "credentialsenvvar": "K",
+                              "location": "query", "name": "key"})),
+            ..Default::default()
+        },
+    );
+    config.upstream.retry.attempts = 1;
+    let engine = Engine::new(config).unwrap();
+    let err = engine
+        .execute(
+            &cx(&[("K", SECRET)]),
+            "SELECT name FROM testapi.items.single",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpstreamUnavailable, "{err}");
+    assert!(!err.to_string().contains(SECRET), "secret leaked: {err}");
+}

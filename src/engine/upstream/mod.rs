@@ -198,6 +198,8 @@ impl Upstream {
             .map_err(|err| Error::internal(format!("cannot build upstream request: {err}")))?;
         auth.apply(&mut request)?;
         let unavailable = |err: reqwest::Error| {
+            // reqwest's text names the URL with its query, which may carry a key.
+            let err = err.without_url();
             let what = if err.is_timeout() {
                 "timed out"
             } else {
