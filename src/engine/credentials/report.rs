@@ -210,6 +210,22 @@ mod tests {
             sourced_from(&json!({"type": "service_account", "credentialsfilepath": "/k.json"})),
             "file:/k.json"
         );
+        assert_eq!(
+            sourced_from(
+                &json!({"type": "aws_signing_v4", "credentialsenvvar": "AWS_SECRET_ACCESS_KEY",
+                                 "keyIDenvvar": "AWS_ACCESS_KEY_ID"})
+            ),
+            "env:AWS_SECRET_ACCESS_KEY"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "oauth2", "client_id_env_var": "I",
+                                 "client_secret_env_var": "S"})),
+            "env:I,env:S"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "oauth2", "client_id": "i", "client_secret": "s"})),
+            "inline"
+        );
         assert_eq!(sourced_from(&json!({"type": "null_auth"})), "none");
         assert_eq!(auth_type(&Value::Null), "null_auth");
     }
@@ -225,5 +241,24 @@ mod tests {
         assert_eq!(fingerprint(&auth, &one), fingerprint(&auth, &same));
         assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &other));
         assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &missing));
+    }
+
+    #[test]
+    fn aws_fingerprint_follows_the_session_token_and_key_id() {
+        let auth = json!({"type": "aws_signing_v4", "credentialsenvvar": "S", "keyIDenvvar": "K"});
+        let base = [
+            ("S".to_owned(), "s".to_owned()),
+            ("K".to_owned(), "k".to_owned()),
+        ];
+        let plain = CredentialStore::fixed(base.clone());
+        let mut with_token = base.to_vec();
+        with_token.push(("AWS_SESSION_TOKEN".to_owned(), "t".to_owned()));
+        let with_token = CredentialStore::fixed(with_token);
+        let other_key = CredentialStore::fixed([
+            ("S".to_owned(), "s".to_owned()),
+            ("K".to_owned(), "k2".to_owned()),
+        ]);
+        assert_ne!(fingerprint(&auth, &plain), fingerprint(&auth, &with_token));
+        assert_ne!(fingerprint(&auth, &plain), fingerprint(&auth, &other_key));
     }
 }

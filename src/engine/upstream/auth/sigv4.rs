@@ -294,6 +294,22 @@ mod tests {
     }
 
     #[test]
+    fn bodies_are_part_of_the_signature() {
+        let signer = suite_signer(Some("us-east-1"), Some("service"));
+        let signature = |body: &'static str| {
+            let mut request = request("POST", "https://example.amazonaws.com/");
+            *request.body_mut() = Some(reqwest::Body::from(body));
+            signer.sign_at(&mut request, suite_time()).unwrap();
+            request.headers()["authorization"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_ne!(signature("{\"a\":1}"), signature("{\"a\":2}"));
+        assert_eq!(signature("{\"a\":1}"), signature("{\"a\":1}"));
+    }
+
+    #[test]
     fn hosts_give_region_and_service() {
         let pair = |r: &str, s: &str| Some((r.to_owned(), s.to_owned()));
         assert_eq!(

@@ -22,6 +22,9 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 /// How long a token is kept when the endpoint gives no `expires_in`.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 
+/// Longer lifetimes are cut to this (and an absurd `expires_in` cannot overflow a clock).
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 /// The cache key of a token obtained with `material`: `<provider>/<sha256-hex>`. Each piece
 /// is length-prefixed so that no two different materials hash alike.
 pub(super) fn cache_key(provider: &str, material: &[&[u8]]) -> String {
@@ -179,7 +182,8 @@ fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration), String> 
     };
     let lifetime = expires_in
         .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_LIFETIME);
+        .unwrap_or(DEFAULT_LIFETIME)
+        .min(MAX_LIFETIME);
     Ok((value, lifetime))
 }
 
@@ -212,6 +216,9 @@ mod tests {
         assert_eq!(lifetime, Duration::from_secs(3599));
         let (_, lifetime) = parse_answer(br#"{"access_token":"abc","expires_in":"60"}"#).unwrap();
         assert_eq!(lifetime, Duration::from_secs(60));
+        let (_, lifetime) =
+            parse_answer(br#"{"access_token":"abc","expires_in":18446744073709551615}"#).unwrap();
+        assert_eq!(lifetime, MAX_LIFETIME);
         assert_eq!(
             parse_answer(br#"{"access_token":"abc"}"#).unwrap().1,
             DEFAULT_LIFETIME
