@@ -425,7 +425,13 @@ async fn send_all(
 ) -> Result<QueryOutput> {
     let resource = &prepared.resource;
     let method = prepared.method();
-    let auth = resolve_auth(&resource.provider, &prepared.auth, cx.credentials.as_ref())?;
+    let auth = resolve_auth(
+        &inner.upstream,
+        &resource.provider,
+        &prepared.auth,
+        &cx.credentials,
+    )
+    .await?;
     let total = prepared.requests.len();
     let mut messages = Vec::with_capacity(total);
     let mut bodies = Vec::new();

@@ -218,7 +218,7 @@ async fn load_table(
     let auth = if legs.is_empty() {
         None
     } else {
-        Some(resolve_auth(provider, &job.auth, cx.credentials.as_ref())?)
+        Some(resolve_auth(&inner.upstream, provider, &job.auth, &cx.credentials).await?)
     };
     if !plan.dynamic_columns {
         db.create_table(&plan.local, plan.columns.clone()).await?;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::store::CredentialSource;
-use crate::engine::upstream::check_auth_material;
+use crate::engine::upstream::{aws_session_token_var, check_auth_material};
 
 /// Whether a provider's credentials resolve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,6 +65,7 @@ const VARIABLE_FIELDS: &[&str] = &[
     "api_secret_var",
     "client_id_env_var",
     "client_secret_env_var",
+    "sessiontokenenvvar",
 ];
 
 /// Fields holding credential material (or a path to it) inline in the document or config.
@@ -75,6 +76,7 @@ const INLINE_FIELDS: &[&str] = &[
     "api_secret",
     "client_id",
     "client_secret",
+    "keyID",
 ];
 
 fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
@@ -116,7 +118,10 @@ pub(crate) fn sourced_from(auth: &Value) -> String {
             return format!("env:{a},env:{b}");
         }
     }
-    if field(auth, "username").is_some() || field(auth, "api_key").is_some() {
+    if field(auth, "username").is_some()
+        || field(auth, "api_key").is_some()
+        || field(auth, "client_id").is_some()
+    {
         return "inline".to_owned();
     }
     "none".to_owned()
@@ -149,6 +154,16 @@ pub(crate) fn fingerprint(auth: &Value, credentials: &dyn CredentialSource) -> [
                     piece("file-from-env", contents.as_deref());
                 }
             }
+        }
+        // aws_signing_v4 reads AWS_SESSION_TOKEN when no variable is named.
+        if field(auth, "type") == Some("aws_signing_v4")
+            && field(auth, "sessiontokenenvvar").is_none()
+        {
+            let var = aws_session_token_var(auth);
+            piece(
+                &format!("session={var}"),
+                credentials.get(var).as_deref().map(str::as_bytes),
+            );
         }
         for key in INLINE_FIELDS {
             if let Some(value) = field(auth, key) {
@@ -195,6 +210,22 @@ mod tests {
             sourced_from(&json!({"type": "service_account", "credentialsfilepath": "/k.json"})),
             "file:/k.json"
         );
+        assert_eq!(
+            sourced_from(
+                &json!({"type": "aws_signing_v4", "credentialsenvvar": "AWS_SECRET_ACCESS_KEY",
+                                 "keyIDenvvar": "AWS_ACCESS_KEY_ID"})
+            ),
+            "env:AWS_SECRET_ACCESS_KEY"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "oauth2", "client_id_env_var": "I",
+                                 "client_secret_env_var": "S"})),
+            "env:I,env:S"
+        );
+        assert_eq!(
+            sourced_from(&json!({"type": "oauth2", "client_id": "i", "client_secret": "s"})),
+            "inline"
+        );
         assert_eq!(sourced_from(&json!({"type": "null_auth"})), "none");
         assert_eq!(auth_type(&Value::Null), "null_auth");
     }
@@ -210,5 +241,24 @@ mod tests {
         assert_eq!(fingerprint(&auth, &one), fingerprint(&auth, &same));
         assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &other));
         assert_ne!(fingerprint(&auth, &one), fingerprint(&auth, &missing));
+    }
+
+    #[test]
+    fn aws_fingerprint_follows_the_session_token_and_key_id() {
+        let auth = json!({"type": "aws_signing_v4", "credentialsenvvar": "S", "keyIDenvvar": "K"});
+        let base = [
+            ("S".to_owned(), "s".to_owned()),
+            ("K".to_owned(), "k".to_owned()),
+        ];
+        let plain = CredentialStore::fixed(base.clone());
+        let mut with_token = base.to_vec();
+        with_token.push(("AWS_SESSION_TOKEN".to_owned(), "t".to_owned()));
+        let with_token = CredentialStore::fixed(with_token);
+        let other_key = CredentialStore::fixed([
+            ("S".to_owned(), "s".to_owned()),
+            ("K".to_owned(), "k2".to_owned()),
+        ]);
+        assert_ne!(fingerprint(&auth, &plain), fingerprint(&auth, &with_token));
+        assert_ne!(fingerprint(&auth, &plain), fingerprint(&auth, &other_key));
     }
 }

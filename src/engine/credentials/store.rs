@@ -29,9 +29,10 @@ pub struct SourceOutcome {
 }
 
 /// A token obtained from a token endpoint, kept until shortly before it expires.
+/// Holds a secret: no `Debug`.
 #[derive(Clone)]
-#[allow(dead_code)] // Used by the token-based auth types (oauth2, service_account).
 pub(crate) struct CachedToken {
+    /// What the auth sends: the `Authorization` header value (`Bearer <token>`).
     pub(crate) value: String,
     pub(crate) expires_at: Instant,
 }
@@ -42,7 +43,6 @@ pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<String, CachedToken>>,
 }
 
-#[allow(dead_code)] // Used by the token-based auth types (oauth2, service_account).
 impl TokenCache {
     /// A token still valid at `now`.
     pub(crate) fn get(&self, key: &str, now: Instant) -> Option<String> {

@@ -6,7 +6,10 @@ mod auth;
 mod pagination;
 mod retry;
 
-pub(crate) use auth::{AuthParts, check_material as check_auth_material, resolve as resolve_auth};
+pub(crate) use auth::{
+    AuthParts, check_material as check_auth_material, resolve as resolve_auth,
+    session_token_var as aws_session_token_var,
+};
 
 use std::time::Duration;
 
@@ -242,6 +245,8 @@ impl Upstream {
             .map_err(|err| Error::internal(format!("cannot build upstream request: {err}")))?;
         auth.apply(&mut request)?;
         let unavailable = |err: reqwest::Error| {
+            // reqwest's text names the URL with its query, which may carry a key.
+            let err = err.without_url();
             let what = if err.is_timeout() {
                 "timed out"
             } else {

@@ -1,17 +1,37 @@
 //! Applies a provider's `config.auth` to a request, reading secrets through the tenant's
-//! credential source. Secret values never appear in errors or logs: only variable names.
+//! credential source. Secret values never appear in errors or logs: only variable names
+//! and file paths.
+//!
+//! [`resolve`] runs once per table load (it may fetch a token, so it is async);
+//! [`AuthParts::apply`] runs on every request once it is fully built, and signs it when the
+//! auth is `aws_signing_v4`.
 
-use base64::Engine as _;
+mod oauth2;
+mod service_account;
+mod sigv4;
+mod static_keys;
+mod token;
+
+pub(crate) use sigv4::session_token_var;
+
 use serde_json::Value;
 
-use crate::engine::credentials::CredentialSource;
+use self::sigv4::Signer;
+use super::Upstream;
+use crate::engine::credentials::{CredentialSource, CredentialStore};
 use crate::engine::error::{Error, ErrorKind, Result};
+
+/// The auth types [`resolve`] knows.
+const SUPPORTED: &str =
+    "basic, bearer, api_key, custom, oauth2, service_account, aws_signing_v4, null_auth";
 
 /// What auth adds to a request.
 #[derive(Default)]
 pub(crate) struct AuthParts {
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) query: Vec<(String, String)>,
+    /// Signs each request once it is built (`aws_signing_v4`).
+    pub(crate) signer: Option<Signer>,
 }
 
 impl std::fmt::Debug for AuthParts {
@@ -26,13 +46,15 @@ impl std::fmt::Debug for AuthParts {
                 "query",
                 &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
+            .field("signer", &self.signer)
             .finish()
     }
 }
 
 impl AuthParts {
     /// Adds the auth to a built request: query parameters, then headers (marked
-    /// sensitive so they never show in debug output).
+    /// sensitive so they never show in debug output), then the signature if any, over
+    /// the final URL, headers and body.
     pub(crate) fn apply(&self, request: &mut reqwest::Request) -> Result<()> {
         if !self.query.is_empty() {
             let mut pairs = request.url_mut().query_pairs_mut();
@@ -48,6 +70,9 @@ impl AuthParts {
             value.set_sensitive(true);
             request.headers_mut().insert(name, value);
         }
+        if let Some(signer) = &self.signer {
+            signer.sign(request)?;
+        }
         Ok(())
     }
 }
@@ -62,11 +87,14 @@ pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
     )
 }
 
-/// Resolves `auth` (a provider's `config.auth`, or `null`) into headers and query params.
-pub(crate) fn resolve(
+/// Resolves `auth` (a provider's `config.auth`, or `null`) into headers, query params and
+/// a signer. Token-based types (`oauth2`, `service_account`) take a cached token or fetch
+/// one through `upstream`'s client (same timeouts and size limit as API calls).
+pub(crate) async fn resolve(
+    upstream: &Upstream,
     provider: &str,
     auth: &Value,
-    credentials: &dyn CredentialSource,
+    credentials: &CredentialStore,
 ) -> Result<AuthParts> {
     let mut parts = AuthParts::default();
     let mut current = Some(auth);
@@ -78,7 +106,33 @@ pub(crate) fn resolve(
                 "provider '{provider}': auth successor chain is longer than 8"
             )));
         }
-        apply_one(provider, auth, credentials, &mut parts)?;
+        let kind = field(auth, "type").unwrap_or("null_auth");
+        match kind {
+            "null_auth" | "none" | "null" => {}
+            "basic" | "bearer" | "api_key" | "custom" => {
+                static_keys::apply(provider, kind, auth, credentials, &mut parts)?;
+            }
+            "oauth2" => {
+                let value = oauth2::authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
+            "service_account" => {
+                let value =
+                    service_account::authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
+            "aws_signing_v4" => {
+                parts.signer = Some(Signer::resolve(provider, auth, credentials)?);
+            }
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Credentials,
+                    format!(
+                        "auth type '{other}' of provider '{provider}' is not supported (supported: {SUPPORTED})"
+                    ),
+                ));
+            }
+        }
         current = auth.get("successor");
     }
     // Checked here, once per statement, so a bad credential is reported for its provider.
@@ -101,117 +155,12 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-fn apply_one(
-    provider: &str,
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-    parts: &mut AuthParts,
-) -> Result<()> {
-    let kind = field(auth, "type").unwrap_or("null_auth");
-    match kind {
-        "null_auth" | "none" | "null" => Ok(()),
-        "basic" => {
-            let secret = secret_bytes(provider, auth, credentials)?;
-            let prefix = field(auth, "valuePrefix").unwrap_or("Basic ");
-            parts
-                .headers
-                .push(("Authorization".to_owned(), format!("{prefix}{secret}")));
-            Ok(())
-        }
-        "bearer" => {
-            let secret = secret_bytes(provider, auth, credentials)?;
-            parts
-                .headers
-                .push(("Authorization".to_owned(), format!("Bearer {secret}")));
-            Ok(())
-        }
-        "api_key" => {
-            let secret = secret_bytes(provider, auth, credentials)?;
-            let prefix = field(auth, "valuePrefix").unwrap_or("");
-            match (field(auth, "location"), field(auth, "name")) {
-                (Some("query"), Some(name)) => parts
-                    .query
-                    .push((name.to_owned(), format!("{prefix}{secret}"))),
-                (Some("header"), Some(name)) => parts
-                    .headers
-                    .push((name.to_owned(), format!("{prefix}{secret}"))),
-                _ => {
-                    let prefix = field(auth, "valuePrefix").unwrap_or("api_key ");
-                    parts
-                        .headers
-                        .push(("Authorization".to_owned(), format!("{prefix}{secret}")));
-                }
-            }
-            Ok(())
-        }
-        "custom" => {
-            let secret = secret_bytes(provider, auth, credentials)?;
-            let name = field(auth, "name").ok_or_else(|| {
-                Error::bad_document(format!("provider '{provider}': custom auth needs a 'name'"))
-            })?;
-            let prefix = field(auth, "valuePrefix").unwrap_or("");
-            match field(auth, "location").unwrap_or("header") {
-                "header" => parts
-                    .headers
-                    .push((name.to_owned(), format!("{prefix}{secret}"))),
-                "query" => parts
-                    .query
-                    .push((name.to_owned(), format!("{prefix}{secret}"))),
-                other => {
-                    return Err(Error::bad_document(format!(
-                        "provider '{provider}': custom auth location '{other}' is not header or query"
-                    )));
-                }
-            }
-            Ok(())
-        }
-        other => Err(Error::new(
-            ErrorKind::Credentials,
-            format!("auth type '{other}' of provider '{provider}' is not supported yet"),
-        )),
-    }
-}
-
-/// The credential material, as StackQL's `GetCredentialsBytes` finds it: `credentialsenvvar`
-/// (used as is), else `username_var`+`password_var` or `api_key_var`+`api_secret_var`
-/// (base64 of `a:b`).
-fn secret_bytes(
-    provider: &str,
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> Result<String> {
-    secret_material(auth, credentials).map_err(|cause| credential_error(provider, &cause))
-}
-
-/// [`secret_bytes`] with the cause alone as the error (for the credential report).
-fn secret_material(
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> std::result::Result<String, String> {
-    let read = |var: &str| -> std::result::Result<String, String> {
-        credentials
-            .get(var)
-            .ok_or_else(|| format!("variable {var} is not set"))
-    };
-    if let Some(var) = field(auth, "credentialsenvvar") {
-        return read(var);
-    }
-    for (user_key, pass_key) in [
-        ("username_var", "password_var"),
-        ("api_key_var", "api_secret_var"),
-    ] {
-        if let (Some(user), Some(pass)) = (field(auth, user_key), field(auth, pass_key)) {
-            let joined = format!("{}:{}", read(user)?, read(pass)?);
-            return Ok(base64::engine::general_purpose::STANDARD.encode(joined));
-        }
-    }
-    Err("the provider's auth config names no credential variable".to_owned())
-}
-
 /// Checks, without any network call, that the material every auth of the chain needs is
-/// present. `Ok(true)`: checked and present; `Ok(false)`: nothing to check (e.g.
-/// `null_auth`); `Err(cause)`: missing or unusable, with a cause that names variables,
-/// never values.
+/// present: the secret of the static types, the client id and secret of `oauth2`, a
+/// readable key with `client_email` and `private_key` for `service_account`, key id and
+/// secret for `aws_signing_v4`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
+/// check (e.g. `null_auth`); `Err(cause)`: missing or unusable, with a cause that names
+/// variables and paths, never values.
 pub(crate) fn check_material(
     auth: &Value,
     credentials: &dyn CredentialSource,
@@ -223,7 +172,19 @@ pub(crate) fn check_material(
         depth += 1;
         match field(auth, "type").unwrap_or("null_auth") {
             "basic" | "bearer" | "api_key" | "custom" => {
-                secret_material(auth, credentials)?;
+                static_keys::secret_material(auth, credentials)?;
+                checked = true;
+            }
+            "oauth2" => {
+                oauth2::check(auth, credentials)?;
+                checked = true;
+            }
+            "service_account" => {
+                service_account::check(auth, credentials)?;
+                checked = true;
+            }
+            "aws_signing_v4" => {
+                sigv4::check(auth, credentials)?;
                 checked = true;
             }
             _ => {}
@@ -239,6 +200,17 @@ mod tests {
     use crate::engine::credentials::CredentialStore;
     use serde_json::json;
 
+    fn upstream() -> Upstream {
+        Upstream::new(crate::engine::upstream::UpstreamSettings {
+            timeout: std::time::Duration::from_secs(5),
+            connect_timeout: std::time::Duration::from_secs(5),
+            page_limit: 0,
+            max_response_bytes: 1 << 20,
+            retry: Default::default(),
+        })
+        .unwrap()
+    }
+
     fn creds() -> CredentialStore {
         CredentialStore::fixed([
             ("TOKEN".to_owned(), "s3cr3t".to_owned()),
@@ -247,56 +219,103 @@ mod tests {
         ])
     }
 
-    #[test]
-    fn each_type_puts_the_secret_where_it_belongs() {
+    #[tokio::test]
+    async fn each_type_puts_the_secret_where_it_belongs() {
+        let up = upstream();
         let basic = resolve(
+            &up,
             "p",
             &json!({"type": "basic", "credentialsenvvar": "TOKEN"}),
             &creds(),
         )
+        .await
         .unwrap();
         assert_eq!(
             basic.headers,
             vec![("Authorization".to_owned(), "Basic s3cr3t".to_owned())]
         );
         let pair = resolve(
+            &up,
             "p",
             &json!({"type": "basic", "username_var": "U", "password_var": "P"}),
             &creds(),
         )
+        .await
         .unwrap();
         assert_eq!(pair.headers[0].1, "Basic dXNlcjpwYXNz");
         let bearer = resolve(
+            &up,
             "p",
             &json!({"type": "bearer", "credentialsenvvar": "TOKEN"}),
             &creds(),
         )
+        .await
         .unwrap();
         assert_eq!(bearer.headers[0].1, "Bearer s3cr3t");
         let custom = resolve(
+            &up,
             "p",
             &json!({"type": "custom", "location": "query", "name": "key", "credentialsenvvar": "TOKEN",
                     "successor": {"type": "custom", "location": "header", "name": "X-U", "credentialsenvvar": "U"}}),
             &creds(),
         )
+        .await
         .unwrap();
         assert_eq!(custom.query, vec![("key".to_owned(), "s3cr3t".to_owned())]);
         assert_eq!(custom.headers, vec![("X-U".to_owned(), "user".to_owned())]);
-        let none = resolve("p", &json!({"type": "null_auth"}), &creds()).unwrap();
+        let none = resolve(&up, "p", &json!({"type": "null_auth"}), &creds())
+            .await
+            .unwrap();
         assert!(none.headers.is_empty() && none.query.is_empty());
     }
 
-    #[test]
-    fn missing_variable_names_the_variable_not_a_value() {
+    #[tokio::test]
+    async fn missing_variable_names_the_variable_not_a_value() {
         let err = resolve(
+            &upstream(),
             "gh",
             &json!({"type": "basic", "credentialsenvvar": "NOPE"}),
             &creds(),
         )
+        .await
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Credentials);
         assert!(err.message().starts_with(
             "credential resolution failed for provider 'gh' (variable NOPE is not set)"
         ));
+    }
+
+    #[tokio::test]
+    async fn unknown_types_fail_and_signing_types_check_their_material() {
+        let err = resolve(
+            &upstream(),
+            "az",
+            &json!({"type": "azure_default"}),
+            &creds(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Credentials);
+        assert!(
+            err.message()
+                .starts_with("auth type 'azure_default' of provider 'az' is not supported"),
+            "{err}"
+        );
+        let aws =
+            json!({"type": "aws_signing_v4", "keyIDenvvar": "U", "credentialsenvvar": "TOKEN"});
+        let parts = resolve(&upstream(), "aws", &aws, &creds()).await.unwrap();
+        assert!(parts.signer.is_some() && parts.headers.is_empty());
+        assert!(!format!("{parts:?}").contains("s3cr3t"));
+        assert_eq!(check_material(&aws, &creds()), Ok(true));
+        let oauth = json!({"type": "oauth2", "token_url": "https://t", "client_id_env_var": "U",
+                           "client_secret_env_var": "MISSING"});
+        assert_eq!(
+            check_material(&oauth, &creds()),
+            Err("variable MISSING is not set".to_owned())
+        );
+        assert_eq!(
+            check_material(&json!({"type": "null_auth"}), &creds()),
+            Ok(false)
+        );
     }
 }
