@@ -656,3 +656,30 @@ async fn unreachable_upstream_errors_do_not_show_query_credentials() {
     assert_eq!(err.kind(), ErrorKind::UpstreamUnavailable, "{err}");
     assert!(!err.to_string().contains(SECRET), "secret leaked: {err}");
 }
+
+#[tokio::test]
+async fn aws_signing_v4_signs_a_write_with_its_body() {
+    let mock = Mock::start().await;
+    mock.route(
+        "POST /orgs/acme/widgets",
+        Reply::json(json!({"id": "w-1"})).status_code(201),
+    );
+    let engine = with_auth(&mock, aws_auth());
+    let cx = cx(&[
+        ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+        ("AWS_SECRET_ACCESS_KEY", SECRET),
+    ]);
+    engine
+        .execute(
+            &cx,
+            "INSERT INTO testapi.widgets.widgets (org, name, size) VALUES ('acme', 'w', 2)",
+        )
+        .await
+        .unwrap();
+    let calls = requests_to(&mock, "POST", "/orgs/acme/widgets");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].body_text(), r#"{"name":"w","size":2}"#);
+    let signed = calls[0].headers["authorization"].to_str().unwrap();
+    assert!(signed.contains("content-type"), "{signed}");
+    verify_sigv4(&calls[0], SECRET, "eu-west-1", "ec2");
+}
