@@ -1,5 +1,5 @@
-//! Integration tests of the engine, driven through its public API against a mock upstream
-//! on 127.0.0.1 (and the real provider documents of `QUERYGATE_COMPAT_REGISTRY`).
+//! Integration tests, driven through the public API, the CLI and (for the MCP server) real
+//! MCP clients against a mock upstream on 127.0.0.1 (and the real provider documents of `QUERYGATE_COMPAT_REGISTRY`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
