@@ -38,6 +38,14 @@ pub enum Command {
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Serves MCP over streamable HTTP at `http://<server.listen>/mcp` (stateless).
+    Serve {
+        /// Listen address, overriding `server.listen` (e.g. 127.0.0.1:0 for any free port).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: Option<String>,
+    },
+    /// Serves one MCP session on stdin/stdout (newline-delimited JSON-RPC).
+    Stdio,
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
@@ -97,7 +105,19 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    let cx = match Tenants::open(&config).and_then(|t| t.context(&Principal::anonymous())) {
+    let tenants = match Tenants::open(&config) {
+        Ok(tenants) => tenants,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    match cli.command {
+        Command::Serve { listen } => return serve(config, engine, tenants, listen).await,
+        Command::Stdio => return stdio(config, engine, tenants).await,
+        _ => {}
+    }
+    let cx = match tenants.context(&Principal::anonymous()) {
         Ok(cx) => cx,
         Err(err) => {
             eprintln!("error: {err}");
@@ -105,6 +125,7 @@ pub async fn run(cli: Cli) -> i32 {
         }
     };
     let (result, output) = match cli.command {
+        Command::Serve { .. } | Command::Stdio => return 1,
         Command::Query { output, sql } => (engine.execute(&cx, &sql).await, output),
         Command::Providers { output } => {
             let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
@@ -218,6 +239,87 @@ async fn registry_list(
         rows,
         ..Default::default()
     })
+}
+
+async fn serve(
+    mut config: Config,
+    engine: Engine,
+    tenants: Tenants,
+    listen: Option<String>,
+) -> i32 {
+    if let Some(listen) = listen {
+        config.server.listen = listen;
+    }
+    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Http) {
+        Ok(handler) => handler,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    let (listener, addr) = match crate::mcp::http::bind(&config.server).await {
+        Ok(bound) => bound,
+        Err(err) => {
+            eprintln!("error: cannot listen on {}: {err}", config.server.listen);
+            return 1;
+        }
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let router = crate::mcp::http::router(handler, &config.server, addr, shutdown.clone());
+    eprintln!("querygate: serving MCP at http://{addr}/mcp");
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_stop().await;
+        eprintln!("querygate: stopping; finishing requests in flight");
+        signal.cancel();
+    });
+    match crate::mcp::http::serve(listener, router, shutdown).await {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error: the HTTP server failed: {err}");
+            1
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn stdio(config: Config, engine: Engine, tenants: Tenants) -> i32 {
+    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Stdio) {
+        Ok(handler) => handler,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 2;
+        }
+    };
+    match crate::mcp::stdio::serve(handler).await {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error: {err}");
+            1
+        }
+    }
 }
 
 /// Renders a result in the chosen format.

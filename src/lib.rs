@@ -42,4 +42,5 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod mcp;
 pub mod tenant;

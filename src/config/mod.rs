@@ -8,7 +8,7 @@ mod raw;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use raw::Mode;
+pub use raw::{Mode, Render};
 
 use crate::engine::{
     EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,
@@ -82,6 +82,40 @@ pub struct Config {
     pub engine: EngineConfig,
     /// Tenants; always at least `default`.
     pub tenants: Vec<TenantConfig>,
+    /// The MCP server (`querygate serve` and `querygate stdio`).
+    pub server: ServerConfig,
+}
+
+/// MCP server settings. Name allowlists are checked against what the server offers when it
+/// starts (an unknown name is an error there).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `host:port` for `querygate serve`.
+    pub listen: String,
+    /// `Host` header values accepted; `None`: loopback names with the listen port.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// `Origin` header values accepted (browsers); empty: requests with an `Origin` header
+    /// are refused unless it is a loopback origin.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body accepted.
+    pub max_request_bytes: usize,
+    /// Longest a tool call may run.
+    pub call_timeout: std::time::Duration,
+    /// Default text rendering of tool results.
+    pub render: Render,
+    /// Rows a tool result carries at most, whatever `row_limit` the model asks for.
+    pub max_rows: usize,
+    /// Tools offered (`None`: all).
+    pub enabled_tools: Option<Vec<String>>,
+    /// Prompts offered (`None`: all).
+    pub enabled_prompts: Option<Vec<String>>,
+    /// Resources offered, by name (`None`: all).
+    pub enabled_resources: Option<Vec<String>>,
+    /// Whether to leave the server instructions out.
+    pub disable_instructions: bool,
+    /// Base URL of a remote query library index (`<base>/manifest.json`, `index.json`,
+    /// `queries/<id>.json`); `None`: the embedded snapshot only.
+    pub query_library_url: Option<String>,
 }
 
 impl Config {
@@ -266,6 +300,32 @@ impl Config {
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
+        let server = raw.server;
+        for (name, value) in [
+            ("server.max_request_bytes", server.max_request_bytes),
+            ("server.max_rows", server.max_rows),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        }
+        if server.call_timeout.is_zero() {
+            problems.push("server.call_timeout must be greater than 0".to_owned());
+        }
+        if server.listen.parse::<std::net::SocketAddr>().is_err() {
+            problems.push(format!(
+                "server.listen '{}' is not an address such as 127.0.0.1:8765",
+                server.listen
+            ));
+        }
+        if let Some(url) = &server.query_library_url {
+            match url::Url::parse(url) {
+                Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+                _ => problems.push(format!(
+                    "server.query_library_url '{url}' is not an http(s) URL"
+                )),
+            }
+        }
         let registry_root = raw
             .registry
             .root
@@ -299,6 +359,20 @@ impl Config {
                 },
             },
             tenants,
+            server: ServerConfig {
+                listen: server.listen,
+                allowed_hosts: server.allowed_hosts,
+                allowed_origins: server.allowed_origins,
+                max_request_bytes: server.max_request_bytes,
+                call_timeout: server.call_timeout,
+                render: server.render,
+                max_rows: server.max_rows,
+                enabled_tools: server.enabled_tools,
+                enabled_prompts: server.enabled_prompts,
+                enabled_resources: server.enabled_resources,
+                disable_instructions: server.disable_instructions,
+                query_library_url: server.query_library_url,
+            },
         })
     }
 

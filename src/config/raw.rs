@@ -36,6 +36,56 @@ pub(super) struct RawConfig {
     pub(super) credentials: RawCredentials,
     #[serde(default)]
     pub(super) tenants: Vec<RawTenant>,
+    #[serde(default)]
+    pub(super) server: RawServer,
+}
+
+/// How text content of tool results is rendered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Render {
+    /// Markdown tables and key/value blocks.
+    #[default]
+    Markdown,
+    /// Compact JSON of the structured result.
+    Json,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    pub(super) listen: String,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) allowed_origins: Vec<String>,
+    pub(super) max_request_bytes: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) call_timeout: Duration,
+    pub(super) render: Render,
+    pub(super) max_rows: usize,
+    pub(super) enabled_tools: Option<Vec<String>>,
+    pub(super) enabled_prompts: Option<Vec<String>>,
+    pub(super) enabled_resources: Option<Vec<String>>,
+    pub(super) disable_instructions: bool,
+    pub(super) query_library_url: Option<String>,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            listen: "127.0.0.1:8765".to_owned(),
+            allowed_hosts: None,
+            allowed_origins: Vec::new(),
+            max_request_bytes: 4 * 1024 * 1024,
+            call_timeout: Duration::from_secs(120),
+            render: Render::Markdown,
+            max_rows: 1000,
+            enabled_tools: None,
+            enabled_prompts: None,
+            enabled_resources: None,
+            disable_instructions: false,
+            query_library_url: None,
+        }
+    }
 }
 
 /// A tenant's credential store.

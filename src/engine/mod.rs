@@ -291,6 +291,59 @@ impl Engine {
     }
 }
 
+/// What a statement would do, known without running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatementKind {
+    /// SELECT (also WITH, UNION, VALUES): reads only.
+    Select,
+    /// SHOW or DESCRIBE: reads provider documents only.
+    Metadata,
+    /// INSERT.
+    Insert,
+    /// UPDATE (PATCH).
+    Update,
+    /// REPLACE (PUT).
+    Replace,
+    /// DELETE.
+    Delete,
+    /// EXEC of a provider method (may do anything the method does).
+    Exec,
+    /// REGISTRY LIST.
+    RegistryList,
+    /// REGISTRY PULL (writes the local registry only).
+    RegistryPull,
+}
+
+impl StatementKind {
+    /// Whether the statement only reads.
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            StatementKind::Select | StatementKind::Metadata | StatementKind::RegistryList
+        )
+    }
+}
+
+/// Parses `sql` (exactly one statement) and says what it would do, without running it or
+/// reading any provider document.
+pub fn statement_kind(sql: &str) -> Result<StatementKind> {
+    Ok(match sql::parse(sql)? {
+        sql::Statement::Query(_) => StatementKind::Select,
+        sql::Statement::Show { .. } | sql::Statement::Describe { .. } => StatementKind::Metadata,
+        sql::Statement::Mutation(m) => match m.verb {
+            SqlVerb::Insert => StatementKind::Insert,
+            SqlVerb::Update => StatementKind::Update,
+            SqlVerb::Replace => StatementKind::Replace,
+            SqlVerb::Delete => StatementKind::Delete,
+            SqlVerb::Select => StatementKind::Select,
+        },
+        sql::Statement::Exec(_) => StatementKind::Exec,
+        sql::Statement::Registry(sql::RegistryCommand::List { .. }) => StatementKind::RegistryList,
+        sql::Statement::Registry(sql::RegistryCommand::Pull { .. }) => StatementKind::RegistryPull,
+    })
+}
+
 impl Inner {
     /// The auth a provider's requests use: the configured override, else the document's
     /// `config.auth`, else `null`.

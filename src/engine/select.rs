@@ -20,7 +20,7 @@ use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards};
 use super::types::{ExecContext, QueryOutput};
-use super::upstream::{Leg, LegEnd, resolve_auth};
+use super::upstream::{AuthParts, Leg, LegEnd, resolve_auth};
 
 /// A planned table plus what calling its provider needs.
 struct TableJob {
@@ -224,49 +224,12 @@ async fn load_table(
         db.create_table(&plan.local, plan.columns.clone()).await?;
     }
 
-    let method = plan.method();
-    let fetches = legs.iter().map(|leg| {
-        let auth = &auth;
-        async move {
-            let _permit = budget
-                .permits
-                .acquire()
-                .await
-                .map_err(|_| Error::internal("request limiter closed"))?;
-            let Some(auth) = auth.as_ref() else {
-                return Ok((LegEnd::Complete { pages: 0 }, Vec::new()));
-            };
-            let request = Leg {
-                method,
-                base_url: job.base_url.as_deref(),
-                values: leg.iter().map(|(p, v)| (*p, v.text.clone())).collect(),
-                auth,
-                credentials: cx.credentials.as_ref(),
-            };
-            let fixed: Vec<(String, SqlValue)> = leg
-                .iter()
-                .map(|(p, v)| (p.name.clone(), v.sql.clone()))
-                .collect();
-            let mut pages: Vec<Page> = Vec::new();
-            let end = inner
-                .upstream
-                .fetch(&request, |body| {
-                    if plan.dynamic_columns {
-                        pages.push(Page::Held(body, fixed.clone()));
-                    } else {
-                        pages.push(Page::Loading(db.load(
-                            &plan.local,
-                            body,
-                            job.locator.clone(),
-                            fixed.clone(),
-                        )?));
-                    }
-                    Ok(())
-                })
-                .await?;
-            Ok::<_, Error>((end, pages))
-        }
-    });
+    // Collected first: a closure held across awaits would make the future's `Send` proof
+    // fail for callers that box it.
+    let mut fetches = Vec::with_capacity(legs.len());
+    for leg in &legs {
+        fetches.push(fetch_leg(inner, cx, db, job, budget, auth.as_ref(), leg));
+    }
     let concurrency = inner.config.upstream.max_concurrency.max(1);
     let results: Vec<Result<(LegEnd, Vec<Page>)>> = futures::stream::iter(fetches)
         .buffer_unordered(concurrency)
@@ -317,6 +280,58 @@ async fn load_table(
         }
     }
     Ok(warnings)
+}
+
+/// Fetches one leg's pages, loading them into SQLite as they arrive (or holding them when
+/// the columns come from the data). A named function rather than a closure, so the future's
+/// lifetimes are explicit and it stays `Send` for callers that box it.
+async fn fetch_leg(
+    inner: &Inner,
+    cx: &ExecContext,
+    db: &Database,
+    job: &TableJob,
+    budget: &Budget,
+    auth: Option<&AuthParts>,
+    leg: &[(&Param, ParamValue)],
+) -> Result<(LegEnd, Vec<Page>)> {
+    let plan = &job.plan;
+    let _permit = budget
+        .permits
+        .acquire()
+        .await
+        .map_err(|_| Error::internal("request limiter closed"))?;
+    let Some(auth) = auth else {
+        return Ok((LegEnd::Complete { pages: 0 }, Vec::new()));
+    };
+    let request = Leg {
+        method: plan.method(),
+        base_url: job.base_url.as_deref(),
+        values: leg.iter().map(|(p, v)| (*p, v.text.clone())).collect(),
+        auth,
+        credentials: cx.credentials.as_ref(),
+    };
+    let fixed: Vec<(String, SqlValue)> = leg
+        .iter()
+        .map(|(p, v)| (p.name.clone(), v.sql.clone()))
+        .collect();
+    let mut pages: Vec<Page> = Vec::new();
+    let end = inner
+        .upstream
+        .fetch(&request, |body| {
+            if plan.dynamic_columns {
+                pages.push(Page::Held(body, fixed.clone()));
+            } else {
+                pages.push(Page::Loading(db.load(
+                    &plan.local,
+                    body,
+                    job.locator.clone(),
+                    fixed.clone(),
+                )?));
+            }
+            Ok(())
+        })
+        .await?;
+    Ok((end, pages))
 }
 
 enum Page {

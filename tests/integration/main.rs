@@ -11,6 +11,8 @@ mod discovery;
 mod errors;
 mod fanout_joins;
 mod logs;
+mod mcp_http;
+mod mcp_support;
 mod mock;
 mod mutations;
 mod pagination;

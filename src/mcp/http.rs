@@ -1,0 +1,79 @@
+//! `querygate serve`: streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`; any replica
+//! answers any request). 2026-07-28 clients send per-request `_meta` (and may call
+//! `server/discover`); 2025-11-25 and 2025-06-18 clients `initialize` on the same endpoint.
+//! Host and Origin headers are checked, request bodies are bounded.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::QuerygateMcp;
+use crate::config::ServerConfig;
+
+/// The axum router serving `/mcp` (and `/healthz`) for `handler`, bound to `addr`.
+pub fn router(
+    handler: QuerygateMcp,
+    settings: &ServerConfig,
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+) -> Router {
+    let port = addr.port();
+    let hosts = settings.allowed_hosts.clone().unwrap_or_else(|| {
+        vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+            "127.0.0.1".to_owned(),
+            "localhost".to_owned(),
+            "::1".to_owned(),
+        ]
+    });
+    let mut origins = settings.allowed_origins.clone();
+    if origins.is_empty() {
+        origins = vec![
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+        ];
+    }
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(settings.max_request_bytes)
+        .with_cancellation_token(shutdown);
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", service)
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+}
+
+/// Binds `settings.listen` (port 0 picks a free port) and returns the listener and the
+/// address it got.
+pub async fn bind(settings: &ServerConfig) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(&settings.listen).await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// Serves until `shutdown` is cancelled, then lets requests in flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}

@@ -1,0 +1,174 @@
+//! The MCP surface: StackQL's tools, prompts and resources over the engine, served by rmcp
+//! statelessly over streamable HTTP (`querygate serve`) and over stdio (`querygate stdio`).
+//!
+//! ```text
+//! transport (http | stdio) → handler (rmcp ServerHandler) → tool-call stage (tower Service:
+//!   [audit → mode gate, later] → call timeout → dispatch) → tools/* → engine facade
+//! ```
+//!
+//! The MCP surface talks to the engine only through `crate::engine`'s public API.
+
+pub mod content;
+mod handler;
+pub mod http;
+pub mod render;
+pub mod stage;
+pub mod stdio;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use handler::QuerygateMcp;
+
+use self::content::{Content, ContentError};
+use self::tools::{CATALOGUE, ToolSpec};
+use crate::config::{Config, ServerConfig};
+use crate::engine::Engine;
+use crate::tenant::Tenants;
+
+/// Which transport serves the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Streamable HTTP.
+    Http,
+    /// Newline-delimited JSON-RPC on stdin/stdout.
+    Stdio,
+}
+
+impl Transport {
+    /// `http` or `stdio`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Stdio => "stdio",
+        }
+    }
+}
+
+/// Why the MCP server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The embedded content is inconsistent.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+    /// An allowlist names something the server does not offer.
+    #[error("server.{list} names '{name}', which is not one of the server's {kind} ({known})")]
+    UnknownName {
+        /// The config key.
+        list: &'static str,
+        /// The unknown name.
+        name: String,
+        /// tools, prompts or resources.
+        kind: &'static str,
+        /// The names that exist.
+        known: String,
+    },
+}
+
+/// What every request shares: the engine, the tenants, settings and content.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) tenants: Tenants,
+    pub(crate) server: ServerConfig,
+    pub(crate) content: Content,
+    pub(crate) transport: Transport,
+    /// The local registry root and the remote registry URL, for `server_info`.
+    pub(crate) registry_description: String,
+    /// Offered tools by name.
+    tools: HashMap<&'static str, &'static ToolSpec>,
+}
+
+impl Shared {
+    /// An offered tool.
+    pub(crate) fn tool(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.tools.get(name).copied()
+    }
+
+    /// Offered tools, in catalogue order.
+    pub(crate) fn offered_tools(&self) -> impl Iterator<Item = &'static ToolSpec> + '_ {
+        CATALOGUE.iter().filter(|t| self.tools.contains_key(t.name))
+    }
+}
+
+/// Builds the MCP handler for `transport` over an engine and tenants.
+pub fn build(
+    config: &Config,
+    engine: Engine,
+    tenants: Tenants,
+    transport: Transport,
+) -> Result<QuerygateMcp, StartError> {
+    let content = Content::embedded()?;
+    let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
+    content.check_tools(&all)?;
+    let server = config.server.clone();
+    check_allowlist(
+        "enabled_tools",
+        "tools",
+        server.enabled_tools.as_deref(),
+        &all,
+    )?;
+    let prompts: Vec<&str> = content.prompts.iter().map(|p| p.name.as_str()).collect();
+    check_allowlist(
+        "enabled_prompts",
+        "prompts",
+        server.enabled_prompts.as_deref(),
+        &prompts,
+    )?;
+    let resources: Vec<&str> = content.resources.iter().map(|r| r.name.as_str()).collect();
+    check_allowlist(
+        "enabled_resources",
+        "resources",
+        server.enabled_resources.as_deref(),
+        &resources,
+    )?;
+    let tools = CATALOGUE
+        .iter()
+        .filter(|t| {
+            server
+                .enabled_tools
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|n| n == t.name))
+        })
+        .map(|t| (t.name, t))
+        .collect();
+    let registry_description = format!(
+        "{} (remote: {})",
+        config.engine.registry_root.display(),
+        config
+            .engine
+            .remote
+            .url
+            .as_deref()
+            .unwrap_or("none configured")
+    );
+    let shared = Arc::new(Shared {
+        engine,
+        tenants,
+        server,
+        content,
+        transport,
+        registry_description,
+        tools,
+    });
+    Ok(QuerygateMcp::new(shared))
+}
+
+fn check_allowlist(
+    list: &'static str,
+    kind: &'static str,
+    names: Option<&[String]>,
+    known: &[&str],
+) -> Result<(), StartError> {
+    for name in names.unwrap_or_default() {
+        if !known.contains(&name.as_str()) {
+            return Err(StartError::UnknownName {
+                list,
+                name: name.clone(),
+                kind,
+                known: known.join(", "),
+            });
+        }
+    }
+    Ok(())
+}

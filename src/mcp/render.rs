@@ -1,0 +1,147 @@
+//! Text content of tool results: markdown (tables for uniform rows, key/value blocks for
+//! records) or compact JSON of the structured result. Cells are escaped so a value can never
+//! break a table: `|` becomes `\|`, line breaks become `<br>`.
+
+use serde_json::Value;
+
+use crate::config::Render;
+
+/// How a result's markdown looks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum View {
+    /// A table: columns in order, then rows of values.
+    Table {
+        /// Column names.
+        columns: Vec<String>,
+        /// Rows of values, one per column.
+        rows: Vec<Vec<Value>>,
+    },
+    /// `# title`, then one `## Record n` block of `key: value` lines per record.
+    Records {
+        /// The block title.
+        title: String,
+        /// Records as ordered key/value pairs.
+        records: Vec<Vec<(String, Value)>>,
+    },
+}
+
+/// The text of a result in the chosen format.
+pub fn text(render: Render, view: &View, structured: &Value) -> String {
+    match render {
+        Render::Json => serde_json::to_string(structured)
+            .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
+        Render::Markdown => markdown(view),
+    }
+}
+
+/// The markdown of a view.
+pub fn markdown(view: &View) -> String {
+    match view {
+        View::Table { columns, rows } => table(columns, rows),
+        View::Records { title, records } => key_values(title, records),
+    }
+}
+
+fn table(columns: &[String], rows: &[Vec<Value>]) -> String {
+    if rows.is_empty() || columns.is_empty() {
+        return "**no results**".to_owned();
+    }
+    let mut out = String::new();
+    out.push('|');
+    for column in columns {
+        out.push(' ');
+        out.push_str(&escape(column));
+        out.push_str(" |");
+    }
+    out.push('\n');
+    out.push_str(&"|---".repeat(columns.len()));
+    out.push_str("|\n");
+    for row in rows {
+        out.push('|');
+        for index in 0..columns.len() {
+            out.push(' ');
+            out.push_str(&escape(&cell(row.get(index).unwrap_or(&Value::Null))));
+            out.push_str(" |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn key_values(title: &str, records: &[Vec<(String, Value)>]) -> String {
+    let mut out = format!("# {title}\n\n");
+    if records.is_empty() {
+        out.push_str("**no results**");
+        return out;
+    }
+    for (index, record) in records.iter().enumerate() {
+        if records.len() > 1 {
+            out.push_str(&format!("## Record {}\n\n", index + 1));
+        }
+        for (key, value) in record {
+            out.push_str(&format!(
+                "{key}: {}\n",
+                cell(value).replace(['\r', '\n'], " ")
+            ));
+        }
+        if index + 1 < records.len() {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A value as table text: strings as they are, null as empty, others as JSON.
+pub fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|")
+        .replace("\r\n", "<br>")
+        .replace(['\n', '\r'], "<br>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_escape_pipes_and_newlines() {
+        let view = View::Table {
+            columns: vec!["n".into(), "status".into()],
+            rows: vec![
+                vec![json!(1), json!("ok")],
+                vec![json!(null), json!("a|b\nc")],
+            ],
+        };
+        assert_eq!(
+            markdown(&view),
+            "| n | status |\n|---|---|\n| 1 | ok |\n|  | a\\|b<br>c |\n"
+        );
+        let empty = View::Table {
+            columns: vec!["n".into()],
+            rows: vec![],
+        };
+        assert_eq!(markdown(&empty), "**no results**");
+    }
+
+    #[test]
+    fn records_and_json() {
+        let view = View::Records {
+            title: "Server Info".into(),
+            records: vec![vec![
+                ("mode".into(), json!("read_only")),
+                ("n".into(), json!(2)),
+            ]],
+        };
+        assert_eq!(markdown(&view), "# Server Info\n\nmode: read_only\nn: 2\n");
+        let structured = json!({"rows": []});
+        assert_eq!(text(Render::Json, &view, &structured), r#"{"rows":[]}"#);
+    }
+}

@@ -1,0 +1,191 @@
+//! The tools: one [`ToolSpec`] per tool (name, hints, schemas, the function that runs it),
+//! listed in [`CATALOGUE`]. Tools reach the engine only through its public facade.
+//!
+//! To add a tool: write its module, add its spec to `CATALOGUE`, and add
+//! `content/tools/<name>.md` (the server refuses to start otherwise).
+
+mod query;
+mod server_info;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::Shared;
+use super::render::View;
+use crate::config::Mode;
+use crate::engine::{Cell, ExecContext, QueryOutput};
+
+/// What a tool does, for its annotations.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hints {
+    /// Changes nothing anywhere.
+    pub(crate) read_only: bool,
+    /// May delete or overwrite (meaningful when not read-only).
+    pub(crate) destructive: bool,
+    /// Repeating it with the same arguments has no further effect.
+    pub(crate) idempotent: bool,
+    /// Reaches systems outside querygate (cloud and SaaS APIs, the registry).
+    pub(crate) open_world: bool,
+}
+
+/// The future a tool returns.
+pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolResult, ToolError>> + Send>>;
+
+/// One tool.
+pub(crate) struct ToolSpec {
+    pub(crate) name: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) hints: Hints,
+    /// Whether the tool takes the `format` argument (all but `server_info` and
+    /// `list_providers`, as in StackQL).
+    pub(crate) takes_format: bool,
+    pub(crate) input_schema: fn() -> JsonObject,
+    pub(crate) output_schema: fn() -> JsonObject,
+    pub(crate) run: fn(Invocation) -> ToolFuture,
+}
+
+/// Everything a tool run gets.
+pub(crate) struct Invocation {
+    pub(crate) shared: Arc<Shared>,
+    /// The caller's tenant context.
+    pub(crate) cx: ExecContext,
+    /// The tenant's mode.
+    pub(crate) mode: Mode,
+    /// Arguments without `format`.
+    pub(crate) arguments: Map<String, Value>,
+}
+
+/// A successful tool result: the structured payload and how its markdown looks.
+pub(crate) struct ToolResult {
+    pub(crate) structured: Value,
+    pub(crate) view: View,
+}
+
+/// How a tool failed.
+#[derive(Debug)]
+pub(crate) enum ToolError {
+    /// Arguments that do not fit the schema: a protocol error, before anything ran.
+    InvalidArguments(String),
+    /// A failure the model can act on: a tool result with `isError: true`.
+    Failed(String),
+}
+
+impl From<crate::engine::Error> for ToolError {
+    fn from(err: crate::engine::Error) -> Self {
+        ToolError::Failed(err.message().to_owned())
+    }
+}
+
+/// Every tool the server has, in listing order.
+pub(crate) static CATALOGUE: &[ToolSpec] = &[
+    server_info::SPEC,
+    query::RUN_SELECT_QUERY,
+    query::RUN_MUTATION_QUERY,
+    query::RUN_LIFECYCLE_OPERATION,
+];
+
+/// Parses a tool's arguments into its input type (unknown fields refused).
+pub(crate) fn arguments<T: DeserializeOwned>(
+    arguments: Map<String, Value>,
+) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|err| {
+        let path = err.path().to_string();
+        ToolError::InvalidArguments(if path == "." {
+            err.inner().to_string()
+        } else {
+            format!("{path}: {}", err.inner())
+        })
+    })
+}
+
+/// The JSON schema of `T` as an object.
+pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
+    match serde_json::to_value(schemars::schema_for!(T)) {
+        Ok(Value::Object(mut object)) => {
+            object.remove("$schema");
+            object
+        }
+        _ => JsonObject::new(),
+    }
+}
+
+/// A cell as JSON.
+pub(crate) fn cell_json(cell: Cell) -> Value {
+    match cell {
+        Cell::Null => Value::Null,
+        Cell::Integer(i) => Value::from(i),
+        Cell::Real(r) => serde_json::Number::from_f64(r).map_or(Value::Null, Value::Number),
+        Cell::Text(t) => Value::String(t),
+        Cell::Blob(b) => Value::String(format!("<{} bytes>", b.len())),
+    }
+}
+
+/// Rows of a query output, capped at `limit`: `(structured, view)` where the structured
+/// payload is `{rows: [{col: value}], truncated?, rows_seen?, warnings?}`.
+pub(crate) fn rows_result(output: QueryOutput, limit: usize) -> ToolResult {
+    let seen = output.rows.len();
+    let truncated = seen > limit;
+    let rows: Vec<Vec<Value>> = output
+        .rows
+        .into_iter()
+        .take(limit)
+        .map(|row| row.into_iter().map(cell_json).collect())
+        .collect();
+    let objects: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            Value::Object(
+                output
+                    .columns
+                    .iter()
+                    .cloned()
+                    .zip(row.iter().cloned())
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut structured = Map::new();
+    structured.insert("rows".into(), Value::Array(objects));
+    if truncated {
+        structured.insert("truncated".into(), Value::Bool(true));
+        structured.insert("rows_seen".into(), Value::from(seen));
+    }
+    if !output.warnings.is_empty() {
+        structured.insert("warnings".into(), Value::from(output.warnings));
+    }
+    ToolResult {
+        structured: Value::Object(structured),
+        view: View::Table {
+            columns: output.columns,
+            rows,
+        },
+    }
+}
+
+/// The row cap of a call: the model's `row_limit` when positive, never above the server's.
+pub(crate) fn row_cap(requested: Option<i64>, server_max: usize) -> usize {
+    match requested {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX).min(server_max),
+        _ => server_max,
+    }
+}
+
+/// Output schema of row results.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // schema only
+pub(crate) struct RowsOutput {
+    /// One object per row, keyed by column name. Empty when nothing matched.
+    rows: Vec<Map<String, Value>>,
+    /// Present and true when rows were cut at the row limit.
+    truncated: Option<bool>,
+    /// How many rows there were before the cut.
+    rows_seen: Option<u64>,
+    /// What the caller should know about completeness (e.g. a page limit was reached).
+    warnings: Option<Vec<String>>,
+}

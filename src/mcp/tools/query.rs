@@ -1,0 +1,242 @@
+//! `run_select_query`, `run_mutation_query` and `run_lifecycle_operation`: SQL through the
+//! engine. Each tool runs only its own kind of statement (a DELETE sent to
+//! `run_select_query` is refused, as is a SELECT sent to `run_mutation_query`), and writes
+//! are refused in modes that do not allow them until the mode gate brings approvals.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{
+    Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, row_cap,
+    rows_result, schema,
+};
+use crate::config::Mode;
+use crate::engine::{StatementKind, statement_kind};
+use crate::mcp::render::View;
+
+/// `run_select_query`.
+pub(crate) const RUN_SELECT_QUERY: ToolSpec = ToolSpec {
+    name: "run_select_query",
+    title: "Run a SELECT",
+    hints: Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    takes_format: true,
+    input_schema: schema::<QueryInput>,
+    output_schema: schema::<RowsOutput>,
+    run: run_select,
+};
+
+/// `run_mutation_query`.
+pub(crate) const RUN_MUTATION_QUERY: ToolSpec = ToolSpec {
+    name: "run_mutation_query",
+    title: "Run INSERT, UPDATE, REPLACE or DELETE",
+    hints: Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    },
+    takes_format: true,
+    input_schema: schema::<QueryInput>,
+    output_schema: schema::<WriteOutput>,
+    run: run_mutation,
+};
+
+/// `run_lifecycle_operation`.
+pub(crate) const RUN_LIFECYCLE_OPERATION: ToolSpec = ToolSpec {
+    name: "run_lifecycle_operation",
+    title: "Run an EXEC lifecycle operation",
+    hints: Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    },
+    takes_format: true,
+    input_schema: schema::<QueryInput>,
+    output_schema: schema::<WriteOutput>,
+    run: run_lifecycle,
+};
+
+/// Input of the SQL tools.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueryInput {
+    /// One SQL statement.
+    sql: String,
+    /// Most rows to return (server-side cap; the result says when it cut). 0 or absent: the
+    /// server's limit.
+    #[serde(default)]
+    row_limit: Option<i64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+    /// The query library id the SQL came from, if any (attribution only).
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// Output of writes and lifecycle operations.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // schema only
+pub(crate) struct WriteOutput {
+    /// What each upstream request did.
+    messages: Vec<String>,
+    /// When the operation completed (RFC 3339, UTC).
+    timestamp: String,
+    /// Rows of the responses, with RETURNING (and for EXEC methods that answer with data).
+    rows: Option<Vec<Map<String, Value>>>,
+    /// Present and true when rows were cut at the row limit.
+    truncated: Option<bool>,
+}
+
+fn parse(invocation: &mut Invocation) -> Result<QueryInput, ToolError> {
+    let input: QueryInput = arguments(std::mem::take(&mut invocation.arguments))?;
+    if input.sql.trim().is_empty() {
+        return Err(ToolError::Failed("no SQL provided".to_owned()));
+    }
+    if let Some(source) = &input.source {
+        tracing::debug!(source = %source, "query from the query library");
+    }
+    Ok(input)
+}
+
+/// Whether the tenant's mode lets this write run now. Until the mode gate (with approval)
+/// lands, modes that need approval refuse what they would ask about.
+fn permit(mode: Mode, kind: StatementKind, tenant: &str) -> Result<(), ToolError> {
+    let allowed = match mode {
+        Mode::FullAccess => true,
+        Mode::DeleteSafe => !matches!(kind, StatementKind::Delete),
+        Mode::Safe | Mode::ReadOnly => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    let mode = match mode {
+        Mode::ReadOnly => "read_only",
+        Mode::Safe => "safe",
+        Mode::DeleteSafe => "delete_safe",
+        Mode::FullAccess => "full_access",
+    };
+    Err(ToolError::Failed(format!(
+        "refused: tenant '{tenant}' is in {mode} mode, which does not run this statement without approval; approval requests are not available yet, so ask an operator to change the tenant's mode"
+    )))
+}
+
+fn kind_of(sql: &str) -> Result<StatementKind, ToolError> {
+    statement_kind(sql).map_err(ToolError::from)
+}
+
+fn run_select(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let input = parse(&mut invocation)?;
+        let kind = kind_of(&input.sql)?;
+        if !kind.is_read() {
+            return Err(ToolError::Failed(format!(
+                "run_select_query runs reads only (SELECT, SHOW, DESCRIBE); this statement is {}: use {}",
+                kind_name(kind),
+                if kind == StatementKind::Exec {
+                    "run_lifecycle_operation"
+                } else if kind == StatementKind::RegistryPull {
+                    "pull_provider"
+                } else {
+                    "run_mutation_query"
+                }
+            )));
+        }
+        let shared = &invocation.shared;
+        let output = shared.engine.execute(&invocation.cx, &input.sql).await?;
+        Ok(rows_result(
+            output,
+            row_cap(input.row_limit, shared.server.max_rows),
+        ))
+    })
+}
+
+fn run_mutation(invocation: Invocation) -> ToolFuture {
+    Box::pin(run_write(
+        invocation,
+        &[
+            StatementKind::Insert,
+            StatementKind::Update,
+            StatementKind::Replace,
+            StatementKind::Delete,
+        ],
+        "run_mutation_query runs INSERT, UPDATE, REPLACE and DELETE",
+        "Mutation Result",
+    ))
+}
+
+fn run_lifecycle(invocation: Invocation) -> ToolFuture {
+    Box::pin(run_write(
+        invocation,
+        &[StatementKind::Exec],
+        "run_lifecycle_operation runs EXEC p.s.r.method @param = 'value', …",
+        "Lifecycle Result",
+    ))
+}
+
+async fn run_write(
+    mut invocation: Invocation,
+    kinds: &[StatementKind],
+    purpose: &str,
+    title: &str,
+) -> Result<ToolResult, ToolError> {
+    let input = parse(&mut invocation)?;
+    let kind = kind_of(&input.sql)?;
+    if !kinds.contains(&kind) {
+        return Err(ToolError::Failed(format!(
+            "{purpose}; this statement is {}",
+            kind_name(kind)
+        )));
+    }
+    permit(invocation.mode, kind, &invocation.cx.tenant)?;
+    let shared = &invocation.shared;
+    let mut output = shared.engine.execute(&invocation.cx, &input.sql).await?;
+    let messages = std::mem::take(&mut output.messages);
+    let timestamp = output.timestamp.take().unwrap_or_default();
+    let has_rows = !output.columns.is_empty();
+    let rows = rows_result(output, row_cap(input.row_limit, shared.server.max_rows));
+    let mut structured = Map::new();
+    structured.insert("messages".into(), Value::from(messages.clone()));
+    structured.insert("timestamp".into(), Value::from(timestamp.clone()));
+    let mut record = vec![
+        ("messages".to_owned(), Value::from(messages)),
+        ("timestamp".to_owned(), Value::from(timestamp)),
+    ];
+    if has_rows && let Value::Object(extra) = rows.structured {
+        for (key, value) in extra {
+            if key == "rows" {
+                record.push(("rows".to_owned(), value.clone()));
+            }
+            structured.insert(key, value);
+        }
+    }
+    Ok(ToolResult {
+        structured: Value::Object(structured),
+        view: View::Records {
+            title: title.to_owned(),
+            records: vec![record],
+        },
+    })
+}
+
+fn kind_name(kind: StatementKind) -> &'static str {
+    match kind {
+        StatementKind::Select => "a SELECT",
+        StatementKind::Metadata => "a SHOW or DESCRIBE",
+        StatementKind::Insert => "an INSERT",
+        StatementKind::Update => "an UPDATE",
+        StatementKind::Replace => "a REPLACE",
+        StatementKind::Delete => "a DELETE",
+        StatementKind::Exec => "an EXEC",
+        StatementKind::RegistryList => "a REGISTRY LIST",
+        StatementKind::RegistryPull => "a REGISTRY PULL",
+    }
+}

@@ -1,0 +1,316 @@
+//! The MCP server over streamable HTTP, driven by rmcp's client: both protocol generations,
+//! statelessness, tool listing, `server_info` and `run_select_query`.
+
+use rmcp::model::ProtocolVersion;
+use serde_json::{Value, json};
+
+use crate::mcp_support::*;
+use crate::mock::Reply;
+use crate::support::SECRET;
+
+#[tokio::test]
+async fn current_revision_client_lists_tools_and_reads_server_info() {
+    let server = start("read_only", "").await;
+    let client = modern_client(&server.url).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for expected in [
+        "server_info",
+        "run_select_query",
+        "run_mutation_query",
+        "run_lifecycle_operation",
+    ] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    for tool in &tools {
+        assert!(
+            tool.description.as_ref().is_some_and(|d| !d.is_empty()),
+            "{}",
+            tool.name
+        );
+        assert!(tool.output_schema.is_some(), "{}", tool.name);
+        assert!(tool.annotations.is_some(), "{}", tool.name);
+    }
+    let select = tools.iter().find(|t| t.name == "run_select_query").unwrap();
+    assert_eq!(
+        select.annotations.as_ref().unwrap().read_only_hint,
+        Some(true)
+    );
+    let mutation = tools
+        .iter()
+        .find(|t| t.name == "run_mutation_query")
+        .unwrap();
+    assert_eq!(
+        mutation.annotations.as_ref().unwrap().destructive_hint,
+        Some(true)
+    );
+    assert_eq!(select.input_schema.get("required"), Some(&json!(["sql"])));
+
+    let info = call(&client, "server_info", json!({})).await;
+    let structured = info.structured_content.clone().unwrap();
+    assert_eq!(structured["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(structured["transport"], "http");
+    assert_eq!(structured["sql_backend"], "sqlite3");
+    assert_eq!(structured["mode"], "read_only");
+    assert_eq!(structured["is_read_only"], true);
+    assert!(!structured["commit"].as_str().unwrap().is_empty());
+    assert!(structured["build_date"].as_str().unwrap().starts_with("20"));
+    assert!(
+        text_of(&info).starts_with("# Server Info"),
+        "{}",
+        text_of(&info)
+    );
+}
+
+#[tokio::test]
+async fn run_select_query_in_both_formats_with_row_limit() {
+    let server = start("read_only", "").await;
+    server.mock.route(
+        "/orgs/acme/items",
+        Reply::json(
+            json!([{"id": 1, "name": "a|b"}, {"id": 2, "name": "two"}, {"id": 3, "name": "three"}]),
+        ),
+    );
+    let client = modern_client(&server.url).await;
+    let markdown = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT id, name FROM testapi.items.items WHERE org = 'acme' ORDER BY id"}),
+    )
+    .await;
+    assert_ne!(markdown.is_error, Some(true));
+    let text = text_of(&markdown);
+    assert!(
+        text.starts_with("| id | name |\n|---|---|\n| 1 | a\\|b |"),
+        "{text}"
+    );
+    assert_eq!(
+        markdown.structured_content.unwrap()["rows"][2],
+        json!({"id": 3, "name": "three"})
+    );
+    // The upstream received the tenant's key from its env file.
+    assert_eq!(server.mock.requests()[0].headers["x-api-key"], SECRET);
+
+    let json_text = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT id FROM testapi.items.items WHERE org = 'acme' ORDER BY id", "format": "json", "row_limit": 2}),
+    )
+    .await;
+    let parsed: Value = serde_json::from_str(&text_of(&json_text)).unwrap();
+    assert_eq!(
+        parsed,
+        json!({"rows": [{"id": 1}, {"id": 2}], "truncated": true, "rows_seen": 3})
+    );
+    assert_eq!(json_text.structured_content.unwrap(), parsed);
+
+    let empty = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT 1 AS n WHERE 0"}),
+    )
+    .await;
+    assert_eq!(text_of(&empty), "**no results**");
+    assert_eq!(empty.structured_content.unwrap(), json!({"rows": []}));
+    assert_ne!(empty.is_error, Some(true));
+
+    let yaml = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT 1", "format": "yaml"}),
+    )
+    .await;
+    assert_eq!(yaml.is_error, Some(true));
+    assert_eq!(
+        text_of(&yaml),
+        r#"invalid format "yaml" (legal: markdown, json)"#
+    );
+}
+
+#[tokio::test]
+async fn a_server_wide_row_cap_applies_without_row_limit() {
+    let server = start("read_only", "  max_rows: 2\n").await;
+    let client = modern_client(&server.url).await;
+    let result = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) SELECT i FROM n", "row_limit": 50}),
+    )
+    .await;
+    let structured = result.structured_content.unwrap();
+    assert_eq!(structured["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(structured["truncated"], true);
+    assert_eq!(structured["rows_seen"], 5);
+}
+
+#[tokio::test]
+async fn upstream_errors_are_tool_errors_the_model_can_read() {
+    let server = start("read_only", "").await;
+    server.mock.route(
+        "/status/403",
+        Reply::status(403, r#"{"message":"forbidden"}"#),
+    );
+    server.mock.route(
+        "/status/429",
+        Reply::status(429, "slow down").header("retry-after", "3600"),
+    );
+    server
+        .mock
+        .route("/orgs/gone/items", Reply::status(404, "not found"));
+    let client = modern_client(&server.url).await;
+    let forbidden = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT * FROM testapi.items.status WHERE code = 403"}),
+    )
+    .await;
+    assert_eq!(forbidden.is_error, Some(true));
+    assert!(
+        text_of(&forbidden)
+            .starts_with(r#"upstream http error: {"http_status": 403, "retryable": false}: "#),
+        "{}",
+        text_of(&forbidden)
+    );
+    assert!(!text_of(&forbidden).contains(r#""rows":[]"#));
+    let throttled = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT * FROM testapi.items.status WHERE code = 429"}),
+    )
+    .await;
+    assert!(
+        text_of(&throttled).contains(r#""retryable": true"#),
+        "{}",
+        text_of(&throttled)
+    );
+    let gone = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT name FROM testapi.items.items WHERE org = 'gone'", "format": "json"}),
+    )
+    .await;
+    assert_ne!(gone.is_error, Some(true));
+    assert_eq!(text_of(&gone), r#"{"rows":[]}"#);
+}
+
+#[tokio::test]
+async fn bad_calls_are_refused_before_any_tool_runs() {
+    let server = start("full_access", "").await;
+    let client = modern_client(&server.url).await;
+    let unknown = try_call(&client, "drop_everything", json!({}))
+        .await
+        .unwrap_err();
+    assert!(unknown.contains("drop_everything"), "{unknown}");
+    let malformed = try_call(&client, "run_select_query", json!({"sql": 7}))
+        .await
+        .unwrap_err();
+    assert!(malformed.contains("sql"), "{malformed}");
+    let extra = try_call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT 1", "sqll": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(extra.contains("sqll"), "{extra}");
+    // A write sent to the read tool is refused, not run.
+    let write = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "DELETE FROM testapi.widgets.widgets WHERE org = 'a' AND id = 'b'"}),
+    )
+    .await;
+    assert_eq!(write.is_error, Some(true));
+    assert!(
+        text_of(&write).contains("use run_mutation_query"),
+        "{}",
+        text_of(&write)
+    );
+    let two = call(&client, "run_select_query", json!({"sql": "SELECT 1; DELETE FROM testapi.widgets.widgets WHERE org = 'a' AND id = 'b'"})).await;
+    assert_eq!(two.is_error, Some(true));
+    assert!(
+        server.mock.requests().is_empty(),
+        "nothing reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn legacy_clients_are_served_statelessly_on_the_same_endpoint() {
+    let server = start("read_only", "").await;
+    for version in [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25] {
+        let client = legacy_client(&server.url, version.clone()).await;
+        let negotiated = client.peer_info().map(|info| info.protocol_version.clone());
+        assert_eq!(negotiated, Some(version.clone()));
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "run_select_query"));
+        let result = call(
+            &client,
+            "run_select_query",
+            json!({"sql": "SELECT 1 AS n, 'ok' AS status"}),
+        )
+        .await;
+        assert!(
+            text_of(&result).contains("| 1 | ok |"),
+            "{}",
+            text_of(&result)
+        );
+    }
+    // No session is issued: the initialize answer carries no Mcp-Session-Id.
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    assert!(response.headers().get("mcp-session-id").is_none());
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["result"]["protocolVersion"], "2025-06-18");
+    // GET (a legacy stream) is not offered.
+    let get = reqwest::Client::new()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused() {
+    let server = start("read_only", "").await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let post = |host: Option<&str>, origin: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(&server.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    assert!(post(None, None).await.unwrap().status().is_success());
+    assert_eq!(
+        post(Some("evil.example"), None)
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        403
+    );
+    assert_eq!(
+        post(None, Some("https://evil.example"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        403
+    );
+}

@@ -1,0 +1,156 @@
+//! An MCP server started in-process on 127.0.0.1:0 over the fixture registry (its `testapi`
+//! provider calling a mock upstream), and real rmcp clients for both protocol generations.
+
+use std::path::PathBuf;
+
+use querygate::config::{Config, Sources};
+use querygate::engine::Engine;
+use querygate::mcp::{self, Transport};
+use querygate::tenant::Tenants;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::mock::Mock;
+use crate::support::{SECRET, fixture_registry};
+
+/// A running server and what it needs.
+pub struct TestServer {
+    pub url: String,
+    pub mock: Mock,
+    pub _dir: tempfile::TempDir,
+    shutdown: CancellationToken,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The YAML configuration of a test server; `extra` is appended (more keys of `server:`
+/// go after the `server:` line).
+pub fn test_config(mock: &Mock, dir: &std::path::Path, mode: &str, server_extra: &str) -> PathBuf {
+    let env_file = dir.join("creds.env");
+    std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
+    let yaml = format!(
+        "registry:\n  root: {}\n  url: {}/registry\nproviders:\n  testapi:\n    base_url: {}\ncredentials:\n  env_file: {}\n  process_env: false\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n{server_extra}",
+        fixture_registry().display(),
+        mock.url(),
+        mock.url(),
+        env_file.display()
+    );
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// rmcp's HTTP client builds a default reqwest client, which needs a process-wide rustls
+/// provider: ring, as querygate's own client uses.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Starts a server in `mode` with extra `server:` settings (indented two spaces).
+pub async fn start(mode: &str, server_extra: &str) -> TestServer {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = test_config(&mock, dir.path(), mode, server_extra);
+    let config = Config::load(&Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let engine = Engine::new(config.engine.clone()).unwrap();
+    let tenants = Tenants::open(&config).unwrap();
+    let handler = mcp::build(&config, engine, tenants, Transport::Http).unwrap();
+    let (listener, addr) = mcp::http::bind(&config.server).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let router = mcp::http::router(handler, &config.server, addr, shutdown.clone());
+    tokio::spawn(mcp::http::serve(listener, router, shutdown.clone()));
+    TestServer {
+        url: format!("http://{addr}/mcp"),
+        mock,
+        _dir: dir,
+        shutdown,
+    }
+}
+
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// A 2026-07-28 client: no handshake, per-request `_meta`.
+pub async fn modern_client(url: &str) -> Client {
+    client(
+        url,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+}
+
+/// A client of an older revision, with the `initialize` handshake.
+pub async fn legacy_client(url: &str, version: ProtocolVersion) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    ClientConfig::default()
+        .with_protocol_version(version)
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("legacy client starts")
+}
+
+async fn client(url: &str, mode: ClientLifecycleMode) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    ClientConfig::default()
+        .serve_with_lifecycle(transport, mode)
+        .await
+        .expect("client starts")
+}
+
+/// Calls a tool; a protocol error panics.
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    try_call(client, tool, arguments)
+        .await
+        .unwrap_or_else(|err| panic!("{tool} failed at the protocol level: {err}"))
+}
+
+/// Calls a tool, returning protocol errors as text.
+pub async fn try_call(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+) -> Result<CallToolResult, String> {
+    let arguments: Map<String, Value> = match arguments {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .map_err(|err| err.to_string())?;
+    let text = text_of(&result);
+    assert!(!text.contains(SECRET), "secret in tool output: {text}");
+    Ok(result)
+}
+
+/// The text content of a result.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
