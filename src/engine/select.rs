@@ -20,7 +20,9 @@ use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards};
 use super::types::{ExecContext, QueryOutput};
-use super::upstream::{AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth};
+use super::upstream::{
+    AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
+};
 
 /// A planned table plus what calling its provider needs.
 struct TableJob {

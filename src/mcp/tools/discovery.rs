@@ -431,7 +431,10 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
                     .sql_verb
                     .map_or(Value::Null, |v| Value::from(v.as_str())),
             ),
-            ("http_method".to_owned(), Value::String(contract.http_method)),
+            (
+                "http_method".to_owned(),
+                Value::String(contract.http_method),
+            ),
             ("path".to_owned(), Value::String(contract.path)),
             ("summary".to_owned(), text(contract.summary)),
             ("description".to_owned(), text(contract.description)),
