@@ -97,14 +97,13 @@ async fn start_over(mode: &str, server_extra: &str, copy_registry: bool) -> Test
     install_crypto_provider();
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let root = if copy_registry {
+    let file = if copy_registry {
         let root = dir.path().join("registry");
         copy_tree(&fixture_registry(), &root);
-        root
+        test_config_at(&mock, dir.path(), mode, server_extra, &root)
     } else {
-        fixture_registry()
+        test_config(&mock, dir.path(), mode, server_extra)
     };
-    let file = test_config_at(&mock, dir.path(), mode, server_extra, &root);
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
