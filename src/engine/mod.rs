@@ -225,6 +225,18 @@ impl Engine {
             .await
     }
 
+    /// [`Engine::registry_pull`] for a tenant: refused with `ProviderNotAllowed` when the
+    /// tenant may not use the provider, as `REGISTRY PULL` is.
+    pub async fn registry_pull_for(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        version: Option<&str>,
+    ) -> Result<PullOutcome> {
+        remote::check_pull_allowed(cx, provider)?;
+        self.registry_pull(provider, version).await
+    }
+
     /// Installed providers this tenant may use.
     pub async fn providers(&self, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
         let (inner, cx) = (self.inner.clone(), cx.clone());
@@ -288,6 +300,23 @@ impl Engine {
         let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
         let method = method.to_owned();
         blocking(move || discovery::contract(&inner, &cx, &names, &method)).await
+    }
+}
+
+impl Engine {
+    /// Checks a SELECT without running it and without any upstream call: it parses, its
+    /// tables, methods and required parameters resolve, the credential material of every
+    /// provider it reads is present, and SQLite accepts the statement over the planned
+    /// columns. The error is the one running it would have reported first. Statements
+    /// other than SELECT fail with `UnsupportedStatement`.
+    pub async fn validate(&self, cx: &ExecContext, sql: &str) -> Result<()> {
+        match sql::parse(sql)? {
+            sql::Statement::Query(query) => select::check(&self.inner, cx, query).await,
+            _ => Err(Error::new(
+                ErrorKind::UnsupportedStatement,
+                "only SELECT statements can be validated",
+            )),
+        }
     }
 }
 

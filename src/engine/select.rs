@@ -20,7 +20,9 @@ use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards};
 use super::types::{ExecContext, QueryOutput};
-use super::upstream::{AuthParts, Leg, LegEnd, resolve_auth};
+use super::upstream::{
+    AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
+};
 
 /// A planned table plus what calling its provider needs.
 struct TableJob {
@@ -72,6 +74,33 @@ pub(crate) async fn run(
     let mut output = db.query(sql, inner.config.max_result_rows).await?;
     output.warnings = warnings;
     Ok(output)
+}
+
+/// Plans a query statement and checks it without calling any upstream API: the tables,
+/// methods and parameters resolve, every provider's credential material is present (no
+/// token is fetched), and SQLite compiles the rewritten statement over empty tables with
+/// the planned columns (skipped when a table's columns come only from data).
+pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
+    let planner = inner.clone();
+    let plan_cx = cx.clone();
+    let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+        .await
+        .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    for job in &jobs {
+        check_auth_material(&job.auth, cx.credentials.as_ref())
+            .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;
+    }
+    if jobs.iter().any(|job| job.plan.dynamic_columns) {
+        return Ok(());
+    }
+    let db = Database::open().await?;
+    for job in &jobs {
+        db.create_table(&job.plan.local, job.plan.columns.clone())
+            .await?;
+    }
+    // EXPLAIN compiles the statement (names, columns, functions) without running it.
+    db.query(format!("EXPLAIN {sql}"), usize::MAX).await?;
+    Ok(())
 }
 
 struct Budget {

@@ -13,6 +13,7 @@ mod fanout_joins;
 mod logs;
 mod mcp_http;
 mod mcp_support;
+mod mcp_tools;
 mod mock;
 mod mutations;
 mod pagination;

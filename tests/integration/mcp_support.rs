@@ -35,11 +35,22 @@ impl Drop for TestServer {
 /// The YAML configuration of a test server; `extra` is appended (more keys of `server:`
 /// go after the `server:` line).
 pub fn test_config(mock: &Mock, dir: &std::path::Path, mode: &str, server_extra: &str) -> PathBuf {
+    test_config_at(mock, dir, mode, server_extra, &fixture_registry())
+}
+
+/// [`test_config`] over the registry folder `root`.
+pub fn test_config_at(
+    mock: &Mock,
+    dir: &std::path::Path,
+    mode: &str,
+    server_extra: &str,
+    root: &std::path::Path,
+) -> PathBuf {
     let env_file = dir.join("creds.env");
     std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
     let yaml = format!(
         "registry:\n  root: {}\n  url: {}/registry\nproviders:\n  testapi:\n    base_url: {}\ncredentials:\n  env_file: {}\n  process_env: false\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n{server_extra}",
-        fixture_registry().display(),
+        root.display(),
         mock.url(),
         mock.url(),
         env_file.display()
@@ -60,10 +71,39 @@ pub fn install_crypto_provider() {
 
 /// Starts a server in `mode` with extra `server:` settings (indented two spaces).
 pub async fn start(mode: &str, server_extra: &str) -> TestServer {
+    start_over(mode, server_extra, false).await
+}
+
+/// [`start`] over a copy of the fixture registry in the server's temporary folder
+/// (`<dir>/registry`), for tests that install providers.
+pub async fn start_with_registry_copy(mode: &str, server_extra: &str) -> TestServer {
+    start_over(mode, server_extra, true).await
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+async fn start_over(mode: &str, server_extra: &str, copy_registry: bool) -> TestServer {
     install_crypto_provider();
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = test_config(&mock, dir.path(), mode, server_extra);
+    let file = if copy_registry {
+        let root = dir.path().join("registry");
+        copy_tree(&fixture_registry(), &root);
+        test_config_at(&mock, dir.path(), mode, server_extra, &root)
+    } else {
+        test_config(&mock, dir.path(), mode, server_extra)
+    };
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),

@@ -425,16 +425,7 @@ pub(crate) async fn statement(
             })
         }
         RegistryCommand::Pull { provider, version } => {
-            let name = index::index_name(provider.trim());
-            if !name.is_empty() && !cx.allows(name) {
-                return Err(Error::new(
-                    ErrorKind::ProviderNotAllowed,
-                    format!(
-                        "provider '{name}' is not allowed for tenant '{}'",
-                        cx.tenant
-                    ),
-                ));
-            }
+            check_pull_allowed(cx, &provider)?;
             let outcome = remote.pull(&provider, version.as_deref(), store).await?;
             Ok(QueryOutput {
                 messages: vec![outcome.message],
@@ -445,6 +436,22 @@ pub(crate) async fn statement(
             })
         }
     }
+}
+
+/// Refuses a pull of a provider the tenant may not use (checked by its index name, so
+/// `googleapis.com` counts as `google`).
+pub(crate) fn check_pull_allowed(cx: &ExecContext, provider: &str) -> Result<()> {
+    let name = index::index_name(provider.trim());
+    if !name.is_empty() && !cx.allows(name) {
+        return Err(Error::new(
+            ErrorKind::ProviderNotAllowed,
+            format!(
+                "provider '{name}' is not allowed for tenant '{}'",
+                cx.tenant
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a staged package was installed or passed over.

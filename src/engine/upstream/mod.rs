@@ -7,7 +7,7 @@ mod pagination;
 mod retry;
 
 pub(crate) use auth::{
-    AuthParts, check_material as check_auth_material, resolve as resolve_auth,
+    AuthParts, check_material as check_auth_material, credential_error, resolve as resolve_auth,
     session_token_var as aws_session_token_var,
 };
 

@@ -4,8 +4,12 @@
 //! To add a tool: write its module, add its spec to `CATALOGUE`, and add
 //! `content/tools/<name>.md` (the server refuses to start otherwise).
 
+mod credentials;
+mod discovery;
 mod query;
+mod registry;
 mod server_info;
+mod validate;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -85,9 +89,19 @@ impl From<crate::engine::Error> for ToolError {
 /// Every tool the server has, in listing order.
 pub(crate) static CATALOGUE: &[ToolSpec] = &[
     server_info::SPEC,
+    discovery::LIST_PROVIDERS,
+    discovery::LIST_SERVICES,
+    discovery::LIST_RESOURCES,
+    discovery::LIST_METHODS,
+    discovery::DESCRIBE_RESOURCE,
+    discovery::DESCRIBE_METHOD,
+    validate::SPEC,
     query::RUN_SELECT_QUERY,
     query::RUN_MUTATION_QUERY,
     query::RUN_LIFECYCLE_OPERATION,
+    registry::LIST_REGISTRY,
+    registry::PULL_PROVIDER,
+    credentials::SPEC,
 ];
 
 /// Parses a tool's arguments into its input type (unknown fields refused).

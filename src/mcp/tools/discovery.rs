@@ -1,0 +1,504 @@
+//! The metadata tools: `list_providers`, `list_services`, `list_resources`, `list_methods`,
+//! `describe_resource` and `describe_method`. Names are checked as identifiers and handed to
+//! the engine's typed discovery calls; they never become SQL text.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::server_info::NoArguments;
+use super::{Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema};
+use crate::engine::{ColumnInfo, ParamInfo};
+use crate::mcp::render::View;
+
+/// Metadata tools read provider documents only.
+const READ_LOCAL: Hints = Hints {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+};
+
+/// `list_providers`.
+pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
+    name: "list_providers",
+    title: "List installed providers",
+    hints: READ_LOCAL,
+    takes_format: false,
+    input_schema: schema::<NoArguments>,
+    output_schema: schema::<RowsOutput>,
+    run: list_providers,
+};
+
+/// `list_services`.
+pub(crate) const LIST_SERVICES: ToolSpec = ToolSpec {
+    name: "list_services",
+    title: "List a provider's services",
+    hints: READ_LOCAL,
+    takes_format: true,
+    input_schema: schema::<HierarchyInput>,
+    output_schema: schema::<RowsOutput>,
+    run: list_services,
+};
+
+/// `list_resources`.
+pub(crate) const LIST_RESOURCES: ToolSpec = ToolSpec {
+    name: "list_resources",
+    title: "List a service's resources",
+    hints: READ_LOCAL,
+    takes_format: true,
+    input_schema: schema::<HierarchyInput>,
+    output_schema: schema::<RowsOutput>,
+    run: list_resources,
+};
+
+/// `list_methods`.
+pub(crate) const LIST_METHODS: ToolSpec = ToolSpec {
+    name: "list_methods",
+    title: "List a resource's methods",
+    hints: READ_LOCAL,
+    takes_format: true,
+    input_schema: schema::<HierarchyInput>,
+    output_schema: schema::<RowsOutput>,
+    run: list_methods,
+};
+
+/// `describe_resource`.
+pub(crate) const DESCRIBE_RESOURCE: ToolSpec = ToolSpec {
+    name: "describe_resource",
+    title: "Describe a resource's columns",
+    hints: READ_LOCAL,
+    takes_format: true,
+    input_schema: schema::<HierarchyInput>,
+    output_schema: schema::<RowsOutput>,
+    run: describe_resource,
+};
+
+/// `describe_method`.
+pub(crate) const DESCRIBE_METHOD: ToolSpec = ToolSpec {
+    name: "describe_method",
+    title: "Describe a method's contract",
+    hints: READ_LOCAL,
+    takes_format: true,
+    input_schema: schema::<HierarchyInput>,
+    output_schema: schema::<MethodOutput>,
+    run: describe_method,
+};
+
+/// Where in the provider → service → resource → method hierarchy to look. Which fields a
+/// tool needs depends on the tool; a missing one is reported by the tool.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HierarchyInput {
+    /// Provider SQL name, e.g. `github` or `google`.
+    #[serde(default)]
+    provider: Option<String>,
+    /// Service name within the provider, e.g. `repos`.
+    #[serde(default)]
+    service: Option<String>,
+    /// Resource name within the service, e.g. `repos` or `projects.locations`.
+    #[serde(default)]
+    resource: Option<String>,
+    /// Method name within the resource, e.g. `list_for_org`.
+    #[serde(default)]
+    method: Option<String>,
+    /// Most rows to return; 0 or absent: the server's limit.
+    #[serde(default)]
+    row_limit: Option<i64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// Output of `describe_method`.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // schema only
+pub(crate) struct MethodOutput {
+    /// `provider.service.resource`.
+    resource: String,
+    /// The method's name.
+    method: String,
+    /// The SQL verb it is bound to (`select`, `insert`, …); null when only EXEC reaches it.
+    sql_verb: Option<String>,
+    /// HTTP method.
+    http_method: String,
+    /// Path template.
+    path: String,
+    /// Summary from the document.
+    summary: Option<String>,
+    /// Description from the document.
+    description: Option<String>,
+    /// JSON schema of the request body (fields go in INSERT columns or `@@json`).
+    request_body: Option<Value>,
+    /// Key of the response holding the rows.
+    object_key: Option<String>,
+    /// Parameters (`param_type` input_required or input_optional) then result columns
+    /// (`param_type` output): `{name, type, param_type, location, default, allowed_values,
+    /// description}`.
+    rows: Vec<Map<String, Value>>,
+}
+
+/// The longest name accepted.
+const MAX_NAME: usize = 256;
+
+/// Checks a provider, service, resource or method name: letters, digits, `_`, `-` and `.`
+/// (resource names such as `projects.aggregated.usableSubnetworks` have dots).
+pub(crate) fn identifier(field: &str, value: &str) -> Result<(), ToolError> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_NAME
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        return Ok(());
+    }
+    let shown: String = value.chars().take(64).collect();
+    Err(ToolError::Failed(format!(
+        "invalid {field} {shown:?}: names contain only letters, digits, '_', '-' and '.'"
+    )))
+}
+
+/// Parses the hierarchy, requiring the first `needed` of provider, service, resource and
+/// method (`missing` is the error when one is absent) and checking every one given.
+fn hierarchy(
+    invocation: &mut Invocation,
+    needed: usize,
+    missing: &str,
+) -> Result<(Vec<String>, Option<i64>), ToolError> {
+    let input: HierarchyInput = super::arguments(std::mem::take(&mut invocation.arguments))?;
+    let fields = [
+        ("provider", input.provider),
+        ("service", input.service),
+        ("resource", input.resource),
+        ("method", input.method),
+    ];
+    let mut names = Vec::with_capacity(needed);
+    for (index, (field, value)) in fields.into_iter().enumerate() {
+        let value = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        match value {
+            Some(value) => {
+                identifier(field, &value)?;
+                if index < needed {
+                    names.push(value);
+                }
+            }
+            None if index < needed => return Err(ToolError::Failed(missing.to_owned())),
+            None => {}
+        }
+    }
+    Ok((names, input.row_limit))
+}
+
+fn limit(invocation: &Invocation, requested: Option<i64>) -> usize {
+    super::row_cap(requested, invocation.shared.server.max_rows)
+}
+
+/// A table result: `{rows: [{column: value}], truncated?, rows_seen?}`.
+fn table(columns: &[&str], rows: Vec<Vec<Value>>, limit: usize) -> ToolResult {
+    let seen = rows.len();
+    let rows: Vec<Vec<Value>> = rows.into_iter().take(limit).collect();
+    let objects: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            Value::Object(
+                columns
+                    .iter()
+                    .map(|c| (*c).to_owned())
+                    .zip(row.iter().cloned())
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut structured = Map::new();
+    structured.insert("rows".into(), Value::Array(objects));
+    if seen > limit {
+        structured.insert("truncated".into(), Value::Bool(true));
+        structured.insert("rows_seen".into(), Value::from(seen));
+    }
+    ToolResult {
+        structured: Value::Object(structured),
+        view: View::Table {
+            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+            rows,
+        },
+    }
+}
+
+fn text(value: Option<String>) -> Value {
+    value.map_or(Value::Null, Value::String)
+}
+
+fn list_providers(invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let shared = &invocation.shared;
+        let providers = shared.engine.providers(&invocation.cx).await?;
+        let rows = providers
+            .into_iter()
+            .map(|p| {
+                vec![
+                    Value::String(p.name),
+                    Value::String(p.version),
+                    Value::String(p.versions.join(", ")),
+                ]
+            })
+            .collect();
+        Ok(table(
+            &["name", "version", "versions"],
+            rows,
+            shared.server.max_rows,
+        ))
+    })
+}
+
+fn list_services(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let (names, row_limit) = hierarchy(&mut invocation, 1, "provider not specified")?;
+        let services = invocation
+            .shared
+            .engine
+            .services(&invocation.cx, &names[0])
+            .await?;
+        let rows = services
+            .into_iter()
+            .map(|s| vec![Value::String(s.name), text(s.title), text(s.description)])
+            .collect();
+        Ok(table(
+            &["name", "title", "description"],
+            rows,
+            limit(&invocation, row_limit),
+        ))
+    })
+}
+
+fn list_resources(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let (names, row_limit) = hierarchy(
+            &mut invocation,
+            2,
+            "provider and / or service not specified",
+        )?;
+        let resources = invocation
+            .shared
+            .engine
+            .resources(&invocation.cx, &names[0], &names[1])
+            .await?;
+        let rows = resources
+            .into_iter()
+            .map(|r| vec![Value::String(r.name), Value::String(r.id), text(r.title)])
+            .collect();
+        Ok(table(
+            &["name", "id", "title"],
+            rows,
+            limit(&invocation, row_limit),
+        ))
+    })
+}
+
+const RESOURCE_MISSING: &str = "provider, service and / or resource not specified";
+
+fn list_methods(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let (names, row_limit) = hierarchy(&mut invocation, 3, RESOURCE_MISSING)?;
+        let methods = invocation
+            .shared
+            .engine
+            .methods(&invocation.cx, &names[0], &names[1], &names[2])
+            .await?;
+        let rows = methods
+            .into_iter()
+            .map(|m| {
+                vec![
+                    Value::String(m.name),
+                    Value::String(m.required_params.join(", ")),
+                    Value::String(
+                        m.sql_verb
+                            .map_or("EXEC".to_owned(), |v| v.as_str().to_ascii_uppercase()),
+                    ),
+                ]
+            })
+            .collect();
+        Ok(table(
+            &["MethodName", "RequiredParams", "SQLVerb"],
+            rows,
+            limit(&invocation, row_limit),
+        ))
+    })
+}
+
+fn column_record(column: ColumnInfo) -> Vec<(String, Value)> {
+    vec![
+        ("name".to_owned(), Value::String(column.name)),
+        ("type".to_owned(), Value::String(column.type_name)),
+        ("description".to_owned(), text(column.description)),
+    ]
+}
+
+fn describe_resource(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let (names, row_limit) = hierarchy(&mut invocation, 3, RESOURCE_MISSING)?;
+        let columns = invocation
+            .shared
+            .engine
+            .columns(&invocation.cx, &names[0], &names[1], &names[2])
+            .await?;
+        let cap = limit(&invocation, row_limit);
+        let seen = columns.len();
+        let records: Vec<Vec<(String, Value)>> =
+            columns.into_iter().take(cap).map(column_record).collect();
+        let mut structured = Map::new();
+        structured.insert("rows".into(), rows_of(&records));
+        if seen > cap {
+            structured.insert("truncated".into(), Value::Bool(true));
+            structured.insert("rows_seen".into(), Value::from(seen));
+        }
+        Ok(ToolResult {
+            structured: Value::Object(structured),
+            view: View::Records {
+                title: "Resource".to_owned(),
+                records,
+            },
+        })
+    })
+}
+
+fn rows_of(records: &[Vec<(String, Value)>]) -> Value {
+    Value::Array(
+        records
+            .iter()
+            .map(|r| Value::Object(r.iter().cloned().collect()))
+            .collect(),
+    )
+}
+
+fn param_record(param: ParamInfo) -> Vec<(String, Value)> {
+    vec![
+        ("name".to_owned(), Value::String(param.name)),
+        ("type".to_owned(), text(param.type_name)),
+        (
+            "param_type".to_owned(),
+            Value::from(if param.required {
+                "input_required"
+            } else {
+                "input_optional"
+            }),
+        ),
+        ("location".to_owned(), Value::String(param.location)),
+        ("default".to_owned(), text(param.default)),
+        (
+            "allowed_values".to_owned(),
+            if param.allowed_values.is_empty() {
+                Value::Null
+            } else {
+                Value::from(param.allowed_values)
+            },
+        ),
+        ("description".to_owned(), text(param.description)),
+    ]
+}
+
+fn output_record(column: ColumnInfo) -> Vec<(String, Value)> {
+    vec![
+        ("name".to_owned(), Value::String(column.name)),
+        ("type".to_owned(), Value::String(column.type_name)),
+        ("param_type".to_owned(), Value::from("output")),
+        ("location".to_owned(), Value::Null),
+        ("default".to_owned(), Value::Null),
+        ("allowed_values".to_owned(), Value::Null),
+        ("description".to_owned(), text(column.description)),
+    ]
+}
+
+fn describe_method(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let (names, row_limit) = hierarchy(
+            &mut invocation,
+            4,
+            "provider, service, resource and / or method not specified",
+        )?;
+        let contract = invocation
+            .shared
+            .engine
+            .method_contract(&invocation.cx, &names[0], &names[1], &names[2], &names[3])
+            .await?;
+        let cap = limit(&invocation, row_limit);
+        let summary = vec![
+            ("resource".to_owned(), Value::String(contract.resource)),
+            ("method".to_owned(), Value::String(contract.name)),
+            (
+                "sql_verb".to_owned(),
+                contract
+                    .sql_verb
+                    .map_or(Value::Null, |v| Value::from(v.as_str())),
+            ),
+            (
+                "http_method".to_owned(),
+                Value::String(contract.http_method),
+            ),
+            ("path".to_owned(), Value::String(contract.path)),
+            ("summary".to_owned(), text(contract.summary)),
+            ("description".to_owned(), text(contract.description)),
+            (
+                "request_body".to_owned(),
+                contract.request_body.unwrap_or(Value::Null),
+            ),
+            ("object_key".to_owned(), text(contract.object_key)),
+        ];
+        let rows: Vec<Vec<(String, Value)>> = contract
+            .params
+            .into_iter()
+            .map(param_record)
+            .chain(contract.columns.into_iter().map(output_record))
+            .collect();
+        let seen = rows.len();
+        let rows: Vec<Vec<(String, Value)>> = rows.into_iter().take(cap).collect();
+        let mut structured: Map<String, Value> = summary.iter().cloned().collect();
+        structured.insert("rows".into(), rows_of(&rows));
+        if seen > cap {
+            structured.insert("truncated".into(), Value::Bool(true));
+            structured.insert("rows_seen".into(), Value::from(seen));
+        }
+        let mut records = vec![summary];
+        records.extend(rows);
+        Ok(ToolResult {
+            structured: Value::Object(structured),
+            view: View::Records {
+                title: "Method".to_owned(),
+                records,
+            },
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_allow_stackql_names_only() {
+        for good in [
+            "google",
+            "googleapis.com",
+            "projects.aggregated.usableSubnetworks",
+            "list_for_org",
+            "azure_extras",
+            "v1-beta",
+        ] {
+            assert!(identifier("resource", good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "testapi; DROP",
+            "a b",
+            "a'b",
+            "a\"b",
+            "a/b",
+            "a\\b",
+            "x\n",
+            "é",
+        ] {
+            assert!(identifier("provider", bad).is_err(), "{bad:?}");
+        }
+        assert!(identifier("provider", &"a".repeat(MAX_NAME + 1)).is_err());
+    }
+}

@@ -1,0 +1,168 @@
+//! `list_registry` and `pull_provider`: the remote provider registry. Names go to the
+//! engine's typed registry calls, which refuse characters outside letters, digits, `-`, `_`
+//! and `.`; a pull writes only the local registry root.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema};
+use crate::mcp::render::View;
+
+/// `list_registry`.
+pub(crate) const LIST_REGISTRY: ToolSpec = ToolSpec {
+    name: "list_registry",
+    title: "List providers in the remote registry",
+    hints: Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    takes_format: true,
+    input_schema: schema::<RegistryInput>,
+    output_schema: schema::<RowsOutput>,
+    run: list_registry,
+};
+
+/// `pull_provider`.
+pub(crate) const PULL_PROVIDER: ToolSpec = ToolSpec {
+    name: "pull_provider",
+    title: "Install a provider from the registry",
+    hints: Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    takes_format: true,
+    input_schema: schema::<RegistryInput>,
+    output_schema: schema::<PullOutput>,
+    run: pull_provider,
+};
+
+/// Input of the registry tools.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RegistryInput {
+    /// Provider name, e.g. `github` (list_registry: optional, lists that provider's
+    /// versions; pull_provider: required).
+    #[serde(default)]
+    provider: Option<String>,
+    /// pull_provider only: the version to install, e.g. `v24.11.00274`; absent: the newest
+    /// usable one.
+    #[serde(default)]
+    version: Option<String>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// Output of `pull_provider`.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // schema only
+pub(crate) struct PullOutput {
+    /// What was installed, and which newer versions were passed over and why.
+    messages: Vec<String>,
+    /// When the install completed (RFC 3339, UTC).
+    timestamp: String,
+    /// The provider's SQL name.
+    provider: String,
+    /// The version installed.
+    version: String,
+}
+
+fn parse(invocation: &mut Invocation) -> Result<RegistryInput, ToolError> {
+    super::arguments(std::mem::take(&mut invocation.arguments))
+}
+
+fn trimmed(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn list_registry(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let input = parse(&mut invocation)?;
+        let provider = trimmed(input.provider.as_deref());
+        let listed = invocation.shared.engine.registry_list(provider).await?;
+        let (columns, rows): ([&str; 2], Vec<Vec<Value>>) = match provider {
+            None => (
+                ["provider", "versions"],
+                listed
+                    .into_iter()
+                    .map(|p| vec![Value::String(p.name), Value::String(p.versions.join(", "))])
+                    .collect(),
+            ),
+            Some(_) => (
+                ["provider", "version"],
+                listed
+                    .into_iter()
+                    .flat_map(|p| {
+                        let name = p.name;
+                        p.versions
+                            .into_iter()
+                            .map(move |v| vec![Value::String(name.clone()), Value::String(v)])
+                    })
+                    .collect(),
+            ),
+        };
+        let cap = invocation.shared.server.max_rows;
+        let seen = rows.len();
+        let rows: Vec<Vec<Value>> = rows.into_iter().take(cap).collect();
+        let objects: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                Value::Object(
+                    columns
+                        .iter()
+                        .map(|c| (*c).to_owned())
+                        .zip(row.iter().cloned())
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut structured = Map::new();
+        structured.insert("rows".into(), Value::Array(objects));
+        if seen > cap {
+            structured.insert("truncated".into(), Value::Bool(true));
+            structured.insert("rows_seen".into(), Value::from(seen));
+        }
+        Ok(ToolResult {
+            structured: Value::Object(structured),
+            view: View::Table {
+                columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+                rows,
+            },
+        })
+    })
+}
+
+fn pull_provider(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let input = parse(&mut invocation)?;
+        let Some(provider) = trimmed(input.provider.as_deref()) else {
+            return Err(ToolError::Failed("provider not specified".to_owned()));
+        };
+        let version = trimmed(input.version.as_deref());
+        let outcome = invocation
+            .shared
+            .engine
+            .registry_pull_for(&invocation.cx, provider, version)
+            .await?;
+        let timestamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let record = vec![
+            ("messages".to_owned(), Value::from(vec![outcome.message])),
+            ("timestamp".to_owned(), Value::String(timestamp)),
+            ("provider".to_owned(), Value::String(outcome.provider)),
+            ("version".to_owned(), Value::String(outcome.version)),
+        ];
+        Ok(ToolResult {
+            structured: Value::Object(record.iter().cloned().collect()),
+            view: View::Records {
+                title: "Pull Result".to_owned(),
+                records: vec![record],
+            },
+        })
+    })
+}

@@ -1,0 +1,110 @@
+//! `validate_select_query`: plans a SELECT without running it. The engine resolves the
+//! tables, methods and parameters, checks that the credentials resolve and has SQLite compile
+//! the statement, with no upstream call. An invalid query is data (`valid: false` with the
+//! errors), not a tool error.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema};
+use crate::engine::{StatementKind, statement_kind};
+use crate::mcp::render::View;
+
+/// The tool.
+pub(crate) const SPEC: ToolSpec = ToolSpec {
+    name: "validate_select_query",
+    title: "Validate a SELECT without running it",
+    hints: Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    takes_format: true,
+    input_schema: schema::<ValidateInput>,
+    output_schema: schema::<Validation>,
+    run,
+};
+
+/// Input of `validate_select_query`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ValidateInput {
+    /// One SELECT statement.
+    sql: String,
+    /// Accepted for symmetry with run_select_query; nothing is returned but the verdict.
+    #[serde(default)]
+    #[allow(dead_code)] // accepted, not used
+    row_limit: Option<i64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+    /// The query library id the SQL came from, if any (attribution only).
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// The verdict.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Validation {
+    /// Whether the statement would plan and run.
+    valid: bool,
+    /// Why not (empty when valid): the error running it would report first.
+    errors: Vec<String>,
+}
+
+fn kind_name(kind: StatementKind) -> &'static str {
+    match kind {
+        StatementKind::Select => "a SELECT",
+        StatementKind::Metadata => "a SHOW or DESCRIBE",
+        StatementKind::Insert => "an INSERT",
+        StatementKind::Update => "an UPDATE",
+        StatementKind::Replace => "a REPLACE",
+        StatementKind::Delete => "a DELETE",
+        StatementKind::Exec => "an EXEC",
+        StatementKind::RegistryList => "a REGISTRY LIST",
+        StatementKind::RegistryPull => "a REGISTRY PULL",
+    }
+}
+
+fn run(mut invocation: Invocation) -> ToolFuture {
+    Box::pin(async move {
+        let input: ValidateInput = arguments(std::mem::take(&mut invocation.arguments))?;
+        if input.sql.trim().is_empty() {
+            return Err(ToolError::Failed("no SQL provided".to_owned()));
+        }
+        if let Some(source) = &input.source {
+            tracing::debug!(source = %source, "validating a query from the query library");
+        }
+        let outcome = match statement_kind(&input.sql) {
+            Err(err) => Err(err.message().to_owned()),
+            Ok(StatementKind::Select) => invocation
+                .shared
+                .engine
+                .validate(&invocation.cx, &input.sql)
+                .await
+                .map_err(|err| err.message().to_owned()),
+            Ok(other) => Err(format!(
+                "validate_select_query checks SELECT statements only; this statement is {}",
+                kind_name(other)
+            )),
+        };
+        let verdict = Validation {
+            valid: outcome.is_ok(),
+            errors: outcome.err().into_iter().collect(),
+        };
+        let view = View::Records {
+            title: "Validation Result".to_owned(),
+            records: vec![vec![
+                ("valid".to_owned(), Value::Bool(verdict.valid)),
+                ("errors".to_owned(), Value::from(verdict.errors.clone())),
+            ]],
+        };
+        Ok(ToolResult {
+            structured: serde_json::to_value(&verdict).unwrap_or(Value::Null),
+            view,
+        })
+    })
+}
