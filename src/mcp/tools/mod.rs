@@ -4,6 +4,7 @@
 //! To add a tool: write its module, add its spec to `CATALOGUE`, and add
 //! `content/tools/<name>.md` (the server refuses to start otherwise).
 
+mod library;
 mod query;
 mod server_info;
 
@@ -88,6 +89,8 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
     query::RUN_SELECT_QUERY,
     query::RUN_MUTATION_QUERY,
     query::RUN_LIFECYCLE_OPERATION,
+    library::QUERY_LIBRARY_SEARCH,
+    library::QUERY_LIBRARY_GET,
 ];
 
 /// Parses a tool's arguments into its input type (unknown fields refused).
