@@ -172,26 +172,7 @@ fn substitute(template: &str, literals: &[(&str, String)]) -> Result<String, Str
 }
 
 /// Placeholder names in a template, in order of first use.
-pub(crate) fn placeholders(template: &str) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let len = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
-        if len > 0 && after[len..].starts_with("}}") {
-            let name = after[..len].to_owned();
-            if !names.contains(&name) {
-                names.push(name);
-            }
-            rest = &after[len + 2..];
-        } else {
-            rest = after;
-        }
-    }
-    names
-}
+pub(crate) use crate::mcp::content::placeholders;
 
 #[cfg(test)]
 mod tests {
