@@ -244,8 +244,7 @@ async fn unknown_allowlist_names_stop_the_build() {
         let engine = Engine::new(config.engine.clone()).unwrap();
         let tenants = Tenants::open(&config).unwrap();
         let err = mcp::build(&config, engine, tenants, Transport::Http)
-            .err()
-            .expect("an unknown name is refused")
+            .expect_err("an unknown name is refused")
             .to_string();
         assert!(err.contains(key), "{err}");
         assert!(err.contains(name), "{err}");

@@ -121,7 +121,7 @@ fn literal(param: &Param, value: &Value) -> Result<String, String> {
         }
         "enum" => {
             let choices = param.choices.as_deref().unwrap_or_default();
-            if choices.iter().any(|c| *c == text) {
+            if choices.contains(&text) {
                 Ok(quote(&text))
             } else {
                 Err(format!(
