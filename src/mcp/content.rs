@@ -74,6 +74,11 @@ pub struct ResourceDoc {
     pub body: String,
 }
 
+/// Name of the resource that republishes the server instructions.
+pub const INSTRUCTIONS_RESOURCE: &str = "stackql_server_instructions";
+/// Its URI.
+pub const INSTRUCTIONS_URI: &str = "querygate://docs/instructions";
+
 /// Everything under `content/`, parsed.
 #[derive(Debug, Clone)]
 pub struct Content {
@@ -168,6 +173,14 @@ impl Content {
                         front.name
                     )));
                 }
+                if let Some(undeclared) = placeholders(body)
+                    .into_iter()
+                    .find(|p| !front.arguments.iter().any(|a| a.name == *p))
+                {
+                    return Err(malformed(format!(
+                        "the body uses {{{{{undeclared}}}}}, which is not a declared argument"
+                    )));
+                }
                 content.prompts.push(PromptDoc {
                     name: front.name,
                     title: front.title,
@@ -182,6 +195,9 @@ impl Content {
                         "frontmatter name '{}' differs from the file name",
                         front.name
                     )));
+                }
+                if content.resources.iter().any(|r| r.uri == front.uri) {
+                    return Err(malformed(format!("uri '{}' is used twice", front.uri)));
                 }
                 content.resources.push(ResourceDoc {
                     name: front.name,
@@ -203,6 +219,16 @@ impl Content {
             .map(|(_, text)| text)
             .collect::<Vec<_>>()
             .join("\n\n");
+        if !content.instructions.is_empty() {
+            content.resources.push(ResourceDoc {
+                name: INSTRUCTIONS_RESOURCE.to_owned(),
+                uri: INSTRUCTIONS_URI.to_owned(),
+                title: Some("Server instructions".to_owned()),
+                description: "The server instructions (discovery workflow, SQL shape, writes, errors, modes) as a document, for clients that do not show them to the model.".to_owned(),
+                mime_type: "text/markdown".to_owned(),
+                body: content.instructions.clone(),
+            });
+        }
         Ok(content)
     }
 
@@ -220,6 +246,28 @@ impl Content {
         }
         Ok(())
     }
+}
+
+/// `{{name}}` placeholders (letters, digits, `_`) in `text`, in order of first use.
+pub fn placeholders(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        if len > 0 && after[len..].starts_with("}}") {
+            let name = after[..len].to_owned();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+            rest = &after[len + 2..];
+        } else {
+            rest = after;
+        }
+    }
+    names
 }
 
 /// Splits `---\n<yaml>\n---\n<body>`.
@@ -291,5 +339,39 @@ mod tests {
     fn the_embedded_content_parses() {
         let content = Content::embedded().unwrap();
         assert!(!content.tools.is_empty());
+        assert_eq!(content.prompts.len(), 7);
+        assert_eq!(content.resources.len(), 4);
+        assert!(
+            content.instructions.starts_with("# "),
+            "{}",
+            content.instructions
+        );
+        let synthetic = content.resources.last().unwrap();
+        assert_eq!(synthetic.name, INSTRUCTIONS_RESOURCE);
+        assert_eq!(synthetic.body, content.instructions);
+    }
+
+    #[test]
+    fn prompt_placeholders_must_be_declared_arguments() {
+        let ok = "---\nname: p\ndescription: d\narguments:\n  - name: a\n    description: x\n---\nUse {{a}} and {{ not_a_placeholder }} and {{}}.";
+        let content = Content::parse([("prompts/p.md", ok)]).unwrap();
+        assert_eq!(content.prompts[0].arguments[0].name, "a");
+        let bad = "---\nname: p\ndescription: d\n---\nUse {{b}}.";
+        let err = Content::parse([("prompts/p.md", bad)]).unwrap_err();
+        assert!(err.to_string().contains("{{b}}"), "{err}");
+        assert_eq!(placeholders("{{a}}{{b}}{{a}}{{c d}}"), ["a", "b"]);
+    }
+
+    #[test]
+    fn instructions_join_in_file_order_and_are_republished() {
+        let content = Content::parse([
+            ("instructions/10-b.md", "# B\n"),
+            ("instructions/00-a.md", "# A\n"),
+        ])
+        .unwrap();
+        assert_eq!(content.instructions, "# A\n\n# B");
+        assert_eq!(content.resources[0].uri, INSTRUCTIONS_URI);
+        let none = Content::parse([]).unwrap();
+        assert!(none.resources.is_empty());
     }
 }

@@ -5,14 +5,17 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument,
+    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, Role, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tower::ServiceExt as _;
 
 use super::Shared;
+use super::content::{INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
 use super::stage::{self, CallError, ToolCall, ToolStage};
 use crate::tenant::Principal;
 
@@ -73,6 +76,60 @@ impl QuerygateMcp {
     }
 }
 
+impl Shared {
+    /// Offered prompts: all, or those `server.enabled_prompts` names.
+    fn offered_prompts(&self) -> impl Iterator<Item = &PromptDoc> + '_ {
+        self.content.prompts.iter().filter(|p| {
+            self.server
+                .enabled_prompts
+                .as_ref()
+                .is_none_or(|list| list.contains(&p.name))
+        })
+    }
+
+    /// Offered resources: all, or those `server.enabled_resources` names; the instructions
+    /// resource only while instructions are served.
+    fn offered_resources(&self) -> impl Iterator<Item = &ResourceDoc> + '_ {
+        self.content.resources.iter().filter(|r| {
+            !(self.server.disable_instructions && r.name == INSTRUCTIONS_RESOURCE)
+                && self
+                    .server
+                    .enabled_resources
+                    .as_ref()
+                    .is_none_or(|list| list.contains(&r.name))
+        })
+    }
+}
+
+/// A prompt's text with its arguments filled in: a missing required argument is an error
+/// naming it; a missing optional one becomes `(not given)`.
+pub(crate) fn fill_prompt(
+    prompt: &PromptDoc,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+) -> Result<String, String> {
+    let mut text = prompt.body.clone();
+    for argument in &prompt.arguments {
+        let value = match arguments.get(&argument.name) {
+            Some(serde_json::Value::String(s)) => s.trim().to_owned(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        if value.is_empty() && argument.required {
+            return Err(format!(
+                "prompt '{}' needs the argument '{}' ({})",
+                prompt.name, argument.name, argument.description
+            ));
+        }
+        let value = if value.is_empty() {
+            "(not given)".to_owned()
+        } else {
+            value
+        };
+        text = text.replace(&format!("{{{{{}}}}}", argument.name), &value);
+    }
+    Ok(text)
+}
+
 /// The caller, as the HTTP stage's auth layer left it in the request extensions; stdio and
 /// unauthenticated HTTP run as the anonymous principal of the default tenant.
 fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
@@ -110,6 +167,123 @@ impl ServerHandler for QuerygateMcp {
         result.ttl_ms = Some(0);
         result.cache_scope = Some(CacheScope::Private);
         Ok(result)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .shared
+            .offered_prompts()
+            .map(|p| {
+                let arguments = p
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        PromptArgument::new(a.name.clone())
+                            .with_description(a.description.clone())
+                            .with_required(a.required)
+                    })
+                    .collect();
+                let prompt =
+                    Prompt::new(p.name.clone(), Some(p.description.clone()), Some(arguments));
+                match &p.title {
+                    Some(title) => prompt.with_title(title.clone()),
+                    None => prompt,
+                }
+            })
+            .collect();
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.ttl_ms = Some(0);
+        result.cache_scope = Some(CacheScope::Private);
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let Some(prompt) = self
+            .shared
+            .offered_prompts()
+            .find(|p| p.name == request.name)
+        else {
+            let known: Vec<&str> = self
+                .shared
+                .offered_prompts()
+                .map(|p| p.name.as_str())
+                .collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown prompt '{}' (this server offers: {})",
+                    request.name,
+                    known.join(", ")
+                ),
+                None,
+            ));
+        };
+        let text = fill_prompt(prompt, &request.arguments.unwrap_or_default())
+            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(prompt.description.clone())
+                .into(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .shared
+            .offered_resources()
+            .map(|r| {
+                let resource = Resource::new(r.uri.clone(), r.name.clone())
+                    .with_description(r.description.clone())
+                    .with_mime_type(r.mime_type.clone())
+                    .with_size(r.body.len() as u64);
+                match &r.title {
+                    Some(title) => resource.with_title(title.clone()),
+                    None => resource,
+                }
+            })
+            .collect();
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.ttl_ms = Some(0);
+        result.cache_scope = Some(CacheScope::Private);
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(resource) = self
+            .shared
+            .offered_resources()
+            .find(|r| r.uri == request.uri)
+        else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown resource '{}'; resources/list names the resources this server offers",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(resource.body.clone(), resource.uri.clone())
+                .with_mime_type(resource.mime_type.clone()),
+        ])
+        .with_ttl_ms(0)
+        .with_cache_scope(CacheScope::Private)
+        .into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

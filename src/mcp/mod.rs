@@ -11,6 +11,7 @@
 pub mod content;
 mod handler;
 pub mod http;
+mod library;
 pub mod render;
 pub mod stage;
 pub mod stdio;
@@ -64,6 +65,10 @@ pub enum StartError {
         /// The names that exist.
         known: String,
     },
+    /// The query library cannot be set up (a malformed snapshot, a client that cannot be
+    /// built).
+    #[error("query library: {0}")]
+    Library(String),
 }
 
 /// What every request shares: the engine, the tenants, settings and content.
@@ -77,6 +82,8 @@ pub(crate) struct Shared {
     pub(crate) registry_description: String,
     /// Offered tools by name.
     tools: HashMap<&'static str, &'static ToolSpec>,
+    /// The query library (embedded snapshot and optional remote index).
+    pub(crate) library: library::Library,
 }
 
 impl Shared {
@@ -142,6 +149,8 @@ pub fn build(
             .as_deref()
             .unwrap_or("none configured")
     );
+    let library = library::Library::new(&content.files, server.query_library_url.as_deref())
+        .map_err(StartError::Library)?;
     let shared = Arc::new(Shared {
         engine,
         tenants,
@@ -150,6 +159,7 @@ pub fn build(
         transport,
         registry_description,
         tools,
+        library,
     });
     Ok(QuerygateMcp::new(shared))
 }

@@ -23,6 +23,8 @@ pub enum View {
         /// Records as ordered key/value pairs.
         records: Vec<Vec<(String, Value)>>,
     },
+    /// Markdown the tool composed itself (e.g. a table followed by notes).
+    Markdown(String),
 }
 
 /// The text of a result in the chosen format.
@@ -39,6 +41,7 @@ pub fn markdown(view: &View) -> String {
     match view {
         View::Table { columns, rows } => table(columns, rows),
         View::Records { title, records } => key_values(title, records),
+        View::Markdown(text) => text.clone(),
     }
 }
 

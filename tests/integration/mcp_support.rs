@@ -194,3 +194,31 @@ pub fn text_of(result: &CallToolResult) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Like [`start`], with `server:` settings computed from the mock's URL (e.g. a query library
+/// URL served by the mock).
+pub async fn start_with(mode: &str, server_extra: impl FnOnce(&str) -> String) -> TestServer {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = server_extra(&mock.url());
+    let file = test_config(&mock, dir.path(), mode, &extra);
+    let config = Config::load(&Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let engine = Engine::new(config.engine.clone()).unwrap();
+    let tenants = Tenants::open(&config).unwrap();
+    let handler = mcp::build(&config, engine, tenants, Transport::Http).unwrap();
+    let (listener, addr) = mcp::http::bind(&config.server).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let router = mcp::http::router(handler, &config.server, addr, shutdown.clone());
+    tokio::spawn(mcp::http::serve(listener, router, shutdown.clone()));
+    TestServer {
+        url: format!("http://{addr}/mcp"),
+        mock,
+        _dir: dir,
+        shutdown,
+    }
+}

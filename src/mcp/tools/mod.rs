@@ -6,6 +6,7 @@
 
 mod credentials;
 mod discovery;
+mod library;
 mod query;
 mod registry;
 mod server_info;
@@ -102,6 +103,8 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
     registry::LIST_REGISTRY,
     registry::PULL_PROVIDER,
     credentials::SPEC,
+    library::QUERY_LIBRARY_SEARCH,
+    library::QUERY_LIBRARY_GET,
 ];
 
 /// Parses a tool's arguments into its input type (unknown fields refused).
