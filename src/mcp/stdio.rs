@@ -23,6 +23,7 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::QuerygateMcp;
 
@@ -71,7 +72,11 @@ where
     // Our limit applies first; rmcp's must not be the tighter one.
     let transport =
         AsyncRwTransport::new_server(rmcp_read, rmcp_write).with_max_line_length(max_line + 2);
+    // Cancelled when stdout fails or the session ends: stop reading stdin then.
+    let stop = CancellationToken::new();
+    let session_done = stop.clone().drop_guard();
     let session = tokio::spawn(async move {
+        let _done = session_done;
         match handler.serve(transport).await {
             Ok(running) => running
                 .waiting()
@@ -85,7 +90,14 @@ where
     });
 
     let (lines, queue) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
-    let writer = tokio::spawn(write_lines(queue, output));
+    let writer_failed = stop.clone();
+    let writer = tokio::spawn(async move {
+        let written = write_lines(queue, output).await;
+        if written.is_err() {
+            writer_failed.cancel();
+        }
+        written
+    });
     let pump = tokio::spawn(pump_lines(BufReader::new(from_rmcp), lines.clone()));
 
     let mut reader = BufReader::new(input);
@@ -93,7 +105,11 @@ where
     let mut lifecycle_started = false;
     let mut outcome = Ok(());
     loop {
-        let read = match read_bounded_line(&mut reader, &mut buf, max_line).await {
+        let read = tokio::select! {
+            read = read_bounded_line(&mut reader, &mut buf, max_line) => read,
+            () = stop.cancelled() => break,
+        };
+        let read = match read {
             Ok(read) => read,
             Err(err) => {
                 outcome = Err(StdioError::Input(err));
@@ -121,7 +137,9 @@ where
                 // rmcp ends the session when its first message is not a request; a stray
                 // notification or response before any request is dropped instead.
                 if !lifecycle_started && !is_request {
-                    tracing::warn!("stdio: dropped a notification or response sent before any request");
+                    tracing::warn!(
+                        "stdio: dropped a notification or response sent before any request"
+                    );
                     continue;
                 }
                 lifecycle_started |= is_request;
