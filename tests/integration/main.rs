@@ -12,6 +12,7 @@ mod errors;
 mod fanout_joins;
 mod logs;
 mod mcp_http;
+mod mcp_python;
 mod mcp_stdio;
 mod mcp_support;
 mod mock;
