@@ -166,7 +166,10 @@ fn run(
         );
     }
     println!(
-        "  (CPU = the server thread's schedstat growth over the measured calls; the load generator and the mock are not counted)"
+        "  (CPU = the server threads' schedstat growth over the measured calls; the load generator and the mock are not counted)"
+    );
+    println!(
+        "  (run_select_query's CPU omits the engine's per-statement querygate-sqlite threads, which exit before they can be read)"
     );
     Ok(())
 }
