@@ -21,6 +21,34 @@ if [[ -z "$compat" ]]; then
 fi
 export QUERYGATE_COMPAT_REGISTRY="$compat"
 
+# The official MCP Python SDK for tests/python/mcp_client.py (the mcp_python test): a
+# virtualenv under target/, made once and reused while the pinned version stays the same.
+MCP_PY_VERSION=2.3.0
+venv=target/py-venv
+stamp="$venv/.querygate-mcp-$MCP_PY_VERSION"
+python_bin="$(command -v python3 || true)"
+if [[ -z "$python_bin" ]]; then
+  echo "python3 is required for the MCP Python SDK test" >&2
+  exit 1
+fi
+if [[ ! -f "$stamp" ]]; then
+  rm -rf "$venv"
+  mkdir -p target
+  if ! "$python_bin" -m venv "$venv" >/dev/null 2>&1; then
+    # Debian's python3 lacks venv without python3-venv.
+    if command -v apt-get >/dev/null && [[ "$(id -u)" == 0 ]]; then
+      echo "note: installing python3-venv" >&2
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
+    rm -rf "$venv"
+    "$python_bin" -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
+  touch "$stamp"
+fi
+QUERYGATE_PYTHON="$(pwd)/$venv/bin/python"
+export QUERYGATE_PYTHON
+
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo test

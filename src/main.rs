@@ -22,5 +22,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let code = runtime.block_on(querygate::cli::run(cli));
+    // A blocking read of a terminal's stdin cannot be cancelled; do not wait on it to exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -14,6 +14,8 @@ mod logs;
 mod mcp_content;
 mod mcp_http;
 mod mcp_library;
+mod mcp_python;
+mod mcp_stdio;
 mod mcp_support;
 mod mcp_tools;
 mod mock;

@@ -1,0 +1,351 @@
+//! `querygate stdio` as a desktop client runs it: the real binary as a child process, driven
+//! by rmcp's child-process client (both protocol generations) and by raw bytes on stdin
+//! (framing: LF, CRLF, malformed, truncated, bare tokens, non-JSON-RPC objects, EOF).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{ClientConfig, ProtocolVersion};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::mcp_support::{Client, call, test_config, text_of};
+use crate::mock::{Mock, Reply};
+use crate::support::SECRET;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn command(config: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_querygate"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("--config")
+        .arg(config)
+        .arg("stdio");
+    cmd
+}
+
+/// A mock with one `items` route and a config pointing at it.
+async fn setup() -> (Mock, tempfile::TempDir, PathBuf) {
+    let mock = Mock::start().await;
+    mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1, "name": "one"}, {"id": 2, "name": "two"}])),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "read_only", "");
+    (mock, dir, config)
+}
+
+async fn child_client(
+    config: &Path,
+    mode: ClientLifecycleMode,
+    version: ProtocolVersion,
+) -> Client {
+    let (transport, _stderr) = TokioChildProcess::builder(command(config))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::timeout(
+        LIMIT,
+        ClientConfig::default()
+            .with_protocol_version(version)
+            .serve_with_lifecycle(transport, mode),
+    )
+    .await
+    .expect("the stdio client starts in time")
+    .expect("the stdio client starts")
+}
+
+async fn exercise(client: &Client, mock: &Mock) {
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "run_select_query"));
+    let info = call(client, "server_info", json!({})).await;
+    let structured = info.structured_content.clone().unwrap();
+    assert_eq!(structured["transport"], "stdio");
+    assert_eq!(structured["mode"], "read_only");
+    let rows = call(
+        client,
+        "run_select_query",
+        json!({"sql": "SELECT id, name FROM testapi.items.items WHERE org = 'acme' ORDER BY id"}),
+    )
+    .await;
+    assert_ne!(rows.is_error, Some(true), "{}", text_of(&rows));
+    assert_eq!(
+        rows.structured_content.clone().unwrap()["rows"],
+        json!([{"id": 1, "name": "one"}, {"id": 2, "name": "two"}])
+    );
+    assert!(text_of(&rows).starts_with("| id | name |"));
+    let last = mock.requests().last().cloned().unwrap();
+    assert_eq!(last.headers["x-api-key"], SECRET);
+}
+
+#[tokio::test]
+async fn current_revision_client_over_stdio() {
+    let (mock, _dir, config) = setup().await;
+    let client = child_client(
+        &config,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        ProtocolVersion::V_2026_07_28,
+    )
+    .await;
+    exercise(&client, &mock).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn legacy_client_over_stdio() {
+    let (mock, _dir, config) = setup().await;
+    let client = child_client(
+        &config,
+        ClientLifecycleMode::Initialize,
+        ProtocolVersion::V_2025_06_18,
+    )
+    .await;
+    assert_eq!(
+        client.peer_info().map(|i| i.protocol_version.clone()),
+        Some(ProtocolVersion::V_2025_06_18)
+    );
+    exercise(&client, &mock).await;
+    client.cancel().await.unwrap();
+}
+
+/// The server as a raw process: bytes in, lines out.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    /// Every stdout line read so far.
+    seen: Vec<String>,
+}
+
+impl Raw {
+    fn spawn(config: &Path) -> Raw {
+        let mut child = command(config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Raw {
+            child,
+            stdin,
+            stdout,
+            seen: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The next stdout line, parsed; every line must be a JSON-RPC 2.0 message.
+    async fn next(&mut self) -> Value {
+        let mut line = String::new();
+        let n = tokio::time::timeout(LIMIT, self.stdout.read_line(&mut line))
+            .await
+            .expect("a line in time")
+            .unwrap();
+        assert!(n > 0, "stdout closed early; seen: {:?}", self.seen);
+        assert!(line.ends_with('\n'), "{line:?}");
+        self.seen.push(line.clone());
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|err| panic!("stdout line is not JSON ({err}): {line:?}"));
+        assert_eq!(value["jsonrpc"], "2.0", "{line}");
+        value
+    }
+
+    /// Sends `frame` and expects an error response with `code` and a null id.
+    async fn expect_error(&mut self, frame: &[u8], code: i64) -> Value {
+        self.send(frame).await;
+        let reply = self.next().await;
+        assert_eq!(reply["id"], Value::Null, "{reply}");
+        assert_eq!(reply["error"]["code"], code, "{reply}");
+        reply
+    }
+
+    async fn ping(&mut self, id: u64) {
+        self.send(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").as_bytes())
+            .await;
+        let reply = self.next().await;
+        assert_eq!(reply, json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+    }
+
+    /// Closes stdin and returns the exit code; stdout must then end with nothing more.
+    async fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        let mut rest = String::new();
+        tokio::time::timeout(
+            LIMIT,
+            tokio::io::AsyncReadExt::read_to_string(&mut self.stdout, &mut rest),
+        )
+        .await
+        .expect("stdout closes in time")
+        .unwrap();
+        assert_eq!(rest, "", "unexpected output after EOF");
+        let status = tokio::time::timeout(LIMIT, self.child.wait())
+            .await
+            .expect("the server exits in time")
+            .unwrap();
+        status.code().unwrap_or(-1)
+    }
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+async fn handshake_and_list(raw: &mut Raw, eol: &str) {
+    raw.send(format!("{INITIALIZE}{eol}{INITIALIZED}{eol}{TOOLS_LIST}{eol}").as_bytes())
+        .await;
+    let init = raw.next().await;
+    assert_eq!(init["id"], 1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "querygate");
+    let tools = raw.next().await;
+    assert_eq!(tools["id"], 2);
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "run_select_query"),
+        "{tools}"
+    );
+}
+
+#[tokio::test]
+async fn lf_terminated_frames() {
+    let (_mock, _dir, config) = setup().await;
+    let mut raw = Raw::spawn(&config);
+    handshake_and_list(&mut raw, "\n").await;
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn crlf_terminated_frames_and_blank_lines() {
+    let (_mock, _dir, config) = setup().await;
+    let mut raw = Raw::spawn(&config);
+    raw.send(b"\r\n\n  \r\n").await;
+    handshake_and_list(&mut raw, "\r\n").await;
+    raw.ping(3).await;
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn bad_frames_get_error_responses_and_the_session_goes_on() {
+    let (mock, _dir, config) = setup().await;
+    let mut raw = Raw::spawn(&config);
+    // Before any handshake, too.
+    raw.expect_error(b"{this is not json\n", -32700).await;
+    handshake_and_list(&mut raw, "\n").await;
+
+    let malformed = raw.expect_error(b"{this is not json\n", -32700).await;
+    assert!(
+        malformed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("parse error: "),
+        "{malformed}"
+    );
+    raw.ping(10).await;
+    raw.expect_error(b"{\"jsonrpc\":\r\n", -32700).await;
+    raw.ping(11).await;
+    raw.expect_error(b"not-json-token\n", -32700).await;
+    raw.expect_error(b"hello\n", -32700).await;
+    raw.expect_error(b"42\n", -32600).await;
+    raw.expect_error(b"{\"foo\":1}\n", -32600).await;
+    raw.expect_error(b"{\"jsonrpc\":\"2.0\",\"nonsense\":true}\n", -32600)
+        .await;
+    raw.ping(12).await;
+
+    // A valid tool call is still answered.
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "run_select_query", "arguments": {"sql": "SELECT name FROM testapi.items.items WHERE org = 'acme' ORDER BY id", "format": "json"}}})
+            .to_string()
+            .as_bytes(),
+    )
+    .await;
+    raw.send(b"\n").await;
+    let reply = raw.next().await;
+    assert_eq!(reply["id"], 13);
+    assert_eq!(
+        reply["result"]["structuredContent"],
+        json!({"rows": [{"name": "one"}, {"name": "two"}]})
+    );
+    assert_eq!(mock.requests().len(), 1);
+    // Every stdout line was a JSON-RPC message (checked line by line in `next`).
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn an_over_long_line_is_refused_and_the_session_goes_on() {
+    let (_mock, dir, _) = setup().await;
+    let mock = Mock::start().await;
+    let config = test_config(
+        &mock,
+        dir.path(),
+        "read_only",
+        "  max_request_bytes: 2048\n",
+    );
+    let mut raw = Raw::spawn(&config);
+    raw.ping(1).await;
+    let long = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":{{\"pad\":\"{}\"}}}}\n",
+        "x".repeat(10_000)
+    );
+    let refused = raw.expect_error(long.as_bytes(), -32600).await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2048 bytes"),
+        "{refused}"
+    );
+    raw.ping(3).await;
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn eof_without_any_frame_exits_cleanly() {
+    let (_mock, _dir, config) = setup().await;
+    let raw = Raw::spawn(&config);
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn a_closed_stdout_is_a_transport_failure() {
+    let (_mock, _dir, config) = setup().await;
+    let mut child = command(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    drop(child.stdout.take());
+    // Writes to stdout now fail; the server says so and exits non-zero.
+    stdin
+        .write_all(format!("{INITIALIZE}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let output = tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("the server exits in time")
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("stdio transport failed"), "{stderr}");
+}

@@ -1,0 +1,47 @@
+"""querygate against the official MCP Python SDK's streamable HTTP client.
+
+Usage: python3 tests/python/mcp_client.py http://127.0.0.1:<port>/mcp
+
+Lists the tools, calls run_select_query with SELECT 1 AS n, 'ok' AS status and checks the
+structured result and the markdown text. Prints one line per check; exits non-zero on any
+failure.
+"""
+
+import asyncio
+import sys
+
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def main(url: str) -> None:
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            print(f"initialized: protocol {init.protocol_version}, server {init.server_info.name}")
+            assert init.server_info.name == "querygate", init.server_info
+
+            tools = await session.list_tools()
+            names = [tool.name for tool in tools.tools]
+            print(f"tools: {', '.join(names)}")
+            for expected in ("server_info", "run_select_query"):
+                assert expected in names, names
+
+            result = await session.call_tool(
+                "run_select_query", {"sql": "SELECT 1 AS n, 'ok' AS status"}
+            )
+            assert not result.is_error, result
+            structured = result.structured_content
+            print(f"structured: {structured}")
+            assert structured == {"rows": [{"n": 1, "status": "ok"}]}, structured
+            text = "\n".join(block.text for block in result.content if block.type == "text")
+            print(f"text: {text!r}")
+            assert "| n | status |" in text, text
+            assert "| 1 | ok |" in text, text
+    print("python mcp client: ok")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: mcp_client.py <url>")
+    asyncio.run(main(sys.argv[1]))
