@@ -48,8 +48,15 @@ async fn official_python_sdk_client_lists_tools_and_runs_a_select() {
         "python client failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
+    let tools = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tools: "))
+        .unwrap_or_else(|| panic!("no tool list in:\n{stdout}"));
+    let tools: Vec<&str> = tools.split(", ").collect();
+    assert_eq!(tools.len(), 16, "{tools:?}");
+    assert!(tools.contains(&"server_info") && tools.contains(&"run_select_query"));
     assert!(
-        stdout.contains("tools: server_info, run_select_query"),
+        stdout.contains("structured: {'rows': [{'n': 1, 'status': 'ok'}]}"),
         "{stdout}"
     );
     assert!(stdout.contains("python mcp client: ok"), "{stdout}");
