@@ -3,9 +3,10 @@
 //! Three threads, each with its own single-threaded tokio runtime:
 //! - `qg-full`: the whole `querygate serve` router (`mcp::http::router` over the real
 //!   handler, tool-call stage and engine) on 127.0.0.1, stateless;
-//! - `qg-bare`: a bare rmcp `ServerHandler` with one trivial tool, behind a
+//! - `qg-bare`: a bare rmcp `ServerHandler` that lists querygate's tools and answers every
+//!   call with the `server_info` result querygate gave (precomputed), behind a
 //!   `StreamableHttpService` configured exactly as `mcp::http::router` configures it — rmcp's
-//!   own handling of the same call, with none of our layers;
+//!   own handling of the same call, answered with the same bytes, none of our layers;
 //! - `bench-mock`: an axum mock upstream answering `bench.items.items` (fixture provider
 //!   under `benches/fixtures/registry`) with 100 JSON rows;
 //!
@@ -35,7 +36,7 @@ use querygate::engine::Engine;
 use querygate::mcp::{self, Transport};
 use querygate::tenant::Tenants;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -79,8 +80,6 @@ fn main() -> Result<()> {
     let full = Background::start("qg-full", move |addr, shutdown| {
         full_router(&config_path, addr, shutdown)
     })?;
-    let bare = Background::start("qg-bare", bare_router)?;
-
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("bench-load")
@@ -90,6 +89,19 @@ fn main() -> Result<()> {
         .http1_only()
         .pool_max_idle_per_host(256)
         .build()?;
+
+    // The baseline answers the same call with the same bytes: querygate's own tool list
+    // and `server_info` result, replayed by a bare rmcp handler.
+    let (tools, reply) = client_rt.block_on(async {
+        let listed = post(&client, &full, "tools/list", json!({})).await?;
+        let tools: Vec<Tool> = serde_json::from_value(listed["result"]["tools"].clone())?;
+        let info = call_once(&client, &full, "server_info", json!({})).await?;
+        let reply: CallToolResult = serde_json::from_value(info["result"].clone())?;
+        Ok::<_, anyhow::Error>((tools, reply))
+    })?;
+    let bare = Background::start("qg-bare", move |addr, shutdown| {
+        bare_router(addr, shutdown, tools, reply)
+    })?;
 
     // Sanity: each server answers each call correctly before any load.
     let checks = client_rt.block_on(async {
@@ -105,7 +117,8 @@ fn main() -> Result<()> {
         ensure!(n == ROWS, "run_select_query returned {n} rows: {rows}");
         let bare_info = call_once(&client, &bare, "server_info", json!({})).await?;
         ensure!(
-            bare_info["result"]["content"][0]["text"] == "ok",
+            bare_info["result"]["content"] == info["result"]["content"]
+                && bare_info["result"]["structuredContent"] == info["result"]["structuredContent"],
             "bare: {bare_info}"
         );
         Ok(())
@@ -137,7 +150,7 @@ fn run(
         let f = point(rt, client, full, "server_info", &info_args, c)?;
         let b = point(rt, client, bare, "server_info", &info_args, c)?;
         f.print("full querygate / server_info", c);
-        b.print("bare rmcp handler / trivial tool", c);
+        b.print("bare rmcp, same reply / server_info", c);
         ratios.push((
             c,
             f.cpu_per_call_us() / b.cpu_per_call_us().max(f64::MIN_POSITIVE),
@@ -216,20 +229,26 @@ struct Request {
 }
 
 fn request(server: &Background, tool: &str, arguments: &Value) -> Result<Request> {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": tool,
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                "io.modelcontextprotocol/clientInfo": {"name": "mcp_load", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }
-        }
+    request_for(
+        server,
+        "tools/call",
+        Some(tool),
+        json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+fn request_for(
+    server: &Background,
+    method: &'static str,
+    name: Option<&str>,
+    mut params: Value,
+) -> Result<Request> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp_load", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
     });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -240,8 +259,10 @@ fn request(server: &Background, tool: &str, arguments: &Value) -> Result<Request
         HeaderValue::from_static("application/json, text/event-stream"),
     );
     headers.insert("mcp-protocol-version", HeaderValue::from_static(PROTOCOL));
-    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
-    headers.insert("mcp-name", HeaderValue::from_str(tool)?);
+    headers.insert("mcp-method", HeaderValue::from_static(method));
+    if let Some(name) = name {
+        headers.insert("mcp-name", HeaderValue::from_str(name)?);
+    }
     Ok(Request {
         url: format!("http://{}/mcp", server.addr),
         headers,
@@ -262,6 +283,20 @@ async fn send(client: &reqwest::Client, request: &Request) -> Result<Bytes> {
         bail!("HTTP {status}: {}", String::from_utf8_lossy(&body));
     }
     Ok(body)
+}
+
+/// One request of any method; its JSON answer.
+async fn post(
+    client: &reqwest::Client,
+    server: &Background,
+    method: &'static str,
+    params: Value,
+) -> Result<Value> {
+    let body = send(client, &request_for(server, method, None, params)?).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .with_context(|| format!("not JSON: {}", String::from_utf8_lossy(&body)))?;
+    ensure!(value.get("error").is_none(), "{method} failed: {value}");
+    Ok(value)
 }
 
 async fn call_once(
@@ -449,10 +484,13 @@ fn full_router(
     Ok(mcp::http::router(handler, &config.server, addr, shutdown))
 }
 
-/// rmcp alone: one tool answering `ok`, served as `mcp::http::router` serves querygate.
+/// rmcp alone: querygate's tool list, and for any call the `server_info` result querygate
+/// gave, precomputed; served as `mcp::http::router` serves querygate. What it costs is rmcp's
+/// own handling of the same call, answered with the same bytes.
 #[derive(Clone, Debug)]
 struct Bare {
     tools: Arc<Vec<Tool>>,
+    reply: Arc<CallToolResult>,
 }
 
 impl ServerHandler for Bare {
@@ -477,21 +515,19 @@ impl ServerHandler for Bare {
         _request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
+        Ok(self.reply.as_ref().clone().into())
     }
 }
 
-fn bare_router(addr: SocketAddr, shutdown: CancellationToken) -> Result<axum::Router> {
-    let schema = match json!({"type": "object", "properties": {}}) {
-        Value::Object(map) => map,
-        _ => bail!("schema is an object"),
-    };
+fn bare_router(
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    tools: Vec<Tool>,
+    reply: CallToolResult,
+) -> Result<axum::Router> {
     let bare = Bare {
-        tools: Arc::new(vec![Tool::new_with_raw(
-            "server_info",
-            Some("A trivial tool.".into()),
-            Arc::new(schema),
-        )]),
+        tools: Arc::new(tools),
+        reply: Arc::new(reply),
     };
     // The same settings as querygate::mcp::http::router.
     let port = addr.port();

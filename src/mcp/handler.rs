@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    DiscoverResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, Role, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -25,6 +26,7 @@ pub struct QuerygateMcp {
     pub(crate) shared: Arc<Shared>,
     stage: ToolStage,
     tools: Arc<Vec<Tool>>,
+    info: Arc<ServerConfig>,
 }
 
 impl std::fmt::Debug for QuerygateMcp {
@@ -63,11 +65,26 @@ impl QuerygateMcp {
                 ))
             })
             .collect();
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .build();
+        let info = ServerConfig::new(capabilities).with_server_info(
+            Implementation::new("querygate", env!("CARGO_PKG_VERSION")).with_title("querygate"),
+        );
         QuerygateMcp {
+            info: Arc::new(info),
             stage: stage::build(shared.clone()),
             shared,
             tools: Arc::new(tools),
         }
+    }
+
+    /// The server instructions, unless disabled or empty.
+    fn instructions(&self) -> Option<String> {
+        let text = &self.shared.content.instructions;
+        (!self.shared.server.disable_instructions && !text.is_empty()).then(|| text.clone())
     }
 
     /// The tool-call stage (for transports and tests that call tools directly).
@@ -142,20 +159,34 @@ fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
 }
 
 impl ServerHandler for QuerygateMcp {
+    /// Identity and capabilities, without instructions: rmcp calls this on every request
+    /// (stateless serving configures a peer per request), so it stays small. The
+    /// instructions go only where clients read them: `initialize` and `server/discover`.
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_prompts()
-            .enable_resources()
-            .build();
-        let mut info = ServerConfig::new(capabilities).with_server_info(
-            Implementation::new("querygate", env!("CARGO_PKG_VERSION")).with_title("querygate"),
-        );
-        if !self.shared.server.disable_instructions && !self.shared.content.instructions.is_empty()
-        {
-            info = info.with_instructions(self.shared.content.instructions.clone());
-        }
-        info
+        self.info.as_ref().clone()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = self.instructions();
+        Ok(result)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let mut info = self.get_info();
+        info.instructions = self.instructions();
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
     }
 
     async fn list_tools(
