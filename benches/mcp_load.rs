@@ -40,8 +40,8 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -530,26 +530,8 @@ fn bare_router(
         reply: Arc::new(reply),
     };
     // The same settings as querygate::mcp::http::router.
-    let port = addr.port();
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_allowed_hosts(vec![
-            format!("127.0.0.1:{port}"),
-            format!("localhost:{port}"),
-            format!("[::1]:{port}"),
-            "127.0.0.1".to_owned(),
-            "localhost".to_owned(),
-            "::1".to_owned(),
-        ])
-        .with_allowed_origins(vec![
-            format!("http://127.0.0.1:{port}"),
-            format!("http://localhost:{port}"),
-        ])
-        .enforce_origin_validation()
-        .with_max_request_body_bytes(4 << 20)
-        .with_cancellation_token(shutdown);
+    let defaults = Config::load(&Sources::default())?;
+    let config = mcp::http::transport_config(&defaults.server, addr, shutdown);
     let service = StreamableHttpService::new(
         move || Ok(bare.clone()),
         Arc::new(NeverSessionManager::default()),

@@ -151,7 +151,7 @@ pub async fn run(cli: Cli) -> i32 {
         }
         Command::Registry { action } => match action {
             RegistryAction::List { output, provider } => {
-                (registry_list(&engine, provider.as_deref()).await, output)
+                (engine.registry_list_rows(provider.as_deref()).await, output)
             }
             RegistryAction::Pull {
                 output,
@@ -204,41 +204,6 @@ pub async fn run(cli: Cli) -> i32 {
             1
         }
     }
-}
-
-/// The remote registry's providers as `provider, versions` rows, or one provider's as
-/// `provider, version` rows (the columns of `REGISTRY LIST`).
-async fn registry_list(
-    engine: &Engine,
-    provider: Option<&str>,
-) -> crate::engine::Result<QueryOutput> {
-    let listed = engine.registry_list(provider).await?;
-    let (columns, rows) = match provider {
-        None => (
-            ["provider", "versions"],
-            listed
-                .into_iter()
-                .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
-                .collect(),
-        ),
-        Some(_) => (
-            ["provider", "version"],
-            listed
-                .into_iter()
-                .flat_map(|p| {
-                    let name = p.name;
-                    p.versions
-                        .into_iter()
-                        .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
-                })
-                .collect(),
-        ),
-    };
-    Ok(QueryOutput {
-        columns: columns.map(str::to_owned).to_vec(),
-        rows,
-        ..Default::default()
-    })
 }
 
 async fn serve(

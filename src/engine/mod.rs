@@ -209,6 +209,13 @@ impl Engine {
         self.inner.remote.list(provider).await
     }
 
+    /// [`Engine::registry_list`] as the rows of `REGISTRY LIST`: `provider, versions`, or
+    /// with `provider` one `provider, version` row per version.
+    pub async fn registry_list_rows(&self, provider: Option<&str>) -> Result<QueryOutput> {
+        let listed = self.inner.remote.list(provider).await?;
+        Ok(remote::list_output(listed, provider.is_some()))
+    }
+
     /// Downloads `provider` from the remote registry and installs it into the local registry
     /// root, where the engine sees it at once. Without `version`, the newest version that has
     /// a package and that querygate can use is installed, and the outcome names the newer

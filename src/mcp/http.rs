@@ -15,13 +15,14 @@ use tokio_util::sync::CancellationToken;
 use super::QuerygateMcp;
 use crate::config::ServerConfig;
 
-/// The axum router serving `/mcp` (and `/healthz`) for `handler`, bound to `addr`.
-pub fn router(
-    handler: QuerygateMcp,
+/// rmcp's streamable HTTP settings for `settings` bound to `addr`: stateless (legacy session
+/// mode off), JSON responses, Host and Origin allowlists (loopback names and origins of the
+/// listen port unless configured), the body limit, and `shutdown` to end streams.
+pub fn transport_config(
     settings: &ServerConfig,
     addr: SocketAddr,
     shutdown: CancellationToken,
-) -> Router {
+) -> StreamableHttpServerConfig {
     let port = addr.port();
     let hosts = settings.allowed_hosts.clone().unwrap_or_else(|| {
         vec![
@@ -40,7 +41,7 @@ pub fn router(
             format!("http://localhost:{port}"),
         ];
     }
-    let config = StreamableHttpServerConfig::default()
+    StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
@@ -48,11 +49,20 @@ pub fn router(
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(settings.max_request_bytes)
-        .with_cancellation_token(shutdown);
+        .with_cancellation_token(shutdown)
+}
+
+/// The axum router serving `/mcp` (and `/healthz`) for `handler`, bound to `addr`.
+pub fn router(
+    handler: QuerygateMcp,
+    settings: &ServerConfig,
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+) -> Router {
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
-        config,
+        transport_config(settings, addr, shutdown),
     );
     Router::new()
         .nest_service("/mcp", service)

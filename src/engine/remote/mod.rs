@@ -384,6 +384,38 @@ impl Remote {
     }
 }
 
+/// The rows of `REGISTRY LIST`: `provider, versions` (comma-separated), or for one
+/// provider (`one`) a `provider, version` row per version.
+pub(crate) fn list_output(listed: Vec<RegistryProvider>, one: bool) -> QueryOutput {
+    let (columns, rows): ([&str; 2], Vec<Vec<Cell>>) = if one {
+        (
+            ["provider", "version"],
+            listed
+                .into_iter()
+                .flat_map(|p| {
+                    let name = p.name;
+                    p.versions
+                        .into_iter()
+                        .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
+                })
+                .collect(),
+        )
+    } else {
+        (
+            ["provider", "versions"],
+            listed
+                .into_iter()
+                .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
+                .collect(),
+        )
+    };
+    QueryOutput {
+        columns: columns.map(str::to_owned).to_vec(),
+        rows,
+        ..Default::default()
+    }
+}
+
 /// Runs a `REGISTRY` statement for the tenant of `cx`: `LIST` gives `provider, versions` rows
 /// (or `provider, version` rows for one provider); `PULL` gives one `message` row and is
 /// refused for a provider the tenant may not use.
@@ -393,36 +425,11 @@ pub(crate) async fn statement(
     cx: &ExecContext,
     command: RegistryCommand,
 ) -> Result<QueryOutput> {
-    let output = |columns: [&str; 2], rows: Vec<Vec<Cell>>| QueryOutput {
-        columns: columns.map(str::to_owned).to_vec(),
-        rows,
-        ..Default::default()
-    };
     match command {
         RegistryCommand::List { provider } => {
             let provider = provider.filter(|p| !p.trim().is_empty());
             let listed = remote.list(provider.as_deref()).await?;
-            Ok(match provider {
-                None => output(
-                    ["provider", "versions"],
-                    listed
-                        .into_iter()
-                        .map(|p| vec![Cell::Text(p.name), Cell::Text(p.versions.join(", "))])
-                        .collect(),
-                ),
-                Some(_) => output(
-                    ["provider", "version"],
-                    listed
-                        .into_iter()
-                        .flat_map(|p| {
-                            let name = p.name;
-                            p.versions
-                                .into_iter()
-                                .map(move |v| vec![Cell::Text(name.clone()), Cell::Text(v)])
-                        })
-                        .collect(),
-                ),
-            })
+            Ok(list_output(listed, provider.is_some()))
         }
         RegistryCommand::Pull { provider, version } => {
             check_pull_allowed(cx, &provider)?;

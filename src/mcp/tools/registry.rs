@@ -4,9 +4,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{
+    Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, rows_result, schema,
+};
 use crate::mcp::render::View;
 
 /// `list_registry`.
@@ -85,56 +87,12 @@ fn list_registry(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input = parse(&mut invocation)?;
         let provider = trimmed(input.provider.as_deref());
-        let listed = invocation.shared.engine.registry_list(provider).await?;
-        let (columns, rows): ([&str; 2], Vec<Vec<Value>>) = match provider {
-            None => (
-                ["provider", "versions"],
-                listed
-                    .into_iter()
-                    .map(|p| vec![Value::String(p.name), Value::String(p.versions.join(", "))])
-                    .collect(),
-            ),
-            Some(_) => (
-                ["provider", "version"],
-                listed
-                    .into_iter()
-                    .flat_map(|p| {
-                        let name = p.name;
-                        p.versions
-                            .into_iter()
-                            .map(move |v| vec![Value::String(name.clone()), Value::String(v)])
-                    })
-                    .collect(),
-            ),
-        };
-        let cap = invocation.shared.server.max_rows;
-        let seen = rows.len();
-        let rows: Vec<Vec<Value>> = rows.into_iter().take(cap).collect();
-        let objects: Vec<Value> = rows
-            .iter()
-            .map(|row| {
-                Value::Object(
-                    columns
-                        .iter()
-                        .map(|c| (*c).to_owned())
-                        .zip(row.iter().cloned())
-                        .collect(),
-                )
-            })
-            .collect();
-        let mut structured = Map::new();
-        structured.insert("rows".into(), Value::Array(objects));
-        if seen > cap {
-            structured.insert("truncated".into(), Value::Bool(true));
-            structured.insert("rows_seen".into(), Value::from(seen));
-        }
-        Ok(ToolResult {
-            structured: Value::Object(structured),
-            view: View::Table {
-                columns: columns.iter().map(|c| (*c).to_owned()).collect(),
-                rows,
-            },
-        })
+        let output = invocation
+            .shared
+            .engine
+            .registry_list_rows(provider)
+            .await?;
+        Ok(rows_result(output, invocation.shared.server.max_rows))
     })
 }
 
