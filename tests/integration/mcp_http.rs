@@ -314,3 +314,27 @@ async fn foreign_hosts_and_origins_are_refused() {
         403
     );
 }
+
+#[tokio::test]
+async fn a_call_past_the_timeout_ends_with_a_tool_error() {
+    let server = start("read_only", "  call_timeout: 300ms\n").await;
+    server.mock.route(
+        "/orgs/slow/items",
+        Reply::json(json!([{"id": 1, "name": "late"}])).delayed(std::time::Duration::from_secs(5)),
+    );
+    let client = modern_client(&server.url).await;
+    let started = std::time::Instant::now();
+    let result = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT name FROM testapi.items.items WHERE org = 'slow'"}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text_of(&result).contains("did not finish within 300ms (server.call_timeout)"),
+        "{}",
+        text_of(&result)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
