@@ -683,3 +683,36 @@ async fn aws_signing_v4_signs_a_write_with_its_body() {
     assert!(signed.contains("content-type"), "{signed}");
     verify_sigv4(&calls[0], SECRET, "eu-west-1", "ec2");
 }
+
+#[tokio::test]
+async fn concurrent_loads_fetch_a_missing_token_once() {
+    let mock = Mock::start().await;
+    mock.route(
+        "POST /token",
+        Reply::json(json!({"access_token": "at-1", "token_type": "bearer", "expires_in": 3600}))
+            .delayed(std::time::Duration::from_millis(200)),
+    );
+    mock.route("/single", Reply::json(json!({"id": 1, "name": "solo"})));
+    mock.route("/tokens", Reply::json(json!({"items": [{"id": 7}]})));
+    let engine = with_auth(&mock, oauth2_auth(&mock));
+    let cx = cx(&[
+        ("OAUTH_CLIENT_ID", "client-1"),
+        ("OAUTH_CLIENT_SECRET", SECRET),
+    ]);
+    // Two tables of the same provider load concurrently; both need the token.
+    let out = engine
+        .execute(
+            &cx,
+            "SELECT a.name, b.id FROM testapi.items.single a, testapi.items.tokens b",
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![text("solo"), int(7)]]);
+    assert_eq!(requests_to(&mock, "POST", "/token").len(), 1);
+    for path in ["/single", "/tokens"] {
+        assert_eq!(
+            requests_to(&mock, "GET", path)[0].headers["authorization"],
+            "Bearer at-1"
+        );
+    }
+}

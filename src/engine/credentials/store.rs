@@ -37,10 +37,12 @@ pub(crate) struct CachedToken {
     pub(crate) expires_at: Instant,
 }
 
-/// Tokens by a key that includes a digest of the material they were obtained with.
+/// Tokens by a key that includes a digest of the material they were obtained with, and
+/// one lock per key so that concurrent requests for a missing token fetch it once.
 #[derive(Default)]
 pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<String, CachedToken>>,
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl TokenCache {
@@ -58,6 +60,14 @@ impl TokenCache {
         let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         tokens.retain(|_, t| t.expires_at > Instant::now());
         tokens.insert(key, token);
+    }
+
+    /// The lock to hold while fetching the token for `key`: whoever gets it second finds
+    /// the token the first one cached. Locks nobody holds are dropped on the way.
+    pub(crate) fn flight(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
+        flights.retain(|_, lock| Arc::strong_count(lock) > 1);
+        flights.entry(key.to_owned()).or_default().clone()
     }
 
     /// Drops every token whose key starts with `prefix` (all with `""`).

@@ -66,6 +66,12 @@ pub(super) async fn exchange(
     request: TokenRequest<'_>,
 ) -> Result<String> {
     let provider = request.provider;
+    // One fetch per key at a time; a caller that waited finds the token cached.
+    let flight = credentials.tokens().flight(&key);
+    let _turn = flight.lock().await;
+    if let Some(value) = cached(credentials, &key) {
+        return Ok(value);
+    }
     let url = Url::parse(request.token_url)
         .ok()
         .filter(|url| matches!(url.scheme(), "http" | "https"))
