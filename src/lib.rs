@@ -8,7 +8,19 @@
 //! ```text
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
+//!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
+//!
+//! mcp/
+//!   http          streamable HTTP at /mcp, stateless (rmcp, no sessions), Host/Origin checks
+//!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
+//!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
+//!   stage         the tool-call stage: a tower Service every call passes (timeout → dispatch;
+//!                 audit and the mode gate come in front of it)
+//!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
+//!   render        markdown tables / key-value blocks or compact JSON of structured results
+//!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
+//!   library/      the query library: embedded snapshot, optional remote index, search, render
 //!
 //! engine/
 //!   mod.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is public.
@@ -33,7 +45,7 @@
 //!
 //! ## Dependency rules
 //!
-//! Arrows point down only: `cli → config, tenant → engine`. The engine knows nothing about
+//! Arrows point down only: `cli → mcp → config, tenant → engine`. The engine knows nothing about
 //! MCP, HTTP serving, authentication or audit; later layers (the MCP surface, the tool-call
 //! stage with its mode gate and audit) use only what `engine` re-exports. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
