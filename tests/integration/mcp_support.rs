@@ -104,24 +104,7 @@ async fn start_over(mode: &str, server_extra: &str, copy_registry: bool) -> Test
     } else {
         test_config(&mock, dir.path(), mode, server_extra)
     };
-    let config = Config::load(&Sources {
-        file: Some(file),
-        env: Default::default(),
-    })
-    .unwrap();
-    let engine = Engine::new(config.engine.clone()).unwrap();
-    let tenants = Tenants::open(&config).unwrap();
-    let handler = mcp::build(&config, engine, tenants, Transport::Http).unwrap();
-    let (listener, addr) = mcp::http::bind(&config.server).await.unwrap();
-    let shutdown = CancellationToken::new();
-    let router = mcp::http::router(handler, &config.server, addr, shutdown.clone());
-    tokio::spawn(mcp::http::serve(listener, router, shutdown.clone()));
-    TestServer {
-        url: format!("http://{addr}/mcp"),
-        mock,
-        _dir: dir,
-        shutdown,
-    }
+    serve(file, mock, dir).await
 }
 
 pub type Client = RunningService<RoleClient, ClientConfig>;
@@ -203,6 +186,11 @@ pub async fn start_with(mode: &str, server_extra: impl FnOnce(&str) -> String) -
     let dir = tempfile::tempdir().unwrap();
     let extra = server_extra(&mock.url());
     let file = test_config(&mock, dir.path(), mode, &extra);
+    serve(file, mock, dir).await
+}
+
+/// Starts `querygate serve`'s router in-process for the configuration in `file`.
+async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer {
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),

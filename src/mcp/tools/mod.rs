@@ -185,6 +185,22 @@ pub(crate) fn rows_result(output: QueryOutput, limit: usize) -> ToolResult {
     }
 }
 
+/// A statement kind for messages: "a SELECT", "an INSERT", …
+pub(crate) fn kind_name(kind: crate::engine::StatementKind) -> &'static str {
+    use crate::engine::StatementKind;
+    match kind {
+        StatementKind::Select => "a SELECT",
+        StatementKind::Metadata => "a SHOW or DESCRIBE",
+        StatementKind::Insert => "an INSERT",
+        StatementKind::Update => "an UPDATE",
+        StatementKind::Replace => "a REPLACE",
+        StatementKind::Delete => "a DELETE",
+        StatementKind::Exec => "an EXEC",
+        StatementKind::RegistryList => "a REGISTRY LIST",
+        StatementKind::RegistryPull => "a REGISTRY PULL",
+    }
+}
+
 /// The row cap of a call: the model's `row_limit` when positive, never above the server's.
 pub(crate) fn row_cap(requested: Option<i64>, server_max: usize) -> usize {
     match requested {

@@ -140,7 +140,7 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
         if !kind.is_read() {
             return Err(ToolError::Failed(format!(
                 "run_select_query runs reads only (SELECT, SHOW, DESCRIBE); this statement is {}: use {}",
-                kind_name(kind),
+                super::kind_name(kind),
                 if kind == StatementKind::Exec {
                     "run_lifecycle_operation"
                 } else if kind == StatementKind::RegistryPull {
@@ -193,7 +193,7 @@ async fn run_write(
     if !kinds.contains(&kind) {
         return Err(ToolError::Failed(format!(
             "{purpose}; this statement is {}",
-            kind_name(kind)
+            super::kind_name(kind)
         )));
     }
     permit(invocation.mode, kind, &invocation.cx.tenant)?;
@@ -225,18 +225,4 @@ async fn run_write(
             records: vec![record],
         },
     })
-}
-
-fn kind_name(kind: StatementKind) -> &'static str {
-    match kind {
-        StatementKind::Select => "a SELECT",
-        StatementKind::Metadata => "a SHOW or DESCRIBE",
-        StatementKind::Insert => "an INSERT",
-        StatementKind::Update => "an UPDATE",
-        StatementKind::Replace => "a REPLACE",
-        StatementKind::Delete => "a DELETE",
-        StatementKind::Exec => "an EXEC",
-        StatementKind::RegistryList => "a REGISTRY LIST",
-        StatementKind::RegistryPull => "a REGISTRY PULL",
-    }
 }

@@ -55,20 +55,6 @@ pub(crate) struct Validation {
     errors: Vec<String>,
 }
 
-fn kind_name(kind: StatementKind) -> &'static str {
-    match kind {
-        StatementKind::Select => "a SELECT",
-        StatementKind::Metadata => "a SHOW or DESCRIBE",
-        StatementKind::Insert => "an INSERT",
-        StatementKind::Update => "an UPDATE",
-        StatementKind::Replace => "a REPLACE",
-        StatementKind::Delete => "a DELETE",
-        StatementKind::Exec => "an EXEC",
-        StatementKind::RegistryList => "a REGISTRY LIST",
-        StatementKind::RegistryPull => "a REGISTRY PULL",
-    }
-}
-
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input: ValidateInput = arguments(std::mem::take(&mut invocation.arguments))?;
@@ -88,7 +74,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
                 .map_err(|err| err.message().to_owned()),
             Ok(other) => Err(format!(
                 "validate_select_query checks SELECT statements only; this statement is {}",
-                kind_name(other)
+                super::kind_name(other)
             )),
         };
         let verdict = Validation {
