@@ -178,8 +178,14 @@ impl Engine {
     /// [`Engine::registry_list`] and [`Engine::registry_pull`]; a pull is refused for a
     /// provider the tenant may not use).
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
-        let statement = sql::parse(sql)?;
-        match statement {
+        self.run(cx, PreparedStatement::parse(sql)?).await
+    }
+
+    /// Runs a statement parsed with [`PreparedStatement::parse`]: the statement whose
+    /// [`kind`](PreparedStatement::kind) the caller checked is exactly the one that runs,
+    /// and it is not parsed again.
+    pub async fn run(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<QueryOutput> {
+        match statement.statement {
             sql::Statement::Query(query) => select::run(&self.inner, cx, query).await,
             sql::Statement::Mutation(mutation) => {
                 mutate::run_mutation(&self.inner, cx, mutation).await
@@ -317,7 +323,12 @@ impl Engine {
     /// columns. The error is the one running it would have reported first. Statements
     /// other than SELECT fail with `UnsupportedStatement`.
     pub async fn validate(&self, cx: &ExecContext, sql: &str) -> Result<()> {
-        match sql::parse(sql)? {
+        self.check(cx, PreparedStatement::parse(sql)?).await
+    }
+
+    /// [`Engine::validate`] for a statement already parsed.
+    pub async fn check(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<()> {
+        match statement.statement {
             sql::Statement::Query(query) => select::check(&self.inner, cx, query).await,
             _ => Err(Error::new(
                 ErrorKind::UnsupportedStatement,
@@ -361,23 +372,46 @@ impl StatementKind {
     }
 }
 
-/// Parses `sql` (exactly one statement) and says what it would do, without running it or
-/// reading any provider document.
-pub fn statement_kind(sql: &str) -> Result<StatementKind> {
-    Ok(match sql::parse(sql)? {
-        sql::Statement::Query(_) => StatementKind::Select,
-        sql::Statement::Show { .. } | sql::Statement::Describe { .. } => StatementKind::Metadata,
-        sql::Statement::Mutation(m) => match m.verb {
-            SqlVerb::Insert => StatementKind::Insert,
-            SqlVerb::Update => StatementKind::Update,
-            SqlVerb::Replace => StatementKind::Replace,
-            SqlVerb::Delete => StatementKind::Delete,
-            SqlVerb::Select => StatementKind::Select,
-        },
-        sql::Statement::Exec(_) => StatementKind::Exec,
-        sql::Statement::Registry(sql::RegistryCommand::List { .. }) => StatementKind::RegistryList,
-        sql::Statement::Registry(sql::RegistryCommand::Pull { .. }) => StatementKind::RegistryPull,
-    })
+/// One parsed statement (exactly one per text): what it would do is known before it runs,
+/// without reading any provider document. Parse once, check [`kind`](Self::kind), then hand
+/// it to [`Engine::run`].
+#[derive(Debug)]
+pub struct PreparedStatement {
+    statement: sql::Statement,
+    kind: StatementKind,
+}
+
+impl PreparedStatement {
+    /// Parses `sql`; several statements, or none, are refused.
+    pub fn parse(sql: &str) -> Result<Self> {
+        let statement = sql::parse(sql)?;
+        let kind = match &statement {
+            sql::Statement::Query(_) => StatementKind::Select,
+            sql::Statement::Show { .. } | sql::Statement::Describe { .. } => {
+                StatementKind::Metadata
+            }
+            sql::Statement::Mutation(m) => match m.verb {
+                SqlVerb::Insert => StatementKind::Insert,
+                SqlVerb::Update => StatementKind::Update,
+                SqlVerb::Replace => StatementKind::Replace,
+                SqlVerb::Delete => StatementKind::Delete,
+                SqlVerb::Select => StatementKind::Select,
+            },
+            sql::Statement::Exec(_) => StatementKind::Exec,
+            sql::Statement::Registry(sql::RegistryCommand::List { .. }) => {
+                StatementKind::RegistryList
+            }
+            sql::Statement::Registry(sql::RegistryCommand::Pull { .. }) => {
+                StatementKind::RegistryPull
+            }
+        };
+        Ok(PreparedStatement { statement, kind })
+    }
+
+    /// What the statement would do.
+    pub fn kind(&self) -> StatementKind {
+        self.kind
+    }
 }
 
 impl Inner {

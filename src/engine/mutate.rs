@@ -182,12 +182,9 @@ fn choose_method(
     }
     let supplies = |method: &Method| {
         rows.iter().all(|row| {
-            method.required_params().all(|param| {
-                row.iter().any(|(name, value)| {
-                    param_named(method, name).is_some_and(|p| std::ptr::eq(p, param))
-                        && *value != Scalar::Null
-                })
-            })
+            method
+                .required_params()
+                .all(|param| supplied(method, param, row))
         })
     };
     let chosen = candidates.iter().find(|m| supplies(m)).ok_or_else(|| {
@@ -216,15 +213,17 @@ fn choose_method(
         .ok_or_else(|| Error::internal("chosen method not found in its resource"))
 }
 
+/// Whether `values` give `param` of `method` a non-NULL value.
+fn supplied(method: &Method, param: &Param, values: &[(String, Scalar)]) -> bool {
+    values.iter().any(|(name, value)| {
+        *value != Scalar::Null && param_named(method, name).is_some_and(|p| std::ptr::eq(p, param))
+    })
+}
+
 fn check_required(resource: &Resource, method: &Method, args: &[(String, Scalar)]) -> Result<()> {
     let missing: Vec<&str> = method
         .required_params()
-        .filter(|param| {
-            !args.iter().any(|(name, value)| {
-                param_named(method, name).is_some_and(|p| std::ptr::eq(p, *param))
-                    && *value != Scalar::Null
-            })
-        })
+        .filter(|param| !supplied(method, param, args))
         .map(|p| p.name.as_str())
         .collect();
     if missing.is_empty() {

@@ -23,6 +23,12 @@ pub enum View {
         /// Records as ordered key/value pairs.
         records: Vec<Vec<(String, Value)>>,
     },
+    /// A table of the structured result's `rows` (objects), in these column orders; the
+    /// rows are not held twice.
+    Rows {
+        /// Column names, the keys of each row object.
+        columns: Vec<String>,
+    },
     /// Markdown the tool composed itself (e.g. a table followed by notes).
     Markdown(String),
 }
@@ -32,20 +38,37 @@ pub fn text(render: Render, view: &View, structured: &Value) -> String {
     match render {
         Render::Json => serde_json::to_string(structured)
             .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
-        Render::Markdown => markdown(view),
+        Render::Markdown => markdown(view, structured),
     }
 }
 
-/// The markdown of a view.
-pub fn markdown(view: &View) -> String {
+/// The markdown of a view (`structured` is read by [`View::Rows`]).
+pub fn markdown(view: &View, structured: &Value) -> String {
     match view {
         View::Table { columns, rows } => table(columns, rows),
+        View::Rows { columns } => {
+            let objects = structured
+                .get("rows")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let rows: Vec<Vec<&Value>> = objects
+                .iter()
+                .map(|row| {
+                    columns
+                        .iter()
+                        .map(|c| row.get(c).unwrap_or(&Value::Null))
+                        .collect()
+                })
+                .collect();
+            table(columns, &rows)
+        }
         View::Records { title, records } => key_values(title, records),
         View::Markdown(text) => text.clone(),
     }
 }
 
-fn table(columns: &[String], rows: &[Vec<Value>]) -> String {
+fn table<V: std::borrow::Borrow<Value>>(columns: &[String], rows: &[Vec<V>]) -> String {
     if rows.is_empty() || columns.is_empty() {
         return "**no results**".to_owned();
     }
@@ -63,7 +86,8 @@ fn table(columns: &[String], rows: &[Vec<Value>]) -> String {
         out.push('|');
         for index in 0..columns.len() {
             out.push(' ');
-            out.push_str(&escape(&cell(row.get(index).unwrap_or(&Value::Null))));
+            let value = row.get(index).map_or(&Value::Null, |v| v.borrow());
+            out.push_str(&escape(&cell(value)));
             out.push_str(" |");
         }
         out.push('\n');
@@ -124,14 +148,14 @@ mod tests {
             ],
         };
         assert_eq!(
-            markdown(&view),
+            markdown(&view, &Value::Null),
             "| n | status |\n|---|---|\n| 1 | ok |\n|  | a\\|b<br>c |\n"
         );
         let empty = View::Table {
             columns: vec!["n".into()],
             rows: vec![],
         };
-        assert_eq!(markdown(&empty), "**no results**");
+        assert_eq!(markdown(&empty, &Value::Null), "**no results**");
     }
 
     #[test]
@@ -143,7 +167,10 @@ mod tests {
                 ("n".into(), json!(2)),
             ]],
         };
-        assert_eq!(markdown(&view), "# Server Info\n\nmode: read_only\nn: 2\n");
+        assert_eq!(
+            markdown(&view, &Value::Null),
+            "# Server Info\n\nmode: read_only\nn: 2\n"
+        );
         let structured = json!({"rows": []});
         assert_eq!(text(Render::Json, &view, &structured), r#"{"rows":[]}"#);
     }

@@ -7,9 +7,10 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{
     BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName,
     ObjectNamePart, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, TableAlias,
-    TableFactor, UnaryOperator, Value, VisitMut, VisitorMut,
+    TableFactor, VisitMut, VisitorMut,
 };
 
+use super::mutation::Scalar;
 use crate::engine::error::{Error, Result};
 
 /// One appearance of an API table in the statement.
@@ -366,39 +367,15 @@ fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
         .collect()
 }
 
-/// A literal: strings, numbers, booleans, negative numbers.
+/// A literal: strings, numbers, booleans (as 1 and 0), negative numbers; not NULL.
 pub(super) fn literal(expr: &Expr) -> Option<Literal> {
-    let text = |text: String| {
-        Some(Literal {
-            text,
-            numeric: false,
-        })
+    let (text, numeric) = match super::mutation::scalar(expr)? {
+        Scalar::Text(text) => (text, false),
+        Scalar::Number(text) => (text, true),
+        Scalar::Bool(b) => (if b { "1" } else { "0" }.to_owned(), true),
+        Scalar::Null => return None,
     };
-    let number = |text: String| {
-        Some(Literal {
-            text,
-            numeric: true,
-        })
-    };
-    match unnest(expr) {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) => text(s.clone()),
-            Value::Number(n, _) => number(n.to_string()),
-            Value::Boolean(b) => number(if *b { "1" } else { "0" }.to_owned()),
-            _ => None,
-        },
-        Expr::UnaryOp {
-            op: UnaryOperator::Minus,
-            expr,
-        } => match unnest(expr) {
-            Expr::Value(v) => match &v.value {
-                Value::Number(n, _) => number(format!("-{n}")),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
+    Some(Literal { text, numeric })
 }
 
 pub(super) fn name_parts(name: &ObjectName) -> Result<Vec<String>> {

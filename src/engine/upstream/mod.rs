@@ -117,12 +117,7 @@ impl Upstream {
                 });
             }
             if !(200..300).contains(&status) {
-                return Err(Error::upstream(UpstreamFailure {
-                    status,
-                    retryable: UpstreamFailure::is_retryable_status(status),
-                    body: truncate_lossy(&body, ERROR_BODY_LIMIT),
-                    request: describe(&method, &url),
-                }));
+                return Err(status_error(&method, &url, status, &body));
             }
             let next = pagination::next_page(leg.method, &url, &response_headers, &body)?;
             on_page(body)?;
@@ -175,12 +170,7 @@ impl Upstream {
             }
         };
         if !(200..300).contains(&status) {
-            return Err(Error::upstream(UpstreamFailure {
-                status,
-                retryable: UpstreamFailure::is_retryable_status(status),
-                body: truncate_lossy(&response, ERROR_BODY_LIMIT),
-                request: describe(&method, &url),
-            }));
+            return Err(status_error(&method, &url, status, &response));
         }
         Ok((status, response))
     }
@@ -280,6 +270,16 @@ impl Upstream {
         }
         Ok((status, response_headers, body.freeze()))
     }
+}
+
+/// The typed error of a non-success answer, quoting the start of its body.
+fn status_error(method: &reqwest::Method, url: &Url, status: u16, body: &[u8]) -> Error {
+    Error::upstream(UpstreamFailure {
+        status,
+        retryable: UpstreamFailure::is_retryable_status(status),
+        body: truncate_lossy(body, ERROR_BODY_LIMIT),
+        request: describe(method, url),
+    })
 }
 
 fn root_store() -> rustls::RootCertStore {

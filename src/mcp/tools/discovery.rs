@@ -195,34 +195,11 @@ fn limit(invocation: &Invocation, requested: Option<i64>) -> usize {
 }
 
 /// A table result: `{rows: [{column: value}], truncated?, rows_seen?}`.
-fn table(columns: &[&str], rows: Vec<Vec<Value>>, limit: usize) -> ToolResult {
+fn table(columns: &[&str], mut rows: Vec<Vec<Value>>, limit: usize) -> ToolResult {
     let seen = rows.len();
-    let rows: Vec<Vec<Value>> = rows.into_iter().take(limit).collect();
-    let objects: Vec<Value> = rows
-        .iter()
-        .map(|row| {
-            Value::Object(
-                columns
-                    .iter()
-                    .map(|c| (*c).to_owned())
-                    .zip(row.iter().cloned())
-                    .collect(),
-            )
-        })
-        .collect();
-    let mut structured = Map::new();
-    structured.insert("rows".into(), Value::Array(objects));
-    if seen > limit {
-        structured.insert("truncated".into(), Value::Bool(true));
-        structured.insert("rows_seen".into(), Value::from(seen));
-    }
-    ToolResult {
-        structured: Value::Object(structured),
-        view: View::Table {
-            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
-            rows,
-        },
-    }
+    rows.truncate(limit);
+    let columns = columns.iter().map(|c| (*c).to_owned()).collect();
+    super::table_result(columns, rows, seen, Vec::new())
 }
 
 fn text(value: Option<String>) -> Value {

@@ -270,7 +270,7 @@ fn search_markdown(output: &SearchOutput) -> String {
             ]
         })
         .collect();
-    let mut text = markdown(&View::Table { columns, rows });
+    let mut text = markdown(&View::Table { columns, rows }, &Value::Null);
     text = text.trim_end().to_owned();
     text.push_str(&format!("\n\nSource: {}", output.source_url));
     if output.stale {

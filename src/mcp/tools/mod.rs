@@ -143,45 +143,53 @@ pub(crate) fn cell_json(cell: Cell) -> Value {
     }
 }
 
-/// Rows of a query output, capped at `limit`: `(structured, view)` where the structured
-/// payload is `{rows: [{col: value}], truncated?, rows_seen?, warnings?}`.
+/// Rows of a query output, capped at `limit`: see [`table_result`].
 pub(crate) fn rows_result(output: QueryOutput, limit: usize) -> ToolResult {
     let seen = output.rows.len();
-    let truncated = seen > limit;
-    let rows: Vec<Vec<Value>> = output
+    let rows = output
         .rows
         .into_iter()
         .take(limit)
         .map(|row| row.into_iter().map(cell_json).collect())
         .collect();
-    let objects: Vec<Value> = rows
+    table_result(output.columns, rows, seen, output.warnings)
+}
+
+/// A table result whose `rows` were already cut to the limit from `seen`: the structured
+/// payload is `{rows: [{col: value}], truncated?, rows_seen?, warnings?}`, and the markdown
+/// table reads those objects (the rows are held once) unless column names repeat.
+pub(crate) fn table_result(
+    columns: Vec<String>,
+    rows: Vec<Vec<Value>>,
+    seen: usize,
+    warnings: Vec<String>,
+) -> ToolResult {
+    let truncated = seen > rows.len();
+    let object = |row: Vec<Value>| Value::Object(columns.iter().cloned().zip(row).collect());
+    let unique = columns
         .iter()
-        .map(|row| {
-            Value::Object(
-                output
-                    .columns
-                    .iter()
-                    .cloned()
-                    .zip(row.iter().cloned())
-                    .collect(),
-            )
-        })
-        .collect();
+        .enumerate()
+        .all(|(i, c)| !columns[..i].contains(c));
+    let (objects, view): (Vec<Value>, View) = if unique {
+        let objects = rows.into_iter().map(object).collect();
+        (objects, View::Rows { columns })
+    } else {
+        // Objects keep one value per name: the table shows every column from the rows.
+        let objects = rows.iter().cloned().map(object).collect();
+        (objects, View::Table { columns, rows })
+    };
     let mut structured = Map::new();
     structured.insert("rows".into(), Value::Array(objects));
     if truncated {
         structured.insert("truncated".into(), Value::Bool(true));
         structured.insert("rows_seen".into(), Value::from(seen));
     }
-    if !output.warnings.is_empty() {
-        structured.insert("warnings".into(), Value::from(output.warnings));
+    if !warnings.is_empty() {
+        structured.insert("warnings".into(), Value::from(warnings));
     }
     ToolResult {
         structured: Value::Object(structured),
-        view: View::Table {
-            columns: output.columns,
-            rows,
-        },
+        view,
     }
 }
 
@@ -221,4 +229,40 @@ pub(crate) struct RowsOutput {
     rows_seen: Option<u64>,
     /// What the caller should know about completeness (e.g. a page limit was reached).
     warnings: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::render::markdown;
+    use serde_json::json;
+
+    #[test]
+    fn tables_render_from_the_row_objects_and_keep_repeated_columns() {
+        let result = table_result(
+            vec!["id".into(), "name".into()],
+            vec![vec![json!(1), json!("a")]],
+            2,
+            vec![],
+        );
+        assert_eq!(
+            result.structured,
+            json!({"rows": [{"id": 1, "name": "a"}], "truncated": true, "rows_seen": 2})
+        );
+        assert_eq!(
+            markdown(&result.view, &result.structured),
+            "| id | name |\n|---|---|\n| 1 | a |\n"
+        );
+        // `SELECT a.id, b.id`: the objects hold one `id`, the table shows both.
+        let repeated = table_result(
+            vec!["id".into(), "id".into()],
+            vec![vec![json!(1), json!(2)]],
+            1,
+            vec![],
+        );
+        assert_eq!(
+            markdown(&repeated.view, &repeated.structured),
+            "| id | id |\n|---|---|\n| 1 | 2 |\n"
+        );
+    }
 }

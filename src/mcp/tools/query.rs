@@ -12,7 +12,7 @@ use super::{
     rows_result, schema,
 };
 use crate::config::Mode;
-use crate::engine::{StatementKind, statement_kind};
+use crate::engine::{PreparedStatement, StatementKind};
 use crate::mcp::render::View;
 
 /// `run_select_query`.
@@ -129,14 +129,15 @@ fn permit(mode: Mode, kind: StatementKind, tenant: &str) -> Result<(), ToolError
     )))
 }
 
-fn kind_of(sql: &str) -> Result<StatementKind, ToolError> {
-    statement_kind(sql).map_err(ToolError::from)
+fn prepare(sql: &str) -> Result<PreparedStatement, ToolError> {
+    PreparedStatement::parse(sql).map_err(ToolError::from)
 }
 
 fn run_select(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input = parse(&mut invocation)?;
-        let kind = kind_of(&input.sql)?;
+        let statement = prepare(&input.sql)?;
+        let kind = statement.kind();
         if !kind.is_read() {
             return Err(ToolError::Failed(format!(
                 "run_select_query runs reads only (SELECT, SHOW, DESCRIBE); this statement is {}: use {}",
@@ -151,7 +152,7 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
             )));
         }
         let shared = &invocation.shared;
-        let output = shared.engine.execute(&invocation.cx, &input.sql).await?;
+        let output = shared.engine.run(&invocation.cx, statement).await?;
         Ok(rows_result(
             output,
             row_cap(input.row_limit, shared.server.max_rows),
@@ -189,7 +190,8 @@ async fn run_write(
     title: &str,
 ) -> Result<ToolResult, ToolError> {
     let input = parse(&mut invocation)?;
-    let kind = kind_of(&input.sql)?;
+    let statement = prepare(&input.sql)?;
+    let kind = statement.kind();
     if !kinds.contains(&kind) {
         return Err(ToolError::Failed(format!(
             "{purpose}; this statement is {}",
@@ -198,7 +200,7 @@ async fn run_write(
     }
     permit(invocation.mode, kind, &invocation.cx.tenant)?;
     let shared = &invocation.shared;
-    let mut output = shared.engine.execute(&invocation.cx, &input.sql).await?;
+    let mut output = shared.engine.run(&invocation.cx, statement).await?;
     let messages = std::mem::take(&mut output.messages);
     let timestamp = output.timestamp.take().unwrap_or_default();
     let has_rows = !output.columns.is_empty();

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema};
-use crate::engine::{StatementKind, statement_kind};
+use crate::engine::{PreparedStatement, StatementKind};
 use crate::mcp::render::View;
 
 /// The tool.
@@ -64,17 +64,17 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         if let Some(source) = &input.source {
             tracing::debug!(source = %source, "validating a query from the query library");
         }
-        let outcome = match statement_kind(&input.sql) {
+        let outcome = match PreparedStatement::parse(&input.sql) {
             Err(err) => Err(err.message().to_owned()),
-            Ok(StatementKind::Select) => invocation
+            Ok(statement) if statement.kind() == StatementKind::Select => invocation
                 .shared
                 .engine
-                .validate(&invocation.cx, &input.sql)
+                .check(&invocation.cx, statement)
                 .await
                 .map_err(|err| err.message().to_owned()),
             Ok(other) => Err(format!(
                 "validate_select_query checks SELECT statements only; this statement is {}",
-                super::kind_name(other)
+                super::kind_name(other.kind())
             )),
         };
         let verdict = Validation {
