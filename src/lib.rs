@@ -55,4 +55,5 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod mcp;
+pub mod policy;
 pub mod tenant;

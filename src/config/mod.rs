@@ -8,7 +8,8 @@ mod raw;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use raw::{Mode, Render};
+pub use crate::policy::Mode;
+pub use raw::Render;
 
 use crate::engine::{
     EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,

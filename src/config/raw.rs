@@ -6,20 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// What a tenant's calls may do. The mode gate of the tool-call stage enforces it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Reads only.
-    #[default]
-    ReadOnly,
-    /// Reads; writes after approval.
-    Safe,
-    /// Reads and non-destructive writes; deletes after approval.
-    DeleteSafe,
-    /// Everything.
-    FullAccess,
-}
+use crate::policy::Mode;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -118,12 +118,6 @@ fn permit(mode: Mode, kind: StatementKind, tenant: &str) -> Result<(), ToolError
     if allowed {
         return Ok(());
     }
-    let mode = match mode {
-        Mode::ReadOnly => "read_only",
-        Mode::Safe => "safe",
-        Mode::DeleteSafe => "delete_safe",
-        Mode::FullAccess => "full_access",
-    };
     Err(ToolError::Failed(format!(
         "refused: tenant '{tenant}' is in {mode} mode, which does not run this statement without approval; approval requests are not available yet, so ask an operator to change the tenant's mode"
     )))

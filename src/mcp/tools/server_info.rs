@@ -54,15 +54,6 @@ pub(crate) struct ServerInfo {
     is_read_only: bool,
 }
 
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::ReadOnly => "read_only",
-        Mode::Safe => "safe",
-        Mode::DeleteSafe => "delete_safe",
-        Mode::FullAccess => "full_access",
-    }
-}
-
 fn run(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let shared = &invocation.shared;
@@ -75,7 +66,7 @@ fn run(invocation: Invocation) -> ToolFuture {
             sql_backend: "sqlite3".to_owned(),
             provider_registry: shared.registry_description.clone(),
             tenant: invocation.cx.tenant.clone(),
-            mode: mode_name(invocation.mode).to_owned(),
+            mode: invocation.mode.as_str().to_owned(),
             is_read_only: invocation.mode == Mode::ReadOnly,
         };
         let structured = serde_json::to_value(&info).unwrap_or(Value::Null);

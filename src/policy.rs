@@ -1,0 +1,287 @@
+//! The mode gate's decisions, as pure functions: what a tenant's [`Mode`] lets a call of a
+//! given [`QueryClass`] do. No I/O and no logging here: the tool-call pipeline's gate layer,
+//! `server_info` and the tool annotations all read these tables.
+//!
+//! The classes and the decision table are StackQL's (`select`, `mutation_create`,
+//! `mutation_delete`, `lifecycle`, `unknown`; `read_only`, `safe`, `delete_safe`,
+//! `full_access`). Classes come from the engine's parse of the statement that will run, never
+//! from its first word.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::StatementKind;
+
+/// What a tenant's calls may do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Reads only; every write is refused.
+    #[default]
+    ReadOnly,
+    /// Reads; every write after a person approves it.
+    Safe,
+    /// Reads and creating or changing writes; deletes, EXEC and unclassifiable statements
+    /// after approval.
+    DeleteSafe,
+    /// Everything, without approval.
+    FullAccess,
+}
+
+impl Mode {
+    /// Every mode, from the most to the least restrictive.
+    pub const ALL: [Mode; 4] = [
+        Mode::ReadOnly,
+        Mode::Safe,
+        Mode::DeleteSafe,
+        Mode::FullAccess,
+    ];
+
+    /// `read_only`, `safe`, `delete_safe` or `full_access`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read_only",
+            Mode::Safe => "safe",
+            Mode::DeleteSafe => "delete_safe",
+            Mode::FullAccess => "full_access",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a call would do, for the gate and the audit log. Ordered from the least to the most
+/// dangerous: a text made of several parts takes the class of its most dangerous part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryClass {
+    /// Reads only (SELECT, SHOW, DESCRIBE, REGISTRY LIST, and every tool without SQL that
+    /// changes nothing).
+    Select,
+    /// INSERT, UPDATE (PATCH) or REPLACE (PUT).
+    MutationCreate,
+    /// DELETE.
+    MutationDelete,
+    /// EXEC of a provider method (it may do anything the method does).
+    Lifecycle,
+    /// Anything that cannot be classified: unparseable text, several statements, DML carried
+    /// inside a query, statements no SQL tool runs.
+    Unknown,
+}
+
+impl QueryClass {
+    /// Every class, from the least to the most dangerous.
+    pub const ALL: [QueryClass; 5] = [
+        QueryClass::Select,
+        QueryClass::MutationCreate,
+        QueryClass::MutationDelete,
+        QueryClass::Lifecycle,
+        QueryClass::Unknown,
+    ];
+
+    /// The audit string: `select`, `mutation_create`, `mutation_delete`, `lifecycle`,
+    /// `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryClass::Select => "select",
+            QueryClass::MutationCreate => "mutation_create",
+            QueryClass::MutationDelete => "mutation_delete",
+            QueryClass::Lifecycle => "lifecycle",
+            QueryClass::Unknown => "unknown",
+        }
+    }
+
+    /// The class of one statement kind, as the engine parsed it.
+    pub fn of_kind(kind: StatementKind) -> QueryClass {
+        match kind {
+            StatementKind::Select | StatementKind::Metadata | StatementKind::RegistryList => {
+                QueryClass::Select
+            }
+            StatementKind::Insert | StatementKind::Update | StatementKind::Replace => {
+                QueryClass::MutationCreate
+            }
+            StatementKind::Delete => QueryClass::MutationDelete,
+            StatementKind::Exec => QueryClass::Lifecycle,
+            // Installing provider documents is pull_provider's job; as SQL no tool runs it.
+            StatementKind::RegistryPull => QueryClass::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for QueryClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the gate holds or refuses a call: the tenant's mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reason {
+    /// The mode that decided.
+    pub mode: Mode,
+}
+
+impl fmt::Display for Reason {
+    /// StackQL's reason phrase: `server is in 'read_only' mode`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server is in '{}' mode", self.mode)
+    }
+}
+
+/// The gate's answer for one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Run it only after a person approves this very call.
+    NeedsApproval(Reason),
+    /// Never run it in this mode.
+    Refuse(Reason),
+}
+
+impl Decision {
+    /// `allow`, `needs_approval` or `refuse_immediate` (StackQL's strings).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::NeedsApproval(_) => "needs_approval",
+            Decision::Refuse(_) => "refuse_immediate",
+        }
+    }
+}
+
+/// StackQL's decision table:
+///
+/// | mode \ class  | select | mutation_create | mutation_delete | lifecycle | unknown |
+/// |---------------|--------|-----------------|-----------------|-----------|---------|
+/// | `read_only`   | allow  | refuse          | refuse          | refuse    | refuse  |
+/// | `safe`        | allow  | approval        | approval        | approval  | approval|
+/// | `delete_safe` | allow  | allow           | approval        | approval  | approval|
+/// | `full_access` | allow  | allow           | allow           | allow     | allow   |
+pub fn decide(mode: Mode, class: QueryClass) -> Decision {
+    let reason = Reason { mode };
+    match (mode, class) {
+        (_, QueryClass::Select) | (Mode::FullAccess, _) => Decision::Allow,
+        (Mode::ReadOnly, _) => Decision::Refuse(reason),
+        (Mode::DeleteSafe, QueryClass::MutationCreate) => Decision::Allow,
+        (Mode::Safe | Mode::DeleteSafe, _) => Decision::NeedsApproval(reason),
+    }
+}
+
+/// The class of a text from the engine's parse of each of its statements: the most
+/// dangerous part wins; a statement that does not parse is `unknown`, as is one that
+/// carries DML inside a query. `parts` lists, per statement, the kinds it contains (its own
+/// kind first, then any statement nested inside it), or `None` when it did not parse.
+pub fn classify<'a>(parts: impl IntoIterator<Item = Option<&'a [StatementKind]>>) -> QueryClass {
+    let mut class = None;
+    for part in parts {
+        let part_class = match part {
+            None | Some([]) => QueryClass::Unknown,
+            Some([kind]) => QueryClass::of_kind(*kind),
+            // DML nested inside another statement (a CTE carrying DELETE, …).
+            Some(_) => QueryClass::Unknown,
+        };
+        class = Some(class.map_or(part_class, |c: QueryClass| c.max(part_class)));
+    }
+    class.unwrap_or(QueryClass::Unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mode_and_class_pair_follows_stackqls_table() {
+        use Decision::*;
+        use QueryClass::*;
+        let allow = Allow;
+        for mode in Mode::ALL {
+            let r = Reason { mode };
+            let expected = match mode {
+                Mode::ReadOnly => [allow, Refuse(r), Refuse(r), Refuse(r), Refuse(r)],
+                Mode::Safe => [
+                    allow,
+                    NeedsApproval(r),
+                    NeedsApproval(r),
+                    NeedsApproval(r),
+                    NeedsApproval(r),
+                ],
+                Mode::DeleteSafe => [
+                    allow,
+                    allow,
+                    NeedsApproval(r),
+                    NeedsApproval(r),
+                    NeedsApproval(r),
+                ],
+                Mode::FullAccess => [allow; 5],
+            };
+            for (class, want) in [Select, MutationCreate, MutationDelete, Lifecycle, Unknown]
+                .into_iter()
+                .zip(expected)
+            {
+                assert_eq!(decide(mode, class), want, "{mode} × {class}");
+            }
+        }
+    }
+
+    #[test]
+    fn reasons_read_like_stackqls() {
+        assert_eq!(
+            Reason {
+                mode: Mode::ReadOnly
+            }
+            .to_string(),
+            "server is in 'read_only' mode"
+        );
+        assert_eq!(
+            Decision::Refuse(Reason { mode: Mode::Safe }).as_str(),
+            "refuse_immediate"
+        );
+    }
+
+    #[test]
+    fn the_most_dangerous_part_wins() {
+        use StatementKind as K;
+        let select: &[K] = &[K::Select];
+        let delete: &[K] = &[K::Delete];
+        let insert: &[K] = &[K::Insert];
+        let nested: &[K] = &[K::Select, K::Delete];
+        assert_eq!(classify([Some(select)]), QueryClass::Select);
+        assert_eq!(
+            classify([Some(select), Some(delete)]),
+            QueryClass::MutationDelete
+        );
+        assert_eq!(
+            classify([Some(insert), Some(select)]),
+            QueryClass::MutationCreate
+        );
+        assert_eq!(classify([Some(nested)]), QueryClass::Unknown);
+        assert_eq!(classify([Some(select), None]), QueryClass::Unknown);
+        assert_eq!(classify(std::iter::empty()), QueryClass::Unknown);
+    }
+
+    #[test]
+    fn modes_and_classes_spell_their_config_and_audit_names() {
+        for mode in Mode::ALL {
+            let parsed: Mode =
+                serde_json::from_value(serde_json::Value::from(mode.as_str())).unwrap();
+            assert_eq!(parsed, mode);
+        }
+        let names: Vec<&str> = QueryClass::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "select",
+                "mutation_create",
+                "mutation_delete",
+                "lifecycle",
+                "unknown"
+            ]
+        );
+    }
+}
