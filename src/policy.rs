@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::StatementKind;
+use crate::engine::{ParsedSql, StatementKind};
 
 /// What a tenant's calls may do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -174,21 +174,27 @@ pub fn decide(mode: Mode, class: QueryClass) -> Decision {
 }
 
 /// The class of a text from the engine's parse of each of its statements: the most
-/// dangerous part wins; a statement that does not parse is `unknown`, as is one that
-/// carries DML inside a query. `parts` lists, per statement, the kinds it contains (its own
-/// kind first, then any statement nested inside it), or `None` when it did not parse.
-pub fn classify<'a>(parts: impl IntoIterator<Item = Option<&'a [StatementKind]>>) -> QueryClass {
-    let mut class = None;
-    for part in parts {
-        let part_class = match part {
-            None | Some([]) => QueryClass::Unknown,
-            Some([kind]) => QueryClass::of_kind(*kind),
-            // DML nested inside another statement (a CTE carrying DELETE, …).
-            Some(_) => QueryClass::Unknown,
-        };
-        class = Some(class.map_or(part_class, |c: QueryClass| c.max(part_class)));
-    }
-    class.unwrap_or(QueryClass::Unknown)
+/// dangerous part wins; a statement that does not parse is `unknown`, and so is one that
+/// carries other statements inside it (a CTE carrying a DELETE, …).
+pub fn classify(parsed: &ParsedSql) -> QueryClass {
+    class_of_parts(parsed.parts().iter().map(|part| {
+        part.as_ref()
+            .ok()
+            .map(|statement| (statement.kind(), statement.nests_statements()))
+    }))
+}
+
+/// [`classify`] over each part's kind and whether it nests statements (`None`: it did not
+/// parse).
+fn class_of_parts(parts: impl IntoIterator<Item = Option<(StatementKind, bool)>>) -> QueryClass {
+    parts
+        .into_iter()
+        .map(|part| match part {
+            Some((kind, false)) => QueryClass::of_kind(kind),
+            Some((_, true)) | None => QueryClass::Unknown,
+        })
+        .max()
+        .unwrap_or(QueryClass::Unknown)
 }
 
 #[cfg(test)]
@@ -247,22 +253,19 @@ mod tests {
     #[test]
     fn the_most_dangerous_part_wins() {
         use StatementKind as K;
-        let select: &[K] = &[K::Select];
-        let delete: &[K] = &[K::Delete];
-        let insert: &[K] = &[K::Insert];
-        let nested: &[K] = &[K::Select, K::Delete];
-        assert_eq!(classify([Some(select)]), QueryClass::Select);
+        let c = |parts: &[Option<(K, bool)>]| class_of_parts(parts.iter().copied());
+        assert_eq!(c(&[Some((K::Select, false))]), QueryClass::Select);
         assert_eq!(
-            classify([Some(select), Some(delete)]),
+            c(&[Some((K::Select, false)), Some((K::Delete, false))]),
             QueryClass::MutationDelete
         );
         assert_eq!(
-            classify([Some(insert), Some(select)]),
+            c(&[Some((K::Insert, false)), Some((K::Select, false))]),
             QueryClass::MutationCreate
         );
-        assert_eq!(classify([Some(nested)]), QueryClass::Unknown);
-        assert_eq!(classify([Some(select), None]), QueryClass::Unknown);
-        assert_eq!(classify(std::iter::empty()), QueryClass::Unknown);
+        assert_eq!(c(&[Some((K::Select, true))]), QueryClass::Unknown);
+        assert_eq!(c(&[Some((K::Select, false)), None]), QueryClass::Unknown);
+        assert_eq!(c(&[]), QueryClass::Unknown);
     }
 
     #[test]

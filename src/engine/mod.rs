@@ -379,12 +379,17 @@ impl StatementKind {
 pub struct PreparedStatement {
     statement: sql::Statement,
     kind: StatementKind,
+    nested: bool,
 }
 
 impl PreparedStatement {
     /// Parses `sql`; several statements, or none, are refused.
     pub fn parse(sql: &str) -> Result<Self> {
-        let statement = sql::parse(sql)?;
+        ParsedSql::parse(sql).into_single()
+    }
+
+    fn parse_one(sql: &str) -> Result<Self> {
+        let (statement, nested) = sql::parse_nested(sql)?;
         let kind = match &statement {
             sql::Statement::Query(_) => StatementKind::Select,
             sql::Statement::Show { .. } | sql::Statement::Describe { .. } => {
@@ -405,12 +410,61 @@ impl PreparedStatement {
                 StatementKind::RegistryPull
             }
         };
-        Ok(PreparedStatement { statement, kind })
+        Ok(PreparedStatement {
+            statement,
+            kind,
+            nested,
+        })
     }
 
     /// What the statement would do.
     pub fn kind(&self) -> StatementKind {
         self.kind
+    }
+
+    /// Whether other statements are nested inside this one (e.g. a CTE carrying a DELETE):
+    /// what it would do is then more than its [`kind`](Self::kind) says.
+    pub fn nests_statements(&self) -> bool {
+        self.nested
+    }
+}
+
+/// A text of SQL as the engine reads it: split into statements at top-level semicolons,
+/// each parsed on its own, so what every part would do is known even when the text as a
+/// whole cannot run (the engine runs exactly one statement per call).
+#[derive(Debug)]
+pub struct ParsedSql {
+    parts: Vec<Result<PreparedStatement>>,
+}
+
+impl ParsedSql {
+    /// Splits and parses `sql`. A text of one statement is parsed whole.
+    pub fn parse(sql: &str) -> Self {
+        let pieces = sql::split(sql);
+        let parts = if pieces.len() <= 1 {
+            vec![PreparedStatement::parse_one(sql)]
+        } else {
+            pieces.into_iter().map(PreparedStatement::parse_one).collect()
+        };
+        ParsedSql { parts }
+    }
+
+    /// Each statement's parse, in order.
+    pub fn parts(&self) -> &[Result<PreparedStatement>] {
+        &self.parts
+    }
+
+    /// The one statement of the text; several are refused, naming how many.
+    pub fn into_single(mut self) -> Result<PreparedStatement> {
+        match self.parts.len() {
+            1 => self
+                .parts
+                .pop()
+                .unwrap_or_else(|| Err(Error::internal("a parsed text lost its statement"))),
+            n => Err(Error::invalid_sql(format!(
+                "expected exactly one statement, found {n}"
+            ))),
+        }
     }
 }
 

@@ -65,8 +65,66 @@ pub(crate) enum ShowWhat {
     },
 }
 
+/// The statements of a text, split at top-level semicolons (never inside a string, a quoted
+/// name or a comment); pieces holding only whitespace and comments are dropped. A text the
+/// tokenizer cannot read is one piece (its parse reports the problem).
+pub(crate) fn split(sql: &str) -> Vec<&str> {
+    let Ok(tokens) = Tokenizer::new(&SQLiteDialect {}, sql).tokenize_with_location() else {
+        return vec![sql];
+    };
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut significant = false;
+    for token in &tokens {
+        match &token.token {
+            Token::SemiColon => {
+                let Some(end) = byte_offset(sql, token.span.start.line, token.span.start.column)
+                else {
+                    return vec![sql];
+                };
+                if significant {
+                    pieces.push(&sql[start..end]);
+                }
+                start = end + 1;
+                significant = false;
+            }
+            Token::Whitespace(_) => {}
+            _ => significant = true,
+        }
+    }
+    if significant {
+        pieces.push(&sql[start..]);
+    }
+    pieces
+}
+
+/// Whether a statement from sqlparser has other statements nested inside it (DML carried by
+/// a CTE or a set operation, the statement of an EXPLAIN, …).
+fn nests_statements(statement: &SqlStatement) -> bool {
+    let mut seen = 0usize;
+    let _ = sqlparser::ast::visit_statements(statement, |_| {
+        seen += 1;
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    seen > 1
+}
+
+/// Parses one statement and tells whether other statements are nested inside it. Several
+/// statements in one call are refused.
+pub(crate) fn parse_nested(sql: &str) -> Result<(Statement, bool)> {
+    let mut nested = false;
+    let statement = parse_with(sql, &mut |s| nested |= nests_statements(s))?;
+    Ok((statement, nested))
+}
+
 /// Parses one statement. Several statements in one call are refused.
+#[cfg(test)]
 pub(crate) fn parse(sql: &str) -> Result<Statement> {
+    parse_with(sql, &mut |_| {})
+}
+
+/// Parses one statement, showing `inspect` every sqlparser statement it is built from.
+fn parse_with(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
     if let Some(rest) = strip_keyword(sql.trim_start(), "REGISTRY") {
         return parse_registry(rest).map(Statement::Registry);
     }
@@ -78,7 +136,7 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
         Some("SHOW") => return parse_show(&tokens[1..]),
         Some("DESCRIBE" | "DESC") => return parse_describe(&tokens[1..]),
         Some("EXEC") => return mutation::exec(&tokens[1..]).map(Statement::Exec),
-        Some("REPLACE") => return parse_replace(sql),
+        Some("REPLACE") => return parse_replace(sql, inspect),
         Some("REGISTRY") => {
             return Err(Error::invalid_sql(
                 "a REGISTRY statement must start with the word REGISTRY (no comment before it)",
@@ -94,6 +152,7 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
             statements.len()
         )));
     }
+    statements.iter().for_each(&mut *inspect);
     match statements.pop() {
         Some(SqlStatement::Query(query)) => Ok(Statement::Query(query)),
         Some(SqlStatement::Insert(insert)) => mutation::insert(insert).map(Statement::Mutation),
@@ -111,7 +170,7 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
 
 /// StackQL's `REPLACE p.s.r SET … WHERE …` (PUT) is an UPDATE with another verb: the
 /// leading keyword is swapped and the rest parsed as UPDATE.
-fn parse_replace(sql: &str) -> Result<Statement> {
+fn parse_replace(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
     let tokens = Tokenizer::new(&SQLiteDialect {}, sql)
         .tokenize_with_location()
         .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
@@ -130,6 +189,7 @@ fn parse_replace(sql: &str) -> Result<Statement> {
                 "REPLACE is `REPLACE p.s.r SET col = value, … WHERE …`: {err}"
             ))
         })?;
+    statements.iter().for_each(&mut *inspect);
     match (statements.pop(), statements.is_empty()) {
         (Some(SqlStatement::Update(update)), true) => {
             mutation::update(update, true).map(Statement::Mutation)

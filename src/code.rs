@@ -1,0 +1,186 @@
+//! Stable error codes: every tool error carries one, in its text and its structured content,
+//! so audit records, metrics and agents never have to parse prose. The set is closed; the
+//! engine's [`ErrorKind`]s map onto it in one exhaustive match.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::engine::ErrorKind;
+
+/// A stable error code (`area.what`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Code {
+    /// The tenant's mode never runs this class of statement.
+    #[serde(rename = "policy.refused")]
+    PolicyRefused,
+    /// The statement is not of the class this tool runs; the message names the right tool.
+    #[serde(rename = "policy.wrong_tool")]
+    PolicyWrongTool,
+    /// The text holds several statements; one statement per call.
+    #[serde(rename = "policy.multiple_statements")]
+    PolicyMultipleStatements,
+    /// The call needs approval and the client cannot be asked (no elicitation).
+    #[serde(rename = "policy.approval_required")]
+    PolicyApprovalRequired,
+    /// The person declined the approval.
+    #[serde(rename = "policy.approval_declined")]
+    PolicyApprovalDeclined,
+    /// The person dismissed the approval prompt.
+    #[serde(rename = "policy.approval_cancelled")]
+    PolicyApprovalCancelled,
+    /// The approval state is invalid, expired, already used, or made for another call.
+    #[serde(rename = "policy.approval_invalid")]
+    PolicyApprovalInvalid,
+    /// The approval store cannot be reached, so an approval cannot be redeemed.
+    #[serde(rename = "policy.approval_unavailable")]
+    PolicyApprovalUnavailable,
+    /// An argument's value is not acceptable (the message names it).
+    #[serde(rename = "arguments.invalid")]
+    ArgumentsInvalid,
+    /// The SQL does not parse or uses a construct the engine rejects.
+    #[serde(rename = "sql.invalid")]
+    SqlInvalid,
+    /// A statement kind the engine does not run.
+    #[serde(rename = "sql.unsupported")]
+    SqlUnsupported,
+    /// No such provider, service, resource or method.
+    #[serde(rename = "sql.unknown_table")]
+    SqlUnknownTable,
+    /// No method's required parameters are supplied by the statement.
+    #[serde(rename = "sql.missing_parameters")]
+    SqlMissingParameters,
+    /// The tenant may not use this provider.
+    #[serde(rename = "provider.not_allowed")]
+    ProviderNotAllowed,
+    /// A provider document is malformed or missing.
+    #[serde(rename = "provider.bad_document")]
+    ProviderBadDocument,
+    /// The upstream API answered with an error status.
+    #[serde(rename = "upstream.rejected")]
+    UpstreamRejected,
+    /// The upstream API could not be reached or did not answer in time.
+    #[serde(rename = "upstream.unavailable")]
+    UpstreamUnavailable,
+    /// A configured limit was hit.
+    #[serde(rename = "limit.exceeded")]
+    LimitExceeded,
+    /// Credentials a provider needs could not be resolved.
+    #[serde(rename = "credentials.unresolved")]
+    CredentialsUnresolved,
+    /// The local or remote registry cannot be used.
+    #[serde(rename = "registry.unavailable")]
+    RegistryUnavailable,
+    /// Something asked for does not exist (a query library entry, …).
+    #[serde(rename = "not_found")]
+    NotFound,
+    /// The call ran past `server.call_timeout` and nothing was sent that changes anything.
+    #[serde(rename = "call.timeout")]
+    CallTimeout,
+    /// The call ran past `server.call_timeout` after a write may have been sent.
+    #[serde(rename = "call.outcome_unknown")]
+    CallOutcomeUnknown,
+    /// A bug or a broken invariant.
+    #[serde(rename = "internal")]
+    Internal,
+}
+
+impl Code {
+    /// Every code, for documentation and tests.
+    pub const ALL: [Code; 24] = [
+        Code::PolicyRefused,
+        Code::PolicyWrongTool,
+        Code::PolicyMultipleStatements,
+        Code::PolicyApprovalRequired,
+        Code::PolicyApprovalDeclined,
+        Code::PolicyApprovalCancelled,
+        Code::PolicyApprovalInvalid,
+        Code::PolicyApprovalUnavailable,
+        Code::ArgumentsInvalid,
+        Code::SqlInvalid,
+        Code::SqlUnsupported,
+        Code::SqlUnknownTable,
+        Code::SqlMissingParameters,
+        Code::ProviderNotAllowed,
+        Code::ProviderBadDocument,
+        Code::UpstreamRejected,
+        Code::UpstreamUnavailable,
+        Code::LimitExceeded,
+        Code::CredentialsUnresolved,
+        Code::RegistryUnavailable,
+        Code::NotFound,
+        Code::CallTimeout,
+        Code::CallOutcomeUnknown,
+        Code::Internal,
+    ];
+
+    /// The code as text, e.g. `policy.refused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::PolicyRefused => "policy.refused",
+            Code::PolicyWrongTool => "policy.wrong_tool",
+            Code::PolicyMultipleStatements => "policy.multiple_statements",
+            Code::PolicyApprovalRequired => "policy.approval_required",
+            Code::PolicyApprovalDeclined => "policy.approval_declined",
+            Code::PolicyApprovalCancelled => "policy.approval_cancelled",
+            Code::PolicyApprovalInvalid => "policy.approval_invalid",
+            Code::PolicyApprovalUnavailable => "policy.approval_unavailable",
+            Code::ArgumentsInvalid => "arguments.invalid",
+            Code::SqlInvalid => "sql.invalid",
+            Code::SqlUnsupported => "sql.unsupported",
+            Code::SqlUnknownTable => "sql.unknown_table",
+            Code::SqlMissingParameters => "sql.missing_parameters",
+            Code::ProviderNotAllowed => "provider.not_allowed",
+            Code::ProviderBadDocument => "provider.bad_document",
+            Code::UpstreamRejected => "upstream.rejected",
+            Code::UpstreamUnavailable => "upstream.unavailable",
+            Code::LimitExceeded => "limit.exceeded",
+            Code::CredentialsUnresolved => "credentials.unresolved",
+            Code::RegistryUnavailable => "registry.unavailable",
+            Code::NotFound => "not_found",
+            Code::CallTimeout => "call.timeout",
+            Code::CallOutcomeUnknown => "call.outcome_unknown",
+            Code::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<ErrorKind> for Code {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::InvalidSql => Code::SqlInvalid,
+            ErrorKind::UnsupportedStatement => Code::SqlUnsupported,
+            ErrorKind::UnknownTable => Code::SqlUnknownTable,
+            ErrorKind::ProviderNotAllowed => Code::ProviderNotAllowed,
+            ErrorKind::MissingParameters => Code::SqlMissingParameters,
+            ErrorKind::BadDocument => Code::ProviderBadDocument,
+            ErrorKind::Upstream => Code::UpstreamRejected,
+            ErrorKind::UpstreamUnavailable => Code::UpstreamUnavailable,
+            ErrorKind::LimitExceeded => Code::LimitExceeded,
+            ErrorKind::Credentials => Code::CredentialsUnresolved,
+            ErrorKind::Registry => Code::RegistryUnavailable,
+            ErrorKind::Internal => Code::Internal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_serialized_forms_agree_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, serde_json::Value::from(code.as_str()));
+            assert!(seen.insert(code.as_str()), "duplicate {code}");
+        }
+    }
+}
