@@ -51,8 +51,11 @@
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 
+pub mod approval;
 pub mod cli;
+pub mod code;
 pub mod config;
+pub mod digest;
 pub mod engine;
 pub mod mcp;
 pub mod policy;

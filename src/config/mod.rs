@@ -2,6 +2,7 @@
 //! overrides (`QUERYGATE_<SECTION>__<KEY>`, `__` between nesting levels), validated into a
 //! typed [`Config`]. Unknown keys are errors that name the key.
 
+mod approval;
 mod env;
 mod raw;
 
@@ -9,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use crate::policy::Mode;
+pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use raw::Render;
 
 use crate::engine::{
@@ -74,6 +76,9 @@ pub struct TenantConfig {
     pub env_file: Option<PathBuf>,
     /// Whether the tenant also reads the process environment (only `default` may).
     pub process_env: bool,
+    /// Whether the tenant's calls may install providers into the shared local registry
+    /// (`pull_provider`); by default only the `default` tenant's.
+    pub allow_pull_provider: bool,
 }
 
 /// Validated configuration.
@@ -85,6 +90,8 @@ pub struct Config {
     pub tenants: Vec<TenantConfig>,
     /// The MCP server (`querygate serve` and `querygate stdio`).
     pub server: ServerConfig,
+    /// Approval of single calls (sealing keys, lifetime, redemption store).
+    pub approval: ApprovalConfig,
 }
 
 /// MCP server settings. Name allowlists are checked against what the server offers when it
@@ -270,6 +277,7 @@ impl Config {
                 allowed_providers: tenant.allowed_providers.map(|p| p.into_iter().collect()),
                 env_file: credentials.env_file,
                 process_env,
+                allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
             });
         }
         if !tenants.iter().any(|t| t.id == "default") {
@@ -281,6 +289,7 @@ impl Config {
                     allowed_providers: None,
                     env_file: raw.credentials.env_file.clone(),
                     process_env: raw.credentials.process_env.unwrap_or(true),
+                    allow_pull_provider: true,
                 },
             );
         }
@@ -298,6 +307,7 @@ impl Config {
                 ));
             }
         }
+        let approval = approval::check_approval(raw.approval, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
@@ -374,6 +384,7 @@ impl Config {
                 disable_instructions: server.disable_instructions,
                 query_library_url: server.query_library_url,
             },
+            approval,
         })
     }
 

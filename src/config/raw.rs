@@ -25,6 +25,8 @@ pub(super) struct RawConfig {
     pub(super) tenants: Vec<RawTenant>,
     #[serde(default)]
     pub(super) server: RawServer,
+    #[serde(default)]
+    pub(super) approval: super::approval::RawApproval,
 }
 
 /// How text content of tool results is rendered.
@@ -194,4 +196,5 @@ pub(super) struct RawTenant {
     pub(super) mode: Mode,
     pub(super) allowed_providers: Option<Vec<String>>,
     pub(super) credentials: Option<RawCredentials>,
+    pub(super) allow_pull_provider: Option<bool>,
 }

@@ -444,7 +444,10 @@ impl ParsedSql {
         let parts = if pieces.len() <= 1 {
             vec![PreparedStatement::parse_one(sql)]
         } else {
-            pieces.into_iter().map(PreparedStatement::parse_one).collect()
+            pieces
+                .into_iter()
+                .map(PreparedStatement::parse_one)
+                .collect()
         };
         ParsedSql { parts }
     }

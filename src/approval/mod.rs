@@ -1,0 +1,263 @@
+//! Approval of single calls across replicas. The first call that needs approval gets a
+//! sealed request state (HMAC over a key ring every replica shares); the client's retry,
+//! on any replica, opens it, and the approval's one-time id is redeemed in a store before
+//! the call runs.
+//!
+//! The seal binds the tenant, the principal, the tool and the SHA-256 of the call's canonical
+//! arguments (as associated data: a state made for one call does not open for another),
+//! the one-time id and an expiry. The state is signed, not encrypted: it holds no secret.
+
+mod keys;
+mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rmcp::model::{RequestStateCodec, SealOptions};
+use serde::{Deserialize, Serialize};
+
+pub use keys::KeyRing;
+pub use store::{ApprovalStore, MemoryStore, StoreError, StoreFuture};
+
+use crate::digest;
+
+/// Why an approval cannot be issued or redeemed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// The state was tampered with, has expired, or was made for another call, tenant,
+    /// principal or tool. One error for all, as the codec's guidance asks.
+    #[error("the approval is invalid, expired, or was given for another call")]
+    Invalid,
+    /// The approval was already used.
+    #[error("the approval was already used")]
+    Replayed,
+    /// The store of redeemed approvals cannot be reached.
+    #[error("the approval store is unavailable: {0}")]
+    Store(#[from] StoreError),
+    /// The key ring cannot be built or used.
+    #[error("approval keys: {0}")]
+    Keys(String),
+}
+
+/// What an approval is for: the call it may run.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    /// The caller's tenant.
+    pub tenant: &'a str,
+    /// The caller's subject.
+    pub subject: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// SHA-256 (hex) of the call's canonical arguments.
+    pub arguments_sha256: &'a str,
+}
+
+impl Binding<'_> {
+    /// The associated data the seal authenticates: each field length-prefixed.
+    fn associated_data(&self) -> Vec<u8> {
+        let mut data = b"querygate-approval/v1".to_vec();
+        for field in [self.tenant, self.subject, self.tool, self.arguments_sha256] {
+            data.extend_from_slice(&(field.len() as u64).to_be_bytes());
+            data.extend_from_slice(field.as_bytes());
+        }
+        data
+    }
+}
+
+/// The sealed payload: readable by anyone holding the state, so it holds no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalState {
+    /// Format version.
+    pub v: u8,
+    /// The one-time id.
+    pub id: String,
+    /// The tenant it was issued to (also bound as associated data).
+    pub tenant: String,
+    /// The query class the call had when the approval was asked.
+    pub class: String,
+    /// Expiry, milliseconds since the Unix epoch (the seal checks it too).
+    pub expires_at_ms: u64,
+}
+
+/// Issues and redeems approvals.
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    codec: Arc<RequestStateCodec>,
+    ttl: Duration,
+    store: Arc<dyn ApprovalStore>,
+}
+
+impl Approvals {
+    /// Approvals sealed with `keys`, valid for `ttl`, redeemed in `store`.
+    pub fn new(
+        keys: &KeyRing,
+        ttl: Duration,
+        store: Arc<dyn ApprovalStore>,
+    ) -> Result<Self, ApprovalError> {
+        Ok(Approvals {
+            codec: Arc::new(keys.codec()?),
+            ttl,
+            store,
+        })
+    }
+
+    /// How long an issued approval stays redeemable.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Seals a new approval request for the call `binding` describes: the sealed state and
+    /// its one-time id.
+    pub fn issue(
+        &self,
+        binding: Binding<'_>,
+        class: &str,
+    ) -> Result<(String, ApprovalState), ApprovalError> {
+        let id = digest::random_id().map_err(|_| ApprovalError::Keys("no randomness".into()))?;
+        let expires = SystemTime::now() + self.ttl;
+        let state = ApprovalState {
+            v: 1,
+            id,
+            tenant: binding.tenant.to_owned(),
+            class: class.to_owned(),
+            expires_at_ms: millis(expires),
+        };
+        let ad = binding.associated_data();
+        let sealed = self
+            .codec
+            .seal_json_with(
+                &state,
+                &SealOptions::new().associated_data(&ad).ttl(self.ttl),
+            )
+            .map_err(|err| ApprovalError::Keys(err.to_string()))?;
+        Ok((sealed, state))
+    }
+
+    /// Opens a state the client sent back for the call `binding` describes.
+    pub fn open(&self, sealed: &str, binding: Binding<'_>) -> Result<ApprovalState, ApprovalError> {
+        let ad = binding.associated_data();
+        let state: ApprovalState = self
+            .codec
+            .open_json_with(sealed, &ad)
+            .map_err(|_| ApprovalError::Invalid)?;
+        if state.v != 1
+            || state.tenant != binding.tenant
+            || state.expires_at_ms < millis(SystemTime::now())
+        {
+            return Err(ApprovalError::Invalid);
+        }
+        Ok(state)
+    }
+
+    /// Redeems an opened approval: the first redemption of its id succeeds, any later one,
+    /// on any replica sharing the store, is [`ApprovalError::Replayed`].
+    pub async fn redeem(&self, state: &ApprovalState) -> Result<(), ApprovalError> {
+        let expires = UNIX_EPOCH + Duration::from_millis(state.expires_at_ms);
+        if self.store.redeem(&state.tenant, &state.id, expires).await? {
+            Ok(())
+        } else {
+            Err(ApprovalError::Replayed)
+        }
+    }
+}
+
+fn millis(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approvals(keys: &KeyRing, ttl: Duration) -> Approvals {
+        Approvals::new(keys, ttl, Arc::new(MemoryStore::default())).unwrap()
+    }
+
+    fn binding<'a>(tool: &'a str, sha: &'a str) -> Binding<'a> {
+        Binding {
+            tenant: "acme",
+            subject: "alice",
+            tool,
+            arguments_sha256: sha,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_state_opens_only_for_its_call_and_redeems_once() {
+        let keys = KeyRing::from_keys(vec![vec![7; 32]]).unwrap();
+        let a = approvals(&keys, Duration::from_secs(60));
+        let (sealed, issued) = a
+            .issue(binding("run_mutation_query", "aa"), "mutation_delete")
+            .unwrap();
+        let opened = a
+            .open(&sealed, binding("run_mutation_query", "aa"))
+            .unwrap();
+        assert_eq!(opened, issued);
+        for other in [
+            binding("run_lifecycle_operation", "aa"),
+            binding("run_mutation_query", "ab"),
+            Binding {
+                tenant: "other",
+                ..binding("run_mutation_query", "aa")
+            },
+            Binding {
+                subject: "mallory",
+                ..binding("run_mutation_query", "aa")
+            },
+        ] {
+            assert!(matches!(
+                a.open(&sealed, other),
+                Err(ApprovalError::Invalid)
+            ));
+        }
+        let mut tampered = sealed.clone();
+        tampered.pop();
+        tampered.push(if sealed.ends_with('A') { 'B' } else { 'A' });
+        assert!(matches!(
+            a.open(&tampered, binding("run_mutation_query", "aa")),
+            Err(ApprovalError::Invalid)
+        ));
+        a.redeem(&opened).await.unwrap();
+        assert!(matches!(
+            a.redeem(&opened).await,
+            Err(ApprovalError::Replayed)
+        ));
+    }
+
+    #[tokio::test]
+    async fn rotation_other_replicas_and_expiry() {
+        let old = vec![1u8; 32];
+        let new = vec![2u8; 40];
+        let before = approvals(
+            &KeyRing::from_keys(vec![old.clone()]).unwrap(),
+            Duration::from_secs(60),
+        );
+        let during = approvals(
+            &KeyRing::from_keys(vec![new.clone(), old.clone()]).unwrap(),
+            Duration::from_secs(60),
+        );
+        let after = approvals(
+            &KeyRing::from_keys(vec![new]).unwrap(),
+            Duration::from_secs(60),
+        );
+        let (sealed_old, _) = before.issue(binding("t", "x"), "lifecycle").unwrap();
+        assert!(during.open(&sealed_old, binding("t", "x")).is_ok());
+        assert!(after.open(&sealed_old, binding("t", "x")).is_err());
+        let (sealed_new, _) = during.issue(binding("t", "x"), "lifecycle").unwrap();
+        assert!(after.open(&sealed_new, binding("t", "x")).is_ok());
+        assert!(before.open(&sealed_new, binding("t", "x")).is_err());
+
+        let short = approvals(
+            &KeyRing::from_keys(vec![vec![3; 32]]).unwrap(),
+            Duration::from_millis(20),
+        );
+        let (sealed, _) = short.issue(binding("t", "x"), "lifecycle").unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(matches!(
+            short.open(&sealed, binding("t", "x")),
+            Err(ApprovalError::Invalid)
+        ));
+    }
+}

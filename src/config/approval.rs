@@ -1,0 +1,70 @@
+//! The `approval:` section: how approvals of single calls are sealed and redeemed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Where redeemed approval ids are kept, so each approval runs its call at most once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStoreKind {
+    /// In this process (one replica).
+    #[default]
+    Memory,
+    /// In PostgreSQL (the `database:` section), shared by every replica.
+    Postgres,
+}
+
+/// Approval settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalConfig {
+    /// Files holding the HMAC keys that seal approval requests: the first seals, all open.
+    /// Empty: a random key made at start (one replica only).
+    pub key_files: Vec<PathBuf>,
+    /// How long an approval request stays redeemable.
+    pub ttl: Duration,
+    /// Where redeemed approvals are recorded.
+    pub store: ApprovalStoreKind,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawApproval {
+    pub(super) key_files: Vec<PathBuf>,
+    #[serde(with = "humantime_serde")]
+    pub(super) ttl: Duration,
+    pub(super) store: ApprovalStoreKind,
+}
+
+impl Default for RawApproval {
+    fn default() -> Self {
+        RawApproval {
+            key_files: Vec::new(),
+            ttl: Duration::from_secs(300),
+            store: ApprovalStoreKind::Memory,
+        }
+    }
+}
+
+/// Checks the section, pushing each problem with its key.
+pub(super) fn check_approval(raw: RawApproval, problems: &mut Vec<String>) -> ApprovalConfig {
+    if raw.ttl.is_zero() {
+        problems.push("approval.ttl must be greater than 0".to_owned());
+    } else if raw.ttl > Duration::from_secs(24 * 3600) {
+        problems.push("approval.ttl must be at most 24h".to_owned());
+    }
+    for (i, file) in raw.key_files.iter().enumerate() {
+        if raw.key_files[..i].contains(file) {
+            problems.push(format!(
+                "approval.key_files names '{}' twice",
+                file.display()
+            ));
+        }
+    }
+    ApprovalConfig {
+        key_files: raw.key_files,
+        ttl: raw.ttl,
+        store: raw.store,
+    }
+}
