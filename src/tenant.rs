@@ -20,10 +20,19 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The principal every request uses before authentication exists.
+    /// The unauthenticated caller of a server that runs without authentication (loopback
+    /// development): principal `anonymous` of tenant `default`.
     pub fn anonymous() -> Self {
         Principal {
             subject: "anonymous".to_owned(),
+            tenant: "default".to_owned(),
+        }
+    }
+
+    /// The local user of stdio and the command line: principal `local` of tenant `default`.
+    pub fn local() -> Self {
+        Principal {
+            subject: "local".to_owned(),
             tenant: "default".to_owned(),
         }
     }
@@ -90,5 +99,10 @@ impl Tenants {
     /// A tenant's mode.
     pub fn mode(&self, tenant: &str) -> Option<Mode> {
         self.tenants.get(tenant).map(|(c, _)| c.mode)
+    }
+
+    /// A tenant's settings.
+    pub fn config(&self, tenant: &str) -> Option<&TenantConfig> {
+        self.tenants.get(tenant).map(|(c, _)| c)
     }
 }

@@ -13,18 +13,18 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tower::ServiceExt as _;
 
 use super::Shared;
+use super::Transport;
 use super::content::{INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
-use super::stage::{self, CallError, ToolCall, ToolStage};
+use super::pipeline::{ApprovalChannel, CallError, Pipeline, ReplyBody, ToolCall};
 use crate::tenant::Principal;
 
 /// querygate's MCP server.
 #[derive(Clone)]
 pub struct QuerygateMcp {
     pub(crate) shared: Arc<Shared>,
-    stage: ToolStage,
+    pipeline: Pipeline,
     tools: Arc<Vec<Tool>>,
     info: Arc<ServerConfig>,
 }
@@ -75,7 +75,7 @@ impl QuerygateMcp {
         );
         QuerygateMcp {
             info: Arc::new(info),
-            stage: stage::build(shared.clone()),
+            pipeline: Pipeline::build(shared.clone()),
             shared,
             tools: Arc::new(tools),
         }
@@ -87,9 +87,9 @@ impl QuerygateMcp {
         (!self.shared.server.disable_instructions && !text.is_empty()).then(|| text.clone())
     }
 
-    /// The tool-call stage (for transports and tests that call tools directly).
-    pub fn stage(&self) -> ToolStage {
-        self.stage.clone()
+    /// The tool-call pipeline (for callers that run tools without MCP framing).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 }
 
@@ -147,15 +147,43 @@ pub(crate) fn fill_prompt(
     Ok(text)
 }
 
-/// The caller, as the HTTP stage's auth layer left it in the request extensions; stdio and
-/// unauthenticated HTTP run as the anonymous principal of the default tenant.
-fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
-    context
-        .extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
-        .cloned()
-        .unwrap_or_else(Principal::anonymous)
+/// The caller: over HTTP, the principal the authentication layer put in the request
+/// extensions (none there means none: the pipeline refuses the call); over stdio, the local
+/// user.
+fn principal_of(context: &RequestContext<RoleServer>, transport: Transport) -> Option<Principal> {
+    match transport {
+        Transport::Stdio => Some(Principal::local()),
+        Transport::Http => context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .cloned(),
+    }
+}
+
+/// How this request's client can carry an approval prompt: MRTR for 2026-07-28 clients that
+/// declared elicitation, `elicitation/create` mid-call for older clients in a stdio session
+/// that declared it, otherwise not at all (stateless HTTP keeps no capabilities of older
+/// clients).
+fn approval_channel(
+    context: &RequestContext<RoleServer>,
+    transport: Transport,
+    request: &CallToolRequestParams,
+) -> ApprovalChannel {
+    let elicits = context
+        .client_capabilities()
+        .is_some_and(|caps| caps.elicitation.is_some());
+    let resumable = context
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize());
+    match (elicits, resumable, transport) {
+        (true, true, _) => ApprovalChannel::Resumable {
+            request_state: request.request_state.clone(),
+            input_responses: request.input_responses.clone(),
+        },
+        (true, false, Transport::Stdio) => ApprovalChannel::Inline(context.peer.clone()),
+        _ => ApprovalChannel::Unavailable,
+    }
 }
 
 impl ServerHandler for QuerygateMcp {
@@ -326,25 +354,30 @@ impl ServerHandler for QuerygateMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let transport = self.shared.transport;
         let call = ToolCall {
+            approval: approval_channel(&context, transport, &request),
+            principal: principal_of(&context, transport),
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),
-            principal: principal_of(&context),
         };
-        match self.stage.clone().oneshot(call).await {
-            Ok(reply) => {
-                let mut result = if reply.is_error {
-                    CallToolResult::error(vec![ContentBlock::text(reply.text)])
-                } else {
-                    CallToolResult::success(vec![ContentBlock::text(reply.text)])
-                };
-                result.structured_content = reply.structured;
-                Ok(result.into())
-            }
+        match self.pipeline.call(call).await {
+            Ok(reply) => match reply.body {
+                ReplyBody::Complete(outcome) => {
+                    let mut result = if outcome.is_error() {
+                        CallToolResult::error(vec![ContentBlock::text(outcome.text)])
+                    } else {
+                        CallToolResult::success(vec![ContentBlock::text(outcome.text)])
+                    };
+                    result.structured_content = outcome.structured;
+                    Ok(result.into())
+                }
+                ReplyBody::InputRequired(input) => Ok((*input).into()),
+            },
             Err(err @ (CallError::UnknownTool(_) | CallError::InvalidArguments { .. })) => {
                 Err(ErrorData::invalid_params(err.to_string(), None))
             }
-            Err(err @ CallError::Tenant(_)) => {
+            Err(err @ (CallError::Tenant(_) | CallError::Unauthenticated)) => {
                 Err(ErrorData::invalid_request(err.to_string(), None))
             }
         }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::QuerygateMcp;
 use crate::config::ServerConfig;
+use crate::tenant::Principal;
 
 /// rmcp's streamable HTTP settings for `settings` bound to `addr`: stateless (legacy session
 /// mode off), JSON responses, Host and Origin allowlists (loopback names and origins of the
@@ -64,6 +65,11 @@ pub fn router(
         Arc::new(NeverSessionManager::default()),
         transport_config(settings, addr, shutdown),
     );
+    // Without authentication every caller is the anonymous principal of tenant `default`,
+    // named explicitly: the MCP handler refuses requests that carry no principal.
+    let service = tower::ServiceBuilder::new()
+        .layer(axum::Extension(Principal::anonymous()))
+        .service(service);
     Router::new()
         .nest_service("/mcp", service)
         .route("/healthz", axum::routing::get(|| async { "ok" }))

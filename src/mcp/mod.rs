@@ -2,8 +2,8 @@
 //! statelessly over streamable HTTP (`querygate serve`) and over stdio (`querygate stdio`).
 //!
 //! ```text
-//! transport (http | stdio) → handler (rmcp ServerHandler) → tool-call stage (tower Service:
-//!   [audit → mode gate, later] → call timeout → dispatch) → tools/* → engine facade
+//! transport (http | stdio) → handler (rmcp ServerHandler) → pipeline (prepare, then the
+//!   tower stack: mode gate → call timeout → dispatch) → tools/* → engine facade
 //! ```
 //!
 //! The MCP surface talks to the engine only through `crate::engine`'s public API.
@@ -12,8 +12,8 @@ pub mod content;
 mod handler;
 pub mod http;
 mod library;
+pub mod pipeline;
 pub mod render;
-pub mod stage;
 pub mod stdio;
 mod tools;
 
@@ -24,6 +24,7 @@ pub use handler::QuerygateMcp;
 
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
+use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore};
 use crate::config::{Config, ServerConfig};
 use crate::engine::Engine;
 use crate::tenant::Tenants;
@@ -69,6 +70,9 @@ pub enum StartError {
     /// built).
     #[error("query library: {0}")]
     Library(String),
+    /// The approval keys cannot be loaded.
+    #[error(transparent)]
+    Approval(#[from] crate::approval::ApprovalError),
 }
 
 /// What every request shares: the engine, the tenants, settings and content.
@@ -84,6 +88,8 @@ pub(crate) struct Shared {
     tools: HashMap<&'static str, &'static ToolSpec>,
     /// The query library (embedded snapshot and optional remote index).
     pub(crate) library: library::Library,
+    /// Approval of single calls: sealing keys and the store of redeemed approvals.
+    pub(crate) approvals: Approvals,
 }
 
 impl Shared {
@@ -151,6 +157,14 @@ pub fn build(
     );
     let library = library::Library::new(&content.files, server.query_library_url.as_deref())
         .map_err(StartError::Library)?;
+    let keys = KeyRing::from_files(&config.approval.key_files)?;
+    if config.approval.key_files.is_empty() && transport == Transport::Http {
+        tracing::warn!(
+            "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
+        );
+    }
+    let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::default());
+    let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
     let shared = Arc::new(Shared {
         engine,
         tenants,
@@ -160,6 +174,7 @@ pub fn build(
         registry_description,
         tools,
         library,
+        approvals,
     });
     Ok(QuerygateMcp::new(shared))
 }

@@ -10,6 +10,7 @@ mod credentials;
 mod discovery;
 mod errors;
 mod fanout_joins;
+mod gate;
 mod logs;
 mod mcp_content;
 mod mcp_http;

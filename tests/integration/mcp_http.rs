@@ -123,7 +123,7 @@ async fn run_select_query_in_both_formats_with_row_limit() {
     assert_eq!(yaml.is_error, Some(true));
     assert_eq!(
         text_of(&yaml),
-        r#"invalid format "yaml" (legal: markdown, json)"#
+        r#"invalid format "yaml" (legal: markdown, json) [arguments.invalid]"#
     );
 }
 

@@ -272,7 +272,10 @@ async fn get_teaches_renders_validates_and_refuses_bad_ids() {
 
     let bad_id = call(&client, "query_library_get", json!({"id": "../etc/passwd"})).await;
     assert_eq!(bad_id.is_error, Some(true));
-    assert_eq!(text_of(&bad_id), r#"invalid query id "../etc/passwd""#);
+    assert_eq!(
+        text_of(&bad_id),
+        r#"invalid query id "../etc/passwd" [arguments.invalid]"#
+    );
     let unknown = call(
         &client,
         "query_library_get",
@@ -282,7 +285,7 @@ async fn get_teaches_renders_validates_and_refuses_bad_ids() {
     assert_eq!(unknown.is_error, Some(true));
     assert_eq!(
         text_of(&unknown),
-        r#"unknown query id "aws/ec2/regions-enabled"; use query_library_search to find valid ids"#
+        r#"unknown query id "aws/ec2/regions-enabled"; use query_library_search to find valid ids [not_found]"#
     );
     let no_id = try_call(&client, "query_library_get", json!({}))
         .await

@@ -210,3 +210,28 @@ async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer 
         shutdown,
     }
 }
+
+/// The message of a tool error, checked against its structured form: the text is
+/// `<message> [<code>]` and `structuredContent.error` holds the same code and message.
+pub fn error_message(result: &CallToolResult) -> String {
+    let text = text_of(result);
+    let error = result
+        .structured_content
+        .as_ref()
+        .and_then(|s| s.get("error"))
+        .unwrap_or_else(|| panic!("tool error without structured error: {text}"));
+    let code = error["code"].as_str().expect("error code");
+    let message = error["message"].as_str().expect("error message");
+    assert_eq!(text, format!("{message} [{code}]"));
+    message.to_owned()
+}
+
+/// The code of a tool error.
+pub fn error_code(result: &CallToolResult) -> String {
+    result
+        .structured_content
+        .as_ref()
+        .and_then(|s| s["error"]["code"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}

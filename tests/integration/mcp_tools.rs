@@ -32,7 +32,7 @@ async fn tool_error(client: &Client, tool: &str, arguments: Value) -> String {
         "{tool} {arguments}: expected a tool error, got {}",
         text_of(&result)
     );
-    text_of(&result)
+    error_message(&result)
 }
 
 #[tokio::test]

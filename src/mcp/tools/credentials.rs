@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::discovery::identifier;
-use super::{Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
 use crate::mcp::render::View;
 
 /// The tool.
@@ -20,6 +20,8 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: false,
     },
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<CredentialsReloadInput>,
     output_schema: schema::<ReloadOutput>,

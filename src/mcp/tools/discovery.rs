@@ -7,7 +7,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::server_info::NoArguments;
-use super::{Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{
+    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema,
+};
+use crate::code::Code;
 use crate::engine::{ColumnInfo, ParamInfo};
 use crate::mcp::render::View;
 
@@ -24,6 +27,8 @@ pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
     name: "list_providers",
     title: "List installed providers",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: false,
     input_schema: schema::<NoArguments>,
     output_schema: schema::<RowsOutput>,
@@ -35,6 +40,8 @@ pub(crate) const LIST_SERVICES: ToolSpec = ToolSpec {
     name: "list_services",
     title: "List a provider's services",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<HierarchyInput>,
     output_schema: schema::<RowsOutput>,
@@ -46,6 +53,8 @@ pub(crate) const LIST_RESOURCES: ToolSpec = ToolSpec {
     name: "list_resources",
     title: "List a service's resources",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<HierarchyInput>,
     output_schema: schema::<RowsOutput>,
@@ -57,6 +66,8 @@ pub(crate) const LIST_METHODS: ToolSpec = ToolSpec {
     name: "list_methods",
     title: "List a resource's methods",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<HierarchyInput>,
     output_schema: schema::<RowsOutput>,
@@ -68,6 +79,8 @@ pub(crate) const DESCRIBE_RESOURCE: ToolSpec = ToolSpec {
     name: "describe_resource",
     title: "Describe a resource's columns",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<HierarchyInput>,
     output_schema: schema::<RowsOutput>,
@@ -79,6 +92,8 @@ pub(crate) const DESCRIBE_METHOD: ToolSpec = ToolSpec {
     name: "describe_method",
     title: "Describe a method's contract",
     hints: READ_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<HierarchyInput>,
     output_schema: schema::<MethodOutput>,
@@ -154,9 +169,10 @@ pub(crate) fn identifier(field: &str, value: &str) -> Result<(), ToolError> {
         return Ok(());
     }
     let shown: String = value.chars().take(64).collect();
-    Err(ToolError::Failed(format!(
-        "invalid {field} {shown:?}: names contain only letters, digits, '_', '-' and '.'"
-    )))
+    Err(ToolError::failed(
+        Code::ArgumentsInvalid,
+        format!("invalid {field} {shown:?}: names contain only letters, digits, '_', '-' and '.'"),
+    ))
 }
 
 /// Parses the hierarchy, requiring the first `needed` of provider, service, resource and
@@ -183,7 +199,9 @@ fn hierarchy(
                     names.push(value);
                 }
             }
-            None if index < needed => return Err(ToolError::Failed(missing.to_owned())),
+            None if index < needed => {
+                return Err(ToolError::failed(Code::ArgumentsInvalid, missing));
+            }
             None => {}
         }
     }

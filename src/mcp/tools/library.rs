@@ -6,7 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema};
+use super::{
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema,
+};
+use crate::code::Code;
 use crate::config::Mode;
 use crate::mcp::library::model::{Cost, OutputColumn, Param, QueryDoc, valid_id};
 use crate::mcp::library::search::{self, Query};
@@ -25,6 +28,8 @@ pub(crate) const QUERY_LIBRARY_SEARCH: ToolSpec = ToolSpec {
     name: "query_library_search",
     title: "Search the query library",
     hints: READ_ONLY_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<SearchInput>,
     output_schema: schema::<SearchOutput>,
@@ -36,6 +41,8 @@ pub(crate) const QUERY_LIBRARY_GET: ToolSpec = ToolSpec {
     name: "query_library_get",
     title: "Get a query library entry",
     hints: READ_ONLY_LOCAL,
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<GetInput>,
     output_schema: schema::<GetOutput>,
@@ -208,8 +215,9 @@ fn run_search(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input: SearchInput = arguments(invocation.arguments)?;
         if input.intent.trim().is_empty() {
-            return Err(ToolError::Failed(
-                "intent is empty: say in a few words what the user wants to know".to_owned(),
+            return Err(ToolError::failed(
+                Code::ArgumentsInvalid,
+                "intent is empty: say in a few words what the user wants to know",
             ));
         }
         let (index, source) = invocation.shared.library.index().await;
@@ -298,19 +306,24 @@ fn run_get(invocation: Invocation) -> ToolFuture {
         let input: GetInput = arguments(invocation.arguments)?;
         let id = input.id.trim();
         if !valid_id(id) {
-            return Err(ToolError::Failed(format!(
-                "invalid query id \"{}\"",
-                input.id
-            )));
+            return Err(ToolError::failed(
+                Code::ArgumentsInvalid,
+                format!("invalid query id \"{}\"", input.id),
+            ));
         }
         let (doc, source) = match invocation.shared.library.document(id).await {
             Ok(found) => found,
             Err(LibraryError::Unknown(id)) => {
-                return Err(ToolError::Failed(format!(
-                    "unknown query id \"{id}\"; use query_library_search to find valid ids"
-                )));
+                return Err(ToolError::failed(
+                    Code::NotFound,
+                    format!(
+                        "unknown query id \"{id}\"; use query_library_search to find valid ids"
+                    ),
+                ));
             }
-            Err(LibraryError::Unavailable(message)) => return Err(ToolError::Failed(message)),
+            Err(LibraryError::Unavailable(message)) => {
+                return Err(ToolError::failed(Code::RegistryUnavailable, message));
+            }
         };
         let output = get_output(&doc, &source, input.params.as_ref());
         let text = get_markdown(&output);

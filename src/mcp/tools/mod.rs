@@ -23,8 +23,10 @@ use serde_json::{Map, Value};
 
 use super::Shared;
 use super::render::View;
+use crate::code::Code;
 use crate::config::Mode;
-use crate::engine::{Cell, ExecContext, QueryOutput};
+use crate::engine::{Cell, ExecContext, PreparedStatement, QueryOutput};
+use crate::policy::QueryClass;
 
 /// What a tool does, for its annotations.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +41,19 @@ pub(crate) struct Hints {
     pub(crate) open_world: bool,
 }
 
+/// What a tool may change, for the mode gate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Effect {
+    /// Changes nothing anywhere: allowed in every mode (class `select`).
+    Read,
+    /// Runs its `sql` argument; the statement's class must be one of these, and the
+    /// tenant's mode decides.
+    Sql(&'static [QueryClass]),
+    /// Installs provider documents into the local registry every tenant reads: allowed in
+    /// every mode (it changes no infrastructure), for tenants with `allow_pull_provider`.
+    RegistryInstall,
+}
+
 /// The future a tool returns.
 pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolResult, ToolError>> + Send>>;
 
@@ -47,12 +62,25 @@ pub(crate) struct ToolSpec {
     pub(crate) name: &'static str,
     pub(crate) title: &'static str,
     pub(crate) hints: Hints,
+    /// What the tool may change.
+    pub(crate) effect: Effect,
+    /// Whether the tool takes an `sql` argument, parsed once by the pipeline.
+    pub(crate) takes_sql: bool,
     /// Whether the tool takes the `format` argument (all but `server_info` and
     /// `list_providers`, as in StackQL).
     pub(crate) takes_format: bool,
     pub(crate) input_schema: fn() -> JsonObject,
     pub(crate) output_schema: fn() -> JsonObject,
     pub(crate) run: fn(Invocation) -> ToolFuture,
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.name)
+            .field("effect", &self.effect)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Everything a tool run gets.
@@ -64,6 +92,9 @@ pub(crate) struct Invocation {
     pub(crate) mode: Mode,
     /// Arguments without `format`.
     pub(crate) arguments: Map<String, Value>,
+    /// The parsed `sql` argument, for tools that take one (for SQL tools the gate has
+    /// checked that it parsed and is the tool's class).
+    pub(crate) statement: Option<crate::engine::Result<PreparedStatement>>,
 }
 
 /// A successful tool result: the structured payload and how its markdown looks.
@@ -78,12 +109,34 @@ pub(crate) enum ToolError {
     /// Arguments that do not fit the schema: a protocol error, before anything ran.
     InvalidArguments(String),
     /// A failure the model can act on: a tool result with `isError: true`.
-    Failed(String),
+    Failed {
+        /// The stable code.
+        code: Code,
+        /// What went wrong.
+        message: String,
+        /// The upstream HTTP status, when the upstream answered with an error.
+        upstream_status: Option<u16>,
+    },
+}
+
+impl ToolError {
+    /// A failure with this code and message.
+    pub(crate) fn failed(code: Code, message: impl Into<String>) -> Self {
+        ToolError::Failed {
+            code,
+            message: message.into(),
+            upstream_status: None,
+        }
+    }
 }
 
 impl From<crate::engine::Error> for ToolError {
     fn from(err: crate::engine::Error) -> Self {
-        ToolError::Failed(err.message().to_owned())
+        ToolError::Failed {
+            code: Code::from(err.kind()),
+            message: err.message().to_owned(),
+            upstream_status: err.upstream_failure().map(|f| f.status),
+        }
     }
 }
 

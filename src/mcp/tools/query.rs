@@ -1,19 +1,21 @@
 //! `run_select_query`, `run_mutation_query` and `run_lifecycle_operation`: SQL through the
-//! engine. Each tool runs only its own kind of statement (a DELETE sent to
-//! `run_select_query` is refused, as is a SELECT sent to `run_mutation_query`), and writes
-//! are refused in modes that do not allow them until the mode gate brings approvals.
+//! engine. The pipeline parsed the statement once and the mode gate checked that it is the
+//! tool's class (a DELETE sent to `run_select_query` is refused, as is a SELECT sent to
+//! `run_mutation_query`) and that the tenant's mode lets it run; the tools run exactly that
+//! statement.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, row_cap,
-    rows_result, schema,
+    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
+    row_cap, rows_result, schema,
 };
-use crate::config::Mode;
-use crate::engine::{PreparedStatement, StatementKind};
+use crate::code::Code;
+use crate::engine::PreparedStatement;
 use crate::mcp::render::View;
+use crate::policy::QueryClass;
 
 /// `run_select_query`.
 pub(crate) const RUN_SELECT_QUERY: ToolSpec = ToolSpec {
@@ -25,6 +27,8 @@ pub(crate) const RUN_SELECT_QUERY: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: true,
     },
+    effect: Effect::Sql(&[QueryClass::Select]),
+    takes_sql: true,
     takes_format: true,
     input_schema: schema::<QueryInput>,
     output_schema: schema::<RowsOutput>,
@@ -41,6 +45,8 @@ pub(crate) const RUN_MUTATION_QUERY: ToolSpec = ToolSpec {
         idempotent: false,
         open_world: true,
     },
+    effect: Effect::Sql(&[QueryClass::MutationCreate, QueryClass::MutationDelete]),
+    takes_sql: true,
     takes_format: true,
     input_schema: schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
@@ -57,6 +63,8 @@ pub(crate) const RUN_LIFECYCLE_OPERATION: ToolSpec = ToolSpec {
         idempotent: false,
         open_world: true,
     },
+    effect: Effect::Sql(&[QueryClass::Lifecycle]),
+    takes_sql: true,
     takes_format: true,
     input_schema: schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
@@ -68,6 +76,7 @@ pub(crate) const RUN_LIFECYCLE_OPERATION: ToolSpec = ToolSpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueryInput {
     /// One SQL statement.
+    #[allow(dead_code)] // parsed once by the pipeline, which hands the tool the statement
     sql: String,
     /// Most rows to return (server-side cap; the result says when it cut). 0 or absent: the
     /// server's limit.
@@ -96,55 +105,21 @@ pub(crate) struct WriteOutput {
     truncated: Option<bool>,
 }
 
-fn parse(invocation: &mut Invocation) -> Result<QueryInput, ToolError> {
+fn parse(invocation: &mut Invocation) -> Result<(QueryInput, PreparedStatement), ToolError> {
     let input: QueryInput = arguments(std::mem::take(&mut invocation.arguments))?;
-    if input.sql.trim().is_empty() {
-        return Err(ToolError::Failed("no SQL provided".to_owned()));
-    }
     if let Some(source) = &input.source {
         tracing::debug!(source = %source, "query from the query library");
     }
-    Ok(input)
-}
-
-/// Whether the tenant's mode lets this write run now. Until the mode gate (with approval)
-/// lands, modes that need approval refuse what they would ask about.
-fn permit(mode: Mode, kind: StatementKind, tenant: &str) -> Result<(), ToolError> {
-    let allowed = match mode {
-        Mode::FullAccess => true,
-        Mode::DeleteSafe => !matches!(kind, StatementKind::Delete),
-        Mode::Safe | Mode::ReadOnly => false,
-    };
-    if allowed {
-        return Ok(());
-    }
-    Err(ToolError::Failed(format!(
-        "refused: tenant '{tenant}' is in {mode} mode, which does not run this statement without approval; approval requests are not available yet, so ask an operator to change the tenant's mode"
-    )))
-}
-
-fn prepare(sql: &str) -> Result<PreparedStatement, ToolError> {
-    PreparedStatement::parse(sql).map_err(ToolError::from)
+    let statement = invocation
+        .statement
+        .take()
+        .ok_or_else(|| ToolError::failed(Code::Internal, "the pipeline passed no statement"))??;
+    Ok((input, statement))
 }
 
 fn run_select(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input = parse(&mut invocation)?;
-        let statement = prepare(&input.sql)?;
-        let kind = statement.kind();
-        if !kind.is_read() {
-            return Err(ToolError::Failed(format!(
-                "run_select_query runs reads only (SELECT, SHOW, DESCRIBE); this statement is {}: use {}",
-                super::kind_name(kind),
-                if kind == StatementKind::Exec {
-                    "run_lifecycle_operation"
-                } else if kind == StatementKind::RegistryPull {
-                    "pull_provider"
-                } else {
-                    "run_mutation_query"
-                }
-            )));
-        }
+        let (input, statement) = parse(&mut invocation)?;
         let shared = &invocation.shared;
         let output = shared.engine.run(&invocation.cx, statement).await?;
         Ok(rows_result(
@@ -155,44 +130,16 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
 }
 
 fn run_mutation(invocation: Invocation) -> ToolFuture {
-    Box::pin(run_write(
-        invocation,
-        &[
-            StatementKind::Insert,
-            StatementKind::Update,
-            StatementKind::Replace,
-            StatementKind::Delete,
-        ],
-        "run_mutation_query runs INSERT, UPDATE, REPLACE and DELETE",
-        "Mutation Result",
-    ))
+    Box::pin(run_write(invocation, "Mutation Result"))
 }
 
 fn run_lifecycle(invocation: Invocation) -> ToolFuture {
-    Box::pin(run_write(
-        invocation,
-        &[StatementKind::Exec],
-        "run_lifecycle_operation runs EXEC p.s.r.method @param = 'value', …",
-        "Lifecycle Result",
-    ))
+    Box::pin(run_write(invocation, "Lifecycle Result"))
 }
 
-async fn run_write(
-    mut invocation: Invocation,
-    kinds: &[StatementKind],
-    purpose: &str,
-    title: &str,
-) -> Result<ToolResult, ToolError> {
-    let input = parse(&mut invocation)?;
-    let statement = prepare(&input.sql)?;
-    let kind = statement.kind();
-    if !kinds.contains(&kind) {
-        return Err(ToolError::Failed(format!(
-            "{purpose}; this statement is {}",
-            super::kind_name(kind)
-        )));
-    }
-    permit(invocation.mode, kind, &invocation.cx.tenant)?;
+/// Runs a write the gate let through (its class is the tool's).
+async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult, ToolError> {
+    let (input, statement) = parse(&mut invocation)?;
     let shared = &invocation.shared;
     let mut output = shared.engine.run(&invocation.cx, statement).await?;
     let messages = std::mem::take(&mut output.messages);

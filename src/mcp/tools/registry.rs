@@ -7,8 +7,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, rows_result, schema,
+    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec,
+    rows_result, schema,
 };
+use crate::code::Code;
 use crate::mcp::render::View;
 
 /// `list_registry`.
@@ -21,6 +23,8 @@ pub(crate) const LIST_REGISTRY: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: true,
     },
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<RegistryInput>,
     output_schema: schema::<RowsOutput>,
@@ -37,6 +41,8 @@ pub(crate) const PULL_PROVIDER: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: true,
     },
+    effect: Effect::RegistryInstall,
+    takes_sql: false,
     takes_format: true,
     input_schema: schema::<RegistryInput>,
     output_schema: schema::<PullOutput>,
@@ -100,7 +106,10 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input = parse(&mut invocation)?;
         let Some(provider) = trimmed(input.provider.as_deref()) else {
-            return Err(ToolError::Failed("provider not specified".to_owned()));
+            return Err(ToolError::failed(
+                Code::ArgumentsInvalid,
+                "provider not specified",
+            ));
         };
         let version = trimmed(input.version.as_deref());
         let outcome = invocation

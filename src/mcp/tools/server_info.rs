@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
 use crate::config::Mode;
 use crate::mcp::render::View;
 
@@ -19,6 +19,8 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: false,
     },
+    effect: Effect::Read,
+    takes_sql: false,
     takes_format: false,
     input_schema: schema::<NoArguments>,
     output_schema: schema::<ServerInfo>,

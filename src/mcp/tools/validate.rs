@@ -7,8 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema};
-use crate::engine::{PreparedStatement, StatementKind};
+use super::{
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema,
+};
+use crate::code::Code;
+use crate::engine::StatementKind;
 use crate::mcp::render::View;
 
 /// The tool.
@@ -21,6 +24,8 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
         idempotent: true,
         open_world: false,
     },
+    effect: Effect::Read,
+    takes_sql: true,
     takes_format: true,
     input_schema: schema::<ValidateInput>,
     output_schema: schema::<Validation>,
@@ -59,12 +64,16 @@ fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let input: ValidateInput = arguments(std::mem::take(&mut invocation.arguments))?;
         if input.sql.trim().is_empty() {
-            return Err(ToolError::Failed("no SQL provided".to_owned()));
+            return Err(ToolError::failed(Code::ArgumentsInvalid, "no SQL provided"));
         }
         if let Some(source) = &input.source {
             tracing::debug!(source = %source, "validating a query from the query library");
         }
-        let outcome = match PreparedStatement::parse(&input.sql) {
+        let parsed = invocation
+            .statement
+            .take()
+            .ok_or_else(|| ToolError::failed(Code::Internal, "the pipeline passed no statement"))?;
+        let outcome = match parsed {
             Err(err) => Err(err.message().to_owned()),
             Ok(statement) if statement.kind() == StatementKind::Select => invocation
                 .shared

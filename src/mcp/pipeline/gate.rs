@@ -1,0 +1,395 @@
+//! The mode gate: the one chokepoint between a prepared call and its tool. It refuses what
+//! the tenant's mode never runs, statements that are not the tool's class, texts of several
+//! statements and unparseable SQL; it asks a person to approve what the mode holds for
+//! approval, and runs such a call only once its approval is redeemed.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequiredResult,
+};
+use tower::{Layer, Service, ServiceExt as _};
+
+use super::{ApprovalChannel, CallError, GateOutcome, PreparedCall, ReplyBody, ToolReply};
+use crate::approval::{ApprovalError, Binding};
+use crate::code::Code;
+use crate::mcp::Shared;
+use crate::mcp::tools::Effect;
+use crate::policy::{self, Decision, QueryClass, Reason};
+
+/// The key of the approval prompt in `inputRequests` / `inputResponses`.
+pub(crate) const APPROVAL_KEY: &str = "approval";
+
+/// Puts the gate in front of a service.
+#[derive(Clone)]
+pub(super) struct ModeGateLayer {
+    shared: Arc<Shared>,
+}
+
+impl ModeGateLayer {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        ModeGateLayer { shared }
+    }
+}
+
+impl<S> Layer<S> for ModeGateLayer {
+    type Service = ModeGate<S>;
+
+    fn layer(&self, inner: S) -> ModeGate<S> {
+        ModeGate {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The gate around `S`.
+#[derive(Clone)]
+pub(super) struct ModeGate<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S> Service<PreparedCall> for ModeGate<S>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ToolReply;
+    type Error = CallError;
+    type Future = BoxFuture<Result<ToolReply, CallError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: PreparedCall) -> Self::Future {
+        // Keep the service that was polled ready; the clone waits for the next call.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        Box::pin(gate(shared, inner, call))
+    }
+}
+
+/// `tool "<name>" refused: <why>`, with the tenant when it is not `default`.
+fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> String {
+    let tenant = &call.cx.tenant;
+    if tenant == "default" {
+        format!("tool \"{}\" refused: {why}", call.tool())
+    } else {
+        format!(
+            "tool \"{}\" refused: {why} (tenant '{tenant}')",
+            call.tool()
+        )
+    }
+}
+
+async fn gate<S>(shared: Arc<Shared>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S::Future: Send,
+{
+    if let Err(message) = &call.render {
+        let message = message.clone();
+        return Ok(ToolReply::stopped(
+            GateOutcome::RefuseImmediate,
+            Code::ArgumentsInvalid,
+            message,
+        ));
+    }
+    let decision = match check(&call) {
+        Ok(decision) => decision,
+        Err(stop) => return Ok(*stop),
+    };
+    match decision {
+        Decision::Allow => inner.oneshot(call).await,
+        Decision::Refuse(reason) => Ok(ToolReply::stopped(
+            GateOutcome::RefuseImmediate,
+            Code::PolicyRefused,
+            refusal(&call, reason),
+        )),
+        Decision::NeedsApproval(reason) => approve(&shared, inner, call, reason).await,
+    }
+}
+
+/// What the gate decides for a call before any approval: a stop, or the mode's decision.
+fn check(call: &PreparedCall) -> Result<Decision, Box<ToolReply>> {
+    let stop = |code, message| {
+        Box::new(ToolReply::stopped(
+            GateOutcome::RefuseImmediate,
+            code,
+            message,
+        ))
+    };
+    match call.spec.effect {
+        Effect::Read => Ok(Decision::Allow),
+        Effect::RegistryInstall if call.allow_pull_provider => Ok(Decision::Allow),
+        Effect::RegistryInstall => Err(stop(
+            Code::PolicyRefused,
+            refusal(
+                call,
+                "this tenant may not install providers into the shared registry (tenants[].allow_pull_provider)",
+            ),
+        )),
+        Effect::Sql(runs) => {
+            if call.statement_count > 1 {
+                return Err(stop(
+                    Code::PolicyMultipleStatements,
+                    refusal(
+                        call,
+                        format!(
+                            "the SQL holds {} statements (the most dangerous is {}); send one statement per call",
+                            call.statement_count, call.class
+                        ),
+                    ),
+                ));
+            }
+            match &call.statement {
+                Some(Ok(_)) => {}
+                Some(Err(err)) => {
+                    return Err(stop(Code::from(err.kind()), err.message().to_owned()));
+                }
+                None => return Err(stop(Code::Internal, "the SQL was not parsed".to_owned())),
+            }
+            if !runs.contains(&call.class) {
+                return Err(stop(Code::PolicyWrongTool, refusal(call, wrong_tool(call))));
+            }
+            Ok(policy::decide(call.mode, call.class))
+        }
+    }
+}
+
+/// Why a statement is not this tool's, naming the tool that runs it.
+fn wrong_tool(call: &PreparedCall) -> String {
+    let kind = match &call.statement {
+        Some(Ok(statement)) => crate::mcp::tools::kind_name(statement.kind()),
+        _ => "a statement",
+    };
+    let runs = match call.tool() {
+        "run_select_query" => "reads only (SELECT, SHOW, DESCRIBE)",
+        "run_mutation_query" => "INSERT, UPDATE, REPLACE and DELETE",
+        "run_lifecycle_operation" => "EXEC p.s.r.method @param = 'value', …",
+        _ => "other statements",
+    };
+    let use_instead = match call.class {
+        QueryClass::Select => "use run_select_query".to_owned(),
+        QueryClass::MutationCreate | QueryClass::MutationDelete => {
+            "use run_mutation_query".to_owned()
+        }
+        QueryClass::Lifecycle => "use run_lifecycle_operation".to_owned(),
+        QueryClass::Unknown => match &call.statement {
+            Some(Ok(s)) if s.kind() == crate::engine::StatementKind::RegistryPull => {
+                "use pull_provider".to_owned()
+            }
+            _ => "no tool runs it".to_owned(),
+        },
+    };
+    format!(
+        "{} runs {runs}; this statement is {kind} ({}): {use_instead}",
+        call.tool(),
+        call.class
+    )
+}
+
+/// The prompt a person sees.
+fn prompt(call: &PreparedCall) -> String {
+    let mut message = format!("Approve {} ({})?", call.tool(), call.class);
+    if let Some(sql) = &call.sql {
+        message.push_str("\n\nSQL: ");
+        message.push_str(sql);
+    }
+    message.push_str(&format!(
+        "\n\nTenant: {} · principal: {} · mode: {}",
+        call.cx.tenant, call.principal.subject, call.mode
+    ));
+    message
+}
+
+fn elicitation(call: &PreparedCall) -> ElicitRequestParams {
+    // Nothing to fill in: accepting is the approval.
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: prompt(call),
+        requested_schema: ElicitationSchema::builder().build_unchecked(),
+    }
+}
+
+async fn approve<S>(
+    shared: &Shared,
+    inner: S,
+    call: PreparedCall,
+    reason: Reason,
+) -> Result<ToolReply, CallError>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S::Future: Send,
+{
+    let approvals = &shared.approvals;
+    let binding = Binding {
+        tenant: &call.cx.tenant,
+        subject: &call.principal.subject,
+        tool: call.tool(),
+        arguments_sha256: &call.arguments_sha256,
+    };
+    let refused = |gate: GateOutcome, code: Code, why: String| {
+        Ok(ToolReply::stopped(gate, code, refusal(&call, why)))
+    };
+    match &call.approval {
+        ApprovalChannel::Unavailable => refused(
+            GateOutcome::ApprovalUnavailable,
+            Code::PolicyApprovalRequired,
+            format!(
+                "{reason} and the MCP client does not support elicitation. Use an elicitation-capable client (MCP 2026-07-28, or a session over stdio), or ask an operator to change the tenant's mode if this client is trusted"
+            ),
+        ),
+        ApprovalChannel::Resumable {
+            request_state: None,
+            ..
+        } => ask(&call, binding, approvals),
+        ApprovalChannel::Resumable {
+            request_state: Some(sealed),
+            input_responses,
+        } => {
+            let state = match approvals.open(sealed, binding) {
+                Ok(state) => state,
+                Err(err) => {
+                    return refused(
+                        GateOutcome::RefuseImmediate,
+                        Code::PolicyApprovalInvalid,
+                        format!(
+                            "{err}; call the tool again without requestState to ask for a new approval"
+                        ),
+                    );
+                }
+            };
+            let Some(answer) = input_responses
+                .as_ref()
+                .and_then(|responses| responses.get(APPROVAL_KEY))
+            else {
+                // No answer yet: ask again with the same state (the spec's re-ask).
+                return Ok(input_required(&call, sealed.clone(), state.id));
+            };
+            let action = serde_json::from_value::<ElicitResult>(answer.clone())
+                .ok()
+                .map(|r| r.action);
+            match action {
+                Some(ElicitationAction::Accept) => match approvals.redeem(&state).await {
+                    Ok(()) => run_approved(inner, call, state.id).await,
+                    Err(err @ ApprovalError::Replayed) => refused(
+                        GateOutcome::RefuseImmediate,
+                        Code::PolicyApprovalInvalid,
+                        format!(
+                            "{err}; call the tool again without requestState to ask for a new approval"
+                        ),
+                    ),
+                    Err(err) => refused(
+                        GateOutcome::RefuseImmediate,
+                        Code::PolicyApprovalUnavailable,
+                        err.to_string(),
+                    ),
+                },
+                other => Ok(not_approved(&call, other, state.id)),
+            }
+        }
+        ApprovalChannel::Inline(peer) => {
+            let id = crate::digest::random_id().unwrap_or_default();
+            let asked =
+                tokio::time::timeout(approvals.ttl(), peer.create_elicitation(elicitation(&call)))
+                    .await;
+            match asked {
+                Ok(Ok(result)) if result.action == ElicitationAction::Accept => {
+                    run_approved(inner, call, id).await
+                }
+                Ok(Ok(result)) => Ok(not_approved(&call, Some(result.action), id)),
+                Ok(Err(err)) => refused(
+                    GateOutcome::ApprovalDeclined(id),
+                    Code::PolicyApprovalDeclined,
+                    format!("elicitation transport error: {err}"),
+                ),
+                Err(_) => refused(
+                    GateOutcome::ApprovalCancelled(id),
+                    Code::PolicyApprovalCancelled,
+                    format!(
+                        "approval prompt was not answered within {}",
+                        humantime::format_duration(approvals.ttl())
+                    ),
+                ),
+            }
+        }
+    }
+}
+
+/// The refusal for an answer other than accept (`None`: not an elicitation result).
+fn not_approved(call: &PreparedCall, action: Option<ElicitationAction>, id: String) -> ToolReply {
+    let (gate, code, why) = match action {
+        Some(ElicitationAction::Cancel) => (
+            GateOutcome::ApprovalCancelled(id),
+            Code::PolicyApprovalCancelled,
+            "approval prompt was dismissed".to_owned(),
+        ),
+        Some(ElicitationAction::Decline) => (
+            GateOutcome::ApprovalDeclined(id),
+            Code::PolicyApprovalDeclined,
+            "user declined approval".to_owned(),
+        ),
+        Some(other) => (
+            GateOutcome::ApprovalDeclined(id),
+            Code::PolicyApprovalDeclined,
+            format!("unexpected elicitation action {other:?}"),
+        ),
+        None => (
+            GateOutcome::ApprovalDeclined(id),
+            Code::PolicyApprovalDeclined,
+            "unexpected approval response (expected an elicitation result)".to_owned(),
+        ),
+    };
+    ToolReply::stopped(gate, code, refusal(call, why))
+}
+
+/// Issues an approval request: the elicitation and the sealed state.
+fn ask(
+    call: &PreparedCall,
+    binding: Binding<'_>,
+    approvals: &crate::approval::Approvals,
+) -> Result<ToolReply, CallError> {
+    match approvals.issue(binding, call.class.as_str()) {
+        Ok((sealed, state)) => Ok(input_required(call, sealed, state.id)),
+        Err(err) => Ok(ToolReply::stopped(
+            GateOutcome::RefuseImmediate,
+            Code::PolicyApprovalUnavailable,
+            refusal(call, err),
+        )),
+    }
+}
+
+fn input_required(call: &PreparedCall, sealed: String, id: String) -> ToolReply {
+    let requests = BTreeMap::from([(
+        APPROVAL_KEY.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(elicitation(call))),
+    )]);
+    ToolReply {
+        body: ReplyBody::InputRequired(Box::new(InputRequiredResult::new(
+            Some(requests),
+            Some(sealed),
+        ))),
+        gate: GateOutcome::ApprovalRequested(id),
+    }
+}
+
+async fn run_approved<S>(inner: S, call: PreparedCall, id: String) -> Result<ToolReply, CallError>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S::Future: Send,
+{
+    let mut reply = inner.oneshot(call).await?;
+    reply.gate = GateOutcome::ApprovalAccepted(id);
+    Ok(reply)
+}

@@ -1,0 +1,252 @@
+//! The tool-call pipeline every call passes, on HTTP and stdio alike:
+//!
+//! ```text
+//! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
+//!                                      parsed once (class known), the approval channel
+//!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
+//!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
+//!   Dispatch      runs the tool on the parsed statement and renders its result
+//! ```
+//!
+//! Every layer sees the tenant, the principal, the class and exactly the statement that will
+//! run. No call reaches a tool, and so the engine, without passing the gate.
+
+mod dispatch;
+mod gate;
+mod prepare;
+mod timeout;
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{InputRequiredResult, InputResponses};
+use rmcp::service::Peer;
+use serde_json::{Map, Value};
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+pub use prepare::PreparedCall;
+
+use super::Shared;
+use crate::code::Code;
+use crate::tenant::{Principal, TenantError};
+
+/// One tool call, as every transport hands it to the pipeline.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments (an empty object when none were sent).
+    pub arguments: Map<String, Value>,
+    /// Who is calling: set by the HTTP authentication layer, or the transport's own
+    /// principal (stdio). `None` is refused.
+    pub principal: Option<Principal>,
+    /// How a person can be asked to approve this call.
+    pub approval: ApprovalChannel,
+}
+
+/// How the client can carry an approval prompt to a person.
+#[derive(Debug, Clone)]
+pub enum ApprovalChannel {
+    /// A 2026-07-28 client that declared elicitation: the call returns an input request and
+    /// a sealed state; the client retries with the answer (`inputResponses`) and the state.
+    Resumable {
+        /// The sealed state of an earlier round, if this is a retry.
+        request_state: Option<String>,
+        /// The client's answers of an earlier round.
+        input_responses: Option<InputResponses>,
+    },
+    /// A client of an older revision in a session (stdio) that declared elicitation:
+    /// `elicitation/create` in the middle of the call.
+    Inline(Peer<RoleServer>),
+    /// The client cannot be asked (no elicitation, or stateless HTTP of an older revision).
+    Unavailable,
+}
+
+/// What the pipeline answers.
+#[derive(Debug, Clone)]
+pub struct ToolReply {
+    /// The result, or a request for input.
+    pub body: ReplyBody,
+    /// What the gate decided, for audit and metrics.
+    pub gate: GateOutcome,
+}
+
+/// The result of a call, or a request for the client to ask a person.
+#[derive(Debug, Clone)]
+pub enum ReplyBody {
+    /// A finished call (a result or a tool error).
+    Complete(ToolOutcome),
+    /// The call needs an approval first (MRTR round).
+    InputRequired(Box<InputRequiredResult>),
+}
+
+/// A finished call: structured content, text, and the error code when it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// `structuredContent`: the tool's result, or `{"error": {"code", "message"}}`.
+    pub structured: Option<Value>,
+    /// The text content.
+    pub text: String,
+    /// The error code of a tool error (`isError: true`); `None` on success.
+    pub code: Option<Code>,
+    /// Rows returned, for results that carry rows.
+    pub rows: Option<usize>,
+    /// The upstream HTTP status of an upstream error.
+    pub upstream_status: Option<u16>,
+}
+
+impl ToolOutcome {
+    /// A tool error: text `<message> [<code>]`, structured `{"error": {code, message}}`.
+    pub fn error(code: Code, message: impl Into<String>) -> Self {
+        let message = message.into();
+        ToolOutcome {
+            structured: Some(serde_json::json!({
+                "error": {"code": code.as_str(), "message": message}
+            })),
+            text: format!("{message} [{code}]"),
+            code: Some(code),
+            rows: None,
+            upstream_status: None,
+        }
+    }
+
+    /// Whether this is a tool error.
+    pub fn is_error(&self) -> bool {
+        self.code.is_some()
+    }
+}
+
+impl ToolReply {
+    /// A finished call that passed the gate without approval.
+    pub(crate) fn allowed(outcome: ToolOutcome) -> Self {
+        ToolReply {
+            body: ReplyBody::Complete(outcome),
+            gate: GateOutcome::Allow,
+        }
+    }
+
+    /// A call the gate stopped.
+    pub(crate) fn stopped(gate: GateOutcome, code: Code, message: impl Into<String>) -> Self {
+        ToolReply {
+            body: ReplyBody::Complete(ToolOutcome::error(code, message)),
+            gate,
+        }
+    }
+
+    /// The finished outcome, if the call finished.
+    pub fn outcome(&self) -> Option<&ToolOutcome> {
+        match &self.body {
+            ReplyBody::Complete(outcome) => Some(outcome),
+            ReplyBody::InputRequired(_) => None,
+        }
+    }
+}
+
+/// What the gate decided for one call (StackQL's audit decisions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateOutcome {
+    /// Ran without approval.
+    Allow,
+    /// Refused by the mode, the tool's class, or an unusable statement or approval.
+    RefuseImmediate,
+    /// An approval was asked (the approval id).
+    ApprovalRequested(String),
+    /// Ran after approval (the approval id).
+    ApprovalAccepted(String),
+    /// The person declined (the approval id).
+    ApprovalDeclined(String),
+    /// The person dismissed the prompt (the approval id).
+    ApprovalCancelled(String),
+    /// Approval was needed and the client cannot carry the prompt.
+    ApprovalUnavailable,
+}
+
+impl GateOutcome {
+    /// `allow`, `refuse_immediate`, `needs_approval_requested`, `needs_approval_accepted`,
+    /// `needs_approval_declined`, `needs_approval_cancelled` or `needs_approval_unavailable`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GateOutcome::Allow => "allow",
+            GateOutcome::RefuseImmediate => "refuse_immediate",
+            GateOutcome::ApprovalRequested(_) => "needs_approval_requested",
+            GateOutcome::ApprovalAccepted(_) => "needs_approval_accepted",
+            GateOutcome::ApprovalDeclined(_) => "needs_approval_declined",
+            GateOutcome::ApprovalCancelled(_) => "needs_approval_cancelled",
+            GateOutcome::ApprovalUnavailable => "needs_approval_unavailable",
+        }
+    }
+
+    /// The approval id, when an approval was involved.
+    pub fn approval_id(&self) -> Option<&str> {
+        match self {
+            GateOutcome::ApprovalRequested(id)
+            | GateOutcome::ApprovalAccepted(id)
+            | GateOutcome::ApprovalDeclined(id)
+            | GateOutcome::ApprovalCancelled(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+/// Why a call was refused before any layer ran (a protocol error, not a tool result).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    /// No tool of that name is offered.
+    #[error("unknown tool '{0}'")]
+    UnknownTool(String),
+    /// The arguments do not fit the tool's input schema.
+    #[error("invalid arguments for tool '{tool}': {message}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// The request carries no principal (fail closed: never a silent anonymous caller).
+    #[error("the request carries no authenticated principal")]
+    Unauthenticated,
+    /// The caller's tenant cannot be served.
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+}
+
+/// The stack after `prepare`, boxed and cheap to clone per request.
+pub type CallStack = BoxCloneSyncService<PreparedCall, ToolReply, CallError>;
+
+/// The pipeline: `prepare`, then the layers.
+#[derive(Clone)]
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    stack: CallStack,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// Builds the pipeline over `shared`.
+    pub(crate) fn build(shared: Arc<Shared>) -> Self {
+        let stack = ServiceBuilder::new()
+            // The one chokepoint: mode decisions, approvals asked and redeemed.
+            .layer(gate::ModeGateLayer::new(shared.clone()))
+            // server.call_timeout, inside the gate so a timed-out call was allowed first.
+            .layer(timeout::CallTimeoutLayer::new(shared.server.call_timeout))
+            // Runs the tool on the prepared call and renders the result.
+            .service(dispatch::Dispatch::new(shared.clone()));
+        Pipeline {
+            shared,
+            stack: BoxCloneSyncService::new(stack),
+        }
+    }
+
+    /// Runs one call through every step.
+    pub async fn call(&self, call: ToolCall) -> Result<ToolReply, CallError> {
+        use tower::ServiceExt as _;
+        let prepared = prepare::prepare(&self.shared, call)?;
+        self.stack.clone().oneshot(prepared).await
+    }
+}

@@ -1,0 +1,135 @@
+//! `prepare`: what every layer needs to know about a call, worked out once before the
+//! layers run: the tool, the principal's tenant and mode, `format`, the digest of the
+//! arguments an approval is bound to, and the SQL parsed once with its class.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::{ApprovalChannel, CallError, ToolCall};
+use crate::config::Render;
+use crate::digest;
+use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
+use crate::mcp::Shared;
+use crate::mcp::tools::{Effect, ToolSpec};
+use crate::policy::{self, Mode, QueryClass};
+use crate::tenant::Principal;
+
+/// A call ready for the layers.
+#[derive(Debug)]
+pub struct PreparedCall {
+    /// A fresh id for this call (audit's `call_id`).
+    pub call_id: String,
+    /// When the call entered the pipeline.
+    pub started: Instant,
+    /// The tool.
+    pub(crate) spec: &'static ToolSpec,
+    /// Who is calling.
+    pub principal: Principal,
+    /// The caller's tenant context for the engine.
+    pub cx: ExecContext,
+    /// The tenant's mode when the call arrived.
+    pub mode: Mode,
+    /// Whether the tenant may install providers (`pull_provider`).
+    pub allow_pull_provider: bool,
+    /// Text rendering of the result, or why the `format` argument is unusable.
+    pub render: Result<Render, String>,
+    /// The arguments, without `format`.
+    pub arguments: Map<String, Value>,
+    /// SHA-256 of the canonical JSON of every argument sent (approvals are bound to it).
+    pub arguments_sha256: String,
+    /// The SQL text, for tools that take one.
+    pub sql: Option<String>,
+    /// The statement that will run, parsed once (SQL tools only).
+    pub statement: Option<Result<PreparedStatement, Error>>,
+    /// How many statements the SQL text holds.
+    pub statement_count: usize,
+    /// What the call would do.
+    pub class: QueryClass,
+    /// How a person can be asked to approve it.
+    pub approval: ApprovalChannel,
+}
+
+impl PreparedCall {
+    /// The tool's name.
+    pub fn tool(&self) -> &'static str {
+        self.spec.name
+    }
+
+    /// Whether the call may change something outside querygate's read path: a write, an
+    /// EXEC, an unclassifiable statement, or an install into the registry.
+    pub fn has_side_effects(&self) -> bool {
+        self.class != QueryClass::Select || matches!(self.spec.effect, Effect::RegistryInstall)
+    }
+}
+
+/// Resolves the tool, the tenant and the statement of `call`.
+pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCall, CallError> {
+    let started = Instant::now();
+    let spec = shared
+        .tool(&call.name)
+        .ok_or_else(|| CallError::UnknownTool(call.name.clone()))?;
+    let principal = call.principal.ok_or(CallError::Unauthenticated)?;
+    let cx = shared.tenants.context(&principal)?;
+    let tenant = shared.tenants.config(&cx.tenant);
+    let mode = tenant.map(|t| t.mode).unwrap_or_default();
+    let allow_pull_provider = tenant.is_some_and(|t| t.allow_pull_provider);
+    let mut arguments = call.arguments;
+    let arguments_sha256 =
+        digest::sha256_hex(digest::canonical_json(&Value::Object(arguments.clone())).as_bytes());
+    let render = render_of(shared, spec, arguments.remove("format"));
+    let invalid = |message: String| CallError::InvalidArguments {
+        tool: spec.name.to_owned(),
+        message,
+    };
+    let (sql, statement, statement_count, class) = if spec.takes_sql {
+        let sql = match arguments.get("sql") {
+            Some(Value::String(sql)) => sql.clone(),
+            Some(other) => return Err(invalid(format!("sql: expected a string, got {other}"))),
+            None => return Err(invalid("missing field `sql`".to_owned())),
+        };
+        let parsed = ParsedSql::parse(&sql);
+        let count = parsed.parts().len();
+        let class = match spec.effect {
+            Effect::Sql(_) => policy::classify(&parsed),
+            Effect::Read | Effect::RegistryInstall => QueryClass::Select,
+        };
+        (Some(sql), Some(parsed.into_single()), count, class)
+    } else {
+        (None, None, 0, QueryClass::Select)
+    };
+    Ok(PreparedCall {
+        call_id: digest::random_id().unwrap_or_else(|_| format!("{:?}", started)),
+        started,
+        spec,
+        principal,
+        cx,
+        mode,
+        allow_pull_provider,
+        render,
+        arguments,
+        arguments_sha256,
+        sql,
+        statement,
+        statement_count,
+        class,
+        approval: call.approval,
+    })
+}
+
+/// The text rendering a call asks for: `format` when the tool takes one, else the server's.
+fn render_of(shared: &Shared, spec: &ToolSpec, format: Option<Value>) -> Result<Render, String> {
+    let default = shared.server.render;
+    match format {
+        _ if !spec.takes_format => Ok(default),
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::String(s)) if s.is_empty() => Ok(default),
+        Some(Value::String(s)) if s == "markdown" => Ok(Render::Markdown),
+        Some(Value::String(s)) if s == "json" => Ok(Render::Json),
+        Some(Value::String(other)) => Err(format!(
+            "invalid format \"{other}\" (legal: markdown, json)"
+        )),
+        Some(other) => Err(format!("invalid format {other} (legal: markdown, json)")),
+    }
+}

@@ -1,0 +1,433 @@
+//! The mode gate through real MCP clients over HTTP: every mode × class, refusals that never
+//! reach the upstream, and approval per request (MRTR for 2026-07-28 clients that declare
+//! elicitation; a refusal for clients that cannot be asked).
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
+use serde_json::{Map, Value, json};
+
+use crate::mcp_support::*;
+use crate::mock::Reply;
+
+/// A statement of each class, the tool that runs it, and the upstream request it makes.
+pub const SELECT: &str = "SELECT id FROM testapi.items.items WHERE org = 'acme'";
+pub const INSERT: &str = "INSERT INTO testapi.widgets.widgets (org, name) VALUES ('acme', 'w1')";
+pub const DELETE: &str = "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'";
+pub const EXEC: &str = "EXEC testapi.widgets.widgets.restart @org = 'acme', @id = 'w-1'";
+
+/// (class, tool, sql)
+pub const CASES: [(&str, &str, &str); 4] = [
+    ("select", "run_select_query", SELECT),
+    ("mutation_create", "run_mutation_query", INSERT),
+    ("mutation_delete", "run_mutation_query", DELETE),
+    ("lifecycle", "run_lifecycle_operation", EXEC),
+];
+
+/// Routes every case's upstream request on the mock.
+pub fn route_all(server: &TestServer) {
+    let mock = &server.mock;
+    mock.route("/orgs/acme/items", Reply::json(json!([{"id": 1}])));
+    mock.route(
+        "POST /orgs/acme/widgets",
+        Reply::json(json!({"id": "w-1"})).status_code(201),
+    );
+    mock.route("DELETE /orgs/acme/widgets/w-1", Reply::status(204, ""));
+    mock.route(
+        "POST /orgs/acme/widgets/w-1/restart",
+        Reply::json(json!({"operation": "op-1"})).status_code(202),
+    );
+}
+
+/// What StackQL's table says for a mode and class: "allow", "refuse" or "approval".
+pub fn expected(mode: &str, class: &str) -> &'static str {
+    match (mode, class) {
+        (_, "select") | ("full_access", _) => "allow",
+        ("read_only", _) => "refuse",
+        ("delete_safe", "mutation_create") => "allow",
+        _ => "approval",
+    }
+}
+
+/// A client that declares elicitation (when `answer` is set) and answers every prompt with it.
+#[derive(Clone)]
+pub struct Approver {
+    pub answer: Option<ElicitationAction>,
+    pub prompts: Arc<Mutex<Vec<String>>>,
+    pub version: ProtocolVersion,
+}
+
+impl Approver {
+    pub fn new(answer: Option<ElicitationAction>) -> Self {
+        Approver {
+            answer,
+            prompts: Arc::default(),
+            version: ProtocolVersion::V_2026_07_28,
+        }
+    }
+
+    pub fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+}
+
+impl ClientHandler for Approver {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = if self.answer.is_some() {
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap()
+        } else {
+            ClientCapabilities::default()
+        };
+        let mut config = ClientConfig::default().with_protocol_version(self.version.clone());
+        config.capabilities = capabilities;
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.prompts.lock().unwrap().push(message);
+        }
+        Ok(ElicitResult::new(
+            self.answer.clone().unwrap_or(ElicitationAction::Decline),
+        ))
+    }
+}
+
+pub type ApproverClient = RunningService<RoleClient, Approver>;
+
+/// A client of `approver.version` with this approver.
+pub async fn approver_client(url: &str, approver: Approver) -> ApproverClient {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
+    let lifecycle = if approver.version.has_initialize() {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![approver.version.clone()],
+        }
+    };
+    approver
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("client starts")
+}
+
+pub fn params(tool: &str, sql: &str) -> CallToolRequestParams {
+    let mut arguments = Map::new();
+    arguments.insert("sql".into(), Value::from(sql));
+    CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+}
+
+/// Calls a tool through every MRTR round the client's handler answers.
+pub async fn run(client: &ApproverClient, tool: &str, sql: &str) -> CallToolResult {
+    client
+        .call_tool(params(tool, sql))
+        .await
+        .unwrap_or_else(|err| panic!("{tool}: {err}"))
+}
+
+fn describe(result: &CallToolResult) -> String {
+    format!("{} ({:?})", text_of(result), result.structured_content)
+}
+
+#[tokio::test]
+async fn every_mode_and_class_without_elicitation() {
+    for mode in ["read_only", "safe", "delete_safe", "full_access"] {
+        let server = start(mode, "").await;
+        route_all(&server);
+        let client = approver_client(&server.url, Approver::new(None)).await;
+        for (class, tool, sql) in CASES {
+            let before = server.mock.requests().len();
+            let result = run(&client, tool, sql).await;
+            let sent = server.mock.requests().len() - before;
+            match expected(mode, class) {
+                "allow" => {
+                    assert_ne!(
+                        result.is_error,
+                        Some(true),
+                        "{mode} × {class}: {}",
+                        describe(&result)
+                    );
+                    assert_eq!(sent, 1, "{mode} × {class}");
+                }
+                "refuse" => {
+                    assert_eq!(error_code(&result), "policy.refused", "{mode} × {class}");
+                    assert_eq!(
+                        error_message(&result),
+                        format!("tool \"{tool}\" refused: server is in '{mode}' mode")
+                    );
+                    assert_eq!(sent, 0, "{mode} × {class}: nothing may reach the upstream");
+                }
+                _ => {
+                    assert_eq!(
+                        error_code(&result),
+                        "policy.approval_required",
+                        "{mode} × {class}: {}",
+                        describe(&result)
+                    );
+                    let message = error_message(&result);
+                    assert!(
+                        message.starts_with(&format!(
+                            "tool \"{tool}\" refused: server is in '{mode}' mode and the MCP client does not support elicitation"
+                        )),
+                        "{message}"
+                    );
+                    assert_eq!(sent, 0, "{mode} × {class}: nothing may reach the upstream");
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn approval_accepted_runs_the_call_once() {
+    let server = start("safe", "").await;
+    route_all(&server);
+    let approver = Approver::new(Some(ElicitationAction::Accept));
+    let client = approver_client(&server.url, approver.clone()).await;
+    for (class, tool, sql) in &CASES[1..] {
+        let before = server.mock.requests().len();
+        let result = run(&client, tool, sql).await;
+        assert_ne!(
+            result.is_error,
+            Some(true),
+            "{class}: {}",
+            describe(&result)
+        );
+        assert_eq!(
+            server.mock.requests().len() - before,
+            1,
+            "{class}: sent once"
+        );
+        let prompt = approver.prompts().pop().unwrap();
+        assert!(
+            prompt.starts_with(&format!("Approve {tool} ({class})?\n\nSQL: {sql}")),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Tenant: default"), "{prompt}");
+    }
+    // Reads are never held for approval.
+    let prompts = approver.prompts().len();
+    let select = run(&client, "run_select_query", SELECT).await;
+    assert_ne!(select.is_error, Some(true));
+    assert_eq!(approver.prompts().len(), prompts);
+}
+
+#[tokio::test]
+async fn approval_declined_or_dismissed_sends_nothing() {
+    let server = start("delete_safe", "").await;
+    route_all(&server);
+    for (answer, code, why) in [
+        (
+            ElicitationAction::Decline,
+            "policy.approval_declined",
+            "user declined approval",
+        ),
+        (
+            ElicitationAction::Cancel,
+            "policy.approval_cancelled",
+            "approval prompt was dismissed",
+        ),
+    ] {
+        let client = approver_client(&server.url, Approver::new(Some(answer))).await;
+        let result = run(&client, "run_mutation_query", DELETE).await;
+        assert_eq!(error_code(&result), code);
+        assert_eq!(
+            error_message(&result),
+            format!("tool \"run_mutation_query\" refused: {why}")
+        );
+    }
+    assert!(server.mock.requests().is_empty());
+}
+
+/// The first round of an approval: the sealed state and the elicitation asked.
+async fn first_round(client: &ApproverClient, tool: &str, sql: &str) -> String {
+    match client.call_tool_once(params(tool, sql)).await.unwrap() {
+        CallToolResponse::InputRequired(input) => {
+            let requests = input.input_requests.expect("input requests");
+            assert!(requests.contains_key("approval"), "{requests:?}");
+            input.request_state.expect("request state")
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
+
+/// A retry carrying `state` and an answer.
+async fn retry(
+    client: &ApproverClient,
+    tool: &str,
+    sql: &str,
+    state: &str,
+    answer: &str,
+) -> CallToolResult {
+    let mut request = params(tool, sql);
+    request.request_state = Some(state.to_owned());
+    request.input_responses = Some(
+        [("approval".to_owned(), json!({"action": answer}))]
+            .into_iter()
+            .collect(),
+    );
+    match client.call_tool_once(request).await.unwrap() {
+        CallToolResponse::Complete(result) => result,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tampered_replayed_and_retargeted_approvals_are_refused() {
+    let server = start("safe", "").await;
+    route_all(&server);
+    let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
+    let state = first_round(&client, "run_mutation_query", DELETE).await;
+
+    // Re-targeted: another statement, another tool.
+    let other_sql = "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-2'";
+    let other = retry(&client, "run_mutation_query", other_sql, &state, "accept").await;
+    assert_eq!(
+        error_code(&other),
+        "policy.approval_invalid",
+        "{}",
+        describe(&other)
+    );
+    // Tampered.
+    let mut tampered = state.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let bad = retry(&client, "run_mutation_query", DELETE, &tampered, "accept").await;
+    assert_eq!(error_code(&bad), "policy.approval_invalid");
+    assert!(server.mock.requests().is_empty(), "nothing sent yet");
+
+    // Redeemed once, then replayed.
+    let ok = retry(&client, "run_mutation_query", DELETE, &state, "accept").await;
+    assert_ne!(ok.is_error, Some(true), "{}", describe(&ok));
+    assert_eq!(server.mock.requests().len(), 1);
+    let replay = retry(&client, "run_mutation_query", DELETE, &state, "accept").await;
+    assert_eq!(error_code(&replay), "policy.approval_invalid");
+    assert!(
+        error_message(&replay).contains("already used"),
+        "{}",
+        describe(&replay)
+    );
+    assert_eq!(server.mock.requests().len(), 1, "the replay sent nothing");
+}
+
+#[tokio::test]
+async fn an_expired_approval_is_refused() {
+    let server = start("safe", "approval:\n  ttl: 300ms\n").await;
+    route_all(&server);
+    let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
+    let state = first_round(&client, "run_lifecycle_operation", EXEC).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let late = retry(&client, "run_lifecycle_operation", EXEC, &state, "accept").await;
+    assert_eq!(error_code(&late), "policy.approval_invalid");
+    assert!(server.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
+    let server = start("safe", "").await;
+    route_all(&server);
+    let mut approver = Approver::new(Some(ElicitationAction::Accept));
+    approver.version = ProtocolVersion::V_2025_11_25;
+    let client = approver_client(&server.url, approver.clone()).await;
+    let result = run(&client, "run_mutation_query", INSERT).await;
+    assert_eq!(error_code(&result), "policy.approval_required");
+    assert!(error_message(&result).contains("does not support elicitation"));
+    assert!(approver.prompts().is_empty());
+    assert!(server.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn statements_are_classed_by_what_they_do_not_their_first_word() {
+    let server = start("full_access", "").await;
+    route_all(&server);
+    let client = approver_client(&server.url, Approver::new(None)).await;
+    let cases = [
+        // Several statements: refused on every tool, whatever the mode.
+        (
+            "run_select_query",
+            "SELECT 1; DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'",
+            "policy.multiple_statements",
+        ),
+        (
+            "run_mutation_query",
+            "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'; SELECT 1",
+            "policy.multiple_statements",
+        ),
+        // A comment first does not hide a DELETE from the class check.
+        (
+            "run_select_query",
+            "/* just a select */ DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'",
+            "policy.wrong_tool",
+        ),
+        (
+            "run_select_query",
+            "-- read\nDELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'",
+            "policy.wrong_tool",
+        ),
+        // DML carried by a CTE is unknown: no tool runs it.
+        (
+            "run_mutation_query",
+            "WITH t AS (SELECT 1) DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'",
+            "policy.wrong_tool",
+        ),
+        (
+            "run_select_query",
+            "EXEC testapi.widgets.widgets.restart @org = 'acme', @id = 'w-1'",
+            "policy.wrong_tool",
+        ),
+        ("run_lifecycle_operation", "SELECT 1", "policy.wrong_tool"),
+        ("run_select_query", "SELEC 1", "sql.invalid"),
+    ];
+    for (tool, sql, code) in cases {
+        let result = run(&client, tool, sql).await;
+        assert_eq!(
+            error_code(&result),
+            code,
+            "{tool}: {sql}: {}",
+            describe(&result)
+        );
+    }
+    let wrong = run(&client, "run_select_query", DELETE).await;
+    assert!(error_message(&wrong).contains("use run_mutation_query"));
+    assert!(
+        server.mock.requests().is_empty(),
+        "nothing reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn pull_provider_follows_the_tenants_switch() {
+    // The tenant's mode line is followed by its switch (the helper writes `mode: <mode>`).
+    let server = start("full_access\n    allow_pull_provider: false", "").await;
+    let client = approver_client(&server.url, Approver::new(None)).await;
+    let mut arguments = Map::new();
+    arguments.insert("provider".into(), Value::from("testapi"));
+    let result = client
+        .call_tool(CallToolRequestParams::new("pull_provider").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(&result),
+        "policy.refused",
+        "{}",
+        describe(&result)
+    );
+    assert!(error_message(&result).contains("allow_pull_provider"));
+    assert!(
+        server.mock.requests().is_empty(),
+        "the registry was not asked"
+    );
+}
