@@ -2,12 +2,14 @@
 //! overrides (`QUERYGATE_<SECTION>__<KEY>`, `__` between nesting levels), validated into a
 //! typed [`Config`]. Unknown keys are errors that name the key.
 
+mod database;
 mod env;
 mod raw;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
 pub use raw::{Mode, Render};
 
 use crate::engine::{
@@ -84,6 +86,8 @@ pub struct Config {
     pub tenants: Vec<TenantConfig>,
     /// The MCP server (`querygate serve` and `querygate stdio`).
     pub server: ServerConfig,
+    /// The PostgreSQL database for shared state (audit events, approvals).
+    pub database: DatabaseConfig,
 }
 
 /// MCP server settings. Name allowlists are checked against what the server offers when it
@@ -297,6 +301,7 @@ impl Config {
                 ));
             }
         }
+        let database = database::check_database(raw.database, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
@@ -373,6 +378,7 @@ impl Config {
                 disable_instructions: server.disable_instructions,
                 query_library_url: server.query_library_url,
             },
+            database,
         })
     }
 

@@ -38,6 +38,8 @@ pub(super) struct RawConfig {
     pub(super) tenants: Vec<RawTenant>,
     #[serde(default)]
     pub(super) server: RawServer,
+    #[serde(default)]
+    pub(super) database: super::database::RawDatabase,
 }
 
 /// How text content of tool results is rendered.
