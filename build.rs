@@ -1,5 +1,6 @@
 //! Build script: embeds `content/` (tool descriptions, instructions, prompts, resources, the
-//! query library snapshot) and stamps the commit and build date for `server_info`.
+//! query library snapshot) and `migrations/` (the PostgreSQL schema), and stamps the commit
+//! and build date for `server_info`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ fn main() {
     if let Err(err) = std::fs::write(out.join("content.rs"), generated) {
         panic!("cannot write the embedded content list: {err}");
     }
+
+    embed_migrations(&manifest, &out);
 
     for watched in [".git/HEAD", ".git/refs/heads"] {
         if manifest.join(watched).exists() {
@@ -70,5 +73,38 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
                 out.push((rel, path.to_string_lossy().into_owned()));
             }
         }
+    }
+}
+
+/// Writes `migrations.rs`: every `migrations/<version>_<description>.sql` as (file name,
+/// SQL), sorted by name. A file that does not follow the naming fails the build.
+fn embed_migrations(manifest: &Path, out: &Path) {
+    let dir = manifest.join("migrations");
+    println!("cargo:rerun-if-changed=migrations");
+    let mut names = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".sql") {
+                continue;
+            }
+            let version = name.split('_').next().unwrap_or_default();
+            if version.is_empty() || !version.chars().all(|c| c.is_ascii_digit()) {
+                panic!("migrations/{name}: the name must be <digits>_<description>.sql");
+            }
+            names.push(name);
+        }
+    }
+    names.sort();
+    let mut generated =
+        String::from("/// Every `migrations/*.sql` file: (file name, SQL), sorted by name.\n");
+    generated.push_str("pub(crate) static FILES: &[(&str, &str)] = &[\n");
+    for name in &names {
+        let abs = dir.join(name).to_string_lossy().into_owned();
+        let _ = writeln!(generated, "    ({name:?}, include_str!({abs:?})),");
+    }
+    generated.push_str("];\n");
+    if let Err(err) = std::fs::write(out.join("migrations.rs"), generated) {
+        panic!("cannot write the embedded migration list: {err}");
     }
 }

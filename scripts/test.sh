@@ -51,4 +51,12 @@ export QUERYGATE_PYTHON
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+
+# A throwaway PostgreSQL 15 cluster on 127.0.0.1 for the tests that need one (audit,
+# approvals), unless QUERYGATE_TEST_DATABASE_URL already names a server; stopped at exit.
+if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
+  eval "$(scripts/pg-test-cluster.sh start)"
+  trap 'scripts/pg-test-cluster.sh stop "$QUERYGATE_TEST_PG_DIR"' EXIT
+fi
+
 cargo test

@@ -46,6 +46,8 @@ pub enum Command {
     },
     /// Serves one MCP session on stdin/stdout (newline-delimited JSON-RPC).
     Stdio,
+    /// Applies the pending schema migrations to the database of `database.url`.
+    Migrate,
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
@@ -98,6 +100,9 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
+    if let Command::Migrate = cli.command {
+        return migrate(&config).await;
+    }
     let engine = match Engine::new(config.engine.clone()) {
         Ok(engine) => engine,
         Err(err) => {
@@ -112,6 +117,12 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
+    if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
+        && let Err(err) = crate::db::migrate_on_start(&config.database).await
+    {
+        eprintln!("error: {err}");
+        return 1;
+    }
     match cli.command {
         Command::Serve { listen } => return serve(config, engine, tenants, listen).await,
         Command::Stdio => return stdio(config, engine, tenants).await,
@@ -125,7 +136,7 @@ pub async fn run(cli: Cli) -> i32 {
         }
     };
     let (result, output) = match cli.command {
-        Command::Serve { .. } | Command::Stdio => return 1,
+        Command::Serve { .. } | Command::Stdio | Command::Migrate => return 1,
         Command::Query { output, sql } => (engine.execute(&cx, &sql).await, output),
         Command::Providers { output } => {
             let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
@@ -242,6 +253,35 @@ async fn serve(
         Ok(()) => 0,
         Err(err) => {
             eprintln!("error: the HTTP server failed: {err}");
+            1
+        }
+    }
+}
+
+/// `querygate migrate`: applies the pending migrations and names them.
+async fn migrate(config: &Config) -> i32 {
+    let pool = match crate::db::connect(&config.database).await {
+        Ok(pool) => pool,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 1;
+        }
+    };
+    let outcome = crate::db::migrate(&pool).await;
+    pool.close().await;
+    match outcome {
+        Ok(applied) if applied.is_empty() => {
+            println!("the database schema is up to date");
+            0
+        }
+        Ok(applied) => {
+            for name in applied {
+                println!("applied {name}");
+            }
+            0
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
             1
         }
     }

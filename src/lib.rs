@@ -9,6 +9,7 @@
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
+//!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! mcp/
@@ -56,6 +57,7 @@ pub mod cli;
 pub mod code;
 pub mod config;
 pub mod digest;
+pub mod db;
 pub mod engine;
 pub mod mcp;
 pub mod policy;

@@ -3,6 +3,7 @@
 //! typed [`Config`]. Unknown keys are errors that name the key.
 
 mod approval;
+mod database;
 mod env;
 mod raw;
 
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use raw::Render;
+pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
 
 use crate::engine::{
     EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,
@@ -92,6 +94,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Approval of single calls (sealing keys, lifetime, redemption store).
     pub approval: ApprovalConfig,
+    /// The PostgreSQL database for shared state (audit events, approvals).
+    pub database: DatabaseConfig,
 }
 
 /// MCP server settings. Name allowlists are checked against what the server offers when it
@@ -308,6 +312,7 @@ impl Config {
             }
         }
         let approval = approval::check_approval(raw.approval, &mut problems);
+        let database = database::check_database(raw.database, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
@@ -385,6 +390,7 @@ impl Config {
                 query_library_url: server.query_library_url,
             },
             approval,
+            database,
         })
     }
 

@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub(super) server: RawServer,
     #[serde(default)]
     pub(super) approval: super::approval::RawApproval,
+    pub(super) database: super::database::RawDatabase,
 }
 
 /// How text content of tool results is rendered.

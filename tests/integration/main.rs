@@ -7,6 +7,7 @@ mod auth;
 mod compat;
 mod config_cli;
 mod credentials;
+mod database;
 mod discovery;
 mod errors;
 mod fanout_joins;

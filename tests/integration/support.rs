@@ -1,4 +1,6 @@
-//! Engines over the test registry, wired to a mock upstream.
+//! Engines over the test registry, wired to a mock upstream; `pg`: PostgreSQL for tests.
+
+pub mod pg;
 
 use std::path::PathBuf;
 use std::sync::Arc;
