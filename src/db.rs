@@ -125,6 +125,19 @@ pub async fn connect_url(
         .map_err(|err| DbError::Connect(redact(&err.to_string(), url)))
 }
 
+/// A pool for the configured database that connects on first use, so a server can start
+/// while the database is down and use it once it is back.
+pub fn connect_lazy(config: &DatabaseConfig) -> Result<PgPool, DbError> {
+    let url = resolve_url(config)?;
+    let options = PgConnectOptions::from_str(url.expose())
+        .map_err(|err| DbError::Connect(redact(&err.to_string(), &url)))?
+        .application_name("querygate");
+    Ok(PgPoolOptions::new()
+        .max_connections(config.max_connections.max(1))
+        .acquire_timeout(config.connect_timeout)
+        .connect_lazy_with(options))
+}
+
 /// Applies the pending migrations; returns the ones applied now, as
 /// `<version> <description>`, in order.
 pub async fn migrate(pool: &PgPool) -> Result<Vec<String>, DbError> {

@@ -8,6 +8,7 @@
 //! the one-time id and an expiry. The state is signed, not encrypted: it holds no secret.
 
 mod keys;
+mod postgres;
 mod store;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 
 pub use keys::KeyRing;
+pub use postgres::PostgresStore;
 pub use store::{ApprovalStore, MemoryStore, StoreError, StoreFuture};
 
 use crate::digest;

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
-pub use raw::Render;
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
+pub use raw::Render;
 
 use crate::engine::{
     EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,

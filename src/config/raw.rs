@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub(super) server: RawServer,
     #[serde(default)]
     pub(super) approval: super::approval::RawApproval,
+    #[serde(default)]
     pub(super) database: super::database::RawDatabase,
 }
 

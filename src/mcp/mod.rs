@@ -24,8 +24,8 @@ pub use handler::QuerygateMcp;
 
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
-use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore};
-use crate::config::{Config, ServerConfig};
+use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore, PostgresStore};
+use crate::config::{ApprovalStoreKind, Config, ServerConfig};
 use crate::engine::Engine;
 use crate::tenant::Tenants;
 
@@ -70,6 +70,9 @@ pub enum StartError {
     /// built).
     #[error("query library: {0}")]
     Library(String),
+    /// The database for approvals cannot be set up.
+    #[error("approval store: {0}")]
+    Database(String),
     /// The approval keys cannot be loaded.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
@@ -163,7 +166,14 @@ pub fn build(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );
     }
-    let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::default());
+    let store: Arc<dyn ApprovalStore> = match config.approval.store {
+        ApprovalStoreKind::Memory => Arc::new(MemoryStore::default()),
+        ApprovalStoreKind::Postgres => {
+            let pool = crate::db::connect_lazy(&config.database)
+                .map_err(|err| StartError::Database(err.to_string()))?;
+            Arc::new(PostgresStore::new(pool))
+        }
+    };
     let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
     let shared = Arc::new(Shared {
         engine,

@@ -15,7 +15,7 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, Role
 use serde_json::{Map, Value, json};
 
 use crate::mcp_support::*;
-use crate::mock::Reply;
+use crate::mock::{Mock, Reply};
 
 /// A statement of each class, the tool that runs it, and the upstream request it makes.
 pub const SELECT: &str = "SELECT id FROM testapi.items.items WHERE org = 'acme'";
@@ -32,8 +32,7 @@ pub const CASES: [(&str, &str, &str); 4] = [
 ];
 
 /// Routes every case's upstream request on the mock.
-pub fn route_all(server: &TestServer) {
-    let mock = &server.mock;
+pub fn route_all(mock: &Mock) {
     mock.route("/orgs/acme/items", Reply::json(json!([{"id": 1}])));
     mock.route(
         "POST /orgs/acme/widgets",
@@ -146,7 +145,7 @@ fn describe(result: &CallToolResult) -> String {
 async fn every_mode_and_class_without_elicitation() {
     for mode in ["read_only", "safe", "delete_safe", "full_access"] {
         let server = start(mode, "").await;
-        route_all(&server);
+        route_all(&server.mock);
         let client = approver_client(&server.url, Approver::new(None)).await;
         for (class, tool, sql) in CASES {
             let before = server.mock.requests().len();
@@ -194,7 +193,7 @@ async fn every_mode_and_class_without_elicitation() {
 #[tokio::test]
 async fn approval_accepted_runs_the_call_once() {
     let server = start("safe", "").await;
-    route_all(&server);
+    route_all(&server.mock);
     let approver = Approver::new(Some(ElicitationAction::Accept));
     let client = approver_client(&server.url, approver.clone()).await;
     for (class, tool, sql) in &CASES[1..] {
@@ -228,7 +227,7 @@ async fn approval_accepted_runs_the_call_once() {
 #[tokio::test]
 async fn approval_declined_or_dismissed_sends_nothing() {
     let server = start("delete_safe", "").await;
-    route_all(&server);
+    route_all(&server.mock);
     for (answer, code, why) in [
         (
             ElicitationAction::Decline,
@@ -288,7 +287,7 @@ async fn retry(
 #[tokio::test]
 async fn tampered_replayed_and_retargeted_approvals_are_refused() {
     let server = start("safe", "").await;
-    route_all(&server);
+    route_all(&server.mock);
     let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
     let state = first_round(&client, "run_mutation_query", DELETE).await;
 
@@ -326,7 +325,7 @@ async fn tampered_replayed_and_retargeted_approvals_are_refused() {
 #[tokio::test]
 async fn an_expired_approval_is_refused() {
     let server = start("safe", "approval:\n  ttl: 300ms\n").await;
-    route_all(&server);
+    route_all(&server.mock);
     let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
     let state = first_round(&client, "run_lifecycle_operation", EXEC).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -338,7 +337,7 @@ async fn an_expired_approval_is_refused() {
 #[tokio::test]
 async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
     let server = start("safe", "").await;
-    route_all(&server);
+    route_all(&server.mock);
     let mut approver = Approver::new(Some(ElicitationAction::Accept));
     approver.version = ProtocolVersion::V_2025_11_25;
     let client = approver_client(&server.url, approver.clone()).await;
@@ -352,7 +351,7 @@ async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
 #[tokio::test]
 async fn statements_are_classed_by_what_they_do_not_their_first_word() {
     let server = start("full_access", "").await;
-    route_all(&server);
+    route_all(&server.mock);
     let client = approver_client(&server.url, Approver::new(None)).await;
     let cases = [
         // Several statements: refused on every tool, whatever the mode.
@@ -430,4 +429,93 @@ async fn pull_provider_follows_the_tenants_switch() {
         server.mock.requests().is_empty(),
         "the registry was not asked"
     );
+}
+
+/// A `querygate serve` process; killed when dropped.
+struct Replica {
+    url: String,
+    _child: tokio::process::Child,
+}
+
+async fn spawn_replica(config: &std::path::Path) -> Replica {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
+                return url.to_owned();
+            }
+        }
+        panic!("serve exited without announcing its address");
+    })
+    .await
+    .expect("serve announces its address");
+    // Keep reading stderr so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    Replica { url, _child: child }
+}
+
+#[tokio::test]
+async fn an_approval_issued_by_one_replica_is_redeemed_once_on_another() {
+    let Some(database) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = database.pool(1).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    install_crypto_provider();
+    let mock = crate::mock::Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("approval.key");
+    std::fs::write(
+        &key,
+        querygate::digest::hex(&querygate::digest::random_bytes(32).unwrap()),
+    )
+    .unwrap();
+    let extra = format!(
+        "approval:\n  key_files: [{}]\n  store: postgres\ndatabase:\n  url: {}\n",
+        key.display(),
+        database.url
+    );
+    let config = test_config(&mock, dir.path(), "safe", &extra);
+    let (one, two) = tokio::join!(spawn_replica(&config), spawn_replica(&config));
+    route_all(&mock);
+    let approver = || Approver::new(Some(ElicitationAction::Accept));
+    let on_one = approver_client(&one.url, approver()).await;
+    let on_two = approver_client(&two.url, approver()).await;
+
+    let state = first_round(&on_one, "run_mutation_query", DELETE).await;
+    let ok = retry(&on_two, "run_mutation_query", DELETE, &state, "accept").await;
+    assert_ne!(ok.is_error, Some(true), "{}", describe(&ok));
+    assert_eq!(mock.requests().len(), 1);
+    for client in [&on_one, &on_two] {
+        let replay = retry(client, "run_mutation_query", DELETE, &state, "accept").await;
+        assert_eq!(
+            error_code(&replay),
+            "policy.approval_invalid",
+            "{}",
+            describe(&replay)
+        );
+    }
+    assert_eq!(mock.requests().len(), 1, "the write ran exactly once");
+    // A state sealed by a replica with another key opens nowhere here.
+    let stranger = start("safe", "").await;
+    let foreign_client = approver_client(&stranger.url, approver()).await;
+    let foreign = first_round(&foreign_client, "run_mutation_query", DELETE).await;
+    let refused = retry(&on_one, "run_mutation_query", DELETE, &foreign, "accept").await;
+    assert_eq!(error_code(&refused), "policy.approval_invalid");
+    assert_eq!(mock.requests().len(), 1);
 }
