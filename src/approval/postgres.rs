@@ -51,7 +51,11 @@ impl PostgresStore {
         .map_err(|err| StoreError(format!("redeeming an approval in PostgreSQL: {err}")))?
         .rows_affected()
             == 1;
-        if self.redemptions.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == 0 {
+        if self
+            .redemptions
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(PRUNE_EVERY)
+        {
             // An hour past expiry, a sealed state cannot open on any replica whose clock is
             // within an hour of ours.
             let _ = query(
