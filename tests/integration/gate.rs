@@ -519,3 +519,78 @@ async fn an_approval_issued_by_one_replica_is_redeemed_once_on_another() {
     assert_eq!(error_code(&refused), "policy.approval_invalid");
     assert_eq!(mock.requests().len(), 1);
 }
+
+/// `querygate stdio` for `config`, driven by `approver` over the child's stdin/stdout.
+async fn stdio_client(config: &std::path::Path, approver: Approver) -> ApproverClient {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("--config")
+        .arg(config)
+        .arg("stdio");
+    let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lifecycle = if approver.version.has_initialize() {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![approver.version.clone()],
+        }
+    };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        approver.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("the stdio client starts in time")
+    .expect("the stdio client starts")
+}
+
+#[tokio::test]
+async fn stdio_sessions_ask_mid_call_or_resume_and_refuse_without_elicitation() {
+    let mock = Mock::start().await;
+    route_all(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "safe", "");
+    // Older revisions in a session: elicitation/create in the middle of the call.
+    for (answer, code) in [
+        (ElicitationAction::Accept, None),
+        (ElicitationAction::Decline, Some("policy.approval_declined")),
+        (ElicitationAction::Cancel, Some("policy.approval_cancelled")),
+    ] {
+        let mut approver = Approver::new(Some(answer));
+        approver.version = ProtocolVersion::V_2025_11_25;
+        let client = stdio_client(&config, approver.clone()).await;
+        let before = mock.requests().len();
+        let result = run(&client, "run_mutation_query", INSERT).await;
+        match code {
+            None => {
+                assert_ne!(result.is_error, Some(true), "{}", describe(&result));
+                assert_eq!(mock.requests().len() - before, 1);
+            }
+            Some(code) => {
+                assert_eq!(error_code(&result), code, "{}", describe(&result));
+                assert_eq!(mock.requests().len(), before, "nothing sent");
+            }
+        }
+        let prompts = approver.prompts();
+        assert_eq!(prompts.len(), 1, "{prompts:?}");
+        assert!(prompts[0].starts_with("Approve run_mutation_query (mutation_create)?"));
+    }
+    // 2026-07-28 over stdio: the MRTR round trip.
+    let client = stdio_client(&config, Approver::new(Some(ElicitationAction::Accept))).await;
+    let before = mock.requests().len();
+    let result = run(&client, "run_lifecycle_operation", EXEC).await;
+    assert_ne!(result.is_error, Some(true), "{}", describe(&result));
+    assert_eq!(mock.requests().len() - before, 1);
+    // A client that declared no elicitation is refused, not left waiting.
+    let mut silent = Approver::new(None);
+    silent.version = ProtocolVersion::V_2025_06_18;
+    let client = stdio_client(&config, silent).await;
+    let before = mock.requests().len();
+    let result = run(&client, "run_mutation_query", DELETE).await;
+    assert_eq!(error_code(&result), "policy.approval_required");
+    assert_eq!(mock.requests().len(), before);
+}
