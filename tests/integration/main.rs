@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod auth;
+mod classes;
 mod compat;
 mod config_cli;
 mod credentials;
