@@ -294,10 +294,10 @@ fn no_text_is_classed_less_dangerous_than_its_most_dangerous_statement() {
         for i in 0..count {
             let (sql, class) = *rng.pick(&parts);
             if i > 0 {
-                let joiner: &str = rng.pick(&joiners);
+                let joiner: &&str = rng.pick(&joiners);
                 text.push_str(joiner);
             }
-            let decoration: &str = rng.pick(&decorations);
+            let decoration: &&str = rng.pick(&decorations);
             text.push_str(decoration);
             text.push_str(sql);
             // A part may end in a line comment: the next part starts on a new line, so
