@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Sources};
-use crate::engine::{Cell, Engine, QueryOutput};
+use crate::engine::{Cell, Engine, ParsedSql, PreparedStatement, QueryOutput};
+use crate::policy::{self, Decision, Mode};
 use crate::tenant::{Principal, Tenants};
 
 /// SQL over cloud and SaaS APIs.
@@ -29,6 +30,11 @@ pub enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Approve a write that the default tenant's mode holds for approval (you are the
+        /// person approving it); without it you are asked at a terminal, and refused
+        /// elsewhere.
+        #[arg(long)]
+        yes: bool,
         /// The statement, e.g. "SELECT name FROM github.repos.repos WHERE org = 'acme'".
         sql: String,
     },
@@ -128,7 +134,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Stdio => return stdio(config, engine, tenants).await,
         _ => {}
     }
-    let cx = match tenants.context(&Principal::anonymous()) {
+    let cx = match tenants.context(&Principal::local()) {
         Ok(cx) => cx,
         Err(err) => {
             eprintln!("error: {err}");
@@ -137,7 +143,16 @@ pub async fn run(cli: Cli) -> i32 {
     };
     let (result, output) = match cli.command {
         Command::Serve { .. } | Command::Stdio | Command::Migrate => return 1,
-        Command::Query { output, sql } => (engine.execute(&cx, &sql).await, output),
+        Command::Query { output, yes, sql } => {
+            let mode = tenants.mode(&cx.tenant).unwrap_or_default();
+            match gate_statement(mode, &sql, yes) {
+                Ok(statement) => (engine.run(&cx, statement).await, output),
+                Err(refusal) => {
+                    eprintln!("error: {refusal}");
+                    return 1;
+                }
+            }
+        }
         Command::Providers { output } => {
             let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
                 columns: vec![
@@ -255,6 +270,42 @@ async fn serve(
             eprintln!("error: the HTTP server failed: {err}");
             1
         }
+    }
+}
+
+/// The mode gate for `querygate query`, the same decisions the MCP tools get: the default
+/// tenant's mode decides; what it holds for approval runs with `--yes`, or after the person
+/// at the terminal answers `y`; texts of several statements are refused.
+fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement, String> {
+    use std::io::IsTerminal as _;
+    let parsed = ParsedSql::parse(sql);
+    let class = policy::classify(&parsed);
+    let count = parsed.parts().len();
+    if count > 1 {
+        return Err(format!(
+            "refused: the SQL holds {count} statements (the most dangerous is {class}); send one statement at a time"
+        ));
+    }
+    let statement = parsed.into_single().map_err(|err| err.to_string())?;
+    match policy::decide(mode, class) {
+        Decision::Allow => Ok(statement),
+        Decision::Refuse(reason) => Err(format!("refused: {reason}")),
+        Decision::NeedsApproval(_) if yes => Ok(statement),
+        Decision::NeedsApproval(reason)
+            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
+        {
+            eprint!("Approve this {class} statement ({reason})? [y/N] ");
+            let mut answer = String::new();
+            let _ = std::io::stdin().read_line(&mut answer);
+            if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+                Ok(statement)
+            } else {
+                Err("refused: not approved".to_owned())
+            }
+        }
+        Decision::NeedsApproval(reason) => Err(format!(
+            "refused: {reason}; this {class} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked"
+        )),
     }
 }
 

@@ -594,3 +594,62 @@ async fn stdio_sessions_ask_mid_call_or_resume_and_refuse_without_elicitation() 
     assert_eq!(error_code(&result), "policy.approval_required");
     assert_eq!(mock.requests().len(), before);
 }
+
+/// Runs `querygate query ARGS` over a config in `mode`, off the test's runtime (which serves
+/// the mock).
+async fn query_command(
+    mock: &Mock,
+    dir: &std::path::Path,
+    mode: &str,
+    args: &[&str],
+) -> std::process::Output {
+    let config = test_config(mock, dir, mode, "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("--config")
+        .arg(&config)
+        .arg("query")
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_query_command_applies_the_same_gate() {
+    let mock = Mock::start().await;
+    route_all(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let stderr = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).into_owned();
+
+    let refused = query_command(&mock, dir, "read_only", &[DELETE]).await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("refused: server is in 'read_only' mode"),
+        "{}",
+        stderr(&refused)
+    );
+    let held = query_command(&mock, dir, "safe", &[DELETE]).await;
+    assert_eq!(held.status.code(), Some(1));
+    assert!(
+        stderr(&held).contains("run it again with --yes"),
+        "{}",
+        stderr(&held)
+    );
+    let several = query_command(&mock, dir, "full_access", &[&format!("SELECT 1; {DELETE}")]).await;
+    assert!(
+        stderr(&several).contains("2 statements"),
+        "{}",
+        stderr(&several)
+    );
+    assert!(mock.requests().is_empty(), "nothing was sent");
+
+    let approved = query_command(&mock, dir, "safe", &["--yes", DELETE]).await;
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    let allowed = query_command(&mock, dir, "delete_safe", &[INSERT]).await;
+    assert!(allowed.status.success(), "{}", stderr(&allowed));
+    assert_eq!(mock.requests().len(), 2);
+}
