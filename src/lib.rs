@@ -9,6 +9,9 @@
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
+//!                ├─ policy   (pure: modes, query classes, decide(mode, class))
+//!                ├─ approval (sealed approval states, key ring, store of redeemed ids)
+//!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
@@ -16,8 +19,8 @@
 //!   http          streamable HTTP at /mcp, stateless (rmcp, no sessions), Host/Origin checks
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
-//!   stage         the tool-call stage: a tower Service every call passes (timeout → dispatch;
-//!                 audit and the mode gate come in front of it)
+//!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
+//!                 once, class) → mode gate (refusals, approvals) → call timeout → dispatch
 //!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
@@ -46,9 +49,10 @@
 //!
 //! ## Dependency rules
 //!
-//! Arrows point down only: `cli → mcp → config, tenant → engine`. The engine knows nothing about
-//! MCP, HTTP serving, authentication or audit; later layers (the MCP surface, the tool-call
-//! stage with its mode gate and audit) use only what `engine` re-exports. Every engine call
+//! Arrows point down only: `cli → mcp → approval, policy, config, tenant → engine`. `policy`
+//! does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
+//! the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
+//! what `engine` re-exports, and none parses SQL a second time. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 

@@ -18,9 +18,9 @@ use crate::engine::{ParsedSql, StatementKind};
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Reads only; every write is refused.
-    #[default]
     ReadOnly,
-    /// Reads; every write after a person approves it.
+    /// Reads; every write after a person approves it (the default, as in StackQL).
+    #[default]
     Safe,
     /// Reads and creating or changing writes; deletes, EXEC and unclassifiable statements
     /// after approval.

@@ -451,7 +451,7 @@ mod tests {
         let config = load("", &[("HOME", "/home/u")]).unwrap();
         assert_eq!(config.tenants.len(), 1);
         assert_eq!(config.tenants[0].id, "default");
-        assert_eq!(config.tenants[0].mode, Mode::ReadOnly);
+        assert_eq!(config.tenants[0].mode, Mode::Safe);
         assert_eq!(config.engine.upstream.timeout, Duration::from_secs(45));
         assert_eq!(
             config.engine.registry_root,
