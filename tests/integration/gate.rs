@@ -653,3 +653,37 @@ async fn the_query_command_applies_the_same_gate() {
     assert!(allowed.status.success(), "{}", stderr(&allowed));
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn a_call_without_a_principal_is_refused_before_any_layer() {
+    use querygate::mcp::pipeline::{ApprovalChannel, CallError, ToolCall};
+    let mock = Mock::start().await;
+    route_all(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let file = test_config(&mock, dir.path(), "full_access", "");
+    let config = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
+    let tenants = querygate::tenant::Tenants::open(&config).unwrap();
+    let handler =
+        querygate::mcp::build(&config, engine, tenants, querygate::mcp::Transport::Http).unwrap();
+    let call = |principal| ToolCall {
+        name: "run_select_query".to_owned(),
+        arguments: json!({"sql": SELECT}).as_object().cloned().unwrap(),
+        principal,
+        approval: ApprovalChannel::Unavailable,
+    };
+    let refused = handler.pipeline().call(call(None)).await.unwrap_err();
+    assert_eq!(refused, CallError::Unauthenticated);
+    assert!(mock.requests().is_empty());
+    let served = handler
+        .pipeline()
+        .call(call(Some(querygate::tenant::Principal::anonymous())))
+        .await
+        .unwrap();
+    assert!(served.outcome().is_some_and(|o| !o.is_error()));
+    assert_eq!(mock.requests().len(), 1);
+}

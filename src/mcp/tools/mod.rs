@@ -287,6 +287,28 @@ pub(crate) struct RowsOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn annotations_agree_with_what_the_gate_lets_each_tool_do() {
+        for spec in CATALOGUE {
+            let reads_only = match spec.effect {
+                Effect::Read => true,
+                Effect::Sql(classes) => classes.iter().all(|c| *c == QueryClass::Select),
+                Effect::RegistryInstall => false,
+            };
+            // reload_credentials changes querygate's own state (re-sourced files, dropped
+            // tokens), so it is not annotated read-only, but it changes nothing upstream and
+            // the gate treats it as a read, as StackQL does.
+            let annotated = reads_only && spec.name != "reload_credentials";
+            assert_eq!(spec.hints.read_only, annotated, "{}", spec.name);
+            assert_eq!(
+                spec.takes_sql,
+                matches!(spec.effect, Effect::Sql(_)) || spec.name == "validate_select_query",
+                "{}",
+                spec.name
+            );
+        }
+    }
     use crate::mcp::render::markdown;
     use serde_json::json;
 
