@@ -438,32 +438,7 @@ struct Replica {
 }
 
 async fn spawn_replica(config: &std::path::Path) -> Replica {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .expect("serve announces its address");
+    let (url, child, mut stderr) = spawn_serve(config).await;
     // Keep reading stderr so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
     Replica { url, _child: child }

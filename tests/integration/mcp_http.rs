@@ -341,37 +341,11 @@ async fn a_call_past_the_timeout_ends_with_a_tool_error() {
 
 #[tokio::test]
 async fn the_serve_command_answers_clients_and_stops_cleanly_on_sigterm() {
-    use tokio::io::AsyncBufReadExt as _;
-
     install_crypto_provider();
     let mock = crate::mock::Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = test_config(&mock, dir.path(), "read_only", "");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .expect("serve announces its address");
+    let (url, mut child, mut stderr) = spawn_serve(&config).await;
 
     let health = reqwest::get(url.replace("/mcp", "/healthz")).await.unwrap();
     assert_eq!(health.text().await.unwrap(), "ok");

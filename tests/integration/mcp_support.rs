@@ -235,3 +235,41 @@ pub fn error_code(result: &CallToolResult) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Starts `querygate --config CONFIG serve --listen 127.0.0.1:0` and waits for the URL it
+/// announces on stderr; the rest of stderr is returned for the caller to read.
+pub async fn spawn_serve(
+    config: &std::path::Path,
+) -> (
+    String,
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
+                return url.to_owned();
+            }
+        }
+        panic!("serve exited without announcing its address");
+    })
+    .await
+    .expect("serve announces its address");
+    (url, child, stderr)
+}
