@@ -662,3 +662,39 @@ async fn a_call_without_a_principal_is_refused_before_any_layer() {
     assert!(served.outcome().is_some_and(|o| !o.is_error()));
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn every_mode_and_class_over_stdio_with_an_approving_person() {
+    for mode in ["read_only", "safe", "delete_safe", "full_access"] {
+        let mock = Mock::start().await;
+        route_all(&mock);
+        let dir = tempfile::tempdir().unwrap();
+        let config = test_config(&mock, dir.path(), mode, "");
+        let mut approver = Approver::new(Some(ElicitationAction::Accept));
+        approver.version = ProtocolVersion::V_2025_11_25;
+        let client = stdio_client(&config, approver.clone()).await;
+        for (class, tool, sql) in CASES {
+            let asked = approver.prompts().len();
+            let before = mock.requests().len();
+            let result = run(&client, tool, sql).await;
+            let sent = mock.requests().len() - before;
+            let prompted = approver.prompts().len() - asked;
+            match expected(mode, class) {
+                "refuse" => {
+                    assert_eq!(error_code(&result), "policy.refused", "{mode} × {class}");
+                    assert_eq!((sent, prompted), (0, 0), "{mode} × {class}");
+                }
+                verdict => {
+                    assert_ne!(
+                        result.is_error,
+                        Some(true),
+                        "{mode} × {class}: {}",
+                        describe(&result)
+                    );
+                    let asks = usize::from(verdict == "approval");
+                    assert_eq!((sent, prompted), (1, asks), "{mode} × {class}");
+                }
+            }
+        }
+    }
+}
