@@ -698,3 +698,28 @@ async fn every_mode_and_class_over_stdio_with_an_approving_person() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_write_cut_by_the_call_timeout_says_its_outcome_is_unknown() {
+    let server = start("full_access", "  call_timeout: 300ms\n").await;
+    server.mock.route(
+        "DELETE /orgs/acme/widgets/w-1",
+        Reply::status(204, "").delayed(std::time::Duration::from_secs(3)),
+    );
+    server.mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([])).delayed(std::time::Duration::from_secs(3)),
+    );
+    let client = approver_client(&server.url, Approver::new(None)).await;
+    let write = run(&client, "run_mutation_query", DELETE).await;
+    assert_eq!(
+        error_code(&write),
+        "call.outcome_unknown",
+        "{}",
+        describe(&write)
+    );
+    assert!(error_message(&write).contains("outcome is unknown: check the provider"));
+    let read = run(&client, "run_select_query", SELECT).await;
+    assert_eq!(error_code(&read), "call.timeout", "{}", describe(&read));
+    assert!(error_message(&read).contains("nothing more will be done"));
+}
