@@ -1,0 +1,104 @@
+{{/* Chart name, truncated to the 63 characters a label allows. */}}
+{{- define "querygate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, plus the chart name unless it contains it. */}}
+{{- define "querygate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "querygate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "querygate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "querygate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "querygate.labels" -}}
+helm.sh/chart: {{ include "querygate.chart" . }}
+{{ include "querygate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: querygate
+{{- end }}
+
+{{- define "querygate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "querygate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "querygate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Mount paths the chart owns (docs/deployment.md lists them). */}}
+{{- define "querygate.configDir" -}}/etc/querygate/config{{- end }}
+{{- define "querygate.credentialsDir" -}}/var/run/secrets/querygate/credentials{{- end }}
+
+{{/*
+The querygate configuration file: .Values.config with what the chart owns filled in
+(server.listen, server.allowed_hosts, registry.root, tenants' credentials.env_file).
+*/}}
+{{- define "querygate.config" -}}
+{{- $cfg := deepCopy (default (dict) .Values.config) }}
+{{- $server := default (dict) (get $cfg "server") }}
+{{- $_ := set $server "listen" (printf "0.0.0.0:%d" (int .Values.containerPort)) }}
+{{- if not (hasKey $server "allowed_hosts") }}
+{{- $fullname := include "querygate.fullname" . }}
+{{- $hosts := list }}
+{{- range $name := list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) (printf "%s.%s.svc.cluster.local" $fullname .Release.Namespace) }}
+{{- $hosts = append $hosts $name }}
+{{- $hosts = append $hosts (printf "%s:%d" $name (int $.Values.service.port)) }}
+{{- end }}
+{{- $hosts = concat $hosts .Values.extraAllowedHosts }}
+{{- $_ := set $server "allowed_hosts" $hosts }}
+{{- end }}
+{{- $_ := set $cfg "server" $server }}
+{{- $registry := default (dict) (get $cfg "registry") }}
+{{- if not (hasKey $registry "root") }}
+{{- $_ := set $registry "root" .Values.registry.mountPath }}
+{{- end }}
+{{- $_ := set $cfg "registry" $registry }}
+{{- $tenants := default (list) (get $cfg "tenants") }}
+{{- range $c := .Values.credentials.tenants }}
+{{- $file := printf "%s/%s/%s" (include "querygate.credentialsDir" $) $c.tenant $c.key }}
+{{- $found := false }}
+{{- range $t := $tenants }}
+{{- if eq (toString $t.id) $c.tenant }}
+{{- $found = true }}
+{{- $creds := default (dict) (get $t "credentials") }}
+{{- $_ := set $creds "env_file" $file }}
+{{- $_ := set $t "credentials" $creds }}
+{{- end }}
+{{- end }}
+{{- if not $found }}
+{{- if eq $c.tenant "default" }}
+{{- $creds := default (dict) (get $cfg "credentials") }}
+{{- $_ := set $creds "env_file" $file }}
+{{- $_ := set $cfg "credentials" $creds }}
+{{- else }}
+{{- fail (printf "credentials.tenants: tenant %q is not in config.tenants" $c.tenant) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}

@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""Checks the Helm chart, its dashboard and the Docker build context (run by scripts/lint-deploy.sh).
+
+Every check below fails the run; nothing here needs a cluster or the network:
+  1. helm lint --strict (Helm's own linter, through helm-python-sdk) with the default values and
+     with helm/querygate/ci/production-values.yaml;
+  2. values.schema.json accepts both and refuses a set of values that must be refused;
+  3. the chart renders with the default values, the production example and variants (each
+     registry source, autoscaling, hard affinity, open egress), and every manifest validates
+     strictly (unknown fields are errors) against the Kubernetes schemas of the oldest
+     (1.30) and newest version kubernetes-validate ships; the ServiceMonitor against the
+     subset of the prometheus-operator schema in scripts/deploy-lint/;
+  4. invariants of the rendered objects: non-root, read-only root filesystem, all capabilities
+     dropped, probes, preStop within the grace period, Secrets mounted whole (no subPath, so
+     rotation reaches the pod), every credentials env_file inside its tenant's Secret mount,
+     selectors of Service, PodDisruptionBudget and NetworkPolicy matching the pods;
+  5. the rendered querygate configuration is accepted by the querygate binary given with
+     --querygate (paths rebased into a scratch folder);
+  6. the Grafana dashboard uses only metrics and labels of the contract in docs/deployment.md;
+  7. with --context-out DIR: the Docker build context that .dockerignore selects is copied to
+     DIR (the caller builds the release binary there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "querygate"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+DEPLOYMENT_DOC = ROOT / "docs" / "deployment.md"
+SERVICEMONITOR_SCHEMA = ROOT / "scripts" / "deploy-lint" / "servicemonitor.schema.json"
+KUBE_VERSIONS = ["1.30.0", "1.37.0"]
+RELEASE = "qg"
+NAMESPACE = "querygate"
+
+failures: list[str] = []
+
+
+def fail(message: str) -> None:
+    failures.append(message)
+    print(f"FAIL {message}")
+
+
+def ok(message: str) -> None:
+    print(f"ok   {message}")
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+# --- 1. helm lint -------------------------------------------------------------------------
+
+
+def lint(name: str, values: dict[str, Any] | None) -> None:
+    report = helm.lint(str(CHART), values, strict=True, namespace=NAMESPACE)
+    problems = [m for m in report.get("messages", []) if m.get("severity", 0) >= 2]
+    problems += [{"path": "", "error": e} for e in report.get("errors") or []]
+    for m in report.get("messages", []):
+        if m.get("severity", 0) < 2:
+            print(f"     lint info ({name}): {m.get('path')}: {m.get('error')}")
+    if problems:
+        for p in problems:
+            fail(f"helm lint ({name}): {p.get('path')}: {p.get('error')}")
+    else:
+        ok(f"helm lint --strict ({name})")
+
+
+# --- 2. values schema ---------------------------------------------------------------------
+
+# Values the schema must refuse, each with the reason.
+MUST_REFUSE: list[tuple[str, dict[str, Any]]] = [
+    ("an unknown top-level key", {"replicas": 3}),
+    ("a writable root filesystem", {"securityContext": {"readOnlyRootFilesystem": False}}),
+    ("privilege escalation", {"securityContext": {"allowPrivilegeEscalation": True}}),
+    ("running as root allowed", {"podSecurityContext": {"runAsNonRoot": False}}),
+    ("capabilities not dropped", {"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}}),
+    ("a registry claim without a name", {"registry": {"source": "claim", "existingClaim": ""}}),
+    ("an unknown registry source", {"registry": {"source": "git"}}),
+    ("a provider without a version", {"registry": {"providers": [{"name": "github"}]}}),
+    ("a credentials entry without a Secret", {"credentials": {"tenants": [{"tenant": "a", "key": "k"}]}}),
+    ("a relative probe path", {"probes": {"readiness": {"path": "readyz"}}}),
+    ("a malformed image digest", {"image": {"digest": "sha256:abc"}}),
+    ("zero replicas", {"replicaCount": 0}),
+]
+
+
+def schema_checks(chart: helm.Chart, production: dict[str, Any]) -> None:
+    for name, values in [("default values", None), ("production values", production)]:
+        try:
+            chart.validate_schema(chart.merge_values(values))
+            ok(f"values.schema.json accepts the {name}")
+        except helm.HelmError as err:
+            fail(f"values.schema.json refuses the {name}: {err}")
+    for reason, values in MUST_REFUSE:
+        try:
+            chart.validate_schema(chart.merge_values(values))
+            fail(f"values.schema.json accepts {reason}: {json.dumps(values)}")
+        except helm.HelmValuesError:
+            ok(f"values.schema.json refuses {reason}")
+
+
+# --- 3. render and validate ---------------------------------------------------------------
+
+
+def render(chart: helm.Chart, values: dict[str, Any] | None) -> tuple[list[dict[str, Any]], str]:
+    rendered = chart.render(values=values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    objects: list[dict[str, Any]] = []
+    notes = ""
+    for path in sorted(rendered):
+        if path.endswith("NOTES.txt"):
+            notes = rendered[path]
+            continue
+        for doc in yaml.safe_load_all(rendered[path]):
+            if doc:
+                doc["__template"] = path
+                objects.append(doc)
+    return objects, notes
+
+
+def validate_objects(case: str, objects: list[dict[str, Any]]) -> None:
+    monitor_schema = json.loads(SERVICEMONITOR_SCHEMA.read_text())
+    for obj in objects:
+        manifest = {k: v for k, v in obj.items() if k != "__template"}
+        label = f"{case}: {obj['kind']}/{obj['metadata']['name']}"
+        if obj["apiVersion"] == "monitoring.coreos.com/v1":
+            try:
+                jsonschema.Draft7Validator(monitor_schema).validate(manifest)
+            except jsonschema.ValidationError as err:
+                fail(f"{label}: {'.'.join(map(str, err.path))}: {err.message}")
+            continue
+        for version in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(manifest, version, strict=True)
+            except kubernetes_validate.ValidationError as err:
+                fail(f"{label} (Kubernetes {version}): {'.'.join(map(str, err.path))}: {err.message}")
+            except kubernetes_validate.SchemaNotFoundError as err:
+                fail(f"{label}: no Kubernetes {version} schema: {err.message}")
+
+
+# --- 4. invariants --------------------------------------------------------------------------
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str, Any]) -> None:
+    deployments = by_kind(objects, "Deployment")
+    if len(deployments) != 1:
+        fail(f"{case}: expected one Deployment, got {len(deployments)}")
+        return
+    dep = deployments[0]
+    pod = dep["spec"]["template"]
+    spec = pod["spec"]
+    pod_labels = pod["metadata"]["labels"]
+    problems: list[str] = []
+
+    def matches(selector: dict[str, str]) -> bool:
+        return bool(selector) and all(pod_labels.get(k) == v for k, v in selector.items())
+
+    psc = spec.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True:
+        problems.append("pod securityContext.runAsNonRoot is not true")
+    if spec.get("automountServiceAccountToken") is not False:
+        problems.append("the service account token is mounted")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    containers = spec["containers"] + spec.get("initContainers", [])
+    for c in containers:
+        sc = c.get("securityContext", {})
+        if sc.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"container {c['name']}: root filesystem is writable")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"container {c['name']}: privilege escalation allowed")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            problems.append(f"container {c['name']}: capabilities not all dropped")
+        if not c.get("resources", {}).get("requests"):
+            problems.append(f"container {c['name']}: no resource requests")
+        for m in c.get("volumeMounts", []):
+            vol = volumes.get(m["name"])
+            if vol is None:
+                problems.append(f"container {c['name']}: mount of undeclared volume {m['name']}")
+            elif "secret" in vol and "subPath" in m:
+                problems.append(f"container {c['name']}: Secret {m['name']} mounted with subPath (rotation would not reach the pod)")
+        if "/tmp" not in {m["mountPath"] for m in c.get("volumeMounts", [])}:
+            problems.append(f"container {c['name']}: no writable /tmp volume")
+    main = spec["containers"][0]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if "httpGet" not in main.get(probe, {}):
+            problems.append(f"no HTTP {probe}")
+    expected_ready = values.get("probes", {}).get("readiness", {}).get("path", "/readyz")
+    if main.get("readinessProbe", {}).get("httpGet", {}).get("path") != expected_ready:
+        problems.append(f"readiness probe path is not {expected_ready}")
+    sleep = main.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds")
+    if sleep is None:
+        problems.append("no preStop sleep")
+    elif sleep >= spec.get("terminationGracePeriodSeconds", 30):
+        problems.append("preStop sleep is not shorter than terminationGracePeriodSeconds")
+    if "checksum/config" not in pod["metadata"].get("annotations", {}):
+        problems.append("no config checksum annotation (a changed config would not roll the pods)")
+    autoscaling = values.get("autoscaling", {}).get("enabled", False)
+    if autoscaling and "replicas" in dep["spec"]:
+        problems.append("Deployment sets replicas while an HPA scales it")
+    if bool(by_kind(objects, "HorizontalPodAutoscaler")) != autoscaling:
+        problems.append("HorizontalPodAutoscaler present/absent against autoscaling.enabled")
+    for svc in by_kind(objects, "Service"):
+        if not matches(svc["spec"]["selector"]):
+            problems.append(f"Service {svc['metadata']['name']} selects no pod")
+    for kind in ("PodDisruptionBudget",):
+        for o in by_kind(objects, kind):
+            if not matches(o["spec"]["selector"]["matchLabels"]):
+                problems.append(f"{kind} selects no pod")
+    for o in by_kind(objects, "NetworkPolicy"):
+        if not matches(o["spec"]["podSelector"]["matchLabels"]):
+            problems.append("NetworkPolicy selects no pod")
+    for o in by_kind(objects, "ServiceMonitor"):
+        if not matches(o["spec"]["selector"]["matchLabels"]):
+            problems.append("ServiceMonitor selects no Service")
+
+    # Every credentials env_file is a key of the Secret mounted at its folder.
+    config = rendered_config(objects)
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in main.get("volumeMounts", []) if m["name"] in volumes}
+    env_files = [t.get("credentials", {}).get("env_file") for t in config.get("tenants", [])]
+    env_files.append(config.get("credentials", {}).get("env_file"))
+    for env_file in filter(None, env_files):
+        folder, key = os.path.split(env_file)
+        vol = mounts.get(folder)
+        keys = [i["key"] for i in (vol or {}).get("secret", {}).get("items", [])]
+        if vol is None or "secret" not in vol or key not in keys:
+            problems.append(f"credentials env_file {env_file} is not a key of a mounted Secret")
+    registry_root = config.get("registry", {}).get("root")
+    source = values.get("registry", {}).get("source", "pull")
+    if source != "image" and registry_root not in mounts:
+        problems.append(f"registry.root {registry_root} is not a mounted volume")
+
+    for p in problems:
+        fail(f"{case}: {p}")
+    if not problems:
+        ok(f"{case}: invariants hold ({len(objects)} objects)")
+
+
+def rendered_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    for cm in by_kind(objects, "ConfigMap"):
+        if "config.yaml" in cm.get("data", {}):
+            return yaml.safe_load(cm["data"]["config.yaml"]) or {}
+    return {}
+
+
+# --- 5. the configuration, checked by querygate itself --------------------------------------
+
+
+def check_config_with_binary(case: str, objects: list[dict[str, Any]], querygate: Path) -> None:
+    dep = by_kind(objects, "Deployment")[0]
+    main = dep["spec"]["template"]["spec"]["containers"][0]
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"].get("volumes", [])}
+    config_text = next(cm["data"]["config.yaml"] for cm in by_kind(objects, "ConfigMap") if "config.yaml" in cm.get("data", {}))
+    with tempfile.TemporaryDirectory(prefix="querygate-chart-") as scratch:
+        scratch_path = Path(scratch)
+        # Mount points become folders in the scratch space; mounted Secret keys become files.
+        rebased: dict[str, str] = {}
+        for m in main.get("volumeMounts", []):
+            target = scratch_path / m["mountPath"].lstrip("/")
+            target.mkdir(parents=True, exist_ok=True)
+            rebased[m["mountPath"]] = str(target)
+            for item in volumes.get(m["name"], {}).get("secret", {}).get("items", []):
+                (target / item["path"]).write_text("# placeholder written by scripts/lint_deploy.py\n")
+        text = config_text
+        for mount in sorted(rebased, key=len, reverse=True):
+            text = text.replace(mount, rebased[mount])
+        config_file = scratch_path / "config.yaml"
+        config_file.write_text(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUERYGATE_")}
+        env["HOME"] = str(scratch_path)
+        env["XDG_DATA_HOME"] = str(scratch_path / "xdg")
+        for e in main.get("env", []):
+            if "value" in e and e["name"] != "QUERYGATE_CONFIG":
+                env[e["name"]] = str(e["value"])
+        env["QUERYGATE_CONFIG"] = str(config_file)
+        result = subprocess.run([str(querygate), "providers"], env=env, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            fail(f"{case}: querygate refuses the rendered configuration (exit {result.returncode}): {result.stderr.strip()}")
+        else:
+            ok(f"{case}: querygate accepts the rendered configuration")
+
+
+# --- 6. dashboard against the metric contract -------------------------------------------------
+
+
+def metric_contract() -> dict[str, tuple[str, set[str]]]:
+    """`| `name` | type | `l1`, `l2` | … |` rows of docs/deployment.md's metric table."""
+    contract: dict[str, tuple[str, set[str]]] = {}
+    row = re.compile(r"^\|\s*`(querygate_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram)\s*\|([^|]*)\|")
+    for line in DEPLOYMENT_DOC.read_text().splitlines():
+        m = row.match(line)
+        if m:
+            contract[m.group(1)] = (m.group(2), set(re.findall(r"`([a-z_]+)`", m.group(3))))
+    return contract
+
+
+def check_dashboard() -> None:
+    contract = metric_contract()
+    if not contract:
+        fail("docs/deployment.md has no metric table")
+        return
+    dashboard = json.loads((CHART / "dashboards" / "querygate.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    used: set[str] = set()
+    problems: list[str] = []
+    for expr in exprs:
+        allowed: set[str] = set()
+        for name, selector in re.findall(r"(querygate_[a-z0-9_]+)(\{[^}]*\})?", expr):
+            base = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and name[: -len(suffix)] in contract:
+                    base = name[: -len(suffix)]
+            if base not in contract:
+                problems.append(f"unknown metric {name} in {expr}")
+                continue
+            used.add(base)
+            kind, labels = contract[base]
+            if base != name and kind != "histogram":
+                problems.append(f"{name}: {base} is a {kind}, not a histogram")
+            own = labels | ({"le"} if name.endswith("_bucket") else set())
+            allowed |= own
+            for label in re.findall(r"([a-z_]+)\s*(?:=~|!~|!=|=)", selector or ""):
+                if label not in own:
+                    problems.append(f"label {label} is not a label of {base}")
+        for group in re.findall(r"by \(([^)]*)\)", expr):
+            for label in (g.strip() for g in group.split(",")):
+                if label and label not in allowed:
+                    problems.append(f"grouping label {label} is not a label of the metrics in {expr}")
+    for p in problems:
+        fail(f"dashboard: {p}")
+    unused = sorted(set(contract) - used)
+    if not problems:
+        ok(f"dashboard: {len(exprs)} queries use only the {len(contract)} contract metrics"
+           + (f" (not charted: {', '.join(unused)})" if unused else ""))
+
+
+# --- 7. the Docker build context --------------------------------------------------------------
+
+
+def dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
+    patterns = []
+    for raw in (ROOT / ".dockerignore").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        line = line[1:] if negate else line
+        line = os.path.normpath(line.strip("/"))
+        regex = ""
+        i = 0
+        while i < len(line):
+            if line.startswith("**", i):
+                regex += ".*"
+                i += 2
+            elif line[i] == "*":
+                regex += "[^/]*"
+                i += 1
+            elif line[i] == "?":
+                regex += "[^/]"
+                i += 1
+            else:
+                regex += re.escape(line[i])
+                i += 1
+        patterns.append((negate, re.compile(f"^{regex}$")))
+    return patterns
+
+
+def excluded(rel: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides."""
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    result = False
+    for negate, pattern in patterns:
+        if any(pattern.match(p) for p in prefixes):
+            result = not negate
+    return result
+
+
+def copy_context(destination: Path) -> None:
+    patterns = dockerignore_patterns()
+    if destination.exists():
+        shutil.rmtree(destination)
+    destination.mkdir(parents=True)
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        rel_dir = os.path.relpath(dirpath, ROOT)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        # Never descend into build output or git metadata (both excluded by .dockerignore).
+        dirnames[:] = [d for d in dirnames if not (rel_dir == "" and d in ("target", ".git"))]
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if not excluded(rel, patterns):
+                target = destination / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, target)
+                count += 1
+    for must in ("Cargo.toml", "Cargo.lock", "src/main.rs", "content"):
+        if not (destination / must).exists():
+            fail(f"docker context: {must} is excluded by .dockerignore")
+    for never in ("target", ".git", "helm", "docs"):
+        if (destination / never).exists():
+            fail(f"docker context: {never} is not excluded by .dockerignore")
+    ok(f"docker context: {count} files copied to {destination}")
+
+
+# --- main --------------------------------------------------------------------------------------
+
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("registry from a claim", {"registry": {"source": "claim", "existingClaim": "querygate-providers"}}),
+    ("registry baked into the image", {"registry": {"source": "image"}, "audit": {"volume": {"enabled": False}}}),
+    ("autoscaling, hard anti-affinity, open egress, no PDB",
+     {"autoscaling": {"enabled": True}, "affinity": {"podAntiAffinity": "hard"},
+      "networkPolicy": {"allowAllEgress": True}, "podDisruptionBudget": {"enabled": False}}),
+    ("readiness on /healthz, default tenant credentials",
+     {"probes": {"readiness": {"path": "/healthz"}},
+      "credentials": {"tenants": [{"tenant": "default", "secretName": "qg-default", "key": "credentials.env"}]}}),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--querygate", type=Path, help="querygate binary that checks the rendered configuration")
+    parser.add_argument("--context-out", type=Path, help="copy the Docker build context here")
+    parser.add_argument("--render-out", type=Path, help="write the rendered manifests here")
+    parser.add_argument("--only-context", action="store_true", help="only copy the Docker build context")
+    args = parser.parse_args()
+    if args.only_context:
+        if not args.context_out:
+            parser.error("--only-context needs --context-out")
+        copy_context(args.context_out)
+        return 1 if failures else 0
+
+    helm.disable_logging()
+    print(f"helm-python-sdk {helm.__version__} (Helm {helm.helm_sdk_version()}), "
+          f"kubernetes-validate {kubernetes_validate.__version__}, Kubernetes schemas {', '.join(KUBE_VERSIONS)}")
+    production = yaml.safe_load(PRODUCTION.read_text())
+    lint("default values", None)
+    lint("production values", production)
+    with helm.Chart.load(str(CHART)) as chart:
+        schema_checks(chart, production)
+        cases = [("default values", {}), ("production values", production)]
+        cases += [(name, v) for name, v in VARIANTS]
+        for name, values in cases:
+            try:
+                objects, notes = render(chart, values or None)
+            except helm.HelmError as err:
+                fail(f"{name}: render failed: {err}")
+                continue
+            if not notes.strip():
+                fail(f"{name}: NOTES.txt renders empty")
+            validate_objects(name, objects)
+            merged = deep_merge(chart.values, values)
+            check_invariants(name, objects, merged)
+            if args.querygate:
+                check_config_with_binary(name, objects, args.querygate)
+            if args.render_out:
+                out = args.render_out / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+                out.mkdir(parents=True, exist_ok=True)
+                clean = [{k: v for k, v in o.items() if k != "__template"} for o in objects]
+                (out / "manifests.yaml").write_text(yaml.safe_dump_all(clean, sort_keys=False))
+        kinds = sorted({o["kind"] for o in render(chart, production)[0]})
+        ok(f"production example renders {', '.join(kinds)}")
+    check_dashboard()
+    if failures:
+        print(f"\n{len(failures)} deployment check(s) failed", file=sys.stderr)
+        return 1
+    print("\nall deployment checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
