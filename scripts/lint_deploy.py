@@ -140,7 +140,19 @@ def render(chart: helm.Chart, values: dict[str, Any] | None) -> tuple[list[dict[
     return objects, notes
 
 
+def validation_canary() -> None:
+    """Strict validation with the shipped schemas must refuse an unknown field."""
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}, "dta": {}}
+    for version in KUBE_VERSIONS:
+        try:
+            kubernetes_validate.validate(bad, version, strict=True)
+            fail(f"kubernetes-validate {version} accepts an unknown field: validation would prove nothing")
+        except kubernetes_validate.ValidationError:
+            pass
+
+
 def validate_objects(case: str, objects: list[dict[str, Any]]) -> None:
+    before = len(failures)
     monitor_schema = json.loads(SERVICEMONITOR_SCHEMA.read_text())
     for obj in objects:
         manifest = {k: v for k, v in obj.items() if k != "__template"}
@@ -158,6 +170,8 @@ def validate_objects(case: str, objects: list[dict[str, Any]]) -> None:
                 fail(f"{label} (Kubernetes {version}): {'.'.join(map(str, err.path))}: {err.message}")
             except kubernetes_validate.SchemaNotFoundError as err:
                 fail(f"{label}: no Kubernetes {version} schema: {err.message}")
+    if len(failures) == before:
+        ok(f"{case}: {len(objects)} manifests valid (strict) against Kubernetes {', '.join(KUBE_VERSIONS)}")
 
 
 # --- 4. invariants --------------------------------------------------------------------------
@@ -324,10 +338,25 @@ def check_dashboard() -> None:
     if not contract:
         fail("docs/deployment.md has no metric table")
         return
+    # The checker must catch a wrong metric, label and grouping before it is trusted.
+    canary = 'sum by (provider) (rate(querygate_tool_calls_total{verb="x"}[5m])) + querygate_nope'
+    if len(expr_problems([canary], contract, set())) != 3:
+        fail("dashboard: the checker misses problems in a canary query")
     dashboard = json.loads((CHART / "dashboards" / "querygate.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
     used: set[str] = set()
+    problems = expr_problems(exprs, contract, used)
+    for p in problems:
+        fail(f"dashboard: {p}")
+    unused = sorted(set(contract) - used)
+    if not problems:
+        ok(f"dashboard: {len(exprs)} queries use only the {len(contract)} contract metrics"
+           + (f" (not charted: {', '.join(unused)})" if unused else ""))
+
+
+def expr_problems(exprs: list[str], contract: dict[str, tuple[str, set[str]]], used: set[str]) -> list[str]:
+    """Metrics, label matchers and grouping labels in PromQL `exprs` outside the contract."""
     problems: list[str] = []
     for expr in exprs:
         allowed: set[str] = set()
@@ -352,12 +381,7 @@ def check_dashboard() -> None:
             for label in (g.strip() for g in group.split(",")):
                 if label and label not in allowed:
                     problems.append(f"grouping label {label} is not a label of the metrics in {expr}")
-    for p in problems:
-        fail(f"dashboard: {p}")
-    unused = sorted(set(contract) - used)
-    if not problems:
-        ok(f"dashboard: {len(exprs)} queries use only the {len(contract)} contract metrics"
-           + (f" (not charted: {', '.join(unused)})" if unused else ""))
+    return problems
 
 
 # --- 7. the Docker build context --------------------------------------------------------------
@@ -460,6 +484,7 @@ def main() -> int:
     print(f"helm-python-sdk {helm.__version__} (Helm {helm.helm_sdk_version()}), "
           f"kubernetes-validate {kubernetes_validate.__version__}, Kubernetes schemas {', '.join(KUBE_VERSIONS)}")
     production = yaml.safe_load(PRODUCTION.read_text())
+    validation_canary()
     lint("default values", None)
     lint("production values", production)
     with helm.Chart.load(str(CHART)) as chart:
