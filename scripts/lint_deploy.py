@@ -259,11 +259,16 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
     env_files = [t.get("credentials", {}).get("env_file") for t in config.get("tenants", [])]
     env_files.append(config.get("credentials", {}).get("env_file"))
     for env_file in filter(None, env_files):
-        folder, key = os.path.split(env_file)
+        vol = mounts.get(os.path.dirname(env_file))
+        if vol is None or "secret" not in vol:
+            problems.append(f"credentials env_file {env_file} is not in a mounted Secret")
+    # Every file the configuration names inside a mounted Secret is one of its projected keys.
+    for path in strings(config):
+        folder, name = os.path.split(path)
         vol = mounts.get(folder)
-        keys = [i["key"] for i in (vol or {}).get("secret", {}).get("items", [])]
-        if vol is None or "secret" not in vol or key not in keys:
-            problems.append(f"credentials env_file {env_file} is not a key of a mounted Secret")
+        items = (vol or {}).get("secret", {}).get("items")
+        if items is not None and name not in [i["path"] for i in items]:
+            problems.append(f"the configuration names {path}, which the Secret mounted there does not hold")
     registry_root = config.get("registry", {}).get("root")
     source = values.get("registry", {}).get("source", "pull")
     if source != "image" and registry_root not in mounts:
@@ -273,6 +278,16 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
         fail(f"{case}: {p}")
     if not problems:
         ok(f"{case}: invariants hold ({len(objects)} objects)")
+
+
+def strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return []
 
 
 def rendered_config(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ app.kubernetes.io/part-of: querygate
 {{/* Mount paths the chart owns (docs/deployment.md lists them). */}}
 {{- define "querygate.configDir" -}}/etc/querygate/config{{- end }}
 {{- define "querygate.credentialsDir" -}}/var/run/secrets/querygate/credentials{{- end }}
+{{- define "querygate.approvalKeysDir" -}}/etc/querygate/approval-keys{{- end }}
 
 {{/*
 The querygate configuration file: .Values.config with what the chart owns filled in
@@ -98,6 +99,17 @@ The querygate configuration file: .Values.config with what the chart owns filled
 {{- else }}
 {{- fail (printf "credentials.tenants: tenant %q is not in config.tenants" $c.tenant) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.approvalKeys.secretName .Values.approvalKeys.keys }}
+{{- $approval := default (dict) (get $cfg "approval") }}
+{{- if not (hasKey $approval "key_files") }}
+{{- $files := list }}
+{{- range $k := .Values.approvalKeys.keys }}
+{{- $files = append $files (printf "%s/%s" (include "querygate.approvalKeysDir" $) $k) }}
+{{- end }}
+{{- $_ := set $approval "key_files" $files }}
+{{- $_ := set $cfg "approval" $approval }}
 {{- end }}
 {{- end }}
 {{- toYaml $cfg }}
