@@ -459,8 +459,9 @@ def copy_context(destination: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / rel, target)
                 count += 1
-    for must in ("Cargo.toml", "Cargo.lock", "src/main.rs", "content"):
-        if not (destination / must).exists():
+    # What cargo and build.rs read (migrations/ once the repository has it).
+    for must in ("Cargo.toml", "Cargo.lock", "build.rs", "src/main.rs", "content", "migrations"):
+        if (ROOT / must).exists() and not (destination / must).exists():
             fail(f"docker context: {must} is excluded by .dockerignore")
     for never in ("target", ".git", "helm", "docs"):
         if (destination / never).exists():
