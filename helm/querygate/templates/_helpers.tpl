@@ -54,6 +54,7 @@ app.kubernetes.io/part-of: querygate
 {{- define "querygate.configDir" -}}/etc/querygate/config{{- end }}
 {{- define "querygate.credentialsDir" -}}/var/run/secrets/querygate/credentials{{- end }}
 {{- define "querygate.approvalKeysDir" -}}/etc/querygate/approval-keys{{- end }}
+{{- define "querygate.databaseDir" -}}/var/run/secrets/querygate/database{{- end }}
 
 {{/*
 The querygate configuration file: .Values.config with what the chart owns filled in
@@ -99,6 +100,13 @@ The querygate configuration file: .Values.config with what the chart owns filled
 {{- else }}
 {{- fail (printf "credentials.tenants: tenant %q is not in config.tenants" $c.tenant) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.database.urlSecret.secretName }}
+{{- $database := default (dict) (get $cfg "database") }}
+{{- if not (or (hasKey $database "url") (hasKey $database "url_file")) }}
+{{- $_ := set $database "url_file" (printf "%s/%s" (include "querygate.databaseDir" .) .Values.database.urlSecret.key) }}
+{{- $_ := set $cfg "database" $database }}
 {{- end }}
 {{- end }}
 {{- if and .Values.approvalKeys.secretName .Values.approvalKeys.keys }}
