@@ -332,6 +332,21 @@ def check_config_with_binary(case: str, objects: list[dict[str, Any]], querygate
             fail(f"{case}: querygate refuses the rendered configuration (exit {result.returncode}): {result.stderr.strip()}")
         else:
             ok(f"{case}: querygate accepts the rendered configuration")
+    # Jobs are configured by environment alone.
+    for job in by_kind(objects, "Job"):
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            with tempfile.TemporaryDirectory(prefix="querygate-job-") as scratch:
+                env = {k: v for k, v in os.environ.items() if not k.startswith("QUERYGATE_")}
+                env["HOME"] = scratch
+                env["XDG_DATA_HOME"] = scratch
+                for e in c.get("env", []):
+                    if "value" in e:
+                        env[e["name"]] = str(e["value"])
+                result = subprocess.run([str(querygate), "providers"], env=env, capture_output=True, text=True, timeout=120)
+                if result.returncode != 0:
+                    fail(f"{case}: Job {job['metadata']['name']}: querygate refuses its environment (exit {result.returncode}): {result.stderr.strip()}")
+                else:
+                    ok(f"{case}: Job {job['metadata']['name']}: querygate accepts its environment")
 
 
 # --- 6. dashboard against the metric contract -------------------------------------------------
