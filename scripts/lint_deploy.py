@@ -181,6 +181,37 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 
 
+def pod_problems(prefix: str, spec: dict[str, Any]) -> list[str]:
+    """Security settings, requests, /tmp and Secret mounts of one pod's containers."""
+    problems: list[str] = []
+    psc = spec.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True:
+        problems.append(f"{prefix}pod securityContext.runAsNonRoot is not true")
+    if spec.get("automountServiceAccountToken") is not False:
+        problems.append(f"{prefix}the service account token is mounted")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    containers = spec["containers"] + spec.get("initContainers", [])
+    for c in containers:
+        sc = c.get("securityContext", {})
+        if sc.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{prefix}container {c['name']}: root filesystem is writable")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{prefix}container {c['name']}: privilege escalation allowed")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            problems.append(f"{prefix}container {c['name']}: capabilities not all dropped")
+        if not c.get("resources", {}).get("requests"):
+            problems.append(f"{prefix}container {c['name']}: no resource requests")
+        for m in c.get("volumeMounts", []):
+            vol = volumes.get(m["name"])
+            if vol is None:
+                problems.append(f"{prefix}container {c['name']}: mount of undeclared volume {m['name']}")
+            elif "secret" in vol and "subPath" in m:
+                problems.append(f"{prefix}container {c['name']}: Secret {m['name']} mounted with subPath (rotation would not reach the pod)")
+        if "/tmp" not in {m["mountPath"] for m in c.get("volumeMounts", [])}:
+            problems.append(f"{prefix}container {c['name']}: no writable /tmp volume")
+    return problems
+
+
 def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str, Any]) -> None:
     deployments = by_kind(objects, "Deployment")
     if len(deployments) != 1:
@@ -195,31 +226,10 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
     def matches(selector: dict[str, str]) -> bool:
         return bool(selector) and all(pod_labels.get(k) == v for k, v in selector.items())
 
-    psc = spec.get("securityContext", {})
-    if psc.get("runAsNonRoot") is not True:
-        problems.append("pod securityContext.runAsNonRoot is not true")
-    if spec.get("automountServiceAccountToken") is not False:
-        problems.append("the service account token is mounted")
+    problems += pod_problems("", spec)
+    for job in by_kind(objects, "Job"):
+        problems += pod_problems(f"Job {job['metadata']['name']}: ", job["spec"]["template"]["spec"])
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
-    containers = spec["containers"] + spec.get("initContainers", [])
-    for c in containers:
-        sc = c.get("securityContext", {})
-        if sc.get("readOnlyRootFilesystem") is not True:
-            problems.append(f"container {c['name']}: root filesystem is writable")
-        if sc.get("allowPrivilegeEscalation") is not False:
-            problems.append(f"container {c['name']}: privilege escalation allowed")
-        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
-            problems.append(f"container {c['name']}: capabilities not all dropped")
-        if not c.get("resources", {}).get("requests"):
-            problems.append(f"container {c['name']}: no resource requests")
-        for m in c.get("volumeMounts", []):
-            vol = volumes.get(m["name"])
-            if vol is None:
-                problems.append(f"container {c['name']}: mount of undeclared volume {m['name']}")
-            elif "secret" in vol and "subPath" in m:
-                problems.append(f"container {c['name']}: Secret {m['name']} mounted with subPath (rotation would not reach the pod)")
-        if "/tmp" not in {m["mountPath"] for m in c.get("volumeMounts", [])}:
-            problems.append(f"container {c['name']}: no writable /tmp volume")
     main = spec["containers"][0]
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if "httpGet" not in main.get(probe, {}):
