@@ -71,6 +71,10 @@ The querygate configuration file: .Values.config with what the chart owns filled
 {{- $hosts = append $hosts $name }}
 {{- $hosts = append $hosts (printf "%s:%d" $name (int $.Values.service.port)) }}
 {{- end }}
+{{- /* kubectl port-forward and in-pod checks send a loopback Host. */}}
+{{- range $name := list "127.0.0.1" "localhost" }}
+{{- $hosts = append $hosts (printf "%s:%d" $name (int $.Values.containerPort)) }}
+{{- end }}
 {{- $hosts = concat $hosts .Values.extraAllowedHosts }}
 {{- $_ := set $server "allowed_hosts" $hosts }}
 {{- end }}
