@@ -24,9 +24,11 @@ impl std::fmt::Debug for KeyRing {
 }
 
 impl KeyRing {
-    /// Reads each file's bytes as one key (trailing whitespace dropped, so a key written
-    /// with a final newline works). A file that cannot be read, or holds fewer than 32
-    /// bytes, is an error naming the file, never its content.
+    /// Reads each file as one key: a text file (valid UTF-8, e.g. base64 from
+    /// `openssl rand -base64 48`) without its trailing whitespace, so a final newline does
+    /// not count; any other file byte for byte (raw random bytes may end in a byte that
+    /// looks like whitespace). A file that cannot be read, or holds fewer than 32 bytes, is
+    /// an error naming the file, never its content.
     pub fn from_files(files: &[impl AsRef<Path>]) -> Result<Self, ApprovalError> {
         let mut keys = Vec::new();
         for file in files {
@@ -34,8 +36,10 @@ impl KeyRing {
             let mut bytes = std::fs::read(file).map_err(|err| {
                 ApprovalError::Keys(format!("cannot read key file '{}': {err}", file.display()))
             })?;
-            while bytes.last().is_some_and(u8::is_ascii_whitespace) {
-                bytes.pop();
+            if std::str::from_utf8(&bytes).is_ok() {
+                while bytes.last().is_some_and(u8::is_ascii_whitespace) {
+                    bytes.pop();
+                }
             }
             if bytes.len() < MIN_KEY_BYTES {
                 return Err(ApprovalError::Keys(format!(
@@ -118,6 +122,12 @@ mod tests {
         std::fs::write(&good, format!("{}\n", "k".repeat(32))).unwrap();
         let ring = KeyRing::from_files(&[&good]).unwrap();
         assert_eq!(ring.len(), 1);
+        // Raw bytes are used as they are, even when they end in a newline byte.
+        let raw = dir.path().join("raw");
+        let mut bytes = vec![0xff; 31];
+        bytes.push(b'\n');
+        std::fs::write(&raw, &bytes).unwrap();
+        assert!(KeyRing::from_files(&[&raw]).is_ok());
         assert!(!format!("{ring:?}").contains("kkkk"));
     }
 }
