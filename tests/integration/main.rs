@@ -7,6 +7,7 @@ mod auth;
 mod classes;
 mod compat;
 mod config_cli;
+mod corpus;
 mod credentials;
 mod database;
 mod discovery;
