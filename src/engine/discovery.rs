@@ -145,6 +145,9 @@ pub(crate) fn contract(
     method: &str,
 ) -> Result<MethodContract> {
     let resource = open_resource(inner, cx, names)?;
+    if let Some(broken) = resource.broken_method(method) {
+        return Err(broken);
+    }
     let found = resource.method(method).ok_or_else(|| {
         Error::unknown(format!(
             "method '{method}' not found in resource '{}'",

@@ -118,6 +118,9 @@ pub(crate) async fn run_exec(
     let prepared = tokio::task::spawn_blocking(move || {
         let resource = open_resource(&planner, &plan_cx, &[provider, service, resource_name])?;
         let Some(method) = resource.methods.iter().position(|m| m.name == method_name) else {
+            if let Some(broken) = resource.broken_method(&method_name) {
+                return Err(broken);
+            }
             let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
             return Err(Error::unknown(format!(
                 "resource '{}' has no method '{method_name}' (methods: {})",
@@ -171,6 +174,11 @@ fn choose_method(
     rows: &[Vec<(String, Scalar)>],
 ) -> Result<usize> {
     let candidates = resource.methods_for(verb);
+    if candidates.is_empty()
+        && let Some(broken) = resource.broken_for(verb)
+    {
+        return Err(broken);
+    }
     if candidates.is_empty() {
         let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
         return Err(Error::unsupported(format!(
@@ -187,7 +195,13 @@ fn choose_method(
                 .all(|param| supplied(method, param, row))
         })
     };
-    let chosen = candidates.iter().find(|m| supplies(m)).ok_or_else(|| {
+    let chosen = candidates.iter().find(|m| supplies(m));
+    if chosen.is_none()
+        && let Some(broken) = resource.broken_for(verb)
+    {
+        return Err(broken);
+    }
+    let chosen = chosen.ok_or_else(|| {
         let listing: Vec<String> = candidates
             .iter()
             .map(|m| {

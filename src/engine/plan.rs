@@ -80,6 +80,9 @@ fn plan_one(
         .iter()
         .position(|method| method.required_params().all(|p| bound(p).is_some()));
     let Some(chosen) = chosen else {
+        if let Some(broken) = resource.broken_for(SqlVerb::Select) {
+            return Err(broken);
+        }
         return Err(missing_params_error(&resource, &candidates));
     };
     let method = candidates[chosen];

@@ -276,7 +276,9 @@ const CASES: &[Case] = &[
         sql: "SELECT * FROM digitalocean.droplets.droplets WHERE droplet_id = 7",
         routes: &[("/v2/droplets/7", r#"{"droplet":{"id":7,"name":"web7"}}"#)],
         columns: "id,name,memory,vcpus,disk,locked,status,kernel,created_at,features,backup_ids,next_backup_window,snapshot_ids,image,volume_ids,size,size_slug,networks,region,tags,vpc_uuid",
-        rows: &["7|web7|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL"],
+        rows: &[
+            "7|web7|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL",
+        ],
     },
     Case {
         name: "a required parameter from a constant expression",
@@ -320,7 +322,10 @@ const CASES: &[Case] = &[
         sql: "SELECT d.name, z.name AS zone FROM google.compute.zones z INNER JOIN google.compute.disks d ON d.zone = z.name AND d.project = 'p1' WHERE z.project = 'p1' ORDER BY d.name",
         routes: &[
             ("/projects/p1/zones", r#"{"items":[{"name":"z1"}]}"#),
-            ("/projects/p1/zones/z1/disks", r#"{"items":[{"name":"d1"}]}"#),
+            (
+                "/projects/p1/zones/z1/disks",
+                r#"{"items":[{"name":"d1"}]}"#,
+            ),
         ],
         columns: "name,zone",
         rows: &["d1|z1"],

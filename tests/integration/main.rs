@@ -25,6 +25,7 @@ mod mcp_tools;
 mod mock;
 mod mutations;
 mod pagination;
+mod real_documents;
 mod registry;
 mod retries;
 mod select;

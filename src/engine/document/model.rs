@@ -160,8 +160,29 @@ pub(crate) struct Resource {
     pub(crate) service: String,
     pub(crate) name: String,
     pub(crate) methods: Vec<Method>,
+    /// Methods whose definition cannot be resolved: the rest of the resource works, and
+    /// using one of these fails with its error.
+    pub(crate) broken: Vec<BrokenMethod>,
     /// `sqlVerbs` as declared: verb → method names in preference order.
     verbs: Vec<(SqlVerb, Vec<String>)>,
+}
+
+/// A method of a resource whose definition does not resolve (a dangling `$ref`, a missing
+/// operation): kept by name so that a statement using it fails naming it.
+#[derive(Debug)]
+pub(crate) struct BrokenMethod {
+    pub(crate) name: String,
+    pub(crate) error: Error,
+}
+
+impl BrokenMethod {
+    /// The error a statement using this method gets.
+    pub(crate) fn to_error(&self, resource: &str) -> Error {
+        Error::bad_document(format!(
+            "method '{}' of resource '{resource}' cannot be used: {}",
+            self.name, self.error
+        ))
+    }
 }
 
 impl Resource {
@@ -183,6 +204,7 @@ impl Resource {
             .or_else(|| ref_of(&service.doc.value, "serviceDoc"))
             .map(|r| split_ref(r).0.to_owned());
         let mut methods = Vec::new();
+        let mut broken = Vec::new();
         if let Some(Value::Object(defs)) = def.get("methods") {
             for (method_name, method_def) in defs {
                 let verb = verbs
@@ -199,7 +221,13 @@ impl Resource {
                     default_service_doc: default_service_doc.as_deref(),
                     location: format!("{where_}/methods/{}", escape_pointer(method_name)),
                 };
-                methods.push(Method::build(&context, method_name, method_def, verb)?);
+                match Method::build(&context, method_name, method_def, verb) {
+                    Ok(method) => methods.push(method),
+                    Err(error) => broken.push(BrokenMethod {
+                        name: method_name.clone(),
+                        error,
+                    }),
+                }
             }
         }
         Ok(Resource {
@@ -207,6 +235,7 @@ impl Resource {
             service: service.name.clone(),
             name: name.to_owned(),
             methods,
+            broken,
             verbs,
         })
     }
@@ -234,6 +263,29 @@ impl Resource {
     /// A method by name.
     pub(crate) fn method(&self, name: &str) -> Option<&Method> {
         self.methods.iter().find(|m| m.name == name)
+    }
+
+    /// The error for a statement of `verb` that found no usable method when one of the
+    /// methods bound to that verb is broken: it names the broken method and why.
+    pub(crate) fn broken_for(&self, verb: SqlVerb) -> Option<Error> {
+        let declared = self
+            .verbs
+            .iter()
+            .find(|(v, _)| *v == verb)
+            .map(|(_, names)| names);
+        let names: Vec<&str> = match declared {
+            Some(names) => names.iter().map(String::as_str).collect(),
+            None => verb.fallback_method_names().to_vec(),
+        };
+        names.into_iter().find_map(|name| self.broken_method(name))
+    }
+
+    /// The error for using the method `name` when its definition does not resolve.
+    pub(crate) fn broken_method(&self, name: &str) -> Option<Error> {
+        self.broken
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.to_error(&self.full_name()))
     }
 }
 
@@ -395,30 +447,37 @@ impl Method {
                 Error::bad_document(format!("{}: method has no operation.$ref", cx.location))
             })?;
         let (file, pointer) = split_ref(reference);
-        let op_doc = if file.is_empty() {
-            match cx.default_service_doc {
-                Some(default) if cx.service.pointer == "/resources" => store.load(default)?,
-                _ => cx.service.doc.clone(),
-            }
-        } else {
-            store.load(file)?
+        // In the split layout the operation is looked up in the resource's service document
+        // (`serviceDoc`), as StackQL does: the file part of the `$ref` is not consulted, so a
+        // ref that names another version's copy (`googleapis.com/v2.0.1/…`) resolves here.
+        let op_doc = match cx.default_service_doc {
+            Some(default) if cx.service.pointer == "/resources" => store.load(default)?,
+            _ if file.is_empty() => cx.service.doc.clone(),
+            _ => store.load(file)?,
         };
-        let operation = op_doc.at(pointer).map_err(|err| {
-            Error::bad_document(format!(
-                "{}: operation.$ref '{reference}': {err}",
-                cx.location
-            ))
-        })?;
-        // `/paths/<escaped path>/<verb>`
-        let (path_pointer, http_method) = pointer.rsplit_once('/').unwrap_or(("", ""));
-        if !HTTP_METHODS.contains(&http_method) || !path_pointer.starts_with("/paths/") {
+        // `/paths/<escaped path>/<method key>`; the key is matched case-insensitively
+        // (okta's documents write `/POST`).
+        let (path_pointer, method_key) = pointer.rsplit_once('/').unwrap_or(("", ""));
+        let http_method = method_key.to_ascii_lowercase();
+        if !HTTP_METHODS.contains(&http_method.as_str()) || !path_pointer.starts_with("/paths/") {
             return Err(Error::bad_document(format!(
                 "{}: operation.$ref '{reference}' does not point at /paths/<path>/<http method>",
                 cx.location
             )));
         }
+        let path_item = op_doc.at(path_pointer).map_err(|err| {
+            Error::bad_document(format!(
+                "{}: operation.$ref '{reference}': {err}",
+                cx.location
+            ))
+        })?;
+        let operation = path_item.get(&http_method).ok_or_else(|| {
+            Error::bad_document(format!(
+                "{}: operation.$ref '{reference}': provider document '{}' has no '{http_method}' operation at '#{path_pointer}'",
+                cx.location, op_doc.rel
+            ))
+        })?;
         let path = unescape_pointer(&path_pointer["/paths/".len()..]);
-        let path_item = op_doc.at(path_pointer)?;
 
         let mut params = Vec::new();
         for source in [operation.get("parameters"), path_item.get("parameters")] {

@@ -1,0 +1,151 @@
+//! The real provider documents of `tests/fixtures/providers` (unchanged copies from
+//! StackQL's registry) load whole and answer as StackQL does, one behaviour class per test.
+
+use querygate::engine::{Engine, EngineConfig};
+use serde_json::json;
+
+use crate::corpus::{providers_context, providers_engine, row_lines};
+use crate::mock::{Mock, Reply};
+
+async fn run(engine: &Engine, sql: &str) -> querygate::engine::QueryOutput {
+    match engine.execute(&providers_context(), sql).await {
+        Ok(out) => out,
+        Err(err) => panic!("query failed: {sql}\n{err}"),
+    }
+}
+
+#[tokio::test]
+async fn okta_upper_case_method_keys_resolve_for_select_and_exec() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/api/v1/apps",
+        Reply::json(json!([{"id": "a1", "label": "One", "status": "INACTIVE"}])),
+    );
+    mock.route(
+        "POST /api/v1/apps/a1/lifecycle/activate",
+        Reply::json(json!({})),
+    );
+    let e = providers_engine(&mock);
+    let out = run(&e, "SELECT id, label, status FROM okta.application.apps").await;
+    assert_eq!(row_lines(&out), ["a1|One|INACTIVE"]);
+    // `activate` is `…/lifecycle~1activate/POST` in the document.
+    run(&e, "EXEC okta.application.apps.activate @appId = 'a1'").await;
+    let requests = mock.requests();
+    assert_eq!(requests[0].headers["authorization"], "SSWS okta-key");
+    let last = requests.last().unwrap();
+    assert_eq!(
+        (last.method.as_str(), last.path.as_str()),
+        ("POST", "/api/v1/apps/a1/lifecycle/activate")
+    );
+}
+
+#[tokio::test]
+async fn google_split_layout_resolves_operations_in_the_resource_service_doc() {
+    // firewalls' operations are `googleapis.com/v2.0.1/services-split/…#/paths/…` while the
+    // installed version is v0.1.2: StackQL looks the path up in the resource's serviceDoc.
+    let mock = Mock::start().await;
+    mock.route(
+        "/projects/p1/global/firewalls",
+        Reply::json(json!({"items": [{"name": "allow-ssh", "direction": "INGRESS"}]})),
+    );
+    mock.route(
+        "/projects/p1/zones/z1/disks",
+        Reply::json(json!({"items": [{"name": "d1"}, {"name": "d2"}], "nextPageToken": ""})),
+    );
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT name, direction FROM google.compute.firewalls WHERE project = 'p1'",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["allow-ssh|INGRESS"]);
+    // A split-layout list method whose answer is `{"items": [...], "nextPageToken"}`.
+    let out = run(
+        &e,
+        "SELECT name FROM google.compute.disks WHERE project = 'p1' AND zone = 'z1' ORDER BY name",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["d1", "d2"]);
+}
+
+/// A registry with one resource whose `delete` points at an operation that does not exist.
+fn broken_registry() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("src/brk/v1");
+    std::fs::create_dir_all(root.join("services")).unwrap();
+    std::fs::write(
+        root.join("provider.yaml"),
+        "id: brk\nname: brk\nversion: v1\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    service:\n      $ref: brk/v1/services/things.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("services/things.yaml"),
+        r#"openapi: 3.0.3
+info: {title: things, version: v1}
+servers: [{url: 'https://things.example'}]
+paths:
+  /things:
+    get:
+      responses:
+        '200':
+          description: OK
+          content:
+            application/json:
+              schema: {type: array, items: {type: object, properties: {id: {type: string}}}}
+components:
+  x-stackQL-resources:
+    things:
+      id: brk.things.things
+      name: things
+      title: things
+      methods:
+        list:
+          operation: {$ref: '#/paths/~1things/get'}
+          response: {mediaType: application/json, openAPIDocKey: '200'}
+        delete:
+          operation: {$ref: '#/paths/~1things~1{id}/delete'}
+          response: {mediaType: application/json, openAPIDocKey: '204'}
+      sqlVerbs:
+        select: [{$ref: '#/components/x-stackQL-resources/things/methods/list'}]
+        delete: [{$ref: '#/components/x-stackQL-resources/things/methods/delete'}]
+"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn one_broken_method_does_not_take_down_its_resource() {
+    let mock = Mock::start().await;
+    mock.route("/things", Reply::json(json!([{"id": "t1"}])));
+    let dir = broken_registry();
+    let mut config = EngineConfig::new(dir.path().to_path_buf());
+    config.providers.insert(
+        "brk".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(mock.url()),
+            ..Default::default()
+        },
+    );
+    let e = Engine::new(config).unwrap();
+    let out = run(&e, "SELECT id FROM brk.things.things").await;
+    assert_eq!(row_lines(&out), ["t1"]);
+    let methods = run(&e, "SHOW METHODS IN brk.things.things").await;
+    assert_eq!(row_lines(&methods), ["list||SELECT"]);
+    for sql in [
+        "DELETE FROM brk.things.things WHERE id = 't1'",
+        "EXEC brk.things.things.delete @id = 't1'",
+    ] {
+        let err = e
+            .execute(&providers_context(), sql)
+            .await
+            .expect_err(sql)
+            .to_string();
+        assert!(
+            err.contains("method 'delete' of resource 'brk.things.things' cannot be used")
+                && err.contains("~1things~1{id}"),
+            "{sql}: {err}"
+        );
+    }
+    assert_eq!(mock.requests().len(), 1, "the broken method sent nothing");
+}
