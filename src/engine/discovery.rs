@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Inner;
-use super::document::{Provider, Resource};
+use super::document::{ParamLocation, Provider, Resource};
 use super::error::{Error, ErrorKind, Result};
 use super::sql::ShowWhat;
 use super::types::{
@@ -62,6 +62,7 @@ pub(crate) fn services(
         .services()
         .into_iter()
         .map(|s| ServiceInfo {
+            id: s.id,
             name: s.name,
             title: s.title,
             description: s.description,
@@ -94,26 +95,56 @@ pub(crate) fn methods(
     names: &[String; 3],
 ) -> Result<Vec<MethodInfo>> {
     let resource = open_resource(inner, cx, names)?;
-    let mut out: Vec<MethodInfo> = resource
-        .methods
-        .iter()
-        .map(|m| MethodInfo {
+    let mut out = Vec::with_capacity(resource.methods.len());
+    for m in &resource.methods {
+        out.push(MethodInfo {
             name: m.name.clone(),
             sql_verb: m.verb,
-            required_params: m.required_params().map(|p| p.name.clone()).collect(),
-        })
-        .collect();
+            required_params: listed_required_params(&inner.store, m)?,
+        });
+    }
     out.sort_by(|a, b| (verb_rank(a.sql_verb), &a.name).cmp(&(verb_rank(b.sql_verb), &b.name)));
     Ok(out)
 }
 
+/// A method's required parameters as StackQL lists them: the required path, query and
+/// header parameters, then the required body fields as `data__<field>`, then every
+/// variable of the first server URL; each group sorted by name.
+fn listed_required_params(
+    store: &super::document::DocumentStore,
+    method: &super::document::Method,
+) -> Result<Vec<String>> {
+    let mut plain: Vec<String> = method
+        .params
+        .iter()
+        .filter(|p| p.required && p.location != ParamLocation::Server)
+        .map(|p| p.name.clone())
+        .collect();
+    plain.sort();
+    let body = method
+        .required_body_fields(store)?
+        .into_iter()
+        .map(|field| format!("data__{field}"));
+    let mut server: Vec<String> = method
+        .params
+        .iter()
+        .filter(|p| p.location == ParamLocation::Server)
+        .map(|p| p.name.clone())
+        .collect();
+    server.sort();
+    plain.extend(body);
+    plain.extend(server);
+    Ok(plain)
+}
+
+/// StackQL's listing order of verbs: SELECT, INSERT, DELETE, UPDATE, REPLACE, then EXEC.
 fn verb_rank(verb: Option<SqlVerb>) -> u8 {
     match verb {
         Some(SqlVerb::Select) => 0,
         Some(SqlVerb::Insert) => 1,
-        Some(SqlVerb::Update) => 2,
-        Some(SqlVerb::Replace) => 3,
-        Some(SqlVerb::Delete) => 4,
+        Some(SqlVerb::Delete) => 2,
+        Some(SqlVerb::Update) => 3,
+        Some(SqlVerb::Replace) => 4,
         None => 5,
     }
 }
@@ -239,19 +270,19 @@ pub(crate) fn show(
                 .collect(),
         ),
         ShowWhat::Services { provider } => output(
-            &["name", "title", "description"],
+            &["id", "name", "title"],
             services(inner, cx, provider)?
                 .into_iter()
                 .filter(|s| keep(&s.name))
-                .map(|s| vec![text(s.name), opt(s.title), opt(s.description)])
+                .map(|s| vec![text(s.id), text(s.name), opt(s.title)])
                 .collect(),
         ),
         ShowWhat::Resources { provider, service } => output(
-            &["name", "id", "title"],
+            &["name", "id"],
             resources(inner, cx, provider, service)?
                 .into_iter()
                 .filter(|r| keep(&r.name))
-                .map(|r| vec![text(r.name), text(r.id), opt(r.title)])
+                .map(|r| vec![text(r.name), text(r.id)])
                 .collect(),
         ),
         ShowWhat::Methods {

@@ -157,6 +157,8 @@ pub struct ProviderInfo {
 /// A service of a provider.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ServiceInfo {
+    /// The provider document's id of the service (`storage:v1`).
+    pub id: String,
     /// SQL name.
     pub name: String,
     /// Title from the provider document.

@@ -29,7 +29,8 @@ async fn providers_services_resources_methods_columns() {
     let methods = e.methods(&cx, "testapi", "items", "items").await.unwrap();
     let get = methods.iter().find(|m| m.name == "get_item").unwrap();
     assert_eq!(get.sql_verb, Some(SqlVerb::Select));
-    assert_eq!(get.required_params, vec!["org", "id"]);
+    // StackQL's order: sorted by name within each group (parameters, body, server).
+    assert_eq!(get.required_params, vec!["id", "org"]);
     // No sqlVerbs: StackQL's fallback names bind `list` and `get` to SELECT.
     let tokens = e.methods(&cx, "testapi", "items", "tokens").await.unwrap();
     assert_eq!(tokens[0].sql_verb, Some(SqlVerb::Select));
@@ -88,7 +89,7 @@ async fn show_and_describe_statements() {
     );
     assert_eq!(
         methods.rows[0],
-        vec![text("get_item"), text("org, id"), text("SELECT")]
+        vec![text("get_item"), text("id, org"), text("SELECT")]
     );
     let described = query(&e, "DESCRIBE testapi.items.items").await;
     assert_eq!(column(&described, "name").len(), 6);

@@ -149,3 +149,59 @@ async fn one_broken_method_does_not_take_down_its_resource() {
     }
     assert_eq!(mock.requests().len(), 1, "the broken method sent nothing");
 }
+
+#[tokio::test]
+async fn show_methods_lists_required_params_and_verbs_as_stackql() {
+    let mock = Mock::start().await;
+    let e = providers_engine(&mock);
+    // StackQL's own expected output for this statement
+    // (test/assets/expected/show/show-methods-google-storage-buckets.csv).
+    let out = run(&e, "SHOW METHODS IN google.storage.buckets").await;
+    assert_eq!(out.columns, ["MethodName", "RequiredParams", "SQLVerb"]);
+    assert_eq!(
+        row_lines(&out),
+        [
+            "get|bucket|SELECT",
+            "list|project|SELECT",
+            "insert|project, data__name|INSERT",
+            "delete|bucket|DELETE",
+            "patch|bucket|UPDATE",
+            "update|bucket, data__acl|UPDATE",
+            "getIamPolicy|bucket|EXEC",
+            "lockRetentionPolicy|bucket, ifMetagenerationMatch|EXEC",
+            "setIamPolicy|bucket, data__bindings|EXEC",
+            "testIamPermissions|bucket, permissions|EXEC",
+        ]
+    );
+    // A server variable is listed among the required parameters, after the others.
+    let out = run(&e, "SHOW METHODS IN stackql_native_test.srvvar.items").await;
+    assert_eq!(row_lines(&out), ["select|deployment|SELECT"]);
+    // No sqlVerbs at all: verbs inferred from the method names.
+    let out = run(&e, "SHOW METHODS IN okta.application.apps LIKE 'de%'").await;
+    assert_eq!(
+        row_lines(&out),
+        [
+            "delete|appId, subdomain|DELETE",
+            "deactivate|appId, subdomain|EXEC",
+            "deleteall|appId, subdomain|EXEC"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn show_services_and_resources_have_stackqls_columns() {
+    let mock = Mock::start().await;
+    let e = providers_engine(&mock);
+    let out = run(&e, "SHOW SERVICES IN google LIKE 'compute'").await;
+    assert_eq!(out.columns, ["id", "name", "title"]);
+    assert_eq!(row_lines(&out), ["compute:v1|compute|Compute Engine API"]);
+    let out = run(&e, "SHOW RESOURCES IN google.compute LIKE 'disk%'").await;
+    assert_eq!(out.columns, ["name", "id"]);
+    assert_eq!(
+        row_lines(&out),
+        [
+            "diskTypes|google.compute.diskTypes",
+            "disks|google.compute.disks"
+        ]
+    );
+}

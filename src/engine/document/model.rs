@@ -24,6 +24,8 @@ pub(crate) struct Provider {
 /// One `providerServices` entry.
 #[derive(Debug, Clone)]
 pub(crate) struct ServiceEntry {
+    /// The entry's `id` (`storage:v1`), else its key.
+    pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
@@ -40,7 +42,8 @@ impl Provider {
     pub(crate) fn services(&self) -> Vec<ServiceEntry> {
         self.preferred_entries()
             .into_iter()
-            .map(|(name, entry)| ServiceEntry {
+            .map(|(name, (key, entry))| ServiceEntry {
+                id: str_field(entry, "id").unwrap_or_else(|| key.to_owned()),
                 title: str_field(entry, "title"),
                 description: str_field(entry, "description"),
                 name,
@@ -50,8 +53,8 @@ impl Provider {
 
     /// The `providerServices` entry chosen for each SQL name, sorted by name: the entry
     /// marked `preferred`, else the one whose key is the name, else the first.
-    fn preferred_entries(&self) -> BTreeMap<String, &Value> {
-        let mut chosen: BTreeMap<String, (u8, &Value)> = BTreeMap::new();
+    fn preferred_entries(&self) -> BTreeMap<String, (&str, &Value)> {
+        let mut chosen: BTreeMap<String, (u8, &str, &Value)> = BTreeMap::new();
         let Some(Value::Object(entries)) = self.doc.value.get("providerServices") else {
             return BTreeMap::new();
         };
@@ -63,22 +66,22 @@ impl Provider {
                 _ => 2,
             };
             match chosen.get(name) {
-                Some((best, _)) if *best <= rank => {}
+                Some((best, _, _)) if *best <= rank => {}
                 _ => {
-                    chosen.insert(name.to_owned(), (rank, entry));
+                    chosen.insert(name.to_owned(), (rank, key.as_str(), entry));
                 }
             }
         }
         chosen
             .into_iter()
-            .map(|(name, (_, entry))| (name, entry))
+            .map(|(name, (_, key, entry))| (name, (key, entry)))
             .collect()
     }
 
     /// Opens one service by SQL name, loading its documents.
     pub(crate) fn service(self: &Arc<Self>, store: &DocumentStore, name: &str) -> Result<Service> {
         let entries = self.preferred_entries();
-        let entry = entries.get(name).ok_or_else(|| {
+        let (_, entry) = entries.get(name).ok_or_else(|| {
             Error::unknown(format!(
                 "service '{name}' not found in provider '{}'",
                 self.name
@@ -211,9 +214,7 @@ impl Resource {
                     .iter()
                     .find(|(_, names)| names.contains(method_name))
                     .map(|(verb, _)| *verb)
-                    .or_else(|| {
-                        label_verb(method_name).filter(|v| !verbs.iter().any(|(d, _)| d == v))
-                    });
+                    .or_else(|| label_verb(method_name));
                 let context = MethodContext {
                     store,
                     service,
@@ -312,11 +313,12 @@ fn declared_verbs(def: &Value) -> Vec<(SqlVerb, Vec<String>)> {
     out
 }
 
-/// The verb shown for a method no `sqlVerbs` entry binds (StackQL labels by lower-cased
-/// name; `aggregatedList` is labelled select here since SELECT reaches it).
+/// The verb shown for a method no `sqlVerbs` entry binds, as StackQL labels it: by its
+/// lower-cased name (`aggregatedList` stays unlabelled, so it is listed as EXEC, though a
+/// SELECT without `sqlVerbs` still falls back to it).
 fn label_verb(method_name: &str) -> Option<SqlVerb> {
     match method_name.to_ascii_lowercase().as_str() {
-        "select" | "list" | "get" | "aggregatedlist" => Some(SqlVerb::Select),
+        "select" | "list" | "get" => Some(SqlVerb::Select),
         "insert" | "create" => Some(SqlVerb::Insert),
         "delete" => Some(SqlVerb::Delete),
         _ => None,
@@ -417,6 +419,8 @@ pub(crate) struct Method {
     pub(crate) location: String,
     /// The request body schema, if the operation takes one.
     pub(crate) request_body: Option<Value>,
+    /// Body fields the method definition's `request.required` marks required.
+    pub(crate) request_required: Vec<String>,
 }
 
 struct MethodContext<'a> {
@@ -569,6 +573,15 @@ impl Method {
             operation_doc: op_doc.clone(),
             location: cx.location.clone(),
             request_body,
+            request_required: def
+                .get("request")
+                .and_then(|r| r.get("required"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
         })
     }
 
@@ -596,6 +609,25 @@ impl Method {
             .map(|schema| SchemaAt::resolve(store, &self.operation_doc, schema))
             .transpose()?;
         Ok(Some((media.clone(), schema)))
+    }
+
+    /// The request body fields a caller must supply: the body schema's required
+    /// properties and those the method's `request.required` names, sorted.
+    pub(crate) fn required_body_fields(&self, store: &DocumentStore) -> Result<Vec<String>> {
+        let Some((_, Some(schema))) = self.request_schema(store)? else {
+            return Ok(Vec::new());
+        };
+        let mut required = schema.required_names(store)?;
+        required.extend(self.request_required.iter().cloned());
+        let mut fields: Vec<String> = schema
+            .properties(store)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| required.contains(name))
+            .collect();
+        fields.sort();
+        fields.dedup();
+        Ok(fields)
     }
 
     /// Whether the operation declares its request body required.

@@ -145,6 +145,49 @@ impl SchemaAt {
         Ok(None)
     }
 
+    /// Names in the schema's `required` lists, merged over `allOf` members.
+    pub(crate) fn required_names(&self, store: &DocumentStore) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        self.collect_required(store, &mut out, 0)?;
+        Ok(out)
+    }
+
+    fn collect_required(
+        &self,
+        store: &DocumentStore,
+        out: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<()> {
+        if depth > MAX_REF_DEPTH {
+            return Err(Error::bad_document(format!(
+                "provider document '{}': schema composition nested too deeply",
+                self.doc.rel
+            )));
+        }
+        for name in self
+            .schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+        }
+        if let Some(Value::Array(members)) = self.schema.get("allOf") {
+            for member in members {
+                SchemaAt::resolve(store, &self.doc, member)?.collect_required(
+                    store,
+                    out,
+                    depth + 1,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// The schema's description, if any.
     pub(crate) fn description(&self) -> Option<&str> {
         self.schema.get("description").and_then(Value::as_str)

@@ -256,10 +256,10 @@ fn list_services(mut invocation: Invocation) -> ToolFuture {
             .await?;
         let rows = services
             .into_iter()
-            .map(|s| vec![Value::String(s.name), text(s.title), text(s.description)])
+            .map(|s| vec![Value::String(s.id), Value::String(s.name), text(s.title)])
             .collect();
         Ok(table(
-            &["name", "title", "description"],
+            &["id", "name", "title"],
             rows,
             limit(&invocation, row_limit),
         ))
@@ -280,13 +280,9 @@ fn list_resources(mut invocation: Invocation) -> ToolFuture {
             .await?;
         let rows = resources
             .into_iter()
-            .map(|r| vec![Value::String(r.name), Value::String(r.id), text(r.title)])
+            .map(|r| vec![Value::String(r.name), Value::String(r.id)])
             .collect();
-        Ok(table(
-            &["name", "id", "title"],
-            rows,
-            limit(&invocation, row_limit),
-        ))
+        Ok(table(&["name", "id"], rows, limit(&invocation, row_limit)))
     })
 }
 
