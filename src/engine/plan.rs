@@ -20,7 +20,7 @@ pub(crate) struct TablePlan {
     pub(crate) method: usize,
     /// Table columns: the row schema's properties, then parameter columns.
     pub(crate) columns: Vec<String>,
-    /// What `SELECT *` shows: the schema's properties, then the supplied parameters.
+    /// What `SELECT *` shows: the response schema's properties.
     pub(crate) star_columns: Vec<String>,
     /// The row schema declares no properties: columns come from the data.
     pub(crate) dynamic_columns: bool,
@@ -63,11 +63,11 @@ fn plan_one(
         .bindings
         .iter()
         .filter(|b| b.occurrence == index)
-        .filter(|b| !matches!(&b.source, Source::Column { occurrence, .. } if *occurrence == index))
+        .filter(|b| b.source.depends_on() != Some(index))
         .map(|b| (b.column.as_str(), &b.source))
         .collect();
     // A literal beats a link to another table for the same parameter.
-    bindings.sort_by_key(|(_, source)| matches!(source, Source::Column { .. }));
+    bindings.sort_by_key(|(_, source)| source.depends_on().is_some());
     let bound = |param: &Param| -> Option<&Source> {
         bindings
             .iter()
@@ -96,10 +96,10 @@ fn plan_one(
     let mut depends_on = Vec::new();
     for param in &method.params {
         if let Some(source) = bound(param) {
-            if let Source::Column { occurrence, .. } = source
-                && !depends_on.contains(occurrence)
+            if let Some(occurrence) = source.depends_on()
+                && !depends_on.contains(&occurrence)
             {
-                depends_on.push(*occurrence);
+                depends_on.push(occurrence);
             }
             params.push((param.clone(), source.clone()));
         }
@@ -109,15 +109,11 @@ fn plan_one(
     let schema_columns: Vec<String> = schema_columns.into_iter().map(|c| c.name).collect();
     let dynamic_columns = schema_columns.is_empty();
     let mut columns = schema_columns.clone();
-    let mut star_columns = schema_columns;
+    // StackQL's rule: `SELECT *` is the response schema's properties, never the parameters.
+    let star_columns = schema_columns;
     for param in &method.params {
         if !contains_ci(&columns, &param.name) {
             columns.push(param.name.clone());
-        }
-    }
-    for (param, _) in &params {
-        if !contains_ci(&star_columns, &param.name) {
-            star_columns.push(param.name.clone());
         }
     }
     Ok(TablePlan {

@@ -19,7 +19,7 @@ use super::eval::{Database, PendingLoad};
 use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards};
-use super::types::{ExecContext, QueryOutput};
+use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
     AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
 };
@@ -27,6 +27,8 @@ use super::upstream::{
 /// A planned table plus what calling its provider needs.
 struct TableJob {
     plan: TablePlan,
+    /// The name the statement uses for the table (for expressions over its columns).
+    alias: String,
     auth: Value,
     base_url: Option<String>,
     locator: Arc<RowLocator>,
@@ -136,7 +138,9 @@ fn prepare(
     let jobs = plans
         .into_iter()
         .zip(providers)
-        .map(|(plan, provider)| TableJob {
+        .zip(&analysis.occurrences)
+        .map(|((plan, provider), occurrence)| TableJob {
+            alias: occurrence.alias.clone(),
             locator: Arc::new(plan.locator.clone()),
             auth: inner.effective_auth(&provider),
             base_url: inner
@@ -178,6 +182,19 @@ async fn param_values(
                 },
             })
             .collect()),
+        Source::Constant(sql) => evaluated(db, format!("SELECT ({sql})")).await,
+        Source::Expr { occurrence, sql } => {
+            let table = &jobs[*occurrence].plan;
+            let alias = jobs[*occurrence].alias.replace('"', "\"\"");
+            evaluated(
+                db,
+                format!(
+                    "SELECT DISTINCT ({sql}) FROM \"{}\" AS \"{alias}\"",
+                    table.local
+                ),
+            )
+            .await
+        }
         Source::Column { occurrence, column } => {
             let table = &jobs[*occurrence].plan;
             if !contains_ci(&table.columns, column) {
@@ -198,6 +215,24 @@ async fn param_values(
                 .collect())
         }
     }
+}
+
+/// The non-null values of the first column of `sql`, run in the statement's SQLite.
+async fn evaluated(db: &Database, sql: String) -> Result<Vec<ParamValue>> {
+    let out = db.query(sql, usize::MAX).await?;
+    Ok(out
+        .rows
+        .into_iter()
+        .filter_map(|row| {
+            let (text, sql) = match row.into_iter().next()? {
+                Cell::Integer(i) => (i.to_string(), SqlValue::Integer(i)),
+                Cell::Real(r) => (r.to_string(), SqlValue::Real(r)),
+                Cell::Text(t) => (t.clone(), SqlValue::Text(t)),
+                Cell::Null | Cell::Blob(_) => return None,
+            };
+            Some(ParamValue { text, sql })
+        })
+        .collect())
 }
 
 /// Every combination of parameter values: one upstream request each.

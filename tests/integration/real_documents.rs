@@ -205,3 +205,116 @@ async fn show_services_and_resources_have_stackqls_columns() {
         ]
     );
 }
+
+#[tokio::test]
+async fn select_star_is_the_response_schema_without_parameters() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/v2/droplets/7",
+        Reply::json(json!({"droplet": {"id": 7, "name": "web7", "memory": 1024}})),
+    );
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT * FROM digitalocean.droplets.droplets WHERE droplet_id = 7",
+    )
+    .await;
+    assert_eq!(out.columns.len(), 21, "{:?}", out.columns);
+    assert_eq!(&out.columns[..3], ["id", "name", "memory"]);
+    assert!(!out.columns.iter().any(|c| c == "droplet_id"));
+    assert_eq!(out.rows[0][..3], row_cells(&["7", "web7", "1024"]));
+}
+
+fn row_cells(values: &[&str]) -> Vec<querygate::engine::Cell> {
+    values
+        .iter()
+        .map(|v| match v.parse::<i64>() {
+            Ok(i) => querygate::engine::Cell::Integer(i),
+            Err(_) => querygate::engine::Cell::Text((*v).to_owned()),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sqlite_math_functions_are_available() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/v2/sizes",
+        Reply::json(json!({"sizes": [{"slug": "s-1", "memory": 1536, "price_hourly": 0.00744}]})),
+    );
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT slug, floor(memory / 1024.0) AS gib, ceil(price_hourly * 100) AS cents, pow(2, 3) AS p, round(sqrt(16)) AS r FROM digitalocean.sizes.sizes",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["s-1|1|1|8|4"]);
+}
+
+#[tokio::test]
+async fn a_constant_expression_supplies_a_required_parameter() {
+    let mock = Mock::start().await;
+    mock.route("/orgs/acme/repos", Reply::json(json!([{"name": "a"}])));
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT name, org FROM github.repos.repos WHERE org = lower('AC' || 'ME')",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["a|acme"]);
+    // Evaluated before the request: list_for_org is chosen, no other method is tried.
+    assert_eq!(mock.paths(), ["/orgs/acme/repos"]);
+}
+
+#[tokio::test]
+async fn join_expressions_and_in_subqueries_feed_parameters() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/orgs/acme/repos",
+        Reply::json(json!([
+            {"name": "a", "owner": {"login": "octo"}},
+            {"name": "b", "owner": {"login": "ghost"}}
+        ])),
+    );
+    mock.route(
+        "/users/octo",
+        Reply::json(json!({"login": "octo", "id": 1})),
+    );
+    mock.route(
+        "/users/ghost",
+        Reply::status(404, r#"{"message":"Not Found"}"#),
+    );
+    let e = providers_engine(&mock);
+    // The right side's parameter comes from an expression over the left side's columns;
+    // the LEFT OUTER JOIN keeps the repo whose owner answers 404, null-extended.
+    let out = run(
+        &e,
+        "SELECT r.name, u.id FROM github.repos.repos r LEFT OUTER JOIN github.users.users u ON u.username = json_extract(r.owner, '$.login') WHERE r.org = 'acme' ORDER BY r.name",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["a|1", "b|NULL"]);
+    assert_eq!(
+        mock.paths(),
+        ["/orgs/acme/repos", "/users/ghost", "/users/octo"]
+    );
+
+    let mock = Mock::start().await;
+    mock.route(
+        "/users/octo/orgs",
+        Reply::json(json!([{"login": "Acme"}, {"login": "Beta"}])),
+    );
+    mock.route("/orgs/acme/repos", Reply::json(json!([{"name": "a"}])));
+    mock.route("/orgs/beta/repos", Reply::json(json!([{"name": "b"}])));
+    let e = providers_engine(&mock);
+    // `IN (SELECT …)`: one request per distinct value of the subquery's expression.
+    let out = run(
+        &e,
+        "SELECT name FROM github.repos.repos WHERE org IN (SELECT lower(login) FROM github.orgs.orgs WHERE username = 'octo') ORDER BY name",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["a", "b"]);
+    assert_eq!(
+        mock.paths(),
+        ["/orgs/acme/repos", "/orgs/beta/repos", "/users/octo/orgs"]
+    );
+}

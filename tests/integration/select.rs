@@ -69,7 +69,7 @@ async fn rows_keep_types_and_nested_json_is_queryable() {
 }
 
 #[tokio::test]
-async fn select_star_yields_schema_properties_then_supplied_params() {
+async fn select_star_yields_exactly_the_schema_properties() {
     let mock = Mock::start().await;
     mock.route("/orgs/acme/items", Reply::json(items()));
     let out = query(
@@ -77,11 +77,20 @@ async fn select_star_yields_schema_properties_then_supplied_params() {
         "SELECT * FROM testapi.items.items WHERE org = 'acme'",
     )
     .await;
+    // StackQL's rule: the response schema's properties, not the supplied parameters
+    // (which stay selectable by name).
     assert_eq!(
         out.columns,
-        vec!["id", "name", "score", "active", "meta", "tags", "org"]
+        vec!["id", "name", "score", "active", "meta", "tags"]
     );
     assert_eq!(out.rows.len(), 3);
+    let named = query(
+        &engine(&mock),
+        "SELECT org, name FROM testapi.items.items WHERE org = 'acme' LIMIT 1",
+    )
+    .await;
+    assert_eq!(named.columns, vec!["org", "name"]);
+    assert_eq!(column(&named, "org"), vec![text("acme")]);
     let tags = column(&out, "tags");
     assert_eq!(tags[0], text(r#"["x","y"]"#));
 }

@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{
     BinaryOperator, Expr, Ident, InTarget, JoinConstraint, JoinOperator, ObjectName,
-    ObjectNamePart, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, TableAlias,
-    TableFactor, VisitMut, VisitorMut,
+    ObjectNamePart, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr,
+    TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 
 use super::mutation::Scalar;
@@ -39,6 +39,25 @@ pub(crate) enum Source {
     Literals(Vec<Literal>),
     /// `a.col = b.other`: the distinct values of another occurrence's column.
     Column { occurrence: usize, column: String },
+    /// `a.col = f(b.x, …)` or `a.col IN (SELECT f(x) FROM b …)`: the distinct values of an
+    /// SQL expression over one other occurrence's columns (`alias.col` or, in a subquery,
+    /// bare names), evaluated once that occurrence is loaded.
+    Expr { occurrence: usize, sql: String },
+    /// `a.col = lower('ACME')`: an expression without column references, evaluated by
+    /// SQLite before the request.
+    Constant(String),
+}
+
+impl Source {
+    /// The occurrence whose rows this source reads, if any.
+    pub(crate) fn depends_on(&self) -> Option<usize> {
+        match self {
+            Source::Column { occurrence, .. } | Source::Expr { occurrence, .. } => {
+                Some(*occurrence)
+            }
+            Source::Literals(_) | Source::Constant(_) => None,
+        }
+    }
 }
 
 /// A predicate that may bind a request parameter of an occurrence.
@@ -72,6 +91,7 @@ pub(crate) fn analyse(query: &mut Query) -> Result<Analysis> {
             bindings: Vec::new(),
             selects: Vec::new(),
         },
+        scopes: Vec::new(),
     };
     if let ControlFlow::Break(err) = query.visit(&mut collector) {
         return Err(err);
@@ -96,6 +116,8 @@ pub(crate) fn expand_wildcards(
 
 struct Collector {
     analysis: Analysis,
+    /// The API occurrences of each SELECT being visited, innermost last.
+    scopes: Vec<Vec<usize>>,
 }
 
 impl VisitorMut for Collector {
@@ -107,16 +129,17 @@ impl VisitorMut for Collector {
             Err(err) => ControlFlow::Break(err),
         }
     }
-}
 
-impl Collector {
-    fn collect_select(&mut self, select: &mut Select) -> Result<()> {
-        let mut from = Vec::new();
+    /// Predicates are read after the SELECT's subqueries were visited, so an
+    /// `IN (SELECT …)` can name the occurrence its subquery reads.
+    fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<Error> {
+        let in_scope = self.scopes.pop().unwrap_or_default();
+        if in_scope.is_empty() {
+            return ControlFlow::Continue(());
+        }
         let mut conjuncts: Vec<Expr> = Vec::new();
-        for table in &mut select.from {
-            self.collect_factor(&mut table.relation, &mut from)?;
-            for join in &mut table.joins {
-                self.collect_factor(&mut join.relation, &mut from)?;
+        for table in &select.from {
+            for join in &table.joins {
                 if let Some(JoinConstraint::On(on)) = join_constraint(&join.join_operator) {
                     split_and(on, &mut conjuncts);
                 }
@@ -125,6 +148,23 @@ impl Collector {
         if let Some(selection) = &select.selection {
             split_and(selection, &mut conjuncts);
         }
+        let aliases = projection_aliases(&select.projection);
+        for conjunct in &conjuncts {
+            self.bind(conjunct, &in_scope, &aliases);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Collector {
+    fn collect_select(&mut self, select: &mut Select) -> Result<()> {
+        let mut from = Vec::new();
+        for table in &mut select.from {
+            self.collect_factor(&mut table.relation, &mut from)?;
+            for join in &mut table.joins {
+                self.collect_factor(&mut join.relation, &mut from)?;
+            }
+        }
         let in_scope: Vec<usize> = from
             .iter()
             .filter_map(|entry| match entry {
@@ -132,12 +172,7 @@ impl Collector {
                 _ => None,
             })
             .collect();
-        if !in_scope.is_empty() {
-            let aliases = projection_aliases(&select.projection);
-            for conjunct in &conjuncts {
-                self.bind(conjunct, &in_scope, &aliases);
-            }
-        }
+        self.scopes.push(in_scope);
         self.analysis.selects.push(from);
         Ok(())
     }
@@ -222,16 +257,8 @@ impl Collector {
                 let lhs = self.column_ref(left, in_scope, aliases);
                 let rhs = self.column_ref(right, in_scope, aliases);
                 match (lhs, rhs) {
-                    (Some(targets), None) => {
-                        if let Some(value) = literal(right) {
-                            self.push(&targets, Source::Literals(vec![value]));
-                        }
-                    }
-                    (None, Some(targets)) => {
-                        if let Some(value) = literal(left) {
-                            self.push(&targets, Source::Literals(vec![value]));
-                        }
-                    }
+                    (Some(targets), None) => self.bind_value(&targets, right, in_scope),
+                    (None, Some(targets)) => self.bind_value(&targets, left, in_scope),
                     (Some(l), Some(r)) => {
                         // Only qualified references are unambiguous enough to link tables.
                         if let ([(lo, lc)], [(ro, rc)]) = (l.as_slice(), r.as_slice())
@@ -269,8 +296,130 @@ impl Collector {
                     }
                 }
             }
+            Expr::In {
+                expr,
+                target: InTarget::Subquery(subquery),
+                negated: false,
+                ..
+            } => {
+                if let Some(targets) = self.column_ref(expr, in_scope, aliases)
+                    && let Some((occurrence, sql)) = self.subquery_source(subquery)
+                {
+                    let targets: Vec<(usize, String)> = targets
+                        .into_iter()
+                        .filter(|(o, _)| *o != occurrence)
+                        .collect();
+                    self.push(&targets, Source::Expr { occurrence, sql });
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Binds `targets` to a value expression: a literal, a constant expression, or an
+    /// expression over exactly one other occurrence's qualified columns.
+    fn bind_value(&mut self, targets: &[(usize, String)], value: &Expr, in_scope: &[usize]) {
+        if let Some(value) = literal(value) {
+            self.push(targets, Source::Literals(vec![value]));
+            return;
+        }
+        match self.referenced_occurrences(value, in_scope) {
+            Some(refs) if refs.is_empty() => {
+                self.push(targets, Source::Constant(value.to_string()));
+            }
+            Some(refs) if refs.len() == 1 => {
+                let occurrence = refs[0];
+                let targets: Vec<(usize, String)> = targets
+                    .iter()
+                    .filter(|(o, _)| *o != occurrence)
+                    .cloned()
+                    .collect();
+                self.push(
+                    &targets,
+                    Source::Expr {
+                        occurrence,
+                        sql: value.to_string(),
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// The occurrences an expression reads through `alias.column` references; `None` when
+    /// it has a bare name, an unknown qualifier or a subquery (nothing safe to evaluate).
+    fn referenced_occurrences(&self, expr: &Expr, in_scope: &[usize]) -> Option<Vec<usize>> {
+        let mut refs: Vec<usize> = Vec::new();
+        let mut usable = true;
+        let _ = sqlparser::ast::visit_expressions(expr, |e| {
+            match e {
+                Expr::Identifier(_)
+                | Expr::Subquery(_)
+                | Expr::Exists { .. }
+                | Expr::In {
+                    target: InTarget::Subquery(_),
+                    ..
+                } => usable = false,
+                Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                    match in_scope.iter().find(|i| {
+                        self.analysis.occurrences[**i]
+                            .alias
+                            .eq_ignore_ascii_case(&parts[0].value)
+                    }) {
+                        Some(found) if !refs.contains(found) => refs.push(*found),
+                        Some(_) => {}
+                        None => usable = false,
+                    }
+                }
+                Expr::CompoundIdentifier(_) => usable = false,
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        usable.then_some(refs)
+    }
+
+    /// For `IN (SELECT e FROM <api table> …)`: the table's occurrence and `e`, whose
+    /// distinct values over that table's rows feed the outer parameter.
+    fn subquery_source(&self, subquery: &Query) -> Option<(usize, String)> {
+        let SetExpr::Select(select) = subquery.body.as_ref() else {
+            return None;
+        };
+        let [table] = select.from.as_slice() else {
+            return None;
+        };
+        if !table.joins.is_empty() || select.projection.len() != 1 {
+            return None;
+        }
+        let TableFactor::Table { name, .. } = &table.relation else {
+            return None;
+        };
+        let local = name_parts(name).ok()?.concat();
+        let occurrence = self
+            .analysis
+            .occurrences
+            .iter()
+            .position(|o| o.local == local)?;
+        let expr = match &select.projection[0] {
+            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => expr,
+            _ => return None,
+        };
+        let mut nested = false;
+        let _ = sqlparser::ast::visit_expressions(expr, |e| {
+            if matches!(
+                e,
+                Expr::Subquery(_)
+                    | Expr::Exists { .. }
+                    | Expr::In {
+                        target: InTarget::Subquery(_),
+                        ..
+                    }
+            ) {
+                nested = true;
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        (!nested).then(|| (occurrence, expr.to_string()))
     }
 
     fn push(&mut self, targets: &[(usize, String)], source: Source) {
