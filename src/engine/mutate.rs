@@ -79,14 +79,7 @@ pub(crate) async fn run_mutation(
                 .map(|row| named_row(&columns, row.into_iter().map(cell_scalar).collect()))
                 .collect::<Result<_>>()?
         }
-        None => vec![
-            mutation
-                .conditions
-                .iter()
-                .chain(&mutation.assignments)
-                .cloned()
-                .collect(),
-        ],
+        None => condition_rows(&mutation.conditions, &mutation.assignments),
     };
     let where_names: Vec<String> = mutation.conditions.iter().map(|(n, _)| n.clone()).collect();
     let (planner, plan_cx, target) = (inner.clone(), cx.clone(), mutation.target.clone());
@@ -98,6 +91,30 @@ pub(crate) async fn run_mutation(
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
     send_all(inner, cx, &prepared, returning.as_ref(), verb.as_str()).await
+}
+
+/// One request's values per combination of the WHERE values (`key IN (…)` fans out, in
+/// the order written), each followed by the SET assignments.
+fn condition_rows(
+    conditions: &[(String, Vec<Scalar>)],
+    assignments: &[(String, Scalar)],
+) -> Vec<Vec<(String, Scalar)>> {
+    let mut rows: Vec<Vec<(String, Scalar)>> = vec![Vec::new()];
+    for (column, values) in conditions {
+        let mut next = Vec::with_capacity(rows.len() * values.len());
+        for row in &rows {
+            for value in values {
+                let mut extended = row.clone();
+                extended.push((column.clone(), value.clone()));
+                next.push(extended);
+            }
+        }
+        rows = next;
+    }
+    for row in &mut rows {
+        row.extend(assignments.iter().cloned());
+    }
+    rows
 }
 
 /// Runs `EXEC p.s.r.method …`.

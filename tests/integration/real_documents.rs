@@ -318,3 +318,45 @@ async fn join_expressions_and_in_subqueries_feed_parameters() {
         ["/orgs/acme/repos", "/orgs/beta/repos", "/users/octo/orgs"]
     );
 }
+
+#[tokio::test]
+async fn delete_with_an_in_list_makes_one_request_per_value() {
+    let mock = Mock::start().await;
+    mock.route("DELETE /v2/droplets/1", Reply::status(204, ""));
+    mock.route("DELETE /v2/droplets/2", Reply::status(204, ""));
+    mock.route(
+        "DELETE /v2/droplets/3",
+        Reply::status(404, r#"{"id":"not_found"}"#),
+    );
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "DELETE FROM digitalocean.droplets.droplets WHERE droplet_id IN (1, 2)",
+    )
+    .await;
+    assert_eq!(out.messages.len(), 2, "{:?}", out.messages);
+    let paths: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(paths, ["DELETE /v2/droplets/1", "DELETE /v2/droplets/2"]);
+    // A failing element: the error says how many requests before it succeeded.
+    let err = e
+        .execute(
+            &providers_context(),
+            "DELETE FROM digitalocean.droplets.droplets WHERE droplet_id IN (1, 3, 2)",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("request 2 of 3 failed; the 1 before it succeeded and are not undone"),
+        "{err}"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        4,
+        "nothing is sent after the failure"
+    );
+}

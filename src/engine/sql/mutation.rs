@@ -1,12 +1,13 @@
 //! The write statements: `INSERT INTO p.s.r (cols) VALUES|SELECT …`, `UPDATE p.s.r SET …
 //! WHERE …` (PATCH), `REPLACE p.s.r SET … WHERE …` (PUT), `DELETE FROM p.s.r WHERE …`, each
 //! with an optional `RETURNING`, and `EXEC p.s.r.method @param = 'v', … [, @@json = '{…}']`.
-//! WHERE clauses of UPDATE, REPLACE and DELETE are `col = literal` conjunctions: each names a
-//! request parameter (or, for UPDATE and REPLACE, nothing else).
+//! WHERE clauses of UPDATE, REPLACE and DELETE are conjunctions of `col = literal` and
+//! `col IN (literal, …)`: each names a request parameter (or, for UPDATE and REPLACE,
+//! nothing else); an `IN` list makes one request per value.
 
 use sqlparser::ast::{
-    AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectName, Query, SelectItem, TableFactor,
-    TableObject, UnaryOperator, Update, Value,
+    AssignmentTarget, Delete, Expr, FromTable, InTarget, Insert, ObjectName, Query, SelectItem,
+    TableFactor, TableObject, UnaryOperator, Update, Value,
 };
 use sqlparser::tokenizer::Token;
 
@@ -66,8 +67,9 @@ pub(crate) struct Mutation {
     pub(crate) insert: Option<(Vec<String>, InsertRows)>,
     /// UPDATE / REPLACE: `SET` columns.
     pub(crate) assignments: Vec<(String, Scalar)>,
-    /// `WHERE col = literal` conjuncts.
-    pub(crate) conditions: Vec<(String, Scalar)>,
+    /// `WHERE col = literal` and `col IN (literal, …)` conjuncts: each column with its
+    /// values (one for `=`); an `IN` list makes one request per value.
+    pub(crate) conditions: Vec<(String, Vec<Scalar>)>,
     pub(crate) returning: Option<Returning>,
 }
 
@@ -124,7 +126,7 @@ fn must_scalar(expr: &Expr, what: &str) -> Result<Scalar> {
     })
 }
 
-fn conditions(selection: Option<&Expr>, verb: &str) -> Result<Vec<(String, Scalar)>> {
+fn conditions(selection: Option<&Expr>, verb: &str) -> Result<Vec<(String, Vec<Scalar>)>> {
     let Some(selection) = selection else {
         return Ok(Vec::new());
     };
@@ -132,6 +134,39 @@ fn conditions(selection: Option<&Expr>, verb: &str) -> Result<Vec<(String, Scala
     split_and(selection, &mut conjuncts);
     let mut out = Vec::new();
     for conjunct in conjuncts {
+        if let Expr::In {
+            expr,
+            target: InTarget::List(list),
+            negated: false,
+            ..
+        } = unnest(&conjunct)
+        {
+            let column = match unnest(expr) {
+                Expr::Identifier(id) => id.value.clone(),
+                Expr::CompoundIdentifier(ids) if !ids.is_empty() => {
+                    ids[ids.len() - 1].value.clone()
+                }
+                other => {
+                    return Err(Error::invalid_sql(format!(
+                        "the WHERE clause of {verb} needs `column IN (literal, …)`, not '{other} IN …'"
+                    )));
+                }
+            };
+            let mut values = Vec::with_capacity(list.len());
+            for item in list {
+                values.push(must_scalar(
+                    item,
+                    &format!("a value of '{column}' in WHERE … IN"),
+                )?);
+            }
+            if values.is_empty() {
+                return Err(Error::invalid_sql(format!(
+                    "the IN list of '{column}' is empty"
+                )));
+            }
+            out.push((column, values));
+            continue;
+        }
         let Expr::BinaryOp {
             left,
             op: sqlparser::ast::BinaryOperator::Eq,
@@ -139,7 +174,7 @@ fn conditions(selection: Option<&Expr>, verb: &str) -> Result<Vec<(String, Scala
         } = unnest(&conjunct)
         else {
             return Err(Error::invalid_sql(format!(
-                "the WHERE clause of {verb} may only join `column = literal` conditions with AND; '{conjunct}' is not one"
+                "the WHERE clause of {verb} may only join `column = literal` and `column IN (literal, …)` conditions with AND; '{conjunct}' is not one"
             )));
         };
         let (column, value) = match (unnest(left), unnest(right)) {
@@ -159,7 +194,7 @@ fn conditions(selection: Option<&Expr>, verb: &str) -> Result<Vec<(String, Scala
             }
         };
         let value = must_scalar(value, &format!("the value of '{column}' in WHERE"))?;
-        out.push((column, value));
+        out.push((column, vec![value]));
     }
     Ok(out)
 }
@@ -443,7 +478,10 @@ mod tests {
 
         let m = mutation("DELETE FROM p.s.r WHERE id = '1'");
         assert_eq!(m.verb, SqlVerb::Delete);
-        assert_eq!(m.conditions, vec![("id".into(), Scalar::Text("1".into()))]);
+        assert_eq!(
+            m.conditions,
+            vec![("id".into(), vec![Scalar::Text("1".into())])]
+        );
     }
 
     #[test]
