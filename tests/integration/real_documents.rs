@@ -360,3 +360,25 @@ async fn delete_with_an_in_list_makes_one_request_per_value() {
         "nothing is sent after the failure"
     );
 }
+
+#[tokio::test]
+async fn a_bare_parameter_name_equal_to_another_tables_column_fans_out() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/users/octo/orgs",
+        Reply::json(json!([{"login": "acme"}, {"login": "beta"}])),
+    );
+    mock.route("/orgs/acme/repos", Reply::json(json!([{"name": "a"}])));
+    mock.route("/orgs/beta/repos", Reply::json(json!([{"name": "b"}])));
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT o.login, r.name FROM github.orgs.orgs o INNER JOIN github.repos.repos r ON org = o.login WHERE o.username = 'octo' ORDER BY r.name",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["acme|a", "beta|b"]);
+    assert_eq!(
+        mock.paths(),
+        ["/orgs/acme/repos", "/orgs/beta/repos", "/users/octo/orgs"]
+    );
+}

@@ -260,24 +260,24 @@ impl Collector {
                     (Some(targets), None) => self.bind_value(&targets, right, in_scope),
                     (None, Some(targets)) => self.bind_value(&targets, left, in_scope),
                     (Some(l), Some(r)) => {
-                        // Only qualified references are unambiguous enough to link tables.
-                        if let ([(lo, lc)], [(ro, rc)]) = (l.as_slice(), r.as_slice())
-                            && lo != ro
-                        {
-                            self.push(
-                                &l,
-                                Source::Column {
-                                    occurrence: *ro,
-                                    column: rc.clone(),
-                                },
-                            );
-                            self.push(
-                                &r,
-                                Source::Column {
-                                    occurrence: *lo,
-                                    column: lc.clone(),
-                                },
-                            );
+                        // A qualified side (`b.other`) feeds the other side, which may be a
+                        // bare name (`col`): every other table in scope may have `col` as a
+                        // parameter (the planner keeps only real ones).
+                        for (from, to) in [(&r, &l), (&l, &r)] {
+                            if let [(occurrence, column)] = from.as_slice() {
+                                let targets: Vec<(usize, String)> = to
+                                    .iter()
+                                    .filter(|(o, _)| o != occurrence)
+                                    .cloned()
+                                    .collect();
+                                self.push(
+                                    &targets,
+                                    Source::Column {
+                                        occurrence: *occurrence,
+                                        column: column.clone(),
+                                    },
+                                );
+                            }
                         }
                     }
                     (None, None) => {}
