@@ -129,3 +129,98 @@ async fn connection_failures_are_retried() {
         started.elapsed()
     );
 }
+
+/// A one-resource provider whose method carries `config.retry`.
+fn retry_registry() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("src/rty/v1");
+    std::fs::create_dir_all(root.join("services")).unwrap();
+    std::fs::write(
+        root.join("provider.yaml"),
+        "id: rty\nname: rty\nversion: v1\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    service:\n      $ref: rty/v1/services/things.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("services/things.yaml"),
+        r#"openapi: 3.0.3
+info: {title: things, version: v1}
+servers: [{url: 'https://things.example'}]
+paths:
+  /things:
+    get:
+      responses:
+        '200':
+          description: OK
+          content:
+            application/json:
+              schema: {type: array, items: {type: object, properties: {id: {type: string}}}}
+components:
+  x-stackQL-resources:
+    things:
+      id: rty.things.things
+      name: things
+      title: things
+      config:
+        retry:
+          max_attempts: 5
+          initial_delay_ms: 1
+          retryable_conditions:
+            status_codes: [500]
+      methods:
+        list:
+          operation: {$ref: '#/paths/~1things/get'}
+          response: {mediaType: application/json, openAPIDocKey: '200'}
+      sqlVerbs:
+        select: [{$ref: '#/components/x-stackQL-resources/things/methods/list'}]
+"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_documents_retry_config_replaces_the_configured_defaults() {
+    let mock = Mock::start().await;
+    // Five attempts (the configured default is 3), on 500 (not retried by default).
+    mock.route_sequence(
+        "/things",
+        vec![
+            Reply::status(500, "oops"),
+            Reply::status(500, "oops"),
+            Reply::status(500, "oops"),
+            Reply::status(500, "oops"),
+            Reply::json(json!([{"id": "t1"}])),
+        ],
+    );
+    let dir = retry_registry();
+    let mut config = querygate::engine::EngineConfig::new(dir.path().to_path_buf());
+    config.upstream.retry.initial_backoff = Duration::from_secs(5);
+    config.providers.insert(
+        "rty".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(mock.url()),
+            ..Default::default()
+        },
+    );
+    let e = querygate::engine::Engine::new(config).unwrap();
+    let started = Instant::now();
+    let out = query(&e, "SELECT id FROM rty.things.things").await;
+    assert_eq!(out.rows, vec![vec![text("t1")]]);
+    assert_eq!(mock.requests().len(), 5);
+    // initial_delay_ms: 1 replaced the configured 5 s.
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // 503 is not in the document's status codes: not retried.
+    let mock = Mock::start().await;
+    mock.route("/things", Reply::status(503, "busy"));
+    let mut config = querygate::engine::EngineConfig::new(dir.path().to_path_buf());
+    config.providers.insert(
+        "rty".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(mock.url()),
+            ..Default::default()
+        },
+    );
+    let e = querygate::engine::Engine::new(config).unwrap();
+    query_err(&e, "SELECT id FROM rty.things.things").await;
+    assert_eq!(mock.requests().len(), 1);
+}

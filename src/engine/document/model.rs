@@ -11,6 +11,7 @@ use super::store::{Doc, DocumentStore, split_ref};
 use crate::engine::error::{Error, Result};
 use crate::engine::rows::RowLocator;
 use crate::engine::types::SqlVerb;
+use crate::engine::upstream::DocumentRetry;
 
 /// A provider version as installed in the local registry.
 #[derive(Debug)]
@@ -421,6 +422,8 @@ pub(crate) struct Method {
     pub(crate) request_body: Option<Value>,
     /// Body fields the method definition's `request.required` marks required.
     pub(crate) request_required: Vec<String>,
+    /// The nearest `config.retry` (method, resource, service document, provider).
+    pub(crate) retry: Option<DocumentRetry>,
 }
 
 struct MethodContext<'a> {
@@ -552,6 +555,16 @@ impl Method {
             .into_iter()
             .flatten()
             .find_map(|c| parse_pagination(c.get("pagination")?));
+        let retry = [
+            def.get("config"),
+            cx.resource_config,
+            op_doc.value.get("x-stackQL-config"),
+            cx.service.doc.value.get("x-stackQL-config"),
+            Some(cx.service.provider.config()),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|c| DocumentRetry::parse(c.get("retry")?));
 
         let request_body = operation
             .get("requestBody")
@@ -573,6 +586,7 @@ impl Method {
             operation_doc: op_doc.clone(),
             location: cx.location.clone(),
             request_body,
+            retry,
             request_required: def
                 .get("request")
                 .and_then(|r| r.get("required"))

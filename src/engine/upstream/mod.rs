@@ -33,6 +33,7 @@ pub(crate) struct UpstreamSettings {
     pub(crate) retry: RetryPolicy,
 }
 
+pub(crate) use retry::DocumentRetry;
 pub use retry::RetryPolicy;
 
 /// The HTTP client shared by every statement.
@@ -107,8 +108,9 @@ impl Upstream {
         let mut pages = 0u32;
         let mut seen = std::collections::HashSet::new();
         loop {
-            let (status, response_headers, body) =
-                self.send_read(&method, &url, &headers, leg.auth).await?;
+            let (status, response_headers, body) = self
+                .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
+                .await?;
             if status == 404 {
                 return Ok(if pages == 0 {
                     LegEnd::NotFound
@@ -163,7 +165,10 @@ impl Upstream {
         }
         let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
         let (status, _, response) = match &body {
-            None if is_read => self.send_read(&method, &url, &headers, leg.auth).await?,
+            None if is_read => {
+                self.send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
+                    .await?
+            }
             _ => {
                 let body = body.as_ref().map(|(_, bytes)| bytes);
                 self.send(&method, &url, &headers, body, leg.auth).await?
@@ -175,24 +180,26 @@ impl Upstream {
         Ok((status, response))
     }
 
-    /// Sends one request of a read, retrying 408/429/502/503/504 and connection failures
-    /// with exponential backoff (honouring `Retry-After`), bounded by the retry policy's
-    /// attempts and total time.
+    /// Sends one request of a read, retrying 408/429/502/503/504 (or the document's
+    /// `retryable_conditions.status_codes`) and connection failures with exponential
+    /// backoff (honouring `Retry-After`), bounded by the retry policy's attempts and total
+    /// time; the document's `config.retry` fields replace the configured ones.
     async fn send_read(
         &self,
         method: &reqwest::Method,
         url: &Url,
         headers: &HeaderMap,
         auth: &AuthParts,
+        document_retry: Option<&retry::DocumentRetry>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        let policy = &self.settings.retry;
+        let policy = retry::EffectiveRetry::new(&self.settings.retry, document_retry);
         let started = tokio::time::Instant::now();
         let mut backoff = policy.initial_backoff;
         let mut attempt = 1u32;
         loop {
             let outcome = self.send(method, url, headers, None, auth).await;
             let wait = match &outcome {
-                Ok((status, response_headers, _)) if retry::is_retryable_status(*status) => {
+                Ok((status, response_headers, _)) if policy.retries_status(*status) => {
                     retry::retry_after(response_headers).unwrap_or(backoff)
                 }
                 Err(err) if err.kind() == ErrorKind::UpstreamUnavailable => backoff,
@@ -210,7 +217,7 @@ impl Upstream {
             );
             tokio::time::sleep(wait).await;
             attempt += 1;
-            backoff = (backoff * 2).min(policy.max_backoff);
+            backoff = policy.next_backoff(backoff);
         }
     }
 

@@ -33,6 +33,102 @@ pub(crate) fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 502 | 503 | 504)
 }
 
+/// Most attempts a provider document may ask for (documents are untrusted).
+const MAX_DOCUMENT_ATTEMPTS: u32 = 10;
+
+/// A provider document's `config.retry` (method, resource, service or provider level, the
+/// nearest wins, as in StackQL): each field it sets replaces the configured default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DocumentRetry {
+    /// `max_attempts` (at most 10).
+    pub(crate) max_attempts: Option<u32>,
+    /// `initial_delay_ms`.
+    pub(crate) initial_delay: Option<Duration>,
+    /// `max_delay_ms`.
+    pub(crate) max_delay: Option<Duration>,
+    /// `multiplier` (above 1).
+    pub(crate) multiplier: Option<f64>,
+    /// `retryable_conditions.status_codes`.
+    pub(crate) status_codes: Option<Vec<u16>>,
+}
+
+impl DocumentRetry {
+    /// Reads a `retry` object; `None` when it sets nothing usable.
+    pub(crate) fn parse(value: &serde_json::Value) -> Option<Self> {
+        let millis = |key: &str| {
+            value
+                .get(key)
+                .and_then(serde_json::Value::as_u64)
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis)
+        };
+        let retry = DocumentRetry {
+            max_attempts: value
+                .get("max_attempts")
+                .and_then(serde_json::Value::as_u64)
+                .filter(|n| *n >= 1)
+                .map(|n| n.min(u64::from(MAX_DOCUMENT_ATTEMPTS)) as u32),
+            initial_delay: millis("initial_delay_ms"),
+            max_delay: millis("max_delay_ms"),
+            multiplier: value
+                .get("multiplier")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|m| *m > 1.0 && m.is_finite()),
+            status_codes: value
+                .get("retryable_conditions")
+                .and_then(|c| c.get("status_codes"))
+                .and_then(serde_json::Value::as_array)
+                .map(|codes| {
+                    codes
+                        .iter()
+                        .filter_map(serde_json::Value::as_u64)
+                        .filter_map(|c| u16::try_from(c).ok())
+                        .collect::<Vec<u16>>()
+                })
+                .filter(|codes| !codes.is_empty()),
+        };
+        (retry != DocumentRetry::default()).then_some(retry)
+    }
+}
+
+/// The retry rules for one read: the configured policy with a document's fields over it.
+#[derive(Debug, Clone)]
+pub(crate) struct EffectiveRetry {
+    pub(crate) attempts: u32,
+    pub(crate) initial_backoff: Duration,
+    pub(crate) max_backoff: Duration,
+    pub(crate) max_elapsed: Duration,
+    pub(crate) multiplier: f64,
+    status_codes: Option<Vec<u16>>,
+}
+
+impl EffectiveRetry {
+    pub(crate) fn new(policy: &RetryPolicy, document: Option<&DocumentRetry>) -> Self {
+        let doc = document.cloned().unwrap_or_default();
+        EffectiveRetry {
+            attempts: doc.max_attempts.unwrap_or(policy.attempts),
+            initial_backoff: doc.initial_delay.unwrap_or(policy.initial_backoff),
+            max_backoff: doc.max_delay.unwrap_or(policy.max_backoff),
+            max_elapsed: policy.max_elapsed,
+            multiplier: doc.multiplier.unwrap_or(2.0),
+            status_codes: doc.status_codes,
+        }
+    }
+
+    /// Whether a read answered with `status` is tried again.
+    pub(crate) fn retries_status(&self, status: u16) -> bool {
+        match &self.status_codes {
+            Some(codes) => codes.contains(&status),
+            None => is_retryable_status(status),
+        }
+    }
+
+    /// The wait after `backoff`.
+    pub(crate) fn next_backoff(&self, backoff: Duration) -> Duration {
+        backoff.mul_f64(self.multiplier).min(self.max_backoff)
+    }
+}
+
 /// The wait a `Retry-After` header asks for: delay-seconds or an HTTP date.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers
@@ -69,5 +165,21 @@ mod tests {
         headers.insert("retry-after", "soon".parse().unwrap());
         assert_eq!(retry_after(&headers), None);
         assert!(is_retryable_status(429) && !is_retryable_status(500) && !is_retryable_status(403));
+    }
+
+    #[test]
+    fn document_retry_fields_replace_the_configured_ones() {
+        let doc = DocumentRetry::parse(&serde_json::json!({
+            "max_attempts": 50,
+            "initial_delay_ms": 5,
+            "retryable_conditions": {"status_codes": [500]}
+        }))
+        .unwrap();
+        let effective = EffectiveRetry::new(&RetryPolicy::default(), Some(&doc));
+        assert_eq!(effective.attempts, 10, "capped");
+        assert_eq!(effective.initial_backoff, Duration::from_millis(5));
+        assert_eq!(effective.max_backoff, Duration::from_secs(10));
+        assert!(effective.retries_status(500) && !effective.retries_status(503));
+        assert_eq!(DocumentRetry::parse(&serde_json::json!({})), None);
     }
 }
