@@ -181,7 +181,7 @@ fn param_named<'m>(method: &'m Method, name: &str) -> Option<&'m Param> {
     method
         .params
         .iter()
-        .find(|p| p.name.eq_ignore_ascii_case(name))
+        .find(|p| method.answers_to(&p.name, name))
 }
 
 /// The first method bound to `verb` whose required parameters every row supplies.
@@ -325,6 +325,7 @@ fn prepare(
                 )));
             }
             let field = name.strip_prefix(BODY_PREFIX).unwrap_or(&name).to_owned();
+            let field = wire_field(inner, body_schema.as_ref(), method, field)?;
             let value = body_value(inner, body_schema.as_ref(), &field, value, method)?;
             body.get_or_insert_with(Map::new).insert(field, value);
         }
@@ -352,6 +353,25 @@ fn prepare(
         method: method_index,
         resource,
     })
+}
+
+/// The body property a SQL name means: itself, or with a native casing the property whose
+/// snake_case form it is (`display_name` → `DisplayName`).
+fn wire_field(
+    inner: &Inner,
+    schema: Option<&SchemaAt>,
+    method: &Method,
+    field: String,
+) -> Result<String> {
+    let (Some(_), Some(schema)) = (&method.native_casing, schema) else {
+        return Ok(field);
+    };
+    Ok(schema
+        .properties(&inner.store)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .find(|name| name != &field && method.answers_to(name, &field))
+        .unwrap_or(field))
 }
 
 fn param_list(method: &Method) -> String {

@@ -68,17 +68,17 @@ fn plan_one(
         .collect();
     // A literal beats a link to another table for the same parameter.
     bindings.sort_by_key(|(_, source)| source.depends_on().is_some());
-    let bound = |param: &Param| -> Option<&Source> {
+    let bound = |method: &Method, param: &Param| -> Option<&Source> {
         bindings
             .iter()
-            .find(|(column, _)| column.eq_ignore_ascii_case(&param.name))
+            .find(|(column, _)| method.answers_to(&param.name, column))
             .map(|(_, source)| *source)
     };
 
     let candidates = resource.methods_for(SqlVerb::Select);
     let chosen = candidates
         .iter()
-        .position(|method| method.required_params().all(|p| bound(p).is_some()));
+        .position(|method| method.required_params().all(|p| bound(method, p).is_some()));
     let Some(chosen) = chosen else {
         if let Some(broken) = resource.broken_for(SqlVerb::Select) {
             return Err(broken);
@@ -95,7 +95,7 @@ fn plan_one(
     let mut params = Vec::new();
     let mut depends_on = Vec::new();
     for param in &method.params {
-        if let Some(source) = bound(param) {
+        if let Some(source) = bound(method, param) {
             if let Some(occurrence) = source.depends_on()
                 && !depends_on.contains(&occurrence)
             {
@@ -114,6 +114,14 @@ fn plan_one(
     for param in &method.params {
         if !contains_ci(&columns, &param.name) {
             columns.push(param.name.clone());
+        }
+    }
+    // With a native casing, each parameter is also a column under its snake_case name.
+    for param in &method.params {
+        if let Some(alias) = method.sql_alias(&param.name)
+            && !contains_ci(&columns, &alias)
+        {
+            columns.push(alias);
         }
     }
     Ok(TablePlan {

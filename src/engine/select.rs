@@ -374,9 +374,13 @@ async fn fetch_leg(
         auth,
         credentials: cx.credentials.as_ref(),
     };
+    let method = plan.method();
     let fixed: Vec<(String, SqlValue)> = leg
         .iter()
-        .map(|(p, v)| (p.name.clone(), v.sql.clone()))
+        .flat_map(|(p, v)| {
+            let alias = method.sql_alias(&p.name).map(|a| (a, v.sql.clone()));
+            std::iter::once((p.name.clone(), v.sql.clone())).chain(alias)
+        })
         .collect();
     let mut pages: Vec<Page> = Vec::new();
     let end = inner

@@ -382,3 +382,33 @@ async fn a_bare_parameter_name_equal_to_another_tables_column_fans_out() {
         ["/orgs/acme/repos", "/orgs/beta/repos", "/users/octo/orgs"]
     );
 }
+
+#[tokio::test]
+async fn native_casing_methods_answer_to_snake_case_names() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/casing/echo_strict",
+        Reply::json(json!({"VpcId": "vpc-1", "echoed_query": "VpcId=vpc-1"})),
+    );
+    mock.route(
+        "POST /casing/echo",
+        Reply::json(json!({"echoed_body": "{}", "ok": true})),
+    );
+    let e = providers_engine(&mock);
+    // `VpcId` is required; the snake_case name supplies it and filters in SQLite.
+    let out = run(
+        &e,
+        "SELECT VpcId, echoed_query FROM stackql_native_test.casing.echo_strict WHERE vpc_id = 'vpc-1'",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["vpc-1|VpcId=vpc-1"]);
+    run(
+        &e,
+        "INSERT INTO stackql_native_test.casing.echo (display_name, owner_id) VALUES ('n', 'o')",
+    )
+    .await;
+    let requests = mock.requests();
+    assert_eq!(requests[0].query.as_deref(), Some("VpcId=vpc-1"));
+    let body: serde_json::Value = serde_json::from_slice(&requests[1].body).unwrap();
+    assert_eq!(body, json!({"DisplayName": "n", "OwnerId": "o"}));
+}

@@ -424,6 +424,9 @@ pub(crate) struct Method {
     pub(crate) request_required: Vec<String>,
     /// The nearest `config.retry` (method, resource, service document, provider).
     pub(crate) retry: Option<DocumentRetry>,
+    /// `request.nativeCasing` (`pascal`, `camel`, `kebab`): the wire names of parameters and
+    /// body fields also answer to their snake_case form in SQL.
+    pub(crate) native_casing: Option<String>,
 }
 
 struct MethodContext<'a> {
@@ -587,6 +590,10 @@ impl Method {
             location: cx.location.clone(),
             request_body,
             retry,
+            native_casing: def
+                .get("request")
+                .and_then(|r| str_field(r, "nativeCasing"))
+                .filter(|c| !c.eq_ignore_ascii_case("snake")),
             request_required: def
                 .get("request")
                 .and_then(|r| r.get("required"))
@@ -651,6 +658,23 @@ impl Method {
             .and_then(|b| b.get("required"))
             .and_then(Value::as_bool)
             .unwrap_or(false)
+    }
+
+    /// The snake_case name SQL may use for the wire name `wire` (`VpcId` → `vpc_id`), when
+    /// the method declares a native casing and the two differ.
+    pub(crate) fn sql_alias(&self, wire: &str) -> Option<String> {
+        self.native_casing.as_ref()?;
+        let snake = to_snake(wire);
+        (!snake.eq_ignore_ascii_case(wire)).then_some(snake)
+    }
+
+    /// Whether the SQL name `sql` means the parameter or body field `wire`: the same name
+    /// (case-insensitive), or its snake_case alias.
+    pub(crate) fn answers_to(&self, wire: &str, sql: &str) -> bool {
+        wire.eq_ignore_ascii_case(sql)
+            || self
+                .sql_alias(wire)
+                .is_some_and(|alias| alias.eq_ignore_ascii_case(sql))
     }
 
     /// Parameters a statement must supply for this method to run.
@@ -742,6 +766,41 @@ impl Method {
     pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
         Ok(self.rows_and_columns(store)?.1)
     }
+}
+
+/// A wire name in snake_case as botocore's `xform_name` (and so StackQL) spells it:
+/// `VpcId` → `vpc_id`, `VPCEndpoint` → `vpc_endpoint`, `ARNs` → `ar_ns`. A name already
+/// holding `_` is kept.
+pub(crate) fn to_snake(name: &str) -> String {
+    use std::sync::LazyLock;
+    static FIRST_CAP: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new("(.)([A-Z][a-z]+)").ok());
+    static NUMBER_CAP: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new("([a-z])([0-9]+)").ok());
+    static END_CAP: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new("([a-z0-9])([A-Z])").ok());
+    static SPECIAL: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new("[A-Z]{2,}s$").ok());
+    if name.contains('_') {
+        return name.to_owned();
+    }
+    let (Some(first), Some(number), Some(end), Some(special)) = (
+        FIRST_CAP.as_ref(),
+        NUMBER_CAP.as_ref(),
+        END_CAP.as_ref(),
+        SPECIAL.as_ref(),
+    ) else {
+        return name.to_ascii_lowercase();
+    };
+    let mut name = name.to_owned();
+    if let Some(found) = special.find(&name).map(|m| m.start()) {
+        let tail = name[found..].to_ascii_lowercase();
+        name = format!("{}_{tail}", &name[..found]);
+    }
+    let s1 = first.replace_all(&name, "${1}_${2}");
+    let s2 = number.replace_all(&s1, "${1}_${2}");
+    let s3 = end.replace_all(&s2, "${1}_${2}");
+    s3.to_lowercase()
 }
 
 /// Walks a row locator through a schema to the schema of one row.
@@ -895,4 +954,19 @@ pub(crate) fn unescape_pointer(token: &str) -> String {
 
 fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_snake;
+
+    #[test]
+    fn snake_case_as_botocore() {
+        assert_eq!(to_snake("VpcId"), "vpc_id");
+        assert_eq!(to_snake("VPCEndpoint"), "vpc_endpoint");
+        assert_eq!(to_snake("DisplayName"), "display_name");
+        assert_eq!(to_snake("Ipv6Address"), "ipv_6_address");
+        assert_eq!(to_snake("ARNs"), "ar_ns");
+        assert_eq!(to_snake("already_snake"), "already_snake");
+    }
 }
