@@ -769,7 +769,7 @@ impl Method {
 }
 
 /// A wire name in snake_case as botocore's `xform_name` (and so StackQL) spells it:
-/// `VpcId` → `vpc_id`, `VPCEndpoint` → `vpc_endpoint`, `ARNs` → `ar_ns`. A name already
+/// `VpcId` → `vpc_id`, `VPCEndpoint` → `vpc_endpoint`, `ResourceARNs` → `resource_arns`. A name already
 /// holding `_` is kept.
 pub(crate) fn to_snake(name: &str) -> String {
     use std::sync::LazyLock;
@@ -966,7 +966,7 @@ mod tests {
         assert_eq!(to_snake("VPCEndpoint"), "vpc_endpoint");
         assert_eq!(to_snake("DisplayName"), "display_name");
         assert_eq!(to_snake("Ipv6Address"), "ipv_6_address");
-        assert_eq!(to_snake("ARNs"), "ar_ns");
+        assert_eq!(to_snake("ResourceARNs"), "resource_arns");
         assert_eq!(to_snake("already_snake"), "already_snake");
     }
 }
