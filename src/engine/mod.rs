@@ -11,6 +11,7 @@ mod error;
 mod eval;
 mod mutate;
 mod plan;
+mod pushdown;
 mod registry;
 mod reload;
 mod remote;

@@ -29,6 +29,8 @@ pub(crate) struct TablePlan {
     pub(crate) params: Vec<(Param, Source)>,
     /// Occurrences whose rows supply this one's parameters.
     pub(crate) depends_on: Vec<usize>,
+    /// OData query options pushed down to every request (`$filter`, `$top`, …).
+    pub(crate) pushdown: Vec<(Param, String)>,
 }
 
 impl TablePlan {
@@ -134,6 +136,7 @@ fn plan_one(
         locator,
         params,
         depends_on,
+        pushdown: Vec::new(),
     })
 }
 

@@ -127,7 +127,25 @@ fn prepare(
         ));
         providers.push(provider);
     }
-    let plans = plan_tables(&inner.store, &analysis, resources)?;
+    let mut plans = plan_tables(&inner.store, &analysis, resources)?;
+    if let [plan] = plans.as_mut_slice()
+        && let Some(pushdown) = &plan.method().pushdown
+        && !plan.dynamic_columns
+    {
+        let method = plan.method();
+        let response_columns: Vec<String> = plan
+            .star_columns
+            .iter()
+            .filter(|c| !method.params.iter().any(|p| method.answers_to(&p.name, c)))
+            .cloned()
+            .collect();
+        plan.pushdown = super::pushdown::odata_params(
+            pushdown,
+            &query,
+            &analysis.occurrences[0].alias,
+            &response_columns,
+        );
+    }
     expand_wildcards(&mut query, &analysis, &|i| {
         plans
             .get(i)
@@ -370,7 +388,11 @@ async fn fetch_leg(
     let request = Leg {
         method: plan.method(),
         base_url: job.base_url.as_deref(),
-        values: leg.iter().map(|(p, v)| (*p, v.text.clone())).collect(),
+        values: leg
+            .iter()
+            .map(|(p, v)| (*p, v.text.clone()))
+            .chain(plan.pushdown.iter().map(|(p, v)| (p, v.clone())))
+            .collect(),
         auth,
         credentials: cx.credentials.as_ref(),
     };

@@ -412,3 +412,52 @@ async fn native_casing_methods_answer_to_snake_case_names() {
     let body: serde_json::Value = serde_json::from_slice(&requests[1].body).unwrap();
     assert_eq!(body, json!({"DisplayName": "n", "OwnerId": "o"}));
 }
+
+#[tokio::test]
+async fn odata_query_options_are_pushed_down() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/odata/people",
+        Reply::json(json!({"value": [
+            {"name": "ann", "city": "Paris", "age": 41},
+            {"name": "bob", "city": "Paris", "age": 35}
+        ]})),
+    );
+    let e = providers_engine(&mock);
+    let out = run(
+        &e,
+        "SELECT name, city FROM stackql_native_test.odata.people WHERE city = 'Paris' AND age > 30 ORDER BY name LIMIT 5",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["ann|Paris", "bob|Paris"]);
+    let query = |i: usize| {
+        let requests = mock.requests();
+        let q = requests[i].query.clone().unwrap_or_default();
+        url_decode(&q)
+    };
+    assert_eq!(
+        query(0),
+        "$filter=city eq 'Paris' and age gt 30&$orderby=name asc&$select=name,city,age&$top=5"
+    );
+    // A predicate that cannot be pushed keeps $top back (SQLite filters after it), and a
+    // column outside supportedColumns keeps $select back.
+    run(
+        &e,
+        "SELECT name FROM stackql_native_test.odata.people_restricted WHERE city = 'Paris' AND name LIKE 'a%' LIMIT 1",
+    )
+    .await;
+    assert_eq!(query(1), "$filter=city eq 'Paris'&$select=name,city");
+    run(
+        &e,
+        "SELECT name FROM stackql_native_test.odata.people_restricted WHERE age >= 18",
+    )
+    .await;
+    assert_eq!(query(2), "$filter=age ge 18");
+}
+
+fn url_decode(query: &str) -> String {
+    url::form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}

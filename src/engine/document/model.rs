@@ -424,6 +424,8 @@ pub(crate) struct Method {
     pub(crate) request_required: Vec<String>,
     /// The nearest `config.retry` (method, resource, service document, provider).
     pub(crate) retry: Option<DocumentRetry>,
+    /// The nearest `config.queryParamPushdown` (method, resource, service document).
+    pub(crate) pushdown: Option<Value>,
     /// `request.nativeCasing` (`pascal`, `camel`, `kebab`): the wire names of parameters and
     /// body fields also answer to their snake_case form in SQL.
     pub(crate) native_casing: Option<String>,
@@ -590,6 +592,19 @@ impl Method {
             location: cx.location.clone(),
             request_body,
             retry,
+            pushdown: [
+                def.get("config"),
+                cx.resource_config,
+                op_doc.value.get("x-stackQL-config"),
+                cx.service.doc.value.get("x-stackQL-config"),
+            ]
+            .into_iter()
+            .flatten()
+            .find_map(|c| {
+                c.get("queryParamPushdown")
+                    .filter(|p| p.is_object())
+                    .cloned()
+            }),
             native_casing: def
                 .get("request")
                 .and_then(|r| str_field(r, "nativeCasing"))

@@ -5,7 +5,17 @@ mod mutation;
 mod tables;
 
 pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
-pub(crate) use tables::{Analysis, Source, analyse, expand_wildcards};
+pub(crate) use tables::{Analysis, Literal, Source, analyse, expand_wildcards};
+
+/// Splits `a AND b AND …` into its conjuncts.
+pub(crate) fn split_conjuncts(expr: &sqlparser::ast::Expr, out: &mut Vec<sqlparser::ast::Expr>) {
+    tables::split_and(expr, out);
+}
+
+/// A literal (string, number, boolean as 1/0); `None` for anything else or NULL.
+pub(crate) fn literal_of(expr: &sqlparser::ast::Expr) -> Option<Literal> {
+    tables::literal(expr)
+}
 
 use sqlparser::ast::{Query, Statement as SqlStatement};
 use sqlparser::dialect::SQLiteDialect;
