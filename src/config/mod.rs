@@ -363,6 +363,7 @@ impl Config {
                         max_backoff: upstream.retry.max_backoff,
                         max_elapsed: upstream.retry.max_elapsed,
                     },
+                    await_operations: Default::default(),
                 },
                 document_cache_size: raw.registry.document_cache_size,
                 max_result_rows: raw.limits.max_result_rows,

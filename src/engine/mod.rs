@@ -10,6 +10,7 @@ mod document;
 mod error;
 mod eval;
 mod mutate;
+mod operation;
 mod plan;
 mod pushdown;
 mod registry;
@@ -75,6 +76,27 @@ pub struct UpstreamLimits {
     pub max_response_bytes: usize,
     /// Retries of reads (GET/HEAD) on 408/429/502/503/504 and connection failures.
     pub retry: RetryPolicy,
+    /// Polling of long-running operations for `/*+ AWAIT */`.
+    pub await_operations: AwaitLimits,
+}
+
+/// How `/*+ AWAIT */` polls an operation (StackQL polls every 10 s).
+#[derive(Debug, Clone)]
+pub struct AwaitLimits {
+    /// Wait between polls of the operation's `selfLink`.
+    pub poll_interval: Duration,
+    /// The statement fails once the operation has been awaited this long (the operation
+    /// itself goes on upstream).
+    pub max_wait: Duration,
+}
+
+impl Default for AwaitLimits {
+    fn default() -> Self {
+        AwaitLimits {
+            poll_interval: Duration::from_secs(10),
+            max_wait: Duration::from_secs(600),
+        }
+    }
 }
 
 impl Default for UpstreamLimits {
@@ -87,6 +109,7 @@ impl Default for UpstreamLimits {
             max_requests_per_statement: 100,
             max_response_bytes: 64 * 1024 * 1024,
             retry: RetryPolicy::default(),
+            await_operations: AwaitLimits::default(),
         }
     }
 }

@@ -90,7 +90,16 @@ pub(crate) async fn run_mutation(
     })
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
-    send_all(inner, cx, &prepared, returning.as_ref(), verb.as_str()).await
+    let awaiting = mutation.await_operation;
+    send_all(
+        inner,
+        cx,
+        &prepared,
+        returning.as_ref(),
+        verb.as_str(),
+        awaiting,
+    )
+    .await
 }
 
 /// One request's values per combination of the WHERE values (`key IN (…)` fans out, in
@@ -150,7 +159,15 @@ pub(crate) async fn run_exec(
     })
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
-    send_all(inner, cx, &prepared, Some(&Returning::All), "EXEC").await
+    send_all(
+        inner,
+        cx,
+        &prepared,
+        Some(&Returning::All),
+        "EXEC",
+        exec.await_operation,
+    )
+    .await
 }
 
 fn named_row(columns: &[String], row: Vec<Scalar>) -> Result<Vec<(String, Scalar)>> {
@@ -472,9 +489,13 @@ async fn send_all(
     prepared: &Prepared,
     returning: Option<&Returning>,
     verb: &str,
+    awaiting: bool,
 ) -> Result<QueryOutput> {
     let resource = &prepared.resource;
     let method = prepared.method();
+    if awaiting {
+        super::operation::check_awaitable(&inner.store, method)?;
+    }
     let auth = resolve_auth(
         &inner.upstream,
         &resource.provider,
@@ -485,6 +506,7 @@ async fn send_all(
     let total = prepared.requests.len();
     let mut messages = Vec::with_capacity(total);
     let mut bodies = Vec::new();
+    let mut targets = false;
     for (index, request) in prepared.requests.iter().enumerate() {
         let leg = Leg {
             method,
@@ -514,19 +536,71 @@ async fn send_all(
             status,
             "write request succeeded"
         );
-        messages.push(format!(
-            "{verb} {}: {}.{} answered {status}; the operation was despatched successfully",
-            resource.full_name(),
-            resource.name,
-            method.name
-        ));
+        let (response, awaited) = if awaiting {
+            let done = super::operation::await_operation(
+                &inner.upstream,
+                &inner.config.upstream.await_operations,
+                &leg,
+                &response,
+                returning.is_some(),
+            )
+            .await
+            .map_err(|err| {
+                if total > 1 {
+                    err.with_note(&format!(
+                        "awaiting request {} of {total}; the {index} before it completed and are not undone",
+                        index + 1
+                    ))
+                } else {
+                    err
+                }
+            })?;
+            messages.push(format!(
+                "{verb} {}: {}.{} answered {status}; operation {} completed",
+                resource.full_name(),
+                resource.name,
+                method.name,
+                done.name.as_deref().unwrap_or("(unnamed)")
+            ));
+            targets |= done.is_target;
+            (done.body, true)
+        } else {
+            (response, false)
+        };
+        if !awaited {
+            messages.push(format!(
+                "{verb} {}: {}.{} answered {status}; the operation was despatched successfully",
+                resource.full_name(),
+                resource.name,
+                method.name
+            ));
+        }
         if returning.is_some() && !response.iter().all(u8::is_ascii_whitespace) {
             bodies.push(response);
         }
     }
     let mut output = match returning {
+        // The awaited operations' targets: one row each, columns from the data.
+        Some(returning) if targets => {
+            let locator = Arc::new(RowLocator::Path(Vec::new()));
+            returned_rows(
+                locator,
+                Vec::new(),
+                bodies,
+                returning,
+                inner.config.max_result_rows,
+            )
+            .await?
+        }
         Some(returning) if !bodies.is_empty() => {
-            returned_rows(prepared, bodies, returning, inner.config.max_result_rows).await?
+            returned_rows(
+                prepared.locator.clone(),
+                prepared.columns.clone(),
+                bodies,
+                returning,
+                inner.config.max_result_rows,
+            )
+            .await?
         }
         _ => QueryOutput::default(),
     };
@@ -539,14 +613,13 @@ async fn send_all(
 /// Rows of the responses, located and typed as the method's select rows would be, then
 /// projected to the `RETURNING` columns.
 async fn returned_rows(
-    prepared: &Prepared,
+    locator: Arc<RowLocator>,
+    mut columns: Vec<String>,
     bodies: Vec<Bytes>,
     returning: &Returning,
     max_rows: usize,
 ) -> Result<QueryOutput> {
-    let locator = prepared.locator.clone();
     let db = Database::open().await?;
-    let mut columns = prepared.columns.clone();
     for body in &bodies {
         // A body that is not JSON carries no rows; the messages still report success.
         let Ok(found) = db.discover(body.clone(), locator.clone()).await else {

@@ -461,3 +461,81 @@ fn url_decode(query: &str) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+#[tokio::test]
+async fn await_polls_the_operation_and_returning_reads_its_target() {
+    let mock = Mock::start().await;
+    let base = mock.url();
+    mock.route(
+        "POST /projects/p1/zones/z1/instances",
+        Reply::json(json!({
+            "name": "op-1", "status": "RUNNING",
+            "selfLink": format!("{base}/projects/p1/zones/z1/operations/op-1")
+        })),
+    );
+    mock.route_sequence(
+        "/projects/p1/zones/z1/operations/op-1",
+        vec![
+            Reply::json(json!({
+                "name": "op-1", "status": "RUNNING",
+                "selfLink": format!("{base}/projects/p1/zones/z1/operations/op-1")
+            })),
+            Reply::json(json!({
+                "name": "op-1", "status": "DONE", "endTime": "2026-01-01T00:00:00Z",
+                "targetLink": format!("{base}/projects/p1/zones/z1/instances/vm1")
+            })),
+        ],
+    );
+    mock.route(
+        "/projects/p1/zones/z1/instances/vm1",
+        Reply::json(json!({"name": "vm1", "status": "PROVISIONING"})),
+    );
+    let mut config = EngineConfig::new(crate::corpus::providers_root());
+    config.upstream.await_operations.poll_interval = std::time::Duration::from_millis(10);
+    for provider in ["google", "github"] {
+        config.providers.insert(
+            provider.to_owned(),
+            querygate::engine::ProviderSettings {
+                base_url: Some(base.clone()),
+                ..Default::default()
+            },
+        );
+    }
+    config.providers.get_mut("google").unwrap().auth =
+        Some(json!({"type": "bearer", "credentialsenvvar": "GOOGLE_TOKEN"}));
+    let e = Engine::new(config).unwrap();
+    let out = run(
+        &e,
+        "INSERT /*+ AWAIT */ INTO google.compute.instances (project, zone, name) VALUES ('p1', 'z1', 'vm1') RETURNING name, status",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["vm1|PROVISIONING"]);
+    assert!(
+        out.messages[0].ends_with("operation op-1 completed"),
+        "{:?}",
+        out.messages
+    );
+    let polls = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/operations/op-1"))
+        .count();
+    assert_eq!(polls, 2);
+    // Every poll carries the provider's auth, and only to the request's origin.
+    assert!(
+        mock.requests()
+            .iter()
+            .all(|r| r.headers["authorization"] == "Bearer google-token")
+    );
+
+    // A method whose response is no Operation cannot be awaited.
+    let err = e
+        .execute(
+            &providers_context(),
+            "INSERT /*+ AWAIT */ INTO github.repos.repos (org, name) VALUES ('acme', 'r')",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is not awaitable"), "{err}");
+}

@@ -727,6 +727,36 @@ impl Method {
         }
     }
 
+    /// The name of the success response's schema when it is a `$ref`
+    /// (`#/components/schemas/Operation` → `Operation`).
+    pub(crate) fn response_schema_name(&self, store: &DocumentStore) -> Result<Option<String>> {
+        let Some(Value::Object(responses)) = self.operation.get("responses") else {
+            return Ok(None);
+        };
+        let key = self
+            .response
+            .doc_key
+            .clone()
+            .or_else(|| responses.keys().find(|k| k.starts_with('2')).cloned());
+        let Some(response) = key.and_then(|k| responses.get(&k)) else {
+            return Ok(None);
+        };
+        let (_, response) = deref(store, &self.operation_doc, response)?;
+        let content = response.get("content");
+        let media = self
+            .response
+            .media_type
+            .as_deref()
+            .and_then(|m| content.and_then(|c| c.get(m)))
+            .or_else(|| content.and_then(|c| c.get("application/json")));
+        Ok(media
+            .and_then(|m| m.get("schema"))
+            .and_then(|s| s.get("$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.rsplit('/').next())
+            .map(str::to_owned))
+    }
+
     /// Where rows sit in a response, and the schema of one row.
     fn row_shape(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
         let schema = self.response_schema(store)?;

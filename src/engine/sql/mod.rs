@@ -133,8 +133,41 @@ pub(crate) fn parse(sql: &str) -> Result<Statement> {
     parse_with(sql, &mut |_| {})
 }
 
-/// Parses one statement, showing `inspect` every sqlparser statement it is built from.
+/// Whether the statement carries StackQL's `/*+ AWAIT */` hint (a `/*+ … */` comment
+/// naming AWAIT).
+fn has_await_hint(sql: &str) -> bool {
+    let Ok(tokens) = Tokenizer::new(&SQLiteDialect {}, sql).tokenize() else {
+        return false;
+    };
+    tokens.iter().any(|token| match token {
+        Token::Whitespace(sqlparser::tokenizer::Whitespace::MultiLineComment(text)) => {
+            text.trim_start().strip_prefix('+').is_some_and(|hint| {
+                hint.split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|word| word.eq_ignore_ascii_case("AWAIT"))
+            })
+        }
+        _ => false,
+    })
+}
+
+/// Parses one statement, showing `inspect` every sqlparser statement it is built from; a
+/// write or EXEC records the `/*+ AWAIT */` hint.
 fn parse_with(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
+    let statement = parse_statement(sql, inspect)?;
+    Ok(match statement {
+        Statement::Mutation(mut mutation) => {
+            mutation.await_operation = has_await_hint(sql);
+            Statement::Mutation(mutation)
+        }
+        Statement::Exec(mut exec) => {
+            exec.await_operation = has_await_hint(sql);
+            Statement::Exec(exec)
+        }
+        other => other,
+    })
+}
+
+fn parse_statement(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
     if let Some(rest) = strip_keyword(sql.trim_start(), "REGISTRY") {
         return parse_registry(rest).map(Statement::Registry);
     }

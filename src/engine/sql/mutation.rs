@@ -71,6 +71,8 @@ pub(crate) struct Mutation {
     /// values (one for `=`); an `IN` list makes one request per value.
     pub(crate) conditions: Vec<(String, Vec<Scalar>)>,
     pub(crate) returning: Option<Returning>,
+    /// `/*+ AWAIT */`: wait for the long-running operation the write starts.
+    pub(crate) await_operation: bool,
 }
 
 /// `EXEC p.s.r.method @a = 'v', … [, @@json = '{…}']`.
@@ -81,6 +83,8 @@ pub(crate) struct Exec {
     pub(crate) args: Vec<(String, Scalar)>,
     /// The `@@json` request body, as written.
     pub(crate) json_body: Option<String>,
+    /// `/*+ AWAIT */`: wait for the long-running operation the call starts.
+    pub(crate) await_operation: bool,
 }
 
 fn target3(name: &ObjectName, verb: &str) -> Result<[String; 3]> {
@@ -265,6 +269,7 @@ pub(crate) fn insert(insert: Insert) -> Result<Mutation> {
         assignments: Vec::new(),
         conditions: Vec::new(),
         returning: returning(insert.returning.as_ref())?,
+        await_operation: false,
     })
 }
 
@@ -307,6 +312,7 @@ pub(crate) fn update(update: Update, replace: bool) -> Result<Mutation> {
         assignments,
         conditions: conditions(update.selection.as_ref(), verb_name)?,
         returning: returning(update.returning.as_ref())?,
+        await_operation: false,
     })
 }
 
@@ -337,6 +343,7 @@ pub(crate) fn delete(delete: Delete) -> Result<Mutation> {
         assignments: Vec::new(),
         conditions: conditions(delete.selection.as_ref(), "DELETE")?,
         returning: returning(delete.returning.as_ref())?,
+        await_operation: false,
     })
 }
 
@@ -426,6 +433,7 @@ pub(crate) fn exec(tokens: &[Token]) -> Result<Exec> {
         target,
         args,
         json_body,
+        await_operation: false,
     })
 }
 

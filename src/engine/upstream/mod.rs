@@ -141,6 +141,38 @@ impl Upstream {
         }
     }
 
+    /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
+    /// (retried). The link must be on the origin of `leg`'s request: credentials are never
+    /// sent to another host.
+    pub(crate) async fn get_link(&self, leg: &Leg<'_>, link: &str) -> Result<Bytes> {
+        let (request_url, mut headers) = build_request(leg)?;
+        headers.remove(reqwest::header::CONTENT_TYPE);
+        let url = request_url.join(link).map_err(|err| {
+            Error::new(
+                ErrorKind::Upstream,
+                format!("the operation's link is not a URL: {err}"),
+            )
+        })?;
+        if url.origin() != request_url.origin() {
+            return Err(Error::new(
+                ErrorKind::Upstream,
+                format!(
+                    "refusing to follow the operation's link to another origin ({}) than the request's ({})",
+                    url.origin().ascii_serialization(),
+                    request_url.origin().ascii_serialization()
+                ),
+            ));
+        }
+        let method = reqwest::Method::GET;
+        let (status, _, body) = self
+            .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(&method, &url, status, &body));
+        }
+        Ok(body)
+    }
+
     /// One request of a write or a lifecycle operation: no pagination, and any non-2xx
     /// status (404 included) is an error. GET and HEAD are retried as reads are; anything
     /// else is sent exactly once.
