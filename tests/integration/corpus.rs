@@ -341,6 +341,65 @@ const CASES: &[Case] = &[
         columns: "name",
         rows: &["a", "b"],
     },
+    Case {
+        name: "bare-name join equality",
+        sql: "SELECT r.name FROM github.orgs.orgs o INNER JOIN github.repos.repos r ON org = o.login WHERE o.username = 'octo' ORDER BY r.name",
+        routes: &[
+            ("/users/octo/orgs", r#"[{"login":"acme"}]"#),
+            ("/orgs/acme/repos", r#"[{"name":"a"},{"name":"b"}]"#),
+        ],
+        columns: "name",
+        rows: &["a", "b"],
+    },
+    Case {
+        name: "DELETE … WHERE key IN (…)",
+        sql: "DELETE FROM digitalocean.droplets.droplets WHERE droplet_id IN (1, 2)",
+        routes: &[("/v2/droplets/1", "{}"), ("/v2/droplets/2", "{}")],
+        columns: "",
+        rows: &[],
+    },
+    Case {
+        name: "UPDATE … WHERE key IN (…)",
+        sql: "UPDATE google.storage.buckets SET labels = '{\"env\":\"prod\"}' WHERE bucket IN ('b1', 'b2')",
+        routes: &[("/b/b1", r#"{"name":"b1"}"#), ("/b/b2", r#"{"name":"b2"}"#)],
+        columns: "",
+        rows: &[],
+    },
+    Case {
+        name: "snake_case alias of a native-casing parameter",
+        sql: "SELECT VpcId FROM stackql_native_test.casing.echo_strict WHERE vpc_id = 'vpc-1'",
+        routes: &[("/casing/echo_strict", r#"{"VpcId":"vpc-1"}"#)],
+        columns: "VpcId",
+        rows: &["vpc-1"],
+    },
+    Case {
+        name: "OData push-down keeps StackQL's rows",
+        sql: "SELECT name FROM stackql_native_test.odata.people WHERE city = 'Paris' ORDER BY name LIMIT 1",
+        routes: &[(
+            "/odata/people",
+            r#"{"value":[{"name":"ann","city":"Paris"}]}"#,
+        )],
+        columns: "name",
+        rows: &["ann"],
+    },
+    Case {
+        name: "SHOW METHODS google storage buckets (StackQL's expected output)",
+        sql: "SHOW METHODS IN google.storage.buckets LIKE '%Iam%'",
+        routes: &[],
+        columns: "MethodName,RequiredParams,SQLVerb",
+        rows: &[
+            "getIamPolicy|bucket|EXEC",
+            "setIamPolicy|bucket, data__bindings|EXEC",
+            "testIamPermissions|bucket, permissions|EXEC",
+        ],
+    },
+    Case {
+        name: "SHOW METHODS with a server variable",
+        sql: "SHOW METHODS IN stackql_native_test.srvvar.items",
+        routes: &[],
+        columns: "MethodName,RequiredParams,SQLVerb",
+        rows: &["select|deployment|SELECT"],
+    },
 ];
 
 async fn run_case(case: &Case) -> Result<(), String> {
