@@ -211,6 +211,14 @@ impl Engine {
     pub async fn run(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<QueryOutput> {
         match statement.statement {
             sql::Statement::Query(query) => select::run(&self.inner, cx, query).await,
+            sql::Statement::QueryOverExec { query, execs } => {
+                let mut sources = Vec::with_capacity(execs.len());
+                for (index, exec) in execs.into_iter().enumerate() {
+                    let out = mutate::run_exec(&self.inner, cx, exec).await?;
+                    sources.push((sql::exec_table(index), out));
+                }
+                select::run_with(&self.inner, cx, query, sources).await
+            }
             sql::Statement::Mutation(mutation) => {
                 mutate::run_mutation(&self.inner, cx, mutation).await
             }
@@ -416,6 +424,8 @@ impl PreparedStatement {
         let (statement, nested) = sql::parse_nested(sql)?;
         let kind = match &statement {
             sql::Statement::Query(_) => StatementKind::Select,
+            // The EXECs run whatever their methods do: the statement is as dangerous as they.
+            sql::Statement::QueryOverExec { .. } => StatementKind::Exec,
             sql::Statement::Show { .. } | sql::Statement::Describe { .. } => {
                 StatementKind::Metadata
             }
@@ -434,6 +444,7 @@ impl PreparedStatement {
                 StatementKind::RegistryPull
             }
         };
+        let nested = nested || matches!(statement, sql::Statement::QueryOverExec { .. });
         Ok(PreparedStatement {
             statement,
             kind,

@@ -40,6 +40,17 @@ pub(crate) async fn run(
     cx: &ExecContext,
     query: Box<Query>,
 ) -> Result<QueryOutput> {
+    run_with(inner, cx, query, Vec::new()).await
+}
+
+/// Runs a query statement over API tables and `sources`: local tables filled from results
+/// already at hand (the rows of `(EXEC …)` row sources), by name.
+pub(crate) async fn run_with(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    query: Box<Query>,
+    sources: Vec<(String, QueryOutput)>,
+) -> Result<QueryOutput> {
     let planner = inner.clone();
     let plan_cx = cx.clone();
     let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
@@ -47,6 +58,9 @@ pub(crate) async fn run(
         .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
 
     let db = Database::open().await?;
+    for (table, rows) in sources {
+        load_output(&db, &table, rows).await?;
+    }
     let budget = Budget {
         requests: AtomicUsize::new(0),
         limit: inner.config.upstream.max_requests_per_statement,
@@ -76,6 +90,41 @@ pub(crate) async fn run(
     let mut output = db.query(sql, inner.config.max_result_rows).await?;
     output.warnings = warnings;
     Ok(output)
+}
+
+/// Fills `table` with a result's rows (as JSON objects: nested JSON stays text).
+async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<()> {
+    db.create_table(table, output.columns.clone()).await?;
+    let rows: Vec<Value> = output
+        .rows
+        .into_iter()
+        .map(|row| {
+            Value::Object(
+                output
+                    .columns
+                    .iter()
+                    .cloned()
+                    .zip(row.into_iter().map(|cell| match cell {
+                        Cell::Null => Value::Null,
+                        Cell::Integer(i) => Value::from(i),
+                        Cell::Real(r) => Value::from(r),
+                        Cell::Text(t) => Value::String(t),
+                        Cell::Blob(b) => Value::String(String::from_utf8_lossy(&b).into_owned()),
+                    }))
+                    .collect(),
+            )
+        })
+        .collect();
+    let body = bytes::Bytes::from(Value::Array(rows).to_string());
+    db.load(
+        table,
+        body,
+        Arc::new(RowLocator::Path(Vec::new())),
+        Vec::new(),
+    )?
+    .await
+    .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+    Ok(())
 }
 
 /// Plans a query statement and checks it without calling any upstream API: the tables,

@@ -539,3 +539,25 @@ async fn await_polls_the_operation_and_returning_reads_its_target() {
         .to_string();
     assert!(err.contains("is not awaitable"), "{err}");
 }
+
+#[tokio::test]
+async fn exec_is_a_row_source_of_a_select() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/orgs/acme/repos",
+        Reply::json(json!([
+            {"name": "a", "private": false, "topics": ["x"]},
+            {"name": "b", "private": true}
+        ])),
+    );
+    let e = providers_engine(&mock);
+    let sql = "SELECT x.name, x.topics FROM (EXEC github.repos.repos.list_for_org @org = 'acme') AS x WHERE x.private = 0";
+    // It runs a method: the gate sees an EXEC, never a read.
+    let prepared = querygate::engine::PreparedStatement::parse(sql).unwrap();
+    assert_eq!(prepared.kind(), querygate::engine::StatementKind::Exec);
+    assert!(prepared.nests_statements());
+    let out = run(&e, sql).await;
+    assert_eq!(out.columns, ["name", "topics"]);
+    assert_eq!(row_lines(&out), [r#"a|["x"]"#]);
+    assert_eq!(mock.paths(), ["/orgs/acme/repos"]);
+}

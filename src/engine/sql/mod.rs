@@ -1,9 +1,11 @@
 //! Statement parsing: standard SQL through sqlparser (SQLite dialect), and StackQL's own
 //! statements (`SHOW`, `DESCRIBE`, `EXEC`, `REGISTRY`) through a small parser of ours.
 
+mod exec_source;
 mod mutation;
 mod tables;
 
+pub(crate) use exec_source::exec_table;
 pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
 pub(crate) use tables::{Analysis, Literal, Source, analyse, expand_wildcards};
 
@@ -29,6 +31,9 @@ use super::error::{Error, Result};
 pub(crate) enum Statement {
     /// A query (SELECT, WITH, UNION, VALUES).
     Query(Box<Query>),
+    /// A query reading `(EXEC …)` row sources: the EXECs run first, in order, and their rows
+    /// fill the local tables `__qg_exec0`, `__qg_exec1`, … the query names.
+    QueryOverExec { query: Box<Query>, execs: Vec<Exec> },
     /// `SHOW PROVIDERS|SERVICES IN p|RESOURCES IN p.s|METHODS IN p.s.r [LIKE 'pat']`.
     Show {
         what: ShowWhat,
@@ -187,6 +192,14 @@ fn parse_statement(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<
         }
         _ => {}
     }
+    if let Some((rewritten, execs)) = exec_source::extract(sql)? {
+        return match parse_statement(&rewritten, inspect)? {
+            Statement::Query(query) => Ok(Statement::QueryOverExec { query, execs }),
+            _ => Err(Error::invalid_sql(
+                "(EXEC …) is a row source of a SELECT: SELECT … FROM (EXEC p.s.r.method @a = 'v') AS x",
+            )),
+        };
+    }
     let mut statements = Parser::parse_sql(&SQLiteDialect {}, sql)
         .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
     if statements.len() != 1 {
@@ -244,7 +257,7 @@ fn parse_replace(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<St
 }
 
 /// The byte offset of a 1-based line and column (in characters) of `text`.
-fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
+pub(super) fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
     let mut offset = 0;
     for (index, content) in text.split_inclusive('\n').enumerate() {
         if index as u64 + 1 == line {
