@@ -400,6 +400,13 @@ const CASES: &[Case] = &[
         columns: "MethodName,RequiredParams,SQLVerb",
         rows: &["select|deployment|SELECT"],
     },
+    Case {
+        name: "EXEC as a row source",
+        sql: "SELECT x.name FROM (EXEC github.repos.repos.list_for_org @org = 'acme') AS x ORDER BY x.name",
+        routes: &[("/orgs/acme/repos", r#"[{"name":"b"},{"name":"a"}]"#)],
+        columns: "name",
+        rows: &["a", "b"],
+    },
 ];
 
 async fn run_case(case: &Case) -> Result<(), String> {
