@@ -444,7 +444,6 @@ impl PreparedStatement {
                 StatementKind::RegistryPull
             }
         };
-        let nested = nested || matches!(statement, sql::Statement::QueryOverExec { .. });
         Ok(PreparedStatement {
             statement,
             kind,

@@ -552,10 +552,14 @@ async fn exec_is_a_row_source_of_a_select() {
     );
     let e = providers_engine(&mock);
     let sql = "SELECT x.name, x.topics FROM (EXEC github.repos.repos.list_for_org @org = 'acme') AS x WHERE x.private = 0";
-    // It runs a method: the gate sees an EXEC, never a read.
+    // It runs a method: the gate sees an EXEC (lifecycle), never a read.
     let prepared = querygate::engine::PreparedStatement::parse(sql).unwrap();
     assert_eq!(prepared.kind(), querygate::engine::StatementKind::Exec);
-    assert!(prepared.nests_statements());
+    let parsed = querygate::engine::ParsedSql::parse(sql);
+    assert_eq!(
+        querygate::policy::classify(&parsed),
+        querygate::policy::QueryClass::Lifecycle
+    );
     let out = run(&e, sql).await;
     assert_eq!(out.columns, ["name", "topics"]);
     assert_eq!(row_lines(&out), [r#"a|["x"]"#]);
