@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::problems::Problems;
+
 /// Where redeemed approval ids are kept, so each approval runs its call at most once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,18 +50,18 @@ impl Default for RawApproval {
 }
 
 /// Checks the section, pushing each problem with its key.
-pub(super) fn check_approval(raw: RawApproval, problems: &mut Vec<String>) -> ApprovalConfig {
+pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> ApprovalConfig {
     if raw.ttl.is_zero() {
-        problems.push("approval.ttl must be greater than 0".to_owned());
+        problems.push("approval.ttl", "must be greater than 0");
     } else if raw.ttl > Duration::from_secs(24 * 3600) {
-        problems.push("approval.ttl must be at most 24h".to_owned());
+        problems.push("approval.ttl", "must be at most 24h");
     }
     for (i, file) in raw.key_files.iter().enumerate() {
         if raw.key_files[..i].contains(file) {
-            problems.push(format!(
-                "approval.key_files names '{}' twice",
-                file.display()
-            ));
+            problems.push(
+                "approval.key_files",
+                format!("names '{}' twice", file.display()),
+            );
         }
     }
     ApprovalConfig {

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::problems::Problems;
+
 /// What the YAML file and environment may say under `database:`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -83,21 +85,21 @@ pub struct DatabaseConfig {
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
-        check_database(RawDatabase::default(), &mut Vec::new())
+        check_database(RawDatabase::default(), &mut Problems::default())
     }
 }
 
 /// Checks the section, adding every problem (naming its key) to `problems`.
-pub(super) fn check_database(raw: RawDatabase, problems: &mut Vec<String>) -> DatabaseConfig {
+pub(super) fn check_database(raw: RawDatabase, problems: &mut Problems) -> DatabaseConfig {
     let url = raw.url.filter(|u| !u.trim().is_empty());
     let url = match (url, raw.url_file) {
         (Some(_), Some(_)) => {
-            problems.push("database.url and database.url_file are both set; keep one".to_owned());
+            problems.push("database.url", "database.url and database.url_file are both set; keep one");
             None
         }
         (Some(url), None) => {
             if let Err(problem) = check_url(&url) {
-                problems.push(format!("database.url {problem}"));
+                problems.push("database.url", problem);
             }
             Some(DatabaseUrl::Inline(SecretUrl(url.trim().to_owned())))
         }
@@ -105,15 +107,15 @@ pub(super) fn check_database(raw: RawDatabase, problems: &mut Vec<String>) -> Da
         (None, None) => None,
     };
     if raw.max_connections == 0 {
-        problems.push("database.max_connections must be greater than 0".to_owned());
+        problems.push("database.max_connections", "must be greater than 0");
     }
     if raw.connect_timeout.is_zero() {
-        problems.push("database.connect_timeout must be greater than 0".to_owned());
+        problems.push("database.connect_timeout", "must be greater than 0");
     }
     if raw.migrate_on_start && url.is_none() {
         problems.push(
-            "database.migrate_on_start is set but neither database.url nor database.url_file is"
-                .to_owned(),
+            "database.migrate_on_start",
+            "is set but neither database.url nor database.url_file is",
         );
     }
     DatabaseConfig {
@@ -153,7 +155,7 @@ mod tests {
 
     #[test]
     fn the_url_never_prints() {
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         let config = check_database(
             raw("url: postgres://svc:hunter2@db.example/qg\nmax_connections: 3\n"),
             &mut problems,
@@ -170,27 +172,27 @@ mod tests {
 
     #[test]
     fn problems_name_their_key_and_not_the_secret() {
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         check_database(
             raw("url: mysql://u:hunter2@x/db\nmax_connections: 0\nconnect_timeout: 0s\n"),
             &mut problems,
         );
-        let text = problems.join("; ");
+        let text = problems.to_string();
         assert!(
-            text.contains("database.url must be a postgres://"),
+            text.contains("database.url: must be a postgres://"),
             "{text}"
         );
         assert!(text.contains("database.max_connections"), "{text}");
         assert!(text.contains("database.connect_timeout"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         check_database(
             raw("url: postgres://x/db\nurl_file: /run/secrets/db\n"),
             &mut problems,
         );
-        assert!(problems[0].contains("both set"), "{problems:?}");
-        let mut problems = Vec::new();
+        assert!(problems.to_string().contains("both set"), "{problems:?}");
+        let mut problems = Problems::default();
         check_database(raw("migrate_on_start: true\n"), &mut problems);
-        assert!(problems[0].contains("migrate_on_start"), "{problems:?}");
+        assert!(problems.to_string().contains("migrate_on_start"), "{problems:?}");
     }
 }

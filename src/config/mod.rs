@@ -1,11 +1,23 @@
 //! Configuration: one YAML file (`--config FILE` or `QUERYGATE_CONFIG`) plus environment
 //! overrides (`QUERYGATE_<SECTION>__<KEY>`, `__` between nesting levels), validated into a
 //! typed [`Config`]. Unknown keys are errors that name the key.
+//!
+//! Each section lives in its own file: its serde types (`Raw…`, unknown keys refused) and one
+//! `check_<section>(raw, …, &mut Problems) -> Validated` function that records every problem
+//! with its key and returns the validated value. [`Config::validate`] calls the checks in file
+//! order and fails once, with every problem. A new section adds a file, a field of
+//! `raw::RawConfig`, a field of [`Config`] and one line in `validate`.
 
 mod approval;
 mod database;
 mod env;
+mod problems;
+mod providers;
 mod raw;
+mod registry;
+mod server;
+mod tenants;
+mod upstream;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,11 +25,11 @@ use std::path::{Path, PathBuf};
 pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
+pub use problems::{Problem, Problems};
 pub use raw::Render;
+pub use server::ServerConfig;
 
-use crate::engine::{
-    EngineConfig, ProviderSettings, RemoteRegistryConfig, RetryPolicy, UpstreamLimits,
-};
+use crate::engine::EngineConfig;
 
 /// Why configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +50,10 @@ pub enum ConfigError {
         /// What is wrong, naming the key.
         message: String,
     },
-    /// Values that parse but make no sense together.
+    /// Values that parse but are out of range or make no sense together: every problem
+    /// found, each with its key.
     #[error("invalid configuration: {0}")]
-    Validation(String),
+    Validation(Problems),
 }
 
 /// Where configuration comes from. `main` passes the process environment; tests pass maps.
@@ -98,38 +111,6 @@ pub struct Config {
     pub database: DatabaseConfig,
 }
 
-/// MCP server settings. Name allowlists are checked against what the server offers when it
-/// starts (an unknown name is an error there).
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// `host:port` for `querygate serve`.
-    pub listen: String,
-    /// `Host` header values accepted; `None`: loopback names with the listen port.
-    pub allowed_hosts: Option<Vec<String>>,
-    /// `Origin` header values accepted (browsers); empty: requests with an `Origin` header
-    /// are refused unless it is a loopback origin.
-    pub allowed_origins: Vec<String>,
-    /// Largest request body accepted.
-    pub max_request_bytes: usize,
-    /// Longest a tool call may run.
-    pub call_timeout: std::time::Duration,
-    /// Default text rendering of tool results.
-    pub render: Render,
-    /// Rows a tool result carries at most, whatever `row_limit` the model asks for.
-    pub max_rows: usize,
-    /// Tools offered (`None`: all).
-    pub enabled_tools: Option<Vec<String>>,
-    /// Prompts offered (`None`: all).
-    pub enabled_prompts: Option<Vec<String>>,
-    /// Resources offered, by name (`None`: all).
-    pub enabled_resources: Option<Vec<String>>,
-    /// Whether to leave the server instructions out.
-    pub disable_instructions: bool,
-    /// Base URL of a remote query library index (`<base>/manifest.json`, `index.json`,
-    /// `queries/<id>.json`); `None`: the embedded snapshot only.
-    pub query_library_url: Option<String>,
-}
-
 impl Config {
     /// Loads defaults < YAML file < environment overrides, then validates.
     pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
@@ -154,242 +135,31 @@ impl Config {
         Config::validate(raw, &sources.env)
     }
 
+    /// Checks every section, collecting every problem before failing.
     fn validate(raw: raw::RawConfig, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
-        let mut problems = Vec::new();
-        let upstream = raw.upstream;
-        for (name, value) in [
-            ("upstream.timeout", upstream.timeout),
-            ("upstream.connect_timeout", upstream.connect_timeout),
-        ] {
-            if value.is_zero() {
-                problems.push(format!("{name} must be greater than 0"));
-            }
-        }
-        for (name, value) in [
-            ("upstream.max_concurrency", upstream.max_concurrency),
-            (
-                "upstream.max_requests_per_statement",
-                upstream.max_requests_per_statement,
-            ),
-            ("upstream.max_response_bytes", upstream.max_response_bytes),
-            ("limits.max_result_rows", raw.limits.max_result_rows),
-            (
-                "registry.document_cache_size",
-                raw.registry.document_cache_size,
-            ),
-            ("registry.max_entries", raw.registry.max_entries),
-        ] {
-            if value == 0 {
-                problems.push(format!("{name} must be greater than 0"));
-            }
-        }
-        if upstream.retry.attempts == 0 {
-            problems.push("upstream.retry.attempts must be at least 1".to_owned());
-        }
-        for (name, value) in [
-            (
-                "registry.max_download_bytes",
-                raw.registry.max_download_bytes,
-            ),
-            (
-                "registry.max_unpacked_bytes",
-                raw.registry.max_unpacked_bytes,
-            ),
-            ("registry.max_entry_bytes", raw.registry.max_entry_bytes),
-        ] {
-            if value == 0 {
-                problems.push(format!("{name} must be greater than 0"));
-            }
-        }
-        let registry_url = raw
-            .registry
-            .url
-            .clone()
-            .map(|u| u.trim().to_owned())
-            .filter(|u| !u.is_empty());
-        if let Some(url) = &registry_url {
-            match url::Url::parse(url) {
-                Ok(parsed) if matches!(parsed.scheme(), "http" | "https" | "file") => {}
-                _ => problems.push(format!("registry.url '{url}' is not an http(s) URL")),
-            }
-        }
-        let mut providers = HashMap::new();
-        for (name, settings) in raw.providers {
-            if let Some(url) = &settings.base_url {
-                match url::Url::parse(url) {
-                    Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
-                    _ => problems.push(format!(
-                        "providers.{name}.base_url '{url}' is not an http(s) URL"
-                    )),
-                }
-            }
-            if let Some(auth) = &settings.auth
-                && auth
-                    .get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .is_none()
-            {
-                problems.push(format!("providers.{name}.auth needs a 'type'"));
-            }
-            providers.insert(
-                name,
-                ProviderSettings {
-                    base_url: settings.base_url,
-                    version: settings.version,
-                    auth: settings.auth,
-                },
-            );
-        }
-        let mut tenants = Vec::new();
-        for tenant in raw.tenants {
-            let id_ok = !tenant.id.is_empty()
-                && tenant
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-            if !id_ok {
-                problems.push(format!(
-                    "tenant id '{}' must be non-empty letters, digits, '-', '_' or '.'",
-                    tenant.id
-                ));
-            }
-            if tenants.iter().any(|t: &TenantConfig| t.id == tenant.id) {
-                problems.push(format!("tenant id '{}' appears twice", tenant.id));
-            }
-            let is_default = tenant.id == "default";
-            let credentials = match (&tenant.credentials, is_default) {
-                (Some(own), true) if raw.credentials.env_file.is_some() => {
-                    problems.push(
-                        "credentials.env_file and the default tenant's credentials.env_file are both set; keep one".to_owned(),
-                    );
-                    own.clone()
-                }
-                (Some(own), _) => own.clone(),
-                (None, true) => raw.credentials.clone(),
-                (None, false) => raw::RawCredentials::default(),
-            };
-            let process_env = credentials.process_env.unwrap_or(is_default);
-            if process_env && !is_default {
-                problems.push(format!(
-                    "tenant '{}': only the default tenant may read the process environment (credentials.process_env)",
-                    tenant.id
-                ));
-            }
-            tenants.push(TenantConfig {
-                id: tenant.id,
-                mode: tenant.mode,
-                allowed_providers: tenant.allowed_providers.map(|p| p.into_iter().collect()),
-                env_file: credentials.env_file,
-                process_env,
-                allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
-            });
-        }
-        if !tenants.iter().any(|t| t.id == "default") {
-            tenants.insert(
-                0,
-                TenantConfig {
-                    id: "default".to_owned(),
-                    mode: Mode::default(),
-                    allowed_providers: None,
-                    env_file: raw.credentials.env_file.clone(),
-                    process_env: raw.credentials.process_env.unwrap_or(true),
-                    allow_pull_provider: true,
-                },
-            );
-        }
-        for (i, tenant) in tenants.iter().enumerate() {
-            if let Some(file) = &tenant.env_file
-                && let Some(other) = tenants[..i]
-                    .iter()
-                    .find(|t| t.env_file.as_ref() == Some(file))
-            {
-                problems.push(format!(
-                    "tenants '{}' and '{}' share the env file '{}'; each tenant needs its own",
-                    other.id,
-                    tenant.id,
-                    file.display()
-                ));
-            }
-        }
+        let mut problems = Problems::default();
+        let registry = registry::check_registry(raw.registry, env, &mut problems);
+        let providers = providers::check_providers(raw.providers, &mut problems);
+        let upstream = upstream::check_upstream(raw.upstream, &mut problems);
+        let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
+        let tenants = tenants::check_tenants(raw.tenants, raw.credentials, &mut problems);
+        let server = server::check_server(raw.server, &mut problems);
         let approval = approval::check_approval(raw.approval, &mut problems);
         let database = database::check_database(raw.database, &mut problems);
         if !problems.is_empty() {
-            return Err(ConfigError::Validation(problems.join("; ")));
+            return Err(ConfigError::Validation(problems));
         }
-        let server = raw.server;
-        for (name, value) in [
-            ("server.max_request_bytes", server.max_request_bytes),
-            ("server.max_rows", server.max_rows),
-        ] {
-            if value == 0 {
-                problems.push(format!("{name} must be greater than 0"));
-            }
-        }
-        if server.call_timeout.is_zero() {
-            problems.push("server.call_timeout must be greater than 0".to_owned());
-        }
-        if server.listen.parse::<std::net::SocketAddr>().is_err() {
-            problems.push(format!(
-                "server.listen '{}' is not an address such as 127.0.0.1:8765",
-                server.listen
-            ));
-        }
-        if let Some(url) = &server.query_library_url {
-            match url::Url::parse(url) {
-                Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
-                _ => problems.push(format!(
-                    "server.query_library_url '{url}' is not an http(s) URL"
-                )),
-            }
-        }
-        let registry_root = raw
-            .registry
-            .root
-            .unwrap_or_else(|| default_registry_root(env));
         Ok(Config {
             engine: EngineConfig {
-                registry_root,
+                registry_root: registry.root,
                 providers,
-                upstream: UpstreamLimits {
-                    timeout: upstream.timeout,
-                    connect_timeout: upstream.connect_timeout,
-                    page_limit: upstream.page_limit,
-                    max_concurrency: upstream.max_concurrency,
-                    max_requests_per_statement: upstream.max_requests_per_statement,
-                    max_response_bytes: upstream.max_response_bytes,
-                    retry: RetryPolicy {
-                        attempts: upstream.retry.attempts,
-                        initial_backoff: upstream.retry.initial_backoff,
-                        max_backoff: upstream.retry.max_backoff,
-                        max_elapsed: upstream.retry.max_elapsed,
-                    },
-                    await_operations: Default::default(),
-                },
-                document_cache_size: raw.registry.document_cache_size,
-                max_result_rows: raw.limits.max_result_rows,
-                remote: RemoteRegistryConfig {
-                    url: registry_url,
-                    max_download_bytes: raw.registry.max_download_bytes,
-                    max_unpacked_bytes: raw.registry.max_unpacked_bytes,
-                    max_entry_bytes: raw.registry.max_entry_bytes,
-                    max_entries: raw.registry.max_entries,
-                },
+                upstream,
+                document_cache_size: registry.document_cache_size,
+                max_result_rows,
+                remote: registry.remote,
             },
             tenants,
-            server: ServerConfig {
-                listen: server.listen,
-                allowed_hosts: server.allowed_hosts,
-                allowed_origins: server.allowed_origins,
-                max_request_bytes: server.max_request_bytes,
-                call_timeout: server.call_timeout,
-                render: server.render,
-                max_rows: server.max_rows,
-                enabled_tools: server.enabled_tools,
-                enabled_prompts: server.enabled_prompts,
-                enabled_resources: server.enabled_resources,
-                disable_instructions: server.disable_instructions,
-                query_library_url: server.query_library_url,
-            },
+            server,
             approval,
             database,
         })
@@ -399,19 +169,6 @@ impl Config {
     pub fn tenant(&self, id: &str) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| t.id == id)
     }
-}
-
-/// `$XDG_DATA_HOME/querygate/registry`, else `$HOME/.local/share/querygate/registry`, else
-/// `./querygate-registry`.
-fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
-    let non_empty = |key: &str| env.get(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(data) = non_empty("XDG_DATA_HOME") {
-        return data.join("querygate").join("registry");
-    }
-    if let Some(home) = non_empty("HOME") {
-        return home.join(".local/share/querygate/registry");
-    }
-    PathBuf::from("querygate-registry")
 }
 
 fn read_yaml(path: &Path) -> Result<serde_json::Value, ConfigError> {
@@ -482,9 +239,9 @@ mod tests {
         let err = load("registry:\n  url: ftp://x\n  max_unpacked_bytes: 0\n", &[])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("registry.url 'ftp://x'"), "{err}");
+        assert!(err.contains("registry.url: 'ftp://x'"), "{err}");
         assert!(
-            err.contains("registry.max_unpacked_bytes must be greater than 0"),
+            err.contains("registry.max_unpacked_bytes: must be greater than 0"),
             "{err}"
         );
     }
@@ -553,7 +310,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("upstream.max_concurrency must be greater than 0"),
+            err.contains("upstream.max_concurrency: must be greater than 0"),
             "{err}"
         );
         let err = load("tenants:\n  - id: a\n    mode: yolo\n", &[])
@@ -564,5 +321,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not an http(s) URL"), "{err}");
+    }
+
+    fn problems(yaml: &str) -> Vec<String> {
+        match load(yaml, &[]) {
+            Err(ConfigError::Validation(problems)) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+            other => panic!("expected validation problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn server_problems_are_reported() {
+        let found = problems(
+            "server:\n  max_request_bytes: 0\n  call_timeout: 0s\n  max_rows: 0\n  listen: nowhere\n  query_library_url: ftp://x\n",
+        );
+        assert_eq!(
+            found,
+            [
+                "server.listen: 'nowhere' is not an address such as 127.0.0.1:8765",
+                "server.max_request_bytes: must be greater than 0",
+                "server.call_timeout: must be greater than 0",
+                "server.max_rows: must be greater than 0",
+                "server.query_library_url: 'ftp://x' is not an http(s) URL",
+            ]
+        );
+        let found = problems(
+            "server:\n  max_request_bytes: 18446744073709551615\n  call_timeout: 1000years\n  max_rows: 4000000000\n",
+        );
+        assert_eq!(
+            found,
+            [
+                "server.max_request_bytes: 18446744073709551615 is more than the largest allowed, 1073741824",
+                "server.call_timeout: 1000years is more than the longest allowed, 1day",
+                "server.max_rows: 4000000000 is more than the largest allowed, 1000000",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_section_problem_is_reported_together() {
+        let found = problems(
+            "registry:\n  max_entries: 0\nproviders:\n  github:\n    auth: {}\nupstream:\n  timeout: 0s\n  retry: {attempts: 0}\nlimits:\n  max_result_rows: 0\ntenants:\n  - id: 'a b'\nserver:\n  max_rows: 0\n",
+        );
+        assert_eq!(
+            found,
+            [
+                "registry.max_entries: must be greater than 0",
+                "providers.github.auth: needs a 'type'",
+                "upstream.timeout: must be greater than 0",
+                "upstream.retry.attempts: must be at least 1",
+                "limits.max_result_rows: must be greater than 0",
+                "tenants[0].id: 'a b' must be non-empty letters, digits, '-', '_' or '.'",
+                "server.max_rows: must be greater than 0",
+            ]
+        );
     }
 }

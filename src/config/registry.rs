@@ -1,0 +1,97 @@
+//! `registry:` — the local registry folder, the document cache and the remote registry.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::problems::{GIB, Problems};
+use crate::engine::RemoteRegistryConfig;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRegistry {
+    pub(super) root: Option<PathBuf>,
+    pub(super) document_cache_size: usize,
+    /// `null` or `""` disables listing and pulling.
+    pub(super) url: Option<String>,
+    pub(super) max_download_bytes: u64,
+    pub(super) max_unpacked_bytes: u64,
+    pub(super) max_entry_bytes: u64,
+    pub(super) max_entries: usize,
+}
+
+impl Default for RawRegistry {
+    fn default() -> Self {
+        let remote = RemoteRegistryConfig::default();
+        RawRegistry {
+            root: None,
+            document_cache_size: 64,
+            url: remote.url,
+            max_download_bytes: remote.max_download_bytes,
+            max_unpacked_bytes: remote.max_unpacked_bytes,
+            max_entry_bytes: remote.max_entry_bytes,
+            max_entries: remote.max_entries,
+        }
+    }
+}
+
+/// The validated `registry:` section.
+#[derive(Debug)]
+pub(super) struct Registry {
+    pub(super) root: PathBuf,
+    pub(super) document_cache_size: usize,
+    pub(super) remote: RemoteRegistryConfig,
+}
+
+/// Checks `registry:`; an unset root becomes the platform default.
+pub(super) fn check_registry(
+    raw: RawRegistry,
+    env: &HashMap<String, String>,
+    problems: &mut Problems,
+) -> Registry {
+    problems.in_range(
+        "registry.document_cache_size",
+        raw.document_cache_size as u64,
+        100_000,
+    );
+    for (key, value) in [
+        ("registry.max_download_bytes", raw.max_download_bytes),
+        ("registry.max_unpacked_bytes", raw.max_unpacked_bytes),
+        ("registry.max_entry_bytes", raw.max_entry_bytes),
+    ] {
+        problems.in_range(key, value, 64 * GIB);
+    }
+    problems.in_range("registry.max_entries", raw.max_entries as u64, 10_000_000);
+    let url = raw
+        .url
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty());
+    if let Some(url) = &url {
+        problems.url("registry.url", url, &["http", "https", "file"]);
+    }
+    Registry {
+        root: raw.root.unwrap_or_else(|| default_registry_root(env)),
+        document_cache_size: raw.document_cache_size,
+        remote: RemoteRegistryConfig {
+            url,
+            max_download_bytes: raw.max_download_bytes,
+            max_unpacked_bytes: raw.max_unpacked_bytes,
+            max_entry_bytes: raw.max_entry_bytes,
+            max_entries: raw.max_entries,
+        },
+    }
+}
+
+/// `$XDG_DATA_HOME/querygate/registry`, else `$HOME/.local/share/querygate/registry`, else
+/// `./querygate-registry`.
+fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
+    let non_empty = |key: &str| env.get(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(data) = non_empty("XDG_DATA_HOME") {
+        return data.join("querygate").join("registry");
+    }
+    if let Some(home) = non_empty("HOME") {
+        return home.join(".local/share/querygate/registry");
+    }
+    PathBuf::from("querygate-registry")
+}

@@ -1,0 +1,121 @@
+//! `server:` — the MCP server of `querygate serve` and `querygate stdio`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Render;
+use super::problems::{GIB, HOUR, Problems};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    pub(super) listen: String,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) allowed_origins: Vec<String>,
+    pub(super) max_request_bytes: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) call_timeout: Duration,
+    pub(super) render: Render,
+    pub(super) max_rows: usize,
+    pub(super) enabled_tools: Option<Vec<String>>,
+    pub(super) enabled_prompts: Option<Vec<String>>,
+    pub(super) enabled_resources: Option<Vec<String>>,
+    pub(super) disable_instructions: bool,
+    pub(super) query_library_url: Option<String>,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            listen: "127.0.0.1:8765".to_owned(),
+            allowed_hosts: None,
+            allowed_origins: Vec::new(),
+            max_request_bytes: 4 * 1024 * 1024,
+            call_timeout: Duration::from_secs(120),
+            render: Render::Markdown,
+            max_rows: 1000,
+            enabled_tools: None,
+            enabled_prompts: None,
+            enabled_resources: None,
+            disable_instructions: false,
+            query_library_url: None,
+        }
+    }
+}
+
+/// MCP server settings. Name allowlists are checked against what the server offers when it
+/// starts (an unknown name is an error there).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `host:port` for `querygate serve`.
+    pub listen: String,
+    /// `Host` header values accepted; `None`: loopback names with the listen port.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// `Origin` header values accepted (browsers); empty: requests with an `Origin` header
+    /// are refused unless it is a loopback origin.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body accepted.
+    pub max_request_bytes: usize,
+    /// Longest a tool call may run.
+    pub call_timeout: Duration,
+    /// Default text rendering of tool results.
+    pub render: Render,
+    /// Rows a tool result carries at most, whatever `row_limit` the model asks for.
+    pub max_rows: usize,
+    /// Tools offered (`None`: all).
+    pub enabled_tools: Option<Vec<String>>,
+    /// Prompts offered (`None`: all).
+    pub enabled_prompts: Option<Vec<String>>,
+    /// Resources offered, by name (`None`: all).
+    pub enabled_resources: Option<Vec<String>>,
+    /// Whether to leave the server instructions out.
+    pub disable_instructions: bool,
+    /// Base URL of a remote query library index (`<base>/manifest.json`, `index.json`,
+    /// `queries/<id>.json`); `None`: the embedded snapshot only.
+    pub query_library_url: Option<String>,
+}
+
+/// The largest `server.max_request_bytes`.
+const MAX_REQUEST_BYTES: u64 = GIB;
+/// The longest `server.call_timeout`.
+const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * HOUR.as_secs());
+/// The largest `server.max_rows`.
+const MAX_ROWS: u64 = 1_000_000;
+
+/// Checks `server:`.
+pub(super) fn check_server(raw: RawServer, problems: &mut Problems) -> ServerConfig {
+    if raw.listen.parse::<std::net::SocketAddr>().is_err() {
+        problems.push(
+            "server.listen",
+            format!(
+                "'{}' is not an address such as 127.0.0.1:8765",
+                raw.listen.escape_debug()
+            ),
+        );
+    }
+    problems.in_range(
+        "server.max_request_bytes",
+        raw.max_request_bytes as u64,
+        MAX_REQUEST_BYTES,
+    );
+    problems.duration_in_range("server.call_timeout", raw.call_timeout, MAX_CALL_TIMEOUT);
+    problems.in_range("server.max_rows", raw.max_rows as u64, MAX_ROWS);
+    if let Some(url) = &raw.query_library_url {
+        problems.url("server.query_library_url", url, &["http", "https"]);
+    }
+    ServerConfig {
+        listen: raw.listen,
+        allowed_hosts: raw.allowed_hosts,
+        allowed_origins: raw.allowed_origins,
+        max_request_bytes: raw.max_request_bytes,
+        call_timeout: raw.call_timeout,
+        render: raw.render,
+        max_rows: raw.max_rows,
+        enabled_tools: raw.enabled_tools,
+        enabled_prompts: raw.enabled_prompts,
+        enabled_resources: raw.enabled_resources,
+        disable_instructions: raw.disable_instructions,
+        query_library_url: raw.query_library_url,
+    }
+}
