@@ -19,6 +19,7 @@ mod mcp_content;
 mod mcp_http;
 mod mcp_library;
 mod mcp_python;
+mod mcp_schemas;
 mod mcp_stdio;
 mod mcp_support;
 mod mcp_tools;

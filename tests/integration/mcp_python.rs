@@ -1,5 +1,6 @@
 //! The official MCP Python SDK (`mcp` on PyPI, streamable HTTP client) against the server:
-//! `tests/python/mcp_client.py` lists the tools and runs `SELECT 1 AS n, 'ok' AS status`.
+//! `tests/python/mcp_client.py` lists the tools, runs `SELECT 1 AS n, 'ok' AS status` and
+//! uses the query library tools.
 //! `scripts/test.sh` installs the SDK into a virtualenv and names its interpreter in
 //! `QUERYGATE_PYTHON`; without it the test says it is skipped (and fails under `CI`).
 
@@ -59,5 +60,10 @@ async fn official_python_sdk_client_lists_tools_and_runs_a_select() {
         stdout.contains("structured: {'rows': [{'n': 1, 'status': 'ok'}]}"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("library search: github/repos/repos-by-org"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("library get: run_select_query"), "{stdout}");
     assert!(stdout.contains("python mcp client: ok"), "{stdout}");
 }

@@ -334,7 +334,7 @@ async fn pull_argument_checks_and_registry_urls() {
 
 const PROVIDER_YAML: &str = "id: evil\nname: evil\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    title: TITLE\n    description: things\n    preferred: true\n    service:\n      $ref: evil/v1/services/things.yaml\n";
 
-enum Item {
+pub(crate) enum Item {
     Dir(&'static str),
     File(&'static str, Vec<u8>),
     /// A name written straight into the header, bypassing the builder's checks.
@@ -344,7 +344,7 @@ enum Item {
     Fifo(&'static str),
 }
 
-fn tgz(items: Vec<Item>) -> Vec<u8> {
+pub(crate) fn tgz(items: Vec<Item>) -> Vec<u8> {
     let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::best()));
     for item in items {
         let mut header = tar::Header::new_gnu();
@@ -394,7 +394,7 @@ fn tgz(items: Vec<Item>) -> Vec<u8> {
     gz.finish().unwrap()
 }
 
-fn good_items(title: &str) -> Vec<Item> {
+pub(crate) fn good_items(title: &str) -> Vec<Item> {
     vec![
         Item::Dir("v1/"),
         Item::File(

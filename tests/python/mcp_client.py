@@ -3,7 +3,8 @@
 Usage: python3 tests/python/mcp_client.py http://127.0.0.1:<port>/mcp
 
 Lists the tools, calls run_select_query with SELECT 1 AS n, 'ok' AS status and checks the
-structured result and the markdown text. Prints one line per check; exits non-zero on any
+structured result and the markdown text, then searches and gets a query library entry (the
+SDK checks structured content against each tool's outputSchema). Prints one line per check; exits non-zero on any
 failure.
 """
 
@@ -38,6 +39,16 @@ async def main(url: str) -> None:
             print(f"text: {text!r}")
             assert "| n | status |" in text, text
             assert "| 1 | ok |" in text, text
+
+            search = await session.call_tool(
+                "query_library_search", {"intent": "repositories of a github org"}
+            )
+            assert not search.is_error, search
+            hit = search.structured_content["hits"][0]["id"]
+            print(f"library search: {hit}")
+            entry = await session.call_tool("query_library_get", {"id": hit})
+            assert not entry.is_error, entry
+            print(f"library get: {entry.structured_content['next_tool']}")
     print("python mcp client: ok")
 
 

@@ -90,15 +90,15 @@ pub(crate) struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<String>,
     /// Providers it queries.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     providers: Vec<String>,
     /// Services it queries.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     services: Vec<String>,
     /// Whether it writes (INSERT/UPDATE/DELETE/EXEC).
     mutation: bool,
     /// Values query_library_get needs (query_library_get reports any the index omits).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     required_params: Vec<String>,
     /// Relevance; higher is better.
     score: f64,
@@ -120,7 +120,7 @@ pub(crate) struct SearchOutput {
     source_url: String,
     /// Present and true when the configured remote could not be read and an older copy
     /// answered.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stale: bool,
 }
 
@@ -159,16 +159,16 @@ pub(crate) struct GetOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     cost: Option<Cost>,
     /// Columns it returns.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     outputs: Vec<OutputColumn>,
     /// Environment variables the provider's credentials come from (names only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     auth: Vec<String>,
     /// Upstream permissions or scopes it needs.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     permissions: Vec<String>,
     /// Related query ids.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     related: Vec<String>,
     /// The tool that runs the SQL: run_select_query, run_mutation_query or
     /// run_lifecycle_operation.
@@ -183,7 +183,7 @@ pub(crate) struct GetOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     doc_url: Option<String>,
     /// Declared params.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     params: Vec<Param>,
     /// Whether params were supplied and rendering was attempted.
     rendered: bool,
@@ -193,13 +193,13 @@ pub(crate) struct GetOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     sql: Option<String>,
     /// Required params that were not supplied.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     missing_params: Vec<Param>,
     /// Supplied names that are not params of this query.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unknown_params: Vec<String>,
     /// Everything wrong with the values.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     errors: Vec<String>,
     /// primary or snapshot.
     source_tier: String,
@@ -207,7 +207,7 @@ pub(crate) struct GetOutput {
     source_url: String,
     /// Present and true when the configured remote could not be read and an older copy
     /// answered.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stale: bool,
 }
 
