@@ -42,9 +42,11 @@ pub fn text(render: Render, view: &View, structured: &Value) -> String {
     }
 }
 
-/// The markdown of a view (`structured` is read by [`View::Rows`]).
+/// The markdown of a view (`structured` is read by [`View::Rows`]). Tables end with what
+/// the structured result says about completeness (`truncated`, `warnings`), so a client that
+/// shows only the text still sees that rows are missing.
 pub fn markdown(view: &View, structured: &Value) -> String {
-    match view {
+    let mut text = match view {
         View::Table { columns, rows } => table(columns, rows),
         View::Rows { columns } => {
             let objects = structured
@@ -63,8 +65,50 @@ pub fn markdown(view: &View, structured: &Value) -> String {
                 .collect();
             table(columns, &rows)
         }
-        View::Records { title, records } => key_values(title, records),
-        View::Markdown(text) => text.clone(),
+        View::Records { title, records } => return key_values(title, records),
+        View::Markdown(text) => return text.clone(),
+    };
+    completeness_notes(structured, &mut text);
+    text
+}
+
+/// Appends a line for a cut result and one per warning.
+fn completeness_notes(structured: &Value, out: &mut String) {
+    let mut notes = Vec::new();
+    if structured.get("truncated") == Some(&Value::Bool(true)) {
+        let shown = structured
+            .get("rows")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let note = match structured.get("rows_seen").and_then(Value::as_u64) {
+            Some(seen) => format!(
+                "**truncated:** {shown} of {seen} rows shown (row_limit or server.max_rows); the result is incomplete"
+            ),
+            None => format!("**truncated:** only {shown} rows shown; the result is incomplete"),
+        };
+        notes.push(note);
+    }
+    for warning in structured
+        .get("warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        notes.push(format!(
+            "**warning:** {}",
+            cell(warning).replace(['\r', '\n'], " ")
+        ));
+    }
+    if notes.is_empty() {
+        return;
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push('\n');
+    for note in notes {
+        out.push_str(&note);
+        out.push('\n');
     }
 }
 
@@ -156,6 +200,24 @@ mod tests {
             rows: vec![],
         };
         assert_eq!(markdown(&empty, &Value::Null), "**no results**");
+    }
+
+    #[test]
+    fn cut_and_incomplete_tables_say_so() {
+        let view = View::Rows {
+            columns: vec!["n".into()],
+        };
+        let structured = json!({"rows": [{"n": 1}], "truncated": true, "rows_seen": 3,
+            "warnings": ["'p.s.r': stopped after 2 pages (upstream.page_limit); the result may be incomplete"]});
+        assert_eq!(
+            markdown(&view, &structured),
+            "| n |\n|---|\n| 1 |\n\n**truncated:** 1 of 3 rows shown (row_limit or server.max_rows); the result is incomplete\n**warning:** 'p.s.r': stopped after 2 pages (upstream.page_limit); the result may be incomplete\n"
+        );
+        let empty = json!({"rows": [], "warnings": ["w"]});
+        assert_eq!(
+            markdown(&view, &empty),
+            "**no results**\n\n**warning:** w\n"
+        );
     }
 
     #[test]

@@ -144,6 +144,46 @@ async fn a_server_wide_row_cap_applies_without_row_limit() {
 }
 
 #[tokio::test]
+async fn incomplete_results_say_so_in_the_text() {
+    // `upstream:` is a top-level section after the `server:` lines.
+    let server = start("read_only", "  max_rows: 2\nupstream:\n  page_limit: 2\n").await;
+    server.mock.route(
+        "/tokens",
+        Reply::json(json!({"items": [{"id": 0}], "nextPageToken": "p1"})),
+    );
+    for i in 1..5 {
+        server.mock.route(
+            &format!("/tokens?pageToken=p{i}"),
+            Reply::json(json!({"items": [{"id": i}], "nextPageToken": format!("p{}", i + 1)})),
+        );
+    }
+    let client = modern_client(&server.url).await;
+    let cut = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) SELECT i FROM n"}),
+    )
+    .await;
+    let text = text_of(&cut);
+    assert!(
+        text.ends_with("| 2 |\n\n**truncated:** 2 of 5 rows shown (row_limit or server.max_rows); the result is incomplete\n"),
+        "{text}"
+    );
+    let paged = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT id FROM testapi.items.tokens", "row_limit": 1}),
+    )
+    .await;
+    let text = text_of(&paged);
+    assert!(text.contains("**truncated:** 1 of 2 rows shown"), "{text}");
+    assert!(
+        text.contains("**warning:** 'testapi.items.tokens': stopped after 2 pages (upstream.page_limit); the result may be incomplete"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn upstream_errors_are_tool_errors_the_model_can_read() {
     let server = start("read_only", "").await;
     server.mock.route(

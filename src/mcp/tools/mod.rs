@@ -326,7 +326,7 @@ mod tests {
         );
         assert_eq!(
             markdown(&result.view, &result.structured),
-            "| id | name |\n|---|---|\n| 1 | a |\n"
+            "| id | name |\n|---|---|\n| 1 | a |\n\n**truncated:** 1 of 2 rows shown (row_limit or server.max_rows); the result is incomplete\n"
         );
         // `SELECT a.id, b.id`: the objects hold one `id`, the table shows both.
         let repeated = table_result(
