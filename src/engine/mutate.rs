@@ -184,6 +184,7 @@ fn named_row(columns: &[String], row: Vec<Scalar>) -> Result<Vec<(String, Scalar
 fn cell_scalar(cell: Cell) -> Scalar {
     match cell {
         Cell::Null => Scalar::Null,
+        Cell::Boolean(b) => Scalar::Bool(b),
         Cell::Integer(i) => Scalar::Number(i.to_string()),
         Cell::Real(r) => Scalar::Number(r.to_string()),
         Cell::Text(t) => Scalar::Text(t),
@@ -635,7 +636,7 @@ async fn returned_rows(
         return Ok(QueryOutput::default());
     }
     const TABLE: &str = "__qg_returning";
-    db.create_table(TABLE, columns.clone()).await?;
+    db.create_table(TABLE, columns.clone(), &[]).await?;
     for body in bodies {
         db.load(TABLE, body, locator.clone(), Vec::new())?
             .await

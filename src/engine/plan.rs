@@ -22,6 +22,8 @@ pub(crate) struct TablePlan {
     pub(crate) columns: Vec<String>,
     /// What `SELECT *` shows: the response schema's properties.
     pub(crate) star_columns: Vec<String>,
+    /// Columns the row schema types as boolean.
+    pub(crate) boolean_columns: Vec<String>,
     /// The row schema declares no properties: columns come from the data.
     pub(crate) dynamic_columns: bool,
     pub(crate) locator: RowLocator,
@@ -108,6 +110,11 @@ fn plan_one(
     }
 
     let (locator, schema_columns) = method.rows_and_columns(store)?;
+    let boolean_columns = schema_columns
+        .iter()
+        .filter(|c| c.type_name == "boolean")
+        .map(|c| c.name.clone())
+        .collect();
     let schema_columns: Vec<String> = schema_columns.into_iter().map(|c| c.name).collect();
     let dynamic_columns = schema_columns.is_empty();
     let mut columns = schema_columns.clone();
@@ -132,6 +139,7 @@ fn plan_one(
         method: method_index,
         columns,
         star_columns,
+        boolean_columns,
         dynamic_columns,
         locator,
         params,

@@ -146,8 +146,12 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     }
     let db = Database::open().await?;
     for job in &jobs {
-        db.create_table(&job.plan.local, job.plan.columns.clone())
-            .await?;
+        db.create_table(
+            &job.plan.local,
+            job.plan.columns.clone(),
+            &job.plan.boolean_columns,
+        )
+        .await?;
     }
     // EXPLAIN compiles the statement (names, columns, functions) without running it.
     db.query(format!("EXPLAIN {sql}"), usize::MAX).await?;
@@ -352,7 +356,8 @@ async fn load_table(
         Some(resolve_auth(&inner.upstream, provider, &job.auth, &cx.credentials).await?)
     };
     if !plan.dynamic_columns {
-        db.create_table(&plan.local, plan.columns.clone()).await?;
+        db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)
+            .await?;
     }
 
     // Collected first: a closure held across awaits would make the future's `Send` proof
@@ -403,7 +408,8 @@ async fn load_table(
                 columns.push(name.clone());
             }
         }
-        db.create_table(&plan.local, columns).await?;
+        db.create_table(&plan.local, columns, &plan.boolean_columns)
+            .await?;
         for (body, fixed) in held {
             db.load(&plan.local, body, job.locator.clone(), fixed)?
                 .await

@@ -73,6 +73,8 @@ impl fmt::Display for SqlVerb {
 pub enum Cell {
     /// SQL NULL.
     Null,
+    /// A boolean: a column the provider document types as boolean, selected as it is.
+    Boolean(bool),
     /// A 64-bit integer.
     Integer(i64),
     /// A double.
@@ -87,6 +89,7 @@ impl fmt::Display for Cell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Cell::Null => Ok(()),
+            Cell::Boolean(b) => write!(f, "{b}"),
             Cell::Integer(i) => write!(f, "{i}"),
             Cell::Real(r) => write!(f, "{r}"),
             Cell::Text(t) => f.write_str(t),

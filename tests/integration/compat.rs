@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
+use querygate::engine::{
+    Cell, CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings,
+};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -77,8 +79,8 @@ async fn github_repos_by_org_with_basic_auth_and_link_pagination() {
     assert_eq!(
         out.rows,
         vec![
-            vec![text("one"), int(0), text("acme")],
-            vec![text("two"), int(1), text("acme")]
+            vec![text("one"), Cell::Boolean(false), text("acme")],
+            vec![text("two"), Cell::Boolean(true), text("acme")]
         ]
     );
     let requests = mock.requests();

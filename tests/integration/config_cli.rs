@@ -19,7 +19,7 @@ async fn query_with_config_file_env_override_and_formats() {
     let mock = Mock::start().await;
     mock.route(
         "/orgs/acme/items",
-        Reply::json(json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}])),
+        Reply::json(json!([{"id": 1, "name": "a,b", "active": true}, {"id": 2, "name": "c"}])),
     );
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("querygate.yaml");
@@ -41,7 +41,7 @@ async fn query_with_config_file_env_override_and_formats() {
             "--output",
             format,
         ])
-        .arg("SELECT id, name FROM testapi.items.items WHERE org = 'acme' ORDER BY id")
+        .arg("SELECT id, name, active FROM testapi.items.items WHERE org = 'acme' ORDER BY id")
         .env("QUERYGATE_PROVIDERS__TESTAPI__BASE_URL", &url)
         .env("TESTAPI_KEY", SECRET);
         cmd
@@ -63,15 +63,15 @@ async fn query_with_config_file_env_override_and_formats() {
     let rows: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     assert_eq!(
         rows,
-        json!([{"id": 1, "name": "a,b"}, {"id": 2, "name": "c"}])
+        json!([{"id": 1, "name": "a,b", "active": true}, {"id": 2, "name": "c", "active": null}])
     );
     assert_eq!(
         String::from_utf8_lossy(&csv_out.stdout),
-        "id,name\r\n1,\"a,b\"\r\n2,c\r\n"
+        "id,name,active\r\n1,\"a,b\",true\r\n2,c,\r\n"
     );
     let table = String::from_utf8_lossy(&table_out.stdout).to_string();
     assert!(
-        table.contains("| 2  | c    |") && table.ends_with("(2 rows)\n"),
+        table.contains("| 2  | c    |        |") && table.ends_with("(2 rows)\n"),
         "{table}"
     );
     for out in [&json_out, &csv_out, &table_out] {

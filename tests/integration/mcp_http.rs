@@ -144,6 +144,37 @@ async fn a_server_wide_row_cap_applies_without_row_limit() {
 }
 
 #[tokio::test]
+async fn booleans_are_json_booleans() {
+    let server = start("read_only", "").await;
+    server.mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1, "active": true}, {"id": 2, "active": false}])),
+    );
+    let client = modern_client(&server.url).await;
+    let sql = "SELECT id, active FROM testapi.items.items WHERE org = 'acme' ORDER BY id";
+    let result = call(&client, "run_select_query", json!({"sql": sql})).await;
+    assert_eq!(
+        result.structured_content.clone().unwrap(),
+        json!({"rows": [{"id": 1, "active": true}, {"id": 2, "active": false}]})
+    );
+    assert!(
+        text_of(&result).contains("| 2 | false |"),
+        "{}",
+        text_of(&result)
+    );
+    let as_json = call(
+        &client,
+        "run_select_query",
+        json!({"sql": sql, "format": "json"}),
+    )
+    .await;
+    assert_eq!(
+        text_of(&as_json),
+        r#"{"rows":[{"id":1,"active":true},{"id":2,"active":false}]}"#
+    );
+}
+
+#[tokio::test]
 async fn incomplete_results_say_so_in_the_text() {
     // `upstream:` is a top-level section after the `server:` lines.
     let server = start("read_only", "  max_rows: 2\nupstream:\n  page_limit: 2\n").await;

@@ -46,7 +46,7 @@ async fn rows_keep_types_and_nested_json_is_queryable() {
             int(9007199254740993),
             text("alpha"),
             Cell::Real(1.5),
-            int(1),
+            Cell::Boolean(true),
             text("ann"),
             text("acme")
         ]
@@ -65,6 +65,17 @@ async fn rows_keep_types_and_nested_json_is_queryable() {
     assert_eq!(
         requests[0].headers["x-api-key"], SECRET,
         "custom auth header applied"
+    );
+    // Booleans (typed so by the schema) compare as 1/0 and come back as booleans; expressions
+    // over them are numbers.
+    let filtered = query(
+        &e,
+        "SELECT name, active, active + 0 AS n FROM testapi.items.items WHERE org = 'acme' AND active = 0",
+    )
+    .await;
+    assert_eq!(
+        filtered.rows,
+        vec![vec![text("beta"), Cell::Boolean(false), int(0)]]
     );
 }
 
@@ -109,8 +120,8 @@ async fn sql_features_run_in_sqlite() {
     assert_eq!(
         grouped.rows,
         vec![
-            vec![int(1), int(2), Cell::Real(4.5)],
-            vec![int(0), int(1), Cell::Real(2.5)]
+            vec![Cell::Boolean(true), int(2), Cell::Real(4.5)],
+            vec![Cell::Boolean(false), int(1), Cell::Real(2.5)]
         ]
     );
 

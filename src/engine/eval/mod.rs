@@ -25,6 +25,7 @@ enum Command {
     Create {
         table: String,
         columns: Vec<String>,
+        booleans: Vec<String>,
         reply: Reply<()>,
     },
     Load {
@@ -115,12 +116,19 @@ impl Database {
     }
 
     /// Creates a table with these columns (no declared types: values keep the type they
-    /// were bound with).
-    pub(crate) async fn create_table(&self, table: &str, columns: Vec<String>) -> Result<()> {
+    /// were bound with), those in `booleans` declared BOOLEAN.
+    pub(crate) async fn create_table(
+        &self,
+        table: &str,
+        columns: Vec<String>,
+        booleans: &[String],
+    ) -> Result<()> {
         let table = table.to_owned();
+        let booleans = booleans.to_vec();
         self.call(|reply| Command::Create {
             table,
             columns,
+            booleans,
             reply,
         })
         .await
@@ -206,9 +214,10 @@ fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<I
             Command::Create {
                 table,
                 columns,
+                booleans,
                 reply,
             } => {
-                let _ = reply.send(create(&conn, &mut tables, table, columns));
+                let _ = reply.send(create(&conn, &mut tables, table, columns, &booleans));
             }
             Command::Load {
                 table,
@@ -263,6 +272,13 @@ fn sqlite_internal(err: rusqlite::Error) -> Error {
     Error::internal(format!("sqlite: {err}"))
 }
 
+/// The declared type of columns the provider document types as boolean.
+const BOOLEAN: &str = "BOOLEAN";
+
+fn contains_ci(names: &[String], name: &str) -> bool {
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
@@ -272,6 +288,7 @@ fn create(
     tables: &mut HashMap<String, Table>,
     table: String,
     columns: Vec<String>,
+    booleans: &[String],
 ) -> Result<()> {
     let mut unique: Vec<String> = Vec::with_capacity(columns.len());
     for column in columns {
@@ -282,7 +299,15 @@ fn create(
     if unique.is_empty() {
         unique.push("value".to_owned());
     }
-    let defs: Vec<String> = unique.iter().map(|c| quote_ident(c)).collect();
+    // Declared BOOLEAN (NUMERIC affinity: JSON true/false are stored as 1/0 and compare as
+    // numbers); a query reads the declared type back to give such columns as booleans.
+    let defs: Vec<String> = unique
+        .iter()
+        .map(|c| match contains_ci(booleans, c) {
+            true => format!("{} {BOOLEAN}", quote_ident(c)),
+            false => quote_ident(c),
+        })
+        .collect();
     conn.execute_batch(&format!(
         "CREATE TABLE {} ({})",
         quote_ident(&table),
@@ -378,6 +403,14 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
         ));
     }
     let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
+    // Result columns that are a plain reference to a BOOLEAN column come back as booleans.
+    let boolean: Vec<bool> = statement
+        .columns()
+        .map(|c| {
+            c.decl_type()
+                .is_some_and(|t| t.eq_ignore_ascii_case(BOOLEAN))
+        })
+        .collect();
     let width = columns.len();
     let mut rows = statement.query([]).map_err(sql_error)?;
     let mut out = Vec::new();
@@ -394,6 +427,7 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
         for i in 0..width {
             let cell = match row.get_ref(i).map_err(sql_error)? {
                 ValueRef::Null => Cell::Null,
+                ValueRef::Integer(v @ (0 | 1)) if boolean[i] => Cell::Boolean(v == 1),
                 ValueRef::Integer(v) => Cell::Integer(v),
                 ValueRef::Real(v) => Cell::Real(v),
                 ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),

@@ -189,6 +189,7 @@ pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
 pub(crate) fn cell_json(cell: Cell) -> Value {
     match cell {
         Cell::Null => Value::Null,
+        Cell::Boolean(b) => Value::Bool(b),
         Cell::Integer(i) => Value::from(i),
         Cell::Real(r) => serde_json::Number::from_f64(r).map_or(Value::Null, Value::Number),
         Cell::Text(t) => Value::String(t),
