@@ -11,6 +11,7 @@
 mod approval;
 mod database;
 mod env;
+mod paths;
 mod problems;
 mod providers;
 mod raw;
@@ -114,12 +115,16 @@ pub struct Config {
 impl Config {
     /// Loads defaults < YAML file < environment overrides, then validates.
     pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
-        let mut tree = match &sources.file {
+        let file = sources
+            .file
+            .as_deref()
+            .map(|f| paths::config_file(f, &sources.env));
+        let mut tree = match &file {
             Some(path) => read_yaml(path)?,
             None => serde_json::Value::Object(Default::default()),
         };
         env::apply_overrides(&mut tree, &sources.env)?;
-        let origin = match &sources.file {
+        let origin = match &file {
             Some(path) => format!("{} with environment overrides", path.display()),
             None => "environment".to_owned(),
         };
@@ -132,17 +137,22 @@ impl Config {
             };
             ConfigError::Invalid { origin, message }
         })?;
-        Config::validate(raw, &sources.env)
+        let paths = paths::PathResolver::new(&sources.env, file.as_deref());
+        Config::validate(raw, &sources.env, &paths)
     }
 
     /// Checks every section, collecting every problem before failing.
-    fn validate(raw: raw::RawConfig, env: &HashMap<String, String>) -> Result<Self, ConfigError> {
+    fn validate(
+        raw: raw::RawConfig,
+        env: &HashMap<String, String>,
+        paths: &paths::PathResolver,
+    ) -> Result<Self, ConfigError> {
         let mut problems = Problems::default();
-        let registry = registry::check_registry(raw.registry, env, &mut problems);
+        let registry = registry::check_registry(raw.registry, env, paths, &mut problems);
         let providers = providers::check_providers(raw.providers, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
-        let tenants = tenants::check_tenants(raw.tenants, raw.credentials, &mut problems);
+        let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
         let server = server::check_server(raw.server, &mut problems);
         let approval = approval::check_approval(raw.approval, &mut problems);
         let database = database::check_database(raw.database, &mut problems);
@@ -330,6 +340,42 @@ mod tests {
             }
             other => panic!("expected validation problems, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn paths_are_relative_to_the_config_file_and_expand_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\n  - id: bob\n    credentials: {env_file: ~bob/x.env}\n",
+        )
+        .unwrap();
+        let env = HashMap::from([("HOME".to_owned(), "/home/u".to_owned())]);
+        let err = Config::load(&Sources {
+            file: Some(file.clone()),
+            env: env.clone(),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("tenants[1].credentials.env_file: '~bob/x.env': ~user is not supported"),
+            "{err}"
+        );
+        std::fs::write(
+            &file,
+            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\n",
+        )
+        .unwrap();
+        let config = Config::load(&Sources {
+            file: Some(file),
+            env,
+        })
+        .unwrap();
+        assert_eq!(config.engine.registry_root, dir.path().join("reg"));
+        let env_file = |id: &str| config.tenant(id).unwrap().env_file.clone().unwrap();
+        assert_eq!(env_file("default"), PathBuf::from("/home/u/q.env"));
+        assert_eq!(env_file("acme"), dir.path().join("acme.env"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::paths::PathResolver;
 use super::problems::{GIB, Problems};
 use crate::engine::RemoteRegistryConfig;
 
@@ -48,8 +49,16 @@ pub(super) struct Registry {
 pub(super) fn check_registry(
     raw: RawRegistry,
     env: &HashMap<String, String>,
+    paths: &PathResolver,
     problems: &mut Problems,
 ) -> Registry {
+    let root = match raw.root {
+        Some(root) => paths.resolve(&root).unwrap_or_else(|message| {
+            problems.push("registry.root", message);
+            root
+        }),
+        None => default_registry_root(env),
+    };
     problems.in_range(
         "registry.document_cache_size",
         raw.document_cache_size as u64,
@@ -71,7 +80,7 @@ pub(super) fn check_registry(
         problems.url("registry.url", url, &["http", "https", "file"]);
     }
     Registry {
-        root: raw.root.unwrap_or_else(|| default_registry_root(env)),
+        root,
         document_cache_size: raw.document_cache_size,
         remote: RemoteRegistryConfig {
             url,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::paths::PathResolver;
 use super::problems::Problems;
 use super::{Mode, TenantConfig};
 
@@ -33,6 +34,7 @@ pub(super) struct RawTenant {
 pub(super) fn check_tenants(
     raw: Vec<RawTenant>,
     default_credentials: RawCredentials,
+    paths: &PathResolver,
     problems: &mut Problems,
 ) -> Vec<TenantConfig> {
     let mut tenants: Vec<TenantConfig> = Vec::new();
@@ -95,7 +97,12 @@ pub(super) fn check_tenants(
             allowed_providers: tenant
                 .allowed_providers
                 .map(|p| p.into_iter().collect::<BTreeSet<_>>()),
-            env_file: credentials.env_file,
+            env_file: resolve_file(
+                paths,
+                &credential_keys[index],
+                credentials.env_file,
+                problems,
+            ),
             process_env,
             allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
         });
@@ -108,7 +115,12 @@ pub(super) fn check_tenants(
                 id: "default".to_owned(),
                 mode: Mode::default(),
                 allowed_providers: None,
-                env_file: default_credentials.env_file,
+                env_file: resolve_file(
+                    paths,
+                    "credentials",
+                    default_credentials.env_file,
+                    problems,
+                ),
                 process_env: default_credentials.process_env.unwrap_or(true),
                 allow_pull_provider: true,
             },
@@ -132,4 +144,18 @@ pub(super) fn check_tenants(
         }
     }
     tenants
+}
+
+/// A configured env file, `~` expanded and made absolute (see [`PathResolver`]).
+fn resolve_file(
+    paths: &PathResolver,
+    key: &str,
+    file: Option<PathBuf>,
+    problems: &mut Problems,
+) -> Option<PathBuf> {
+    let file = file?;
+    Some(paths.resolve(&file).unwrap_or_else(|message| {
+        problems.push(format!("{key}.env_file"), message);
+        file
+    }))
 }

@@ -127,3 +127,46 @@ async fn providers_command_and_query_errors() {
     assert_eq!(out.1.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.1.stderr).contains("provider 'nope' is not installed"));
 }
+
+#[tokio::test]
+async fn home_and_relative_paths_resolve_against_the_config_folder() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let folder = home.path().join(".config/querygate");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::os::unix::fs::symlink(fixture_registry(), folder.join("registry")).unwrap();
+    std::fs::write(
+        folder.join("config.yaml"),
+        "registry:\n  root: registry\ncredentials:\n  env_file: ~/secrets/querygate.env\n",
+    )
+    .unwrap();
+    let (home_path, work_path) = (home.path().to_owned(), work.path().to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        querygate()
+            .args([
+                "--config",
+                "~/.config/querygate/config.yaml",
+                "providers",
+                "--output",
+                "csv",
+            ])
+            .env("HOME", &home_path)
+            .current_dir(&work_path)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "name,version,versions\r\ntestapi,v1,v1\r\n"
+    );
+    // The absent env file was created under the home folder, nothing under the working one.
+    assert!(home.path().join("secrets/querygate.env").is_file());
+    assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+}
