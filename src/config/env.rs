@@ -1,5 +1,8 @@
 //! Environment overrides: `QUERYGATE_UPSTREAM__TIMEOUT=10s` sets `upstream.timeout`.
-//! Keys are lower-cased; values are read as YAML scalars (`7` is a number, `[a, b]` a list).
+//! Key segments match case-insensitively: a key the file already has keeps its spelling, the
+//! camelCase auth fields (`keyIDenvvar`, `valuePrefix`, `keyID`) take theirs, anything else
+//! is lower-cased. Values are read as YAML scalars (`7` is a number, `[a, b]` a list); a
+//! plain string is taken as it is, spaces included.
 //! Variables without `__` (like `QUERYGATE_CONFIG`) are not overrides and are ignored.
 
 use std::collections::HashMap;
@@ -9,6 +12,10 @@ use serde_json::{Map, Value};
 use super::ConfigError;
 
 const PREFIX: &str = "QUERYGATE_";
+
+/// Keys whose spelling is not lower case (fields of a provider's `auth` object, as StackQL
+/// documents spell them).
+const MIXED_CASE_KEYS: &[&str] = &["keyID", "keyIDenvvar", "valuePrefix"];
 
 pub(super) fn apply_overrides(
     tree: &mut Value,
@@ -20,16 +27,19 @@ pub(super) fn apply_overrides(
         .collect();
     keys.sort();
     for key in keys {
-        let path: Vec<String> = key[PREFIX.len()..]
-            .split("__")
-            .map(str::to_ascii_lowercase)
-            .collect();
-        if path.iter().any(String::is_empty) {
+        let path: Vec<&str> = key[PREFIX.len()..].split("__").collect();
+        if path.iter().any(|segment| segment.is_empty()) {
             return Err(invalid(key, "empty key segment"));
         }
         let raw = &env[key];
-        let value: Value =
-            serde_norway::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+        let value = match serde_norway::from_str(raw) {
+            // A plain string keeps its spaces (`valuePrefix=Bearer `); a quoted one is YAML's.
+            Ok(Value::String(_)) | Err(_) if !raw.trim_start().starts_with(['"', '\'']) => {
+                Value::String(raw.clone())
+            }
+            Ok(value) => value,
+            Err(_) => Value::String(raw.clone()),
+        };
         set(tree, &path, value).map_err(|message| invalid(key, &message))?;
     }
     Ok(())
@@ -42,7 +52,17 @@ fn invalid(key: &str, message: &str) -> ConfigError {
     }
 }
 
-fn set(tree: &mut Value, path: &[String], value: Value) -> Result<(), String> {
+/// The spelling of `segment` in `map`: an existing key that matches case-insensitively, a
+/// known mixed-case key, or the segment in lower case.
+fn spelling(map: &Map<String, Value>, segment: &str) -> String {
+    map.keys()
+        .map(String::as_str)
+        .chain(MIXED_CASE_KEYS.iter().copied())
+        .find(|known| known.eq_ignore_ascii_case(segment))
+        .map_or_else(|| segment.to_ascii_lowercase(), str::to_owned)
+}
+
+fn set(tree: &mut Value, path: &[&str], value: Value) -> Result<(), String> {
     let Some((last, parents)) = path.split_last() else {
         return Ok(());
     };
@@ -55,14 +75,59 @@ fn set(tree: &mut Value, path: &[String], value: Value) -> Result<(), String> {
             return Err("not a section".to_owned());
         };
         node = map
-            .entry(segment.clone())
+            .entry(spelling(map, segment))
             .or_insert_with(|| Value::Object(Map::new()));
     }
     match node {
         Value::Object(map) => {
-            map.insert(last.clone(), value);
+            map.insert(spelling(map, last), value);
             Ok(())
         }
-        _ => Err(format!("'{}' is not a section", parents.join("."))),
+        _ => Err(format!(
+            "'{}' is not a section",
+            parents.join(".").to_ascii_lowercase()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn apply(tree: Value, vars: &[(&str, &str)]) -> Value {
+        let mut tree = tree;
+        let env = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        apply_overrides(&mut tree, &env).unwrap();
+        tree
+    }
+
+    #[test]
+    fn mixed_case_keys_are_matched() {
+        let tree = apply(
+            json!({"providers": {"aws": {"auth": {"type": "aws_signing_v4", "credentialsEnvVar": "S"}}}}),
+            &[
+                ("QUERYGATE_PROVIDERS__AWS__AUTH__KEYIDENVVAR", "AWS_KEY"),
+                (
+                    "QUERYGATE_PROVIDERS__AWS__AUTH__CREDENTIALSENVVAR",
+                    "AWS_SECRET",
+                ),
+                ("QUERYGATE_PROVIDERS__DD__AUTH__VALUEPREFIX", "Token "),
+                ("QUERYGATE_UPSTREAM__PAGE_LIMIT", "3"),
+            ],
+        );
+        assert_eq!(
+            tree,
+            json!({
+                "providers": {
+                    "aws": {"auth": {"type": "aws_signing_v4", "credentialsEnvVar": "AWS_SECRET", "keyIDenvvar": "AWS_KEY"}},
+                    "dd": {"auth": {"valuePrefix": "Token "}}
+                },
+                "upstream": {"page_limit": 3}
+            })
+        );
     }
 }
