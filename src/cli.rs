@@ -116,6 +116,12 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
+    for name in engine.unmatched_provider_settings() {
+        tracing::warn!(
+            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
+            name.escape_debug()
+        );
+    }
     let tenants = match Tenants::open(&config) {
         Ok(tenants) => tenants,
         Err(err) => {

@@ -282,6 +282,13 @@ impl Engine {
         self.registry_pull(provider, version).await
     }
 
+    /// Names under configured provider settings (`providers.<name>`) that no installed
+    /// provider has, sorted: most likely typos, whose settings (base URL, auth) apply to
+    /// nothing. Reads the registry folder.
+    pub fn unmatched_provider_settings(&self) -> Vec<String> {
+        self.inner.unmatched_provider_settings()
+    }
+
     /// Installed providers this tenant may use.
     pub async fn providers(&self, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
         let (inner, cx) = (self.inner.clone(), cx.clone());
@@ -506,9 +513,37 @@ impl ParsedSql {
 }
 
 impl Inner {
+    fn unmatched_provider_settings(&self) -> Vec<String> {
+        let installed: Vec<String> = match self.registry.installed() {
+            Ok(installed) => installed.into_iter().map(|p| p.name).collect(),
+            Err(_) => return Vec::new(),
+        };
+        let mut unmatched: Vec<String> = self
+            .config
+            .providers
+            .keys()
+            .filter(|name| !installed.contains(name))
+            .cloned()
+            .collect();
+        unmatched.sort();
+        unmatched
+    }
+
     /// The auth a provider's requests use: the configured override, else the document's
-    /// `config.auth`, else `null`.
+    /// `config.auth`, else `null`. A provider without settings while some settings name no
+    /// installed provider (a typo would send the real API the real credentials) is warned
+    /// about.
     fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
+        if !self.config.providers.is_empty() && !self.config.providers.contains_key(&provider.name)
+        {
+            for name in self.unmatched_provider_settings() {
+                tracing::warn!(
+                    "'{}' runs without configured settings while providers.{} names no installed provider: is it a typo?",
+                    provider.name,
+                    name.escape_debug()
+                );
+            }
+        }
         self.config
             .providers
             .get(&provider.name)

@@ -170,3 +170,46 @@ async fn home_and_relative_paths_resolve_against_the_config_folder() {
     assert!(home.path().join("secrets/querygate.env").is_file());
     assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
 }
+
+#[tokio::test]
+async fn settings_for_no_installed_provider_are_warned_about_without_colours() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("querygate.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "registry:\n  root: {}\n  url: null\nproviders:\n  testap:\n    base_url: http://127.0.0.1:1\n",
+            fixture_registry().display()
+        ),
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        querygate()
+            .args(["--config", config.to_str().unwrap(), "query"])
+            .arg("SELECT id FROM testapi.items.items WHERE org = 'acme'")
+            .env("TESTAPI_KEY", SECRET)
+            .env("QUERYGATE_UPSTREAM__CONNECT_TIMEOUT", "1s")
+            .env("QUERYGATE_UPSTREAM__RETRY__ATTEMPTS", "1")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "providers.testap in the configuration names no installed provider; its settings apply to nothing"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "'testapi' runs without configured settings while providers.testap names no installed provider: is it a typo?"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a pipe: {stderr:?}"
+    );
+}
