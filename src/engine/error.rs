@@ -1,6 +1,7 @@
 //! The engine's one error type: a closed [`ErrorKind`], a message written for the person or
 //! model who sent the statement, and, for upstream failures, the typed HTTP status.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// What went wrong, as a closed set the MCP surface maps to stable codes.
@@ -63,10 +64,12 @@ pub struct Error {
 
 impl Error {
     /// Creates an error of `kind` with a message for the caller.
+    /// Control characters in it (from documents, packages, upstream bodies) are escaped.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let message = message.into();
         Error {
             kind,
-            message: message.into(),
+            message: escape_controls(&message).into_owned(),
             upstream: None,
         }
     }
@@ -75,7 +78,11 @@ impl Error {
     pub fn upstream(failure: UpstreamFailure) -> Self {
         let message = format!(
             "upstream http error: {{\"http_status\": {}, \"retryable\": {}}}: {} returned {}: {}",
-            failure.status, failure.retryable, failure.request, failure.status, failure.body
+            failure.status,
+            failure.retryable,
+            escape_controls(&failure.request),
+            failure.status,
+            escape_controls(&failure.body)
         );
         Error {
             kind: ErrorKind::Upstream,
@@ -102,7 +109,7 @@ impl Error {
     /// Appends a note to the message, keeping kind and upstream failure.
     pub(crate) fn with_note(mut self, note: &str) -> Self {
         self.message.push_str(" (");
-        self.message.push_str(note);
+        self.message.push_str(&escape_controls(note));
         self.message.push(')');
         self
     }
@@ -136,5 +143,53 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// `text` with control characters (and the bidirectional-text controls) escaped as Rust
+/// escapes (`\n`, `\u{1b}`), so text from outside can neither drive a terminal nor forge a
+/// log line; borrowed when there is nothing to escape.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The engine's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert!(matches!(escape_controls("plain 'é'"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_controls("a\u{1b}[31mred\nINFO forged\r\t\u{202e}x"),
+            "a\\u{1b}[31mred\\nINFO forged\\r\\t\\u{202e}x"
+        );
+        let err = Error::new(ErrorKind::Registry, "bad \u{7}name");
+        assert_eq!(err.to_string(), "bad \\u{7}name");
+        let err = Error::upstream(UpstreamFailure {
+            status: 500,
+            retryable: true,
+            body: "line\nINFO fake".to_owned(),
+            request: "GET http://h/p".to_owned(),
+        })
+        .with_note("x\u{1b}");
+        assert!(
+            err.message().ends_with("500: line\\nINFO fake (x\\u{1b})"),
+            "{err}"
+        );
+    }
+}

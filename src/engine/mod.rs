@@ -31,7 +31,7 @@ pub use self::credentials::{
     CredentialReport, CredentialSource, CredentialStatus, CredentialStore, ProviderCredentials,
     SourceOutcome,
 };
-pub use self::error::{Error, ErrorKind, Result, UpstreamFailure};
+pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };

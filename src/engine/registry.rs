@@ -81,7 +81,7 @@ impl LocalRegistry {
                 .unwrap_or(&dir)
                 .to_owned(),
             Err(err) => {
-                tracing::warn!(provider_dir = %dir, error = %err, "skipping unreadable provider");
+                tracing::warn!(provider_dir = ?dir, error = %err, "skipping unreadable provider");
                 return None;
             }
         };

@@ -265,6 +265,32 @@ async fn upstream_errors_are_tool_errors_the_model_can_read() {
 }
 
 #[tokio::test]
+async fn control_characters_from_upstreams_are_escaped() {
+    let server = start("read_only", "").await;
+    server.mock.route(
+        "/status/400",
+        Reply::status(
+            400,
+            "\u{1b}[2J\u{1b}[31mboom\r\nINFO querygate: forged line\u{7}",
+        ),
+    );
+    let client = modern_client(&server.url).await;
+    let result = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT * FROM testapi.items.status WHERE code = 400"}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true));
+    let text = text_of(&result);
+    assert!(
+        text.ends_with(r"\u{1b}[2J\u{1b}[31mboom\r\nINFO querygate: forged line\u{7}"),
+        "{text:?}"
+    );
+    assert!(!text.chars().any(char::is_control), "{text:?}");
+}
+
+#[tokio::test]
 async fn bad_calls_are_refused_before_any_tool_runs() {
     let server = start("full_access", "").await;
     let client = modern_client(&server.url).await;

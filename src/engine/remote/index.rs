@@ -39,7 +39,7 @@ impl Index {
         let mut providers = BTreeMap::new();
         for (name, entry) in entries {
             if !is_safe_name(name) {
-                tracing::warn!(provider = %name, "remote index names an unusable provider");
+                tracing::warn!(provider = ?name, "remote index names an unusable provider");
                 continue;
             }
             let mut versions: Vec<String> = entry
@@ -51,7 +51,7 @@ impl Index {
                 .filter(|v| {
                     let ok = is_safe_name(v);
                     if !ok {
-                        tracing::warn!(provider = %name, version = %v, "remote index names an unusable version");
+                        tracing::warn!(provider = ?name, version = ?v, "remote index names an unusable version");
                     }
                     ok
                 })

@@ -173,7 +173,7 @@ impl Library {
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, "query library: the remote index cannot be read; serving an older copy");
+                tracing::warn!(error = %crate::engine::escape_controls(&err.to_string()), "query library: the remote index cannot be read; serving an older copy");
                 state.failed = Some(now);
                 self.fallback_index(&state, url)
             }
@@ -257,7 +257,7 @@ impl Library {
                 Some(format!("GET {url}: the document's id is \"{}\"", doc.id)),
             ),
             Err(err) => {
-                tracing::warn!(error = %err, "query library: a document cannot be read; trying the snapshot");
+                tracing::warn!(error = %crate::engine::escape_controls(&err.to_string()), "query library: a document cannot be read; trying the snapshot");
                 from_snapshot(true, Some(err))
             }
         }
