@@ -36,6 +36,43 @@ async fn upstream_statuses_travel_as_values() {
 }
 
 #[tokio::test]
+async fn secrets_echoed_by_the_upstream_are_scrubbed() {
+    use base64::Engine as _;
+    let other = "other-tenant-secret-7731";
+    let mock = Mock::start().await;
+    mock.route(
+        "/status/401",
+        Reply::status(401, &format!("invalid key; also saw {other}")).echoing(),
+    );
+    let e = engine(&mock);
+    let cx = querygate::engine::ExecContext {
+        credentials: std::sync::Arc::new(querygate::engine::CredentialStore::fixed([
+            ("TESTAPI_KEY".to_owned(), SECRET.to_owned()),
+            ("OTHER_TOKEN".to_owned(), other.to_owned()),
+        ])),
+        ..context()
+    };
+    let err = e
+        .execute(&cx, "SELECT * FROM testapi.items.status WHERE code = 401")
+        .await
+        .unwrap_err();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    let text = err.to_string();
+    let body = &err.upstream_failure().unwrap().body;
+    // The mock did echo the key: the scrubbing is what keeps it out.
+    assert_eq!(mock.requests()[0].headers["x-api-key"], SECRET);
+    assert!(
+        body.contains("x-api-key: [REDACTED] ([REDACTED])"),
+        "{body}"
+    );
+    assert!(body.contains("also saw [REDACTED]"), "{body}");
+    for leaked in [SECRET, b64.as_str(), other] {
+        assert!(!text.contains(leaked), "{leaked} in {text}");
+        assert!(!body.contains(leaked), "{leaked} in {body}");
+    }
+}
+
+#[tokio::test]
 async fn a_slow_upstream_times_out_as_unavailable() {
     let mock = Mock::start().await;
     mock.route(

@@ -33,6 +33,9 @@ pub struct Reply {
     pub body: Vec<u8>,
     pub headers: Vec<(String, String)>,
     pub delay: std::time::Duration,
+    /// Append the request's header values (raw and base64) and query to the body, as APIs
+    /// that echo credentials back do.
+    pub echo: bool,
 }
 
 impl Reply {
@@ -42,6 +45,7 @@ impl Reply {
             body: body.to_string().into_bytes(),
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             delay: Default::default(),
+            echo: false,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -50,6 +54,7 @@ impl Reply {
             body: body.as_bytes().to_vec(),
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             delay: Default::default(),
+            echo: false,
         }
     }
     /// Raw bytes with a content type (registry packages, form bodies).
@@ -59,6 +64,7 @@ impl Reply {
             body,
             headers: vec![("content-type".to_owned(), content_type.to_owned())],
             delay: Default::default(),
+            echo: false,
         }
     }
     pub fn status_code(mut self, status: u16) -> Self {
@@ -67,6 +73,11 @@ impl Reply {
     }
     pub fn delayed(mut self, delay: std::time::Duration) -> Self {
         self.delay = delay;
+        self
+    }
+    /// See [`Reply::echo`].
+    pub fn echoing(mut self) -> Self {
+        self.echo = true;
         self
     }
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -155,8 +166,15 @@ fn answer(
     request: axum::http::request::Parts,
     body: Vec<u8>,
 ) -> (Response, std::time::Duration) {
+    use base64::Engine as _;
     let path = request.uri.path().to_owned();
     let query = request.uri.query().map(str::to_owned);
+    let mut echoed = format!(" query: {}", query.as_deref().unwrap_or(""));
+    for (name, value) in &request.headers {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
+        echoed.push_str(&format!(" {name}: {value} ({b64})"));
+    }
     log.lock().unwrap().push(Recorded {
         method: request.method.to_string(),
         path: path.clone(),
@@ -202,5 +220,9 @@ fn answer(
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);
     }
-    (builder.body(Body::from(reply.body)).unwrap(), reply.delay)
+    let mut body = reply.body;
+    if reply.echo {
+        body.extend_from_slice(echoed.as_bytes());
+    }
+    (builder.body(Body::from(body)).unwrap(), reply.delay)
 }

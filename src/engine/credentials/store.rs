@@ -15,6 +15,12 @@ use crate::engine::error::{Error, ErrorKind, Result};
 pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     /// The value of a credential variable, if set and non-empty.
     fn get(&self, name: &str) -> Option<String>;
+
+    /// Every secret value the source holds or has handed out (to scrub them from upstream
+    /// error bodies); none by default.
+    fn secret_values(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What re-sourcing the env file did.
@@ -82,6 +88,8 @@ pub struct CredentialStore {
     env_file: Option<PathBuf>,
     process_env: bool,
     values: RwLock<Arc<HashMap<String, String>>>,
+    /// Names whose values came from the process environment (their values are secrets too).
+    read_from_process: Mutex<BTreeSet<String>>,
     tokens: TokenCache,
 }
 
@@ -137,6 +145,7 @@ impl CredentialStore {
             env_file,
             process_env,
             values: RwLock::new(Arc::new(values)),
+            read_from_process: Mutex::default(),
             tokens: TokenCache::default(),
         }
     }
@@ -203,9 +212,28 @@ impl CredentialSource for CredentialStore {
             return Some(value.clone());
         }
         if self.process_env {
-            return std::env::var(name).ok().filter(|v| !v.is_empty());
+            let value = std::env::var(name).ok().filter(|v| !v.is_empty());
+            if value.is_some() {
+                self.read_from_process
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(name.to_owned());
+            }
+            return value;
         }
         None
+    }
+
+    /// The env file's values and those read from the process environment.
+    fn secret_values(&self) -> Vec<String> {
+        let mut values: Vec<String> = self.snapshot().values().cloned().collect();
+        let names = self
+            .read_from_process
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        values.extend(names.iter().filter_map(|name| std::env::var(name).ok()));
+        values
     }
 }
 

@@ -5,6 +5,7 @@
 mod auth;
 mod pagination;
 mod retry;
+mod scrub;
 
 pub(crate) use auth::{
     AuthParts, check_material as check_auth_material, credential_error, resolve as resolve_auth,
@@ -119,7 +120,7 @@ impl Upstream {
                 });
             }
             if !(200..300).contains(&status) {
-                return Err(status_error(&method, &url, status, &body));
+                return Err(status_error(leg, &method, &url, status, &body));
             }
             let next = pagination::next_page(leg.method, &url, &response_headers, &body)?;
             on_page(body)?;
@@ -207,7 +208,7 @@ impl Upstream {
             }
         };
         if !(200..300).contains(&status) {
-            return Err(status_error(&method, &url, status, &response));
+            return Err(status_error(leg, &method, &url, status, &response));
         }
         Ok((status, response))
     }
@@ -311,12 +312,27 @@ impl Upstream {
     }
 }
 
-/// The typed error of a non-success answer, quoting the start of its body.
-fn status_error(method: &reqwest::Method, url: &Url, status: u16, body: &[u8]) -> Error {
+/// The typed error of a non-success answer, quoting the start of its body with the
+/// request's secrets scrubbed out (before the cut, so no secret is left half-shown).
+fn status_error(
+    leg: &Leg<'_>,
+    method: &reqwest::Method,
+    url: &Url,
+    status: u16,
+    body: &[u8],
+) -> Error {
+    let scrubber = scrub::Scrubber::new(leg.auth, leg.credentials);
+    // Enough beyond the cut that a secret straddling it is still found whole.
+    let head = &body[..body.len().min(ERROR_BODY_LIMIT + 4096)];
+    let scrubbed = scrubber.scrub(&String::from_utf8_lossy(head));
+    let mut text = truncate_lossy(scrubbed.as_bytes(), ERROR_BODY_LIMIT);
+    if body.len() > head.len() && !text.ends_with("…(truncated)") {
+        text.push_str("…(truncated)");
+    }
     Error::upstream(UpstreamFailure {
         status,
         retryable: UpstreamFailure::is_retryable_status(status),
-        body: truncate_lossy(body, ERROR_BODY_LIMIT),
+        body: text,
         request: describe(method, url),
     })
 }
