@@ -75,9 +75,16 @@ pub(crate) async fn run_with(
         if wave.is_empty() {
             return Err(Error::internal("table dependencies did not resolve"));
         }
+        // Every request of the wave is counted before any of them is sent.
+        let mut wave_params = Vec::with_capacity(wave.len());
+        for i in &wave {
+            wave_params.push(table_params(&db, &jobs, *i).await?);
+        }
+        budget.reserve(&jobs, &wave, &wave_params)?;
         let results = futures::future::join_all(
             wave.iter()
-                .map(|i| load_table(inner, cx, &db, &jobs, *i, &budget)),
+                .zip(wave_params)
+                .map(|(i, params)| load_table(inner, cx, &db, &jobs, *i, params, &budget)),
         )
         .await;
         for result in results {
@@ -162,6 +169,49 @@ struct Budget {
     requests: AtomicUsize,
     limit: usize,
     permits: Semaphore,
+}
+
+/// A table's parameters with their values: each combination is one upstream request.
+type TableParams = Vec<(Param, Vec<ParamValue>)>;
+
+impl Budget {
+    /// Counts the requests of the tables in `wave` (one per combination of parameter values)
+    /// towards the statement's limit, failing before any is sent when they would pass it.
+    fn reserve(&self, jobs: &[TableJob], wave: &[usize], params: &[TableParams]) -> Result<()> {
+        let counts: Vec<(String, usize)> = wave
+            .iter()
+            .zip(params)
+            .map(|(i, params)| {
+                let legs = params
+                    .iter()
+                    .fold(1usize, |n, (_, values)| n.saturating_mul(values.len()));
+                (jobs[*i].plan.resource.full_name(), legs)
+            })
+            .collect();
+        let wanted = counts
+            .iter()
+            .fold(0usize, |n, (_, legs)| n.saturating_add(*legs));
+        let used = self
+            .requests
+            .fetch_add(wanted, Ordering::SeqCst)
+            .saturating_add(wanted);
+        if used <= self.limit {
+            return Ok(());
+        }
+        let each: Vec<String> = counts
+            .iter()
+            .filter(|(_, legs)| *legs > 0)
+            .map(|(name, legs)| format!("'{name}': {legs}"))
+            .collect();
+        Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!(
+                "the statement needs {used} upstream requests ({}), over the limit of {} (upstream.max_requests_per_statement); nothing more was sent; narrow the IN lists or joins",
+                each.join(", "),
+                self.limit
+            ),
+        ))
+    }
 }
 
 fn prepare(
@@ -323,32 +373,28 @@ fn combinations(params: &[(Param, Vec<ParamValue>)]) -> Vec<Vec<(&Param, ParamVa
     legs
 }
 
+/// A table's parameter values: literals, or the distinct values of a loaded table's column.
+async fn table_params(db: &Database, jobs: &[TableJob], index: usize) -> Result<TableParams> {
+    let mut params = Vec::with_capacity(jobs[index].plan.params.len());
+    for (param, source) in &jobs[index].plan.params {
+        params.push((param.clone(), param_values(db, jobs, source).await?));
+    }
+    Ok(params)
+}
+
 async fn load_table(
     inner: &Inner,
     cx: &ExecContext,
     db: &Database,
     jobs: &[TableJob],
     index: usize,
+    params: TableParams,
     budget: &Budget,
 ) -> Result<Vec<String>> {
     let job = &jobs[index];
     let plan = &job.plan;
-    let mut params = Vec::with_capacity(plan.params.len());
-    for (param, source) in &plan.params {
-        params.push((param.clone(), param_values(db, jobs, source).await?));
-    }
+    // Counted by `Budget::reserve` before the wave started.
     let legs = combinations(&params);
-    let used = budget.requests.fetch_add(legs.len(), Ordering::SeqCst) + legs.len();
-    if used > budget.limit {
-        return Err(Error::new(
-            ErrorKind::LimitExceeded,
-            format!(
-                "the statement needs {used} upstream requests (counting '{}'), over the limit of {} (upstream.max_requests_per_statement); narrow the IN lists or joins",
-                plan.resource.full_name(),
-                budget.limit
-            ),
-        ));
-    }
     let provider = plan.resource.provider.as_str();
     let auth = if legs.is_empty() {
         None

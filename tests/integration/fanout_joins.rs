@@ -58,6 +58,24 @@ async fn the_request_cap_is_enforced_before_any_request() {
     .await;
     assert!(err.to_string().contains("over the limit of 2"), "{err}");
     assert!(mock.requests().is_empty());
+    // Across UNION legs and subqueries: each fits alone, together they do not, and nothing
+    // is sent (every leg would be answered).
+    for org in ["a", "b", "c", "d", "e", "f"] {
+        mock.route(&format!("/orgs/{org}/items"), Reply::json(json!([])));
+    }
+    let e = engine_with(&mock, |c| c.upstream.max_requests_per_statement = 4);
+    let err = query_err(
+        &e,
+        "SELECT id FROM testapi.items.items WHERE org IN ('a', 'b', 'c') \
+         UNION ALL SELECT id FROM testapi.items.items WHERE org IN ('d', 'e') \
+         UNION ALL SELECT id FROM (SELECT id FROM testapi.items.items WHERE org = 'f')",
+    )
+    .await;
+    assert_eq!(
+        err.to_string(),
+        "the statement needs 6 upstream requests ('testapi.items.items': 3, 'testapi.items.items': 2, 'testapi.items.items': 1), over the limit of 4 (upstream.max_requests_per_statement); nothing more was sent; narrow the IN lists or joins"
+    );
+    assert!(mock.requests().is_empty(), "{:?}", mock.paths());
 }
 
 #[tokio::test]
