@@ -213,3 +213,43 @@ async fn settings_for_no_installed_provider_are_warned_about_without_colours() {
         "colour codes in a pipe: {stderr:?}"
     );
 }
+
+#[tokio::test]
+async fn a_fifo_env_file_is_refused_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("creds.env");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let config = dir.path().join("querygate.yaml");
+    std::fs::write(&config, "credentials:\n  env_file: creds.env\n").unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = querygate()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("querygate blocked on the FIFO");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("creds.env") && stderr.contains("not a regular file"),
+        "{stderr}"
+    );
+}

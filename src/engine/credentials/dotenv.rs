@@ -3,8 +3,40 @@
 //! (no escapes, no inline comments), CRLF tolerated, empty values dropped, later duplicates
 //! win.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::Path;
+
+/// The largest env file read (a credential file is a few KiB at most).
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads an env file: only a regular file (a FIFO or device would block start-up or never
+/// end), of at most [`MAX_FILE_BYTES`], as UTF-8.
+pub(crate) fn read(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let regular = |meta: &std::fs::Metadata| {
+        if meta.is_file() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, device or folder is refused)",
+            ))
+        }
+    };
+    // Checked before opening (opening a FIFO blocks until a writer comes) and after.
+    regular(&std::fs::metadata(path)?)?;
+    let file = std::fs::File::open(path)?;
+    regular(&file.metadata()?)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {MAX_FILE_BYTES} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "not UTF-8 text"))
+}
 
 /// The text a created credential file starts with.
 const NEW_FILE_HEADER: &str = "\
@@ -126,5 +158,28 @@ mod tests {
         std::fs::write(&path, "K=v\n").unwrap();
         assert!(!ensure_exists(&path).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "K=v\n");
+    }
+
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.env");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Returns at once instead of waiting for a writer.
+        let err = read(&fifo).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(read(dir.path()).is_err());
+        let big = dir.path().join("big.env");
+        std::fs::write(&big, vec![b'#'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        let err = read(&big).unwrap_err().to_string();
+        assert!(err.contains("larger than 1048576 bytes"), "{err}");
+        let link = dir.path().join("link.env");
+        std::fs::write(dir.path().join("real.env"), "K=v\n").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real.env"), &link).unwrap();
+        assert_eq!(read(&link).unwrap(), "K=v\n");
     }
 }

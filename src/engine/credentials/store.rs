@@ -162,7 +162,7 @@ impl CredentialStore {
         let Some(path) = &self.env_file else {
             return Ok(SourceOutcome::default());
         };
-        let text = match std::fs::read_to_string(path) {
+        let text = match dotenv::read(path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::new(
