@@ -310,6 +310,38 @@ async fn bad_calls_are_refused_before_any_tool_runs() {
     .await
     .unwrap_err();
     assert!(extra.contains("sqll"), "{extra}");
+    // A negative row_limit is refused by every tool that takes one; 0 means the server's cap.
+    for (tool, arguments) in [
+        (
+            "run_select_query",
+            json!({"sql": "SELECT 1", "row_limit": -1}),
+        ),
+        (
+            "validate_select_query",
+            json!({"sql": "SELECT 1", "row_limit": -5}),
+        ),
+        (
+            "list_services",
+            json!({"provider": "testapi", "row_limit": -1}),
+        ),
+    ] {
+        let err = try_call(&client, tool, arguments).await.unwrap_err();
+        assert!(
+            err.contains("invalid arguments")
+                && err.contains("row_limit: invalid value: integer `-"),
+            "{tool}: {err}"
+        );
+    }
+    let zero = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT 1 AS n", "row_limit": 0}),
+    )
+    .await;
+    assert_eq!(
+        zero.structured_content.unwrap(),
+        json!({"rows": [{"n": 1}]})
+    );
     // A write sent to the read tool is refused, not run.
     let write = call(
         &client,

@@ -119,7 +119,7 @@ pub(crate) struct HierarchyInput {
     method: Option<String>,
     /// Most rows to return; 0 or absent: the server's limit.
     #[serde(default)]
-    row_limit: Option<i64>,
+    row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing
@@ -181,7 +181,7 @@ fn hierarchy(
     invocation: &mut Invocation,
     needed: usize,
     missing: &str,
-) -> Result<(Vec<String>, Option<i64>), ToolError> {
+) -> Result<(Vec<String>, Option<u64>), ToolError> {
     let input: HierarchyInput = super::arguments(std::mem::take(&mut invocation.arguments))?;
     let fields = [
         ("provider", input.provider),
@@ -208,7 +208,7 @@ fn hierarchy(
     Ok((names, input.row_limit))
 }
 
-fn limit(invocation: &Invocation, requested: Option<i64>) -> usize {
+fn limit(invocation: &Invocation, requested: Option<u64>) -> usize {
     super::row_cap(requested, invocation.shared.server.max_rows)
 }
 

@@ -263,8 +263,9 @@ pub(crate) fn kind_name(kind: crate::engine::StatementKind) -> &'static str {
     }
 }
 
-/// The row cap of a call: the model's `row_limit` when positive, never above the server's.
-pub(crate) fn row_cap(requested: Option<i64>, server_max: usize) -> usize {
+/// The row cap of a call: the model's `row_limit` when positive, never above the server's
+/// (0 or absent: the server's). A negative `row_limit` does not parse (invalid arguments).
+pub(crate) fn row_cap(requested: Option<u64>, server_max: usize) -> usize {
     match requested {
         Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX).min(server_max),
         _ => server_max,

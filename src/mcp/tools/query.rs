@@ -81,7 +81,7 @@ pub(crate) struct QueryInput {
     /// Most rows to return (server-side cap; the result says when it cut). 0 or absent: the
     /// server's limit.
     #[serde(default)]
-    row_limit: Option<i64>,
+    row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing

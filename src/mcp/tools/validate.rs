@@ -41,7 +41,7 @@ pub(crate) struct ValidateInput {
     /// Accepted for symmetry with run_select_query; nothing is returned but the verdict.
     #[serde(default)]
     #[allow(dead_code)] // accepted, not used
-    row_limit: Option<i64>,
+    row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing
