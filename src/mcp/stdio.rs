@@ -8,6 +8,7 @@
 //!           ├─ not JSON            → -32700 (id null) ─┐
 //!           ├─ not JSON-RPC 2.0    → -32600 (id null) ─┤
 //!           ├─ over-long line      → -32600 (id null) ─┤
+//!           ├─ id already in flight → -32600 (its id) ─┤
 //!           └─ a message → duplex pipe → rmcp → pipe ──┴→ one writer → stdout
 //! ```
 //!
@@ -15,7 +16,8 @@
 //! layer's error responses never split one of rmcp's. The session survives every bad
 //! frame; it ends at EOF on stdin (exit 0) or when a stream fails (an error naming which).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::ServiceExt as _;
 use rmcp::service::ServerInitializeError;
@@ -98,7 +100,12 @@ where
         }
         written
     });
-    let pump = tokio::spawn(pump_lines(BufReader::new(from_rmcp), lines.clone()));
+    let in_flight = InFlight::default();
+    let pump = tokio::spawn(pump_lines(
+        BufReader::new(from_rmcp),
+        lines.clone(),
+        in_flight.clone(),
+    ));
 
     let mut reader = BufReader::new(input);
     let mut buf = Vec::new();
@@ -122,7 +129,7 @@ where
                 INVALID_REQUEST,
                 format!("invalid request: the line exceeds {max_line} bytes"),
             )),
-            LineRead::Line => classify(&buf),
+            LineRead::Line => in_flight.admit(classify(&buf)),
         };
         match frame {
             Frame::Skip => {}
@@ -173,6 +180,58 @@ where
         ))),
     };
     outcome.and(written).and(session)
+}
+
+/// The ids of the client's requests that rmcp has not answered yet. rmcp keeps one entry
+/// per id, so a second request with the same id would replace the first and one of them
+/// would never be answered: the duplicate is refused instead.
+#[derive(Clone, Default)]
+struct InFlight(Arc<Mutex<HashSet<String>>>);
+
+impl InFlight {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a request's id, or turns a request whose id is in flight into an error
+    /// response carrying that id; a cancellation frees the id it names.
+    fn admit(&self, frame: Frame) -> Frame {
+        let Frame::Forward { line, is_request } = frame else {
+            return frame;
+        };
+        let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(&line) else {
+            return Frame::Forward { line, is_request };
+        };
+        let method = message.get("method").and_then(Value::as_str);
+        if method == Some("notifications/cancelled")
+            && let Some(id) = message.get("params").and_then(|p| p.get("requestId"))
+        {
+            self.ids().remove(&id.to_string());
+        }
+        if is_request && let Some(id) = message.get("id") {
+            if !self.ids().insert(id.to_string()) {
+                return Frame::Reject(json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {
+                        "code": INVALID_REQUEST,
+                        "message": format!("invalid request: a request with id {id} is still in flight; use a new id"),
+                    },
+                }));
+            }
+        }
+        Frame::Forward { line, is_request }
+    }
+
+    /// Frees the id of a response rmcp wrote.
+    fn answered(&self, line: &[u8]) {
+        if let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line)
+            && !message.contains_key("method")
+            && let Some(id) = message.get("id")
+        {
+            self.ids().remove(&id.to_string());
+        }
+    }
 }
 
 /// What one line of input is.
@@ -315,7 +374,7 @@ where
 }
 
 /// Copies rmcp's output, line by line, into the stdout queue.
-async fn pump_lines<R>(mut from_rmcp: R, lines: mpsc::Sender<Vec<u8>>)
+async fn pump_lines<R>(mut from_rmcp: R, lines: mpsc::Sender<Vec<u8>>, in_flight: InFlight)
 where
     R: AsyncBufRead + Unpin,
 {
@@ -324,6 +383,7 @@ where
         match from_rmcp.read_until(b'\n', &mut line).await {
             Ok(0) => return,
             Ok(_) => {
+                in_flight.answered(&line);
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }

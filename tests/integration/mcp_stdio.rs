@@ -289,6 +289,49 @@ async fn bad_frames_get_error_responses_and_the_session_goes_on() {
 }
 
 #[tokio::test]
+async fn a_second_request_with_an_id_in_flight_is_refused() {
+    let (mock, _dir, config) = setup().await;
+    mock.route(
+        "/orgs/slow/items",
+        Reply::json(json!([{"id": 7, "name": "late"}])).delayed(Duration::from_millis(800)),
+    );
+    let mut raw = Raw::spawn(&config);
+    handshake_and_list(&mut raw, "\n").await;
+    let call = |id: u64, org: &str| {
+        let mut line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "run_select_query", "arguments": {"sql": format!("SELECT name FROM testapi.items.items WHERE org = '{org}'"), "format": "json"}}}).to_string();
+        line.push('\n');
+        line
+    };
+    raw.send(call(5, "slow").as_bytes()).await;
+    raw.send(call(5, "acme").as_bytes()).await;
+    let refused = raw.next().await;
+    assert_eq!(refused["id"], 5, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a request with id 5 is still in flight"),
+        "{refused}"
+    );
+    let answered = raw.next().await;
+    assert_eq!(answered["id"], 5);
+    assert_eq!(
+        answered["result"]["structuredContent"],
+        json!({"rows": [{"name": "late"}]})
+    );
+    // Once answered, the id may be used again.
+    raw.send(call(5, "acme").as_bytes()).await;
+    let again = raw.next().await;
+    assert_eq!(
+        again["result"]["structuredContent"],
+        json!({"rows": [{"name": "one"}, {"name": "two"}]}),
+        "{again}"
+    );
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
 async fn an_over_long_line_is_refused_and_the_session_goes_on() {
     let (_mock, dir, _) = setup().await;
     let mock = Mock::start().await;
