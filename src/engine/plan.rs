@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::document::{DocumentStore, Method, Param, ParamLocation, Resource};
 use super::error::{Error, ErrorKind, Result};
 use super::rows::RowLocator;
-use super::sql::{Analysis, Source};
+use super::sql::{Analysis, Filter, Source};
 use super::types::SqlVerb;
 
 /// How one API table occurrence is filled.
@@ -83,11 +83,33 @@ fn plan_one(
     let chosen = candidates
         .iter()
         .position(|method| method.required_params().all(|p| bound(method, p).is_some()));
+    // `org LIKE 'ac%'` on a required parameter: name it before anything is fetched.
+    let filtered_param = analysis
+        .filters
+        .iter()
+        .filter(|f| f.occurrence == index)
+        .filter(|f| {
+            !bindings
+                .iter()
+                .any(|(c, _)| c.eq_ignore_ascii_case(&f.column))
+        })
+        .find_map(|f| {
+            let needing: Vec<&str> = candidates
+                .iter()
+                .filter(|m| m.required_params().any(|p| m.answers_to(&p.name, &f.column)))
+                .map(|m| m.name.as_str())
+                .collect();
+            (!needing.is_empty()).then_some((f, needing))
+        });
     let Some(chosen) = chosen else {
         if let Some(broken) = resource.broken_for(SqlVerb::Select) {
             return Err(broken);
         }
-        return Err(missing_params_error(&resource, &candidates));
+        let err = missing_params_error(&resource, &candidates);
+        return Err(match filtered_param {
+            Some((filter, needing)) => filter_error(&resource, filter, &needing, Some(err)),
+            None => err,
+        });
     };
     let method = candidates[chosen];
     let method_index = resource
@@ -117,6 +139,17 @@ fn plan_one(
         .collect();
     let schema_columns: Vec<String> = schema_columns.into_iter().map(|c| c.name).collect();
     let dynamic_columns = schema_columns.is_empty();
+    // The chosen method neither takes nor returns the filtered parameter: the filter could
+    // only fail after a request to the wrong endpoint.
+    if let Some((filter, needing)) = filtered_param
+        && !contains_ci(&schema_columns, &filter.column)
+        && !method
+            .params
+            .iter()
+            .any(|p| p.name.eq_ignore_ascii_case(&filter.column))
+    {
+        return Err(filter_error(&resource, filter, &needing, None));
+    }
     let mut columns = schema_columns.clone();
     // StackQL's rule: `SELECT *` is the response schema's properties, never the parameters.
     let star_columns = schema_columns;
@@ -150,6 +183,28 @@ fn plan_one(
 
 pub(crate) fn contains_ci(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// A required parameter compared with `LIKE`, `<`, … instead of `=` or `IN`.
+fn filter_error(
+    resource: &Resource,
+    filter: &Filter,
+    needing: &[&str],
+    missing: Option<Error>,
+) -> Error {
+    let column = &filter.column;
+    let mut message = format!(
+        "'{column}' is a required parameter of '{}' (method {}): give it with = or IN, as {column} = 'value' or {column} IN ('a', 'b'); `{column} {}` only filters rows already fetched and cannot choose what to fetch",
+        resource.full_name(),
+        needing.join(", "),
+        filter.operator
+    );
+    if let Some(missing) = missing {
+        message.push_str(" (");
+        message.push_str(missing.message());
+        message.push(')');
+    }
+    Error::new(ErrorKind::MissingParameters, message)
 }
 
 fn missing_params_error(resource: &Resource, candidates: &[&Method]) -> Error {

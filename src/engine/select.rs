@@ -101,7 +101,21 @@ pub(crate) async fn run_with(
 
 /// Fills `table` with a result's rows (as JSON objects: nested JSON stays text).
 async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<()> {
-    db.create_table(table, output.columns.clone()).await?;
+    // Columns that hold booleans stay booleans when read back.
+    let booleans: Vec<String> = output
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            output
+                .rows
+                .iter()
+                .any(|row| matches!(row.get(*i), Some(Cell::Boolean(_))))
+        })
+        .map(|(_, name)| name.clone())
+        .collect();
+    db.create_table(table, output.columns.clone(), &booleans)
+        .await?;
     let rows: Vec<Value> = output
         .rows
         .into_iter()
@@ -113,6 +127,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
                     .cloned()
                     .zip(row.into_iter().map(|cell| match cell {
                         Cell::Null => Value::Null,
+                        Cell::Boolean(b) => Value::Bool(b),
                         Cell::Integer(i) => Value::from(i),
                         Cell::Real(r) => Value::from(r),
                         Cell::Text(t) => Value::String(t),
@@ -346,6 +361,7 @@ async fn evaluated(db: &Database, sql: String) -> Result<Vec<ParamValue>> {
         .into_iter()
         .filter_map(|row| {
             let (text, sql) = match row.into_iter().next()? {
+                Cell::Boolean(b) => (b.to_string(), SqlValue::Integer(i64::from(b))),
                 Cell::Integer(i) => (i.to_string(), SqlValue::Integer(i)),
                 Cell::Real(r) => (r.to_string(), SqlValue::Real(r)),
                 Cell::Text(t) => (t.clone(), SqlValue::Text(t)),

@@ -53,6 +53,51 @@ fn cx(vars: &[(&str, &str)]) -> ExecContext {
 }
 
 #[tokio::test]
+async fn like_on_a_required_parameter_is_refused_before_any_request() {
+    let Some(root) = compat_root() else { return };
+    let mock = Mock::start().await;
+    // The method without `org` would answer; it must not be asked.
+    mock.route(
+        "/user/repos",
+        Reply::json(json!([{"id": 1, "name": "mine"}])),
+    );
+    let e = compat_engine(root, &[("github", mock.url())]);
+    let err = e
+        .execute(
+            &cx(&[("GITHUB_CREDS", SECRET)]),
+            "SELECT name FROM github.repos.repos WHERE org LIKE 'ac%'",
+        )
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "'org' is a required parameter of 'github.repos.repos' (method list_for_org"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("give it with = or IN, as org = 'value' or org IN ('a', 'b'); `org LIKE` only filters rows already fetched"),
+        "{text}"
+    );
+    assert!(!text.contains("__qg_t"), "{text}");
+    assert!(mock.requests().is_empty(), "{:?}", mock.paths());
+    // A LIKE on a column the rows have stays a local filter.
+    let out = e
+        .execute(
+            &cx(&[("GITHUB_CREDS", SECRET)]),
+            "SELECT name FROM github.repos.repos WHERE name LIKE 'mi%'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.rows, vec![vec![text_cell("mine")]]);
+}
+
+fn text_cell(s: &str) -> Cell {
+    Cell::Text(s.to_owned())
+}
+
+#[tokio::test]
 async fn github_repos_by_org_with_basic_auth_and_link_pagination() {
     let Some(root) = compat_root() else { return };
     let mock = Mock::start().await;

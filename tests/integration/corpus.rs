@@ -69,6 +69,7 @@ pub fn providers_context() -> ExecContext {
 pub fn cell_text(cell: &Cell) -> String {
     match cell {
         Cell::Null => "NULL".to_owned(),
+        Cell::Boolean(b) => b.to_string(),
         Cell::Integer(i) => i.to_string(),
         Cell::Real(r) => r.to_string(),
         Cell::Text(s) => s.clone(),

@@ -73,6 +73,26 @@ async fn secrets_echoed_by_the_upstream_are_scrubbed() {
 }
 
 #[tokio::test]
+async fn a_required_parameter_compared_with_like_is_named() {
+    let mock = Mock::start().await;
+    let e = engine(&mock);
+    let err = query_err(
+        &e,
+        "SELECT i.id FROM testapi.items.items i WHERE i.org LIKE 'ac%' AND i.id > 3",
+    )
+    .await;
+    assert_eq!(err.kind(), ErrorKind::MissingParameters);
+    let text = err.to_string();
+    assert!(
+        text.starts_with("'org' is a required parameter of 'testapi.items.items' (method get_item, list_items): give it with = or IN"),
+        "{text}"
+    );
+    assert!(text.contains("`org LIKE` only filters rows"), "{text}");
+    assert!(!text.contains("__qg_t"), "{text}");
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
 async fn a_slow_upstream_times_out_as_unavailable() {
     let mock = Mock::start().await;
     mock.route(

@@ -75,11 +75,22 @@ enum FromEntry {
     Opaque,
 }
 
+/// A predicate on a column that cannot bind a request parameter (`LIKE`, `<`, `NOT IN`, …):
+/// it only filters fetched rows.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub(crate) occurrence: usize,
+    pub(crate) column: String,
+    /// The operator as the statement wrote it, e.g. `LIKE`.
+    pub(crate) operator: String,
+}
+
 /// What the analysis found.
 #[derive(Debug)]
 pub(crate) struct Analysis {
     pub(crate) occurrences: Vec<Occurrence>,
     pub(crate) bindings: Vec<Binding>,
+    pub(crate) filters: Vec<Filter>,
     selects: Vec<Vec<FromEntry>>,
 }
 
@@ -89,6 +100,7 @@ pub(crate) fn analyse(query: &mut Query) -> Result<Analysis> {
         analysis: Analysis {
             occurrences: Vec::new(),
             bindings: Vec::new(),
+            filters: Vec::new(),
             selects: Vec::new(),
         },
         scopes: Vec::new(),
@@ -312,7 +324,45 @@ impl Collector {
                     self.push(&targets, Source::Expr { occurrence, sql });
                 }
             }
-            _ => {}
+            other => self.filter(other, in_scope, aliases),
+        }
+    }
+
+    /// Records a column compared other than by `=` or `IN (literals)`.
+    fn filter(&mut self, conjunct: &Expr, in_scope: &[usize], aliases: &[(String, Expr)]) {
+        let (column, operator) = match conjunct {
+            Expr::Like { expr, negated, .. } => (expr, if *negated { "NOT LIKE" } else { "LIKE" }),
+            Expr::ILike { expr, negated, .. } => {
+                (expr, if *negated { "NOT ILIKE" } else { "ILIKE" })
+            }
+            Expr::SimilarTo { expr, .. } => (expr, "SIMILAR TO"),
+            Expr::RLike { expr, .. } => (expr, "REGEXP"),
+            Expr::Between { expr, .. } => (expr, "BETWEEN"),
+            // Negated, or over something other than a list of literals.
+            Expr::In { expr, negated, .. } => (expr, if *negated { "NOT IN" } else { "IN" }),
+            Expr::BinaryOp { left, op, .. } => match op {
+                BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq => (left, ""),
+                _ => return,
+            },
+            _ => return,
+        };
+        let operator = match conjunct {
+            Expr::BinaryOp { op, .. } => op.to_string(),
+            _ => operator.to_owned(),
+        };
+        for (occurrence, column) in self
+            .column_ref(column, in_scope, aliases)
+            .unwrap_or_default()
+        {
+            self.analysis.filters.push(Filter {
+                occurrence,
+                column,
+                operator: operator.clone(),
+            });
         }
     }
 

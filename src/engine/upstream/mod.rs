@@ -169,7 +169,7 @@ impl Upstream {
             .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
             .await?;
         if !(200..300).contains(&status) {
-            return Err(status_error(&method, &url, status, &body));
+            return Err(status_error(leg, &method, &url, status, &body));
         }
         Ok(body)
     }
