@@ -287,6 +287,20 @@ async fn pull_argument_checks_and_registry_urls() {
     let err = query_err(&e, "REGISTRY LIST").await;
     assert!(err.message().contains("no provider index"), "{err}");
 
+    // An unreachable registry keeps the cause (connection refused), and says what to do.
+    let offline = registry_engine(root.path(), &mock, |c| {
+        c.remote.url = Some("http://127.0.0.1:1/providers".to_owned());
+    });
+    let err = query_err(&offline, "REGISTRY LIST").await;
+    assert!(
+        err.message().contains("error sending request")
+            && err.message().contains("Connection refused")
+            && err
+                .message()
+                .ends_with("serve a registry mirror and point registry.url at it"),
+        "{err}"
+    );
+
     let local = registry_engine(root.path(), &mock, |c| {
         c.remote.url = Some(format!("file://{}", root.path().display()));
     });

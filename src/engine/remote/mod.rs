@@ -337,9 +337,11 @@ impl Remote {
             } else {
                 "failed"
             };
+            // The whole cause chain: "error sending request" alone does not say that the
+            // connection was refused or the name did not resolve.
             registry_error(format!(
-                "registry request GET {shown} {what}: {}",
-                err.without_url()
+                "registry request GET {shown} {what}: {}; without network access, serve a registry mirror and point registry.url at it",
+                crate::engine::upstream::error_chain(&err.without_url())
             ))
         };
         let mut response = self.client.get(url.clone()).send().await.map_err(failed)?;

@@ -343,7 +343,8 @@ fn root_store() -> rustls::RootCertStore {
     }
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
+/// An error with its sources: `outer: inner: innermost`.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(inner) = source {
