@@ -94,7 +94,10 @@ pub(super) fn check_database(raw: RawDatabase, problems: &mut Problems) -> Datab
     let url = raw.url.filter(|u| !u.trim().is_empty());
     let url = match (url, raw.url_file) {
         (Some(_), Some(_)) => {
-            problems.push("database.url", "database.url and database.url_file are both set; keep one");
+            problems.push(
+                "database.url",
+                "database.url and database.url_file are both set; keep one",
+            );
             None
         }
         (Some(url), None) => {
@@ -193,6 +196,9 @@ mod tests {
         assert!(problems.to_string().contains("both set"), "{problems:?}");
         let mut problems = Problems::default();
         check_database(raw("migrate_on_start: true\n"), &mut problems);
-        assert!(problems.to_string().contains("migrate_on_start"), "{problems:?}");
+        assert!(
+            problems.to_string().contains("migrate_on_start"),
+            "{problems:?}"
+        );
     }
 }

@@ -55,7 +55,9 @@ impl QuerygateMcp {
                     Arc::new((spec.input_schema)()),
                 )
                 .with_title(spec.title)
-                .with_raw_output_schema(Arc::new((spec.output_schema)()))
+                .with_raw_output_schema(Arc::new(super::output_schema::declared((spec
+                    .output_schema)(
+                ))))
                 .with_annotations(ToolAnnotations::from_raw(
                     Some(spec.title.to_owned()),
                     Some(hints.read_only),

@@ -284,7 +284,7 @@ async fn control_characters_from_upstreams_are_escaped() {
     assert_eq!(result.is_error, Some(true));
     let text = text_of(&result);
     assert!(
-        text.ends_with(r"\u{1b}[2J\u{1b}[31mboom\r\nINFO querygate: forged line\u{7}"),
+        text.contains(r"\u{1b}[2J\u{1b}[31mboom\r\nINFO querygate: forged line\u{7}"),
         "{text:?}"
     );
     assert!(!text.chars().any(char::is_control), "{text:?}");

@@ -65,5 +65,6 @@ async fn official_python_sdk_client_lists_tools_and_runs_a_select() {
         "{stdout}"
     );
     assert!(stdout.contains("library get: run_select_query"), "{stdout}");
+    assert!(stdout.contains("tool error: "), "{stdout}");
     assert!(stdout.contains("python mcp client: ok"), "{stdout}");
 }

@@ -49,6 +49,12 @@ async def main(url: str) -> None:
             entry = await session.call_tool("query_library_get", {"id": hit})
             assert not entry.is_error, entry
             print(f"library get: {entry.structured_content['next_tool']}")
+
+            failed = await session.call_tool(
+                "run_select_query", {"sql": "SELECT id FROM nosuch.a.b"}
+            )
+            assert failed.is_error, failed
+            print(f"tool error: {failed.structured_content['error']['code']}")
     print("python mcp client: ok")
 
 
