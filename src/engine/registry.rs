@@ -113,7 +113,11 @@ impl LocalRegistry {
                 .installed()?
                 .into_iter()
                 .find(|p| p.name == name)
-                .ok_or_else(|| Error::unknown(format!("provider '{name}' is not installed")))?,
+                .ok_or_else(|| {
+                    Error::unknown(format!(
+                        "provider '{name}' is not installed; list_registry (REGISTRY LIST) shows what the registry offers and pull_provider (REGISTRY PULL {name}) installs it"
+                    ))
+                })?,
         };
         if let Some(pin) = self.pins.get(name)
             && &found.chosen != pin

@@ -129,7 +129,7 @@ async fn unknown_names_are_named() {
     for (sql, expected) in [
         (
             "SELECT * FROM nope.items.items",
-            "provider 'nope' is not installed",
+            "provider 'nope' is not installed; list_registry (REGISTRY LIST) shows what the registry offers and pull_provider (REGISTRY PULL nope) installs it",
         ),
         (
             "SELECT * FROM testapi.nope.items",

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::mcp_support::{Client, call, test_config, text_of};
+use crate::mcp_support::{Client, call, test_config, test_config_at, text_of};
 use crate::mock::{Mock, Reply};
 use crate::support::SECRET;
 
@@ -327,6 +327,53 @@ async fn a_second_request_with_an_id_in_flight_is_refused() {
         again["result"]["structuredContent"],
         json!({"rows": [{"name": "one"}, {"name": "two"}]}),
         "{again}"
+    );
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
+async fn an_empty_registry_points_to_list_registry_and_pull_provider() {
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty-registry");
+    std::fs::create_dir_all(&empty).unwrap();
+    let config = test_config_at(&mock, dir.path(), "read_only", "", &empty);
+    let mut raw = Raw::spawn(&config);
+    handshake_and_list(&mut raw, "\n").await;
+    let call = |id: u64, tool: &str, arguments: Value| {
+        let mut line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}).to_string();
+        line.push('\n');
+        line
+    };
+    raw.send(call(3, "list_providers", json!({})).as_bytes())
+        .await;
+    let listed = raw.next().await;
+    let text = listed["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.starts_with("**no results**\n\n**warning:** no provider is installed (or allowed for this tenant): list_registry shows what the registry offers and pull_provider installs one"),
+        "{listed}"
+    );
+    assert_eq!(listed["result"]["structuredContent"]["rows"], json!([]));
+    raw.send(
+        call(
+            4,
+            "run_select_query",
+            json!({"sql": "SELECT name FROM github.repos.repos WHERE org = 'acme'"}),
+        )
+        .as_bytes(),
+    )
+    .await;
+    let failed = raw.next().await;
+    let text = failed["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("provider 'github' is not installed; list_registry (REGISTRY LIST) shows what the registry offers and pull_provider (REGISTRY PULL github) installs it"),
+        "{failed}"
     );
     assert_eq!(raw.finish().await, 0);
 }

@@ -237,14 +237,24 @@ fn list_providers(invocation: Invocation) -> ToolFuture {
                     Value::String(p.versions.join(", ")),
                 ]
             })
-            .collect();
-        Ok(table(
-            &["name", "version", "versions"],
-            rows,
-            shared.server.max_rows,
-        ))
+            .collect::<Vec<_>>();
+        let columns = ["name", "version", "versions"];
+        if rows.is_empty() {
+            // A new installation: say how to get a provider.
+            let columns = columns.iter().map(|c| (*c).to_owned()).collect();
+            return Ok(super::table_result(
+                columns,
+                rows,
+                0,
+                vec![NO_PROVIDERS.to_owned()],
+            ));
+        }
+        Ok(table(&columns, rows, shared.server.max_rows))
     })
 }
+
+/// What `list_providers` says when nothing is installed.
+const NO_PROVIDERS: &str = "no provider is installed (or allowed for this tenant): list_registry shows what the registry offers and pull_provider installs one";
 
 fn list_services(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
