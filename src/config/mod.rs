@@ -154,8 +154,14 @@ impl Config {
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
         let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
         let server = server::check_server(raw.server, &mut problems);
-        let approval = approval::check_approval(raw.approval, &mut problems);
-        let database = database::check_database(raw.database, &mut problems);
+        let mut approval = approval::check_approval(raw.approval, &mut problems);
+        for file in &mut approval.key_files {
+            *file = paths.resolve_or_report(file, "approval.key_files", &mut problems);
+        }
+        let mut database = database::check_database(raw.database, &mut problems);
+        if let Some(DatabaseUrl::File(file)) = &mut database.url {
+            *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems));
         }
@@ -364,7 +370,7 @@ mod tests {
         );
         std::fs::write(
             &file,
-            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\n",
+            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\napproval:\n  key_files: [keys/a.key]\ndatabase:\n  url_file: ~/db.url\n",
         )
         .unwrap();
         let config = Config::load(&Sources {
@@ -376,6 +382,11 @@ mod tests {
         let env_file = |id: &str| config.tenant(id).unwrap().env_file.clone().unwrap();
         assert_eq!(env_file("default"), PathBuf::from("/home/u/q.env"));
         assert_eq!(env_file("acme"), dir.path().join("acme.env"));
+        assert_eq!(config.approval.key_files, [dir.path().join("keys/a.key")]);
+        assert_eq!(
+            config.database.url,
+            Some(DatabaseUrl::File(PathBuf::from("/home/u/db.url")))
+        );
     }
 
     #[test]

@@ -34,6 +34,22 @@ impl PathResolver {
     }
 }
 
+impl PathResolver {
+    /// [`PathResolver::resolve`], reporting a problem under `key` (and keeping the path as
+    /// written) when it cannot be resolved.
+    pub(super) fn resolve_or_report(
+        &self,
+        path: &Path,
+        key: &str,
+        problems: &mut super::Problems,
+    ) -> PathBuf {
+        self.resolve(path).unwrap_or_else(|message| {
+            problems.push(key, message);
+            path.to_owned()
+        })
+    }
+}
+
 fn home(env: &HashMap<String, String>) -> Option<PathBuf> {
     env.get("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
 }
