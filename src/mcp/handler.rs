@@ -347,6 +347,15 @@ impl ServerHandler for QuerygateMcp {
         .into())
     }
 
+    /// rmcp's fallback for requests it could not read: see `malformed`.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(super::malformed::refuse(&request))
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.iter().find(|t| t.name == name).cloned()
     }

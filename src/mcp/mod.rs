@@ -12,6 +12,7 @@ pub mod content;
 mod handler;
 pub mod http;
 mod library;
+mod malformed;
 mod output_schema;
 pub mod pipeline;
 pub mod render;

@@ -332,6 +332,50 @@ async fn a_second_request_with_an_id_in_flight_is_refused() {
 }
 
 #[tokio::test]
+async fn arguments_of_the_wrong_type_are_invalid_params() {
+    let (mock, _dir, config) = setup().await;
+    let mut raw = Raw::spawn(&config);
+    handshake_and_list(&mut raw, "\n").await;
+    for (id, params, expected) in [
+        (
+            3,
+            json!({"name": "run_select_query", "arguments": "SELECT 1"}),
+            "invalid params for tools/call: arguments: invalid type: string \"SELECT 1\", expected a map",
+        ),
+        (
+            4,
+            json!({"name": "run_select_query", "arguments": [1]}),
+            "invalid params for tools/call: arguments: invalid type: sequence, expected a map",
+        ),
+        (
+            5,
+            json!({"arguments": {}}),
+            "invalid params for tools/call: missing field `name`",
+        ),
+    ] {
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+                .to_string();
+        line.push('\n');
+        raw.send(line.as_bytes()).await;
+        let reply = raw.next().await;
+        assert_eq!(reply["id"], id, "{reply}");
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        assert_eq!(reply["error"]["message"], expected, "{reply}");
+    }
+    raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/explode\"}\n")
+        .await;
+    let unknown = raw.next().await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert_eq!(
+        unknown["error"]["message"],
+        "method not found: tools/explode"
+    );
+    assert!(mock.requests().is_empty());
+    assert_eq!(raw.finish().await, 0);
+}
+
+#[tokio::test]
 async fn an_empty_registry_points_to_list_registry_and_pull_provider() {
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
