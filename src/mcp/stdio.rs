@@ -208,17 +208,18 @@ impl InFlight {
         {
             self.ids().remove(&id.to_string());
         }
-        if is_request && let Some(id) = message.get("id") {
-            if !self.ids().insert(id.to_string()) {
-                return Frame::Reject(json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": {
-                        "code": INVALID_REQUEST,
-                        "message": format!("invalid request: a request with id {id} is still in flight; use a new id"),
-                    },
-                }));
-            }
+        if is_request
+            && let Some(id) = message.get("id")
+            && !self.ids().insert(id.to_string())
+        {
+            return Frame::Reject(json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": format!("invalid request: a request with id {id} is still in flight; use a new id"),
+                },
+            }));
         }
         Frame::Forward { line, is_request }
     }

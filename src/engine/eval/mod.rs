@@ -424,10 +424,10 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
             ));
         }
         let mut cells = Vec::with_capacity(width);
-        for i in 0..width {
+        for (i, is_boolean) in boolean.iter().enumerate() {
             let cell = match row.get_ref(i).map_err(sql_error)? {
                 ValueRef::Null => Cell::Null,
-                ValueRef::Integer(v @ (0 | 1)) if boolean[i] => Cell::Boolean(v == 1),
+                ValueRef::Integer(v @ (0 | 1)) if *is_boolean => Cell::Boolean(v == 1),
                 ValueRef::Integer(v) => Cell::Integer(v),
                 ValueRef::Real(v) => Cell::Real(v),
                 ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),

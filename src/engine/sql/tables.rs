@@ -340,14 +340,16 @@ impl Collector {
             Expr::Between { expr, .. } => (expr, "BETWEEN"),
             // Negated, or over something other than a list of literals.
             Expr::In { expr, negated, .. } => (expr, if *negated { "NOT IN" } else { "IN" }),
-            Expr::BinaryOp { left, op, .. } => match op {
-                BinaryOperator::NotEq
-                | BinaryOperator::Lt
-                | BinaryOperator::LtEq
-                | BinaryOperator::Gt
-                | BinaryOperator::GtEq => (left, ""),
-                _ => return,
-            },
+            Expr::BinaryOp {
+                left,
+                op:
+                    BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq,
+                ..
+            } => (left, ""),
             _ => return,
         };
         let operator = match conjunct {
