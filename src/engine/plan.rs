@@ -96,7 +96,10 @@ fn plan_one(
         .find_map(|f| {
             let needing: Vec<&str> = candidates
                 .iter()
-                .filter(|m| m.required_params().any(|p| m.answers_to(&p.name, &f.column)))
+                .filter(|m| {
+                    m.required_params()
+                        .any(|p| m.answers_to(&p.name, &f.column))
+                })
                 .map(|m| m.name.as_str())
                 .collect();
             (!needing.is_empty()).then_some((f, needing))
