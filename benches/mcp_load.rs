@@ -1,11 +1,11 @@
 //! MCP load benchmark: `cargo bench --bench mcp_load`.
 //!
 //! Three threads, each with its own single-threaded tokio runtime:
-//! - `qg-full`: the whole `querygate serve` router (`mcp::http::router` over the real
+//! - `qg-full`: the whole `querygate serve`, built by `App` as the CLI builds it (HTTP stage,
 //!   handler, tool-call stage and engine) on 127.0.0.1, stateless;
 //! - `qg-bare`: a bare rmcp `ServerHandler` that lists querygate's tools and answers every
 //!   call with the `server_info` result querygate gave (precomputed), behind a
-//!   `StreamableHttpService` configured exactly as `mcp::http::router` configures it — rmcp's
+//!   `StreamableHttpService` configured exactly as `querygate::http::mcp::service` configures it — rmcp's
 //!   own handling of the same call, answered with the same bytes, none of our layers;
 //! - `bench-mock`: an axum mock upstream answering `bench.items.items` (fixture provider
 //!   under `benches/fixtures/registry`) with 100 JSON rows;
@@ -21,6 +21,7 @@
 //! mock's. The ratio full/bare for `server_info` is what our layers cost on top of rmcp's
 //! handling of the same call (target: at most 1.25).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,10 +32,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use axum::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
+use querygate::app::App;
 use querygate::config::{Config, Sources};
-use querygate::engine::Engine;
-use querygate::mcp::{self, Transport};
-use querygate::tenant::Tenants;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -77,9 +76,10 @@ fn main() -> Result<()> {
             mock.addr
         ),
     )?;
-    let full = Background::start("qg-full", move |addr, shutdown| {
-        full_router(&config_path, addr, shutdown)
-    })?;
+    let full = Background::start_app(
+        "qg-full",
+        move || async move { full_app(&config_path).await },
+    )?;
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("bench-load")
@@ -415,6 +415,43 @@ impl Background {
     where
         F: FnOnce(SocketAddr, CancellationToken) -> Result<axum::Router> + Send + 'static,
     {
+        Self::spawn(name, move |stop, ready| async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let router = make(addr, stop.clone())?;
+            ready
+                .send(Ok(addr))
+                .map_err(|_| anyhow!("benchmark went away"))?;
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await?;
+            Ok(())
+        })
+    }
+
+    /// Runs the [`App`] that `make` builds on a thread named `name`.
+    fn start_app<F, Fut>(name: &'static str, make: F) -> Result<Background>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<App>>,
+    {
+        Self::spawn(name, move |stop, ready| async move {
+            let app = make().await?;
+            ready
+                .send(Ok(app.local_addr()))
+                .map_err(|_| anyhow!("benchmark went away"))?;
+            app.run_until(async move { stop.cancelled().await }).await?;
+            Ok(())
+        })
+    }
+
+    /// Runs `serve` on a thread named `name` with a single-threaded runtime; `serve` reports
+    /// its address through the sender once it accepts connections.
+    fn spawn<F, Fut>(name: &'static str, serve: F) -> Result<Background>
+    where
+        F: FnOnce(CancellationToken, mpsc::Sender<Result<SocketAddr>>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<()>>,
+    {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<SocketAddr>>();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let shutdown = CancellationToken::new();
@@ -422,26 +459,16 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
+                let failed = ready_tx.clone();
                 let served = (|| -> Result<()> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .thread_name(name)
                         .enable_all()
                         .build()?;
-                    rt.block_on(async {
-                        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                        let addr = listener.local_addr()?;
-                        let router = make(addr, stop.clone())?;
-                        ready_tx
-                            .send(Ok(addr))
-                            .map_err(|_| anyhow!("benchmark went away"))?;
-                        axum::serve(listener, router)
-                            .with_graceful_shutdown(async move { stop.cancelled().await })
-                            .await?;
-                        Ok(())
-                    })
+                    rt.block_on(serve(stop, ready_tx))
                 })();
                 if let Err(err) = served
-                    && ready_tx.send(Err(anyhow!("{err:#}"))).is_err()
+                    && failed.send(Err(anyhow!("{err:#}"))).is_err()
                 {
                     eprintln!("{name} stopped: {err:#}");
                 }
@@ -469,23 +496,17 @@ impl Background {
     }
 }
 
-fn full_router(
-    config_path: &Path,
-    addr: SocketAddr,
-    shutdown: CancellationToken,
-) -> Result<axum::Router> {
+/// The whole `querygate serve`, built by [`App`] as the CLI builds it.
+async fn full_app(config_path: &Path) -> Result<App> {
     let config = Config::load(&Sources {
         file: Some(config_path.to_owned()),
         env: Default::default(),
     })?;
-    let engine = Engine::new(config.engine.clone())?;
-    let tenants = Tenants::open(&config)?;
-    let handler = mcp::build(&config, engine, tenants, Transport::Http)?;
-    Ok(mcp::http::router(handler, &config.server, addr, shutdown))
+    Ok(App::build(config).await?)
 }
 
 /// rmcp alone: querygate's tool list, and for any call the `server_info` result querygate
-/// gave, precomputed; served as `mcp::http::router` serves querygate. What it costs is rmcp's
+/// gave, precomputed; served as `querygate::http::mcp::service` serves querygate. What it costs is rmcp's
 /// own handling of the same call, answered with the same bytes.
 #[derive(Clone, Debug)]
 struct Bare {
@@ -529,9 +550,9 @@ fn bare_router(
         tools: Arc::new(tools),
         reply: Arc::new(reply),
     };
-    // The same settings as querygate::mcp::http::router.
+    // The same settings as querygate::http::mcp::service.
     let defaults = Config::load(&Sources::default())?;
-    let config = mcp::http::transport_config(&defaults.server, addr, shutdown);
+    let config = querygate::http::mcp::transport_config(&defaults.server, addr, shutdown);
     let service = StreamableHttpService::new(
         move || Ok(bare.clone()),
         Arc::new(NeverSessionManager::default()),

@@ -7,6 +7,9 @@
 //!
 //! ```text
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
+//!                ├─ app      (composition root: engine, tenants, MCP handler, HTTP stage; run)
+//!                ├─ http     (router composer, tower-http layers, accept loop)
+//!                ├─ shutdown (SIGINT / SIGTERM)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
 //!                ├─ policy   (pure: modes, query classes, decide(mode, class))
@@ -15,8 +18,12 @@
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
+//! http/
+//!   mod.rs        router(): /healthz and /mcp behind the HTTP-level middleware, in one place
+//!   server        accept loop on hyper: a task per connection, connection cap, header timeout
+//!   mcp           rmcp's streamable HTTP at /mcp, stateless (no sessions), Host/Origin checks
+//!
 //! mcp/
-//!   http          streamable HTTP at /mcp, stateless (rmcp, no sessions), Host/Origin checks
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
@@ -49,13 +56,14 @@
 //!
 //! ## Dependency rules
 //!
-//! Arrows point down only: `cli → mcp → approval, policy, config, tenant → engine`. `policy`
-//! does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
+//! Arrows point down only: `cli → app → http → mcp → approval, policy, config, tenant →
+//! engine`. `policy` does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
 //! the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
 //! what `engine` re-exports, and none parses SQL a second time. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 
+pub mod app;
 pub mod approval;
 pub mod cli;
 pub mod code;
@@ -63,6 +71,8 @@ pub mod config;
 pub mod db;
 pub mod digest;
 pub mod engine;
+pub mod http;
 pub mod mcp;
 pub mod policy;
+pub mod shutdown;
 pub mod tenant;

@@ -10,7 +10,6 @@
 
 pub mod content;
 mod handler;
-pub mod http;
 mod library;
 pub mod pipeline;
 pub mod render;
