@@ -4,14 +4,17 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{AuthSetupError, Authentication};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::server::ConnectionLimits;
+use crate::http::tls::{Tls, TlsError};
 use crate::mcp::stdio::StdioError;
 use crate::mcp::{self, QuerygateMcp, StartError, Transport};
 use crate::tenant::{TenantError, Tenants};
@@ -28,6 +31,15 @@ pub enum AppError {
     /// The MCP surface could not be built (an allowlist names something unknown, …).
     #[error(transparent)]
     Mcp(#[from] StartError),
+    /// `server.listen` is not an address.
+    #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765")]
+    Listen(String),
+    /// Authentication cannot be set up (unreadable keys, …).
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
+    /// TLS cannot be set up (unreadable certificate or key, …).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The listen address could not be bound.
     #[error("cannot listen on {listen}: {source}")]
     Bind {
@@ -48,7 +60,12 @@ impl AppError {
     /// The process exit code: 2 for a configuration that cannot work, 1 for a runtime failure.
     pub fn exit_code(&self) -> i32 {
         match self {
-            AppError::Engine(_) | AppError::Tenant(_) | AppError::Mcp(_) => 2,
+            AppError::Engine(_)
+            | AppError::Tenant(_)
+            | AppError::Mcp(_)
+            | AppError::Listen(_)
+            | AppError::Auth(_)
+            | AppError::Tls(_) => 2,
             AppError::Bind { .. } | AppError::Serve(_) | AppError::Stdio(_) => 1,
         }
     }
@@ -60,6 +77,7 @@ pub struct App {
     listener: TcpListener,
     addr: SocketAddr,
     router: Router,
+    tls: Option<Tls>,
     limits: ConnectionLimits,
     /// Ends rmcp's open streams when the server stops.
     streams: CancellationToken,
@@ -69,8 +87,28 @@ impl App {
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
+        let listen: SocketAddr = config
+            .server
+            .listen
+            .parse()
+            .map_err(|_| AppError::Listen(config.server.listen.clone()))?;
+        let authentication = Arc::new(Authentication::from_config(&config)?);
+        let tls = config
+            .server
+            .tls
+            .as_ref()
+            .map(crate::http::tls::build)
+            .transpose()?;
+        if !authentication.enabled() && !listen.ip().is_loopback() {
+            tracing::warn!(
+                "serving {listen} without authentication (server.allow_unauthenticated): anyone who reaches it acts as tenant 'default'"
+            );
+            eprintln!(
+                "querygate: warning: serving {listen} without authentication; anyone who reaches it acts as tenant 'default'"
+            );
+        }
         let handler = handler(&config, Transport::Http)?;
-        let listener = TcpListener::bind(&config.server.listen)
+        let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| AppError::Bind {
                 listen: config.server.listen.clone(),
@@ -81,12 +119,19 @@ impl App {
             source,
         })?;
         let streams = CancellationToken::new();
-        let router = crate::http::router(handler, &config.server, addr, streams.clone());
+        let router = crate::http::router(handler, &config, authentication, addr, streams.clone());
+        if let Some(tls) = &tls {
+            tls.certificate.watch();
+        }
         Ok(App {
             listener,
             addr,
             router,
-            limits: ConnectionLimits::default(),
+            tls,
+            limits: ConnectionLimits {
+                max_connections: config.server.max_connections,
+                header_read_timeout: config.server.header_read_timeout,
+            },
             streams,
         })
     }
@@ -96,9 +141,10 @@ impl App {
         self.addr
     }
 
-    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8765/mcp`.
+    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8765/mcp` (`https` with TLS).
     pub fn mcp_url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/mcp", self.addr)
     }
 
     /// Serves until `shutdown` resolves, then stops accepting connections, ends open streams
@@ -112,7 +158,7 @@ impl App {
             shutdown.await;
             streams.cancel();
         };
-        crate::http::server::serve(self.listener, self.router, self.limits, stop)
+        crate::http::server::serve(self.listener, self.router, self.tls, self.limits, stop)
             .await
             .map_err(AppError::Serve)
     }

@@ -65,6 +65,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod auth;
 pub mod cli;
 pub mod code;
 pub mod config;

@@ -5,6 +5,7 @@
 mod approval;
 mod database;
 mod env;
+mod identity;
 mod raw;
 
 use std::collections::{BTreeSet, HashMap};
@@ -13,6 +14,10 @@ use std::path::{Path, PathBuf};
 pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
+pub use identity::{
+    AuthConfig, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource, MtlsConfig,
+    TenantLimits, TlsConfig,
+};
 pub use raw::Render;
 
 use crate::engine::{
@@ -66,7 +71,7 @@ impl Sources {
 }
 
 /// One tenant's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TenantConfig {
     /// Tenant id.
     pub id: String,
@@ -81,6 +86,10 @@ pub struct TenantConfig {
     /// Whether the tenant's calls may install providers into the shared local registry
     /// (`pull_provider`); by default only the `default` tenant's.
     pub allow_pull_provider: bool,
+    /// Tools the tenant may call; `None`: every offered tool.
+    pub allowed_tools: Option<BTreeSet<String>>,
+    /// Request rate and in-flight limits (per replica).
+    pub limits: TenantLimits,
 }
 
 /// Validated configuration.
@@ -96,6 +105,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     /// The PostgreSQL database for shared state (audit events, approvals).
     pub database: DatabaseConfig,
+    /// How HTTP callers are authenticated.
+    pub auth: AuthConfig,
 }
 
 /// MCP server settings. Name allowlists are checked against what the server offers when it
@@ -128,6 +139,18 @@ pub struct ServerConfig {
     /// Base URL of a remote query library index (`<base>/manifest.json`, `index.json`,
     /// `queries/<id>.json`); `None`: the embedded snapshot only.
     pub query_library_url: Option<String>,
+    /// HTTPS (and mTLS); `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
+    /// Whether a non-loopback `listen` may serve without authentication.
+    pub allow_unauthenticated: bool,
+    /// Connections served at once; one more is answered 503.
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's headers (also the keep-alive idle bound).
+    pub header_read_timeout: std::time::Duration,
+    /// Longest a client may take to send a request's body (then 408).
+    pub body_read_timeout: std::time::Duration,
+    /// Requests handled at once over all connections; more wait.
+    pub max_in_flight: usize,
 }
 
 impl Config {
@@ -275,6 +298,7 @@ impl Config {
                     tenant.id
                 ));
             }
+            let limits = identity::check_tenant_limits(&tenant.id, tenant.limits, &mut problems);
             tenants.push(TenantConfig {
                 id: tenant.id,
                 mode: tenant.mode,
@@ -282,6 +306,8 @@ impl Config {
                 env_file: credentials.env_file,
                 process_env,
                 allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
+                allowed_tools: tenant.allowed_tools.map(|t| t.into_iter().collect()),
+                limits,
             });
         }
         if !tenants.iter().any(|t| t.id == "default") {
@@ -294,6 +320,8 @@ impl Config {
                     env_file: raw.credentials.env_file.clone(),
                     process_env: raw.credentials.process_env.unwrap_or(true),
                     allow_pull_provider: true,
+                    allowed_tools: None,
+                    limits: TenantLimits::default(),
                 },
             );
         }
@@ -313,10 +341,33 @@ impl Config {
         }
         let approval = approval::check_approval(raw.approval, &mut problems);
         let database = database::check_database(raw.database, &mut problems);
-        if !problems.is_empty() {
-            return Err(ConfigError::Validation(problems.join("; ")));
+        let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
+        let mut server = raw.server;
+        let tls = identity::check_tls(server.tls.take(), &mut problems);
+        let auth = identity::check_auth(raw.auth, tls.as_ref(), &tenant_ids, &mut problems);
+        identity::check_exposure(
+            &server.listen,
+            &auth,
+            tls.as_ref(),
+            server.allow_unauthenticated,
+            &mut problems,
+        );
+        for (name, value) in [
+            ("server.max_connections", server.max_connections),
+            ("server.max_in_flight", server.max_in_flight),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be greater than 0"));
+            }
         }
-        let server = raw.server;
+        for (name, value) in [
+            ("server.header_read_timeout", server.header_read_timeout),
+            ("server.body_read_timeout", server.body_read_timeout),
+        ] {
+            if value.is_zero() {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        }
         for (name, value) in [
             ("server.max_request_bytes", server.max_request_bytes),
             ("server.max_rows", server.max_rows),
@@ -341,6 +392,9 @@ impl Config {
                     "server.query_library_url '{url}' is not an http(s) URL"
                 )),
             }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Validation(problems.join("; ")));
         }
         let registry_root = raw
             .registry
@@ -389,9 +443,16 @@ impl Config {
                 enabled_resources: server.enabled_resources,
                 disable_instructions: server.disable_instructions,
                 query_library_url: server.query_library_url,
+                tls,
+                allow_unauthenticated: server.allow_unauthenticated,
+                max_connections: server.max_connections,
+                header_read_timeout: server.header_read_timeout,
+                body_read_timeout: server.body_read_timeout,
+                max_in_flight: server.max_in_flight,
             },
             approval,
             database,
+            auth,
         })
     }
 

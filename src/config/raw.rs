@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub(super) approval: super::approval::RawApproval,
     #[serde(default)]
     pub(super) database: super::database::RawDatabase,
+    #[serde(default)]
+    pub(super) auth: super::identity::RawAuth,
 }
 
 /// How text content of tool results is rendered.
@@ -58,6 +60,14 @@ pub(super) struct RawServer {
     pub(super) enabled_resources: Option<Vec<String>>,
     pub(super) disable_instructions: bool,
     pub(super) query_library_url: Option<String>,
+    pub(super) tls: Option<super::identity::RawTls>,
+    pub(super) allow_unauthenticated: bool,
+    pub(super) max_connections: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) header_read_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) body_read_timeout: Duration,
+    pub(super) max_in_flight: usize,
 }
 
 impl Default for RawServer {
@@ -75,6 +85,12 @@ impl Default for RawServer {
             enabled_resources: None,
             disable_instructions: false,
             query_library_url: None,
+            tls: None,
+            allow_unauthenticated: false,
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_in_flight: 1024,
         }
     }
 }
@@ -199,4 +215,8 @@ pub(super) struct RawTenant {
     pub(super) allowed_providers: Option<Vec<String>>,
     pub(super) credentials: Option<RawCredentials>,
     pub(super) allow_pull_provider: Option<bool>,
+    #[serde(default)]
+    pub(super) allowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) limits: Option<super::identity::RawTenantLimits>,
 }

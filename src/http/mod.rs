@@ -1,18 +1,23 @@
 //! The HTTP stage of `querygate serve`: the router and its middleware, composed in one place
-//! ([`router`]), and the listener that serves it ([`server`]). It knows nothing about SQL or
-//! tools: it hands authenticated requests to rmcp's streamable HTTP service at `/mcp`.
+//! ([`router`]), and the listener that serves it ([`server`], [`tls`]). It knows nothing
+//! about SQL or tools: it hands authenticated requests to rmcp's streamable HTTP service.
 //!
 //! ```text
 //! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
 //!  └─ request id → sensitive headers → trace → propagate id → timeout → concurrency limit
-//!      ├─ /healthz                              (no authentication)
-//!      └─ /mcp: body limit → rmcp StreamableHttpService
+//!      ├─ /healthz, /.well-known/oauth-protected-resource[/mcp]     (no authentication)
+//!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
+//!               → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
 //! ```
 
+pub mod body;
+pub mod limits;
 pub mod mcp;
 pub mod server;
+pub mod tls;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -27,31 +32,62 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::ServerConfig;
+use crate::auth::{AuthLayer, Authentication};
+use crate::config::Config;
 use crate::mcp::QuerygateMcp;
-
-/// Requests the server handles at once (over all connections); more wait for a slot.
-pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// How much longer than `server.call_timeout` a whole HTTP request may take (reading the
 /// body, the JSON-RPC handling around the call, writing the answer) before it gets 408.
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
-/// The public HTTP surface for `handler`, bound to `addr`: `/mcp` and `/healthz`, behind the
-/// HTTP-level middleware. `shutdown` ends rmcp's streams.
+/// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
+/// the public `/healthz` and protected resource metadata, all behind the HTTP-level
+/// middleware. `shutdown` ends rmcp's streams.
 pub fn router(
     handler: QuerygateMcp,
-    settings: &ServerConfig,
+    config: &Config,
+    authentication: Arc<Authentication>,
     addr: SocketAddr,
     shutdown: CancellationToken,
 ) -> Router {
+    let settings = &config.server;
+    let body_limits = body::BodyLimits {
+        read_timeout: settings.body_read_timeout,
+        max_bytes: settings.max_request_bytes,
+    };
+    let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
+    // Layers added later wrap the earlier ones: a request meets them bottom to top.
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
-        // Without authentication every caller is the anonymous principal of tenant `default`,
-        // named explicitly: the MCP handler refuses requests that carry no principal.
-        .layer(axum::Extension(crate::tenant::Principal::anonymous()))
-        // Refuse bodies over `server.max_request_bytes` (413) before rmcp buffers them.
+        // Read the whole body in time (408), answer unparsable JSON-RPC with 400.
+        .layer(axum::middleware::from_fn_with_state(
+            body_limits,
+            body::read_body,
+        ))
+        // The caller's tenant limits: rate and requests in flight (429).
+        .layer(axum::middleware::from_fn_with_state(limiter, limits::limit))
+        // Who is calling: a Principal in the extensions, or 401/403 before the body is read.
+        .layer(AuthLayer::new(authentication))
+        // Refuse bodies over `server.max_request_bytes` by Content-Length (413).
         .layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
+
+    let mut public = Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    if config.auth.jwt.is_some() {
+        let document = crate::auth::metadata::document(&config.auth);
+        let serve = move || {
+            let document = document.clone();
+            async move { axum::Json(document) }
+        };
+        public = public
+            .route(
+                "/.well-known/oauth-protected-resource",
+                axum::routing::get(serve.clone()),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                axum::routing::get(serve),
+            );
+    }
 
     // Outermost first: a request passes these top to bottom.
     let stack = ServiceBuilder::new()
@@ -72,11 +108,8 @@ pub fn router(
             StatusCode::REQUEST_TIMEOUT,
             settings.call_timeout + REQUEST_TIMEOUT_MARGIN,
         ))
-        // Bound the requests handled at once; more wait for a slot.
-        .layer(GlobalConcurrencyLimitLayer::new(MAX_IN_FLIGHT));
+        // Bound the requests handled at once (`server.max_in_flight`); more wait for a slot.
+        .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight));
 
-    Router::new()
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .merge(mcp)
-        .layer(stack)
+    public.merge(mcp).layer(stack)
 }

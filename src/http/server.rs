@@ -2,8 +2,10 @@
 //! handshake) never stalls accepting the next one. HTTP/1.1 with keep-alive over hyper.
 //!
 //! Bounds: at most `max_connections` connections are served at once (one more gets a `503`
-//! and is closed); a client must send a request's headers within `header_read_timeout` (else
-//! the connection is closed), which also bounds idle keep-alive connections.
+//! and is closed); a client must finish the TLS handshake and send a request's headers within
+//! `header_read_timeout` (else the connection is closed), which also bounds idle keep-alive
+//! connections. With mTLS the verified client chain goes into every request's extensions as
+//! [`PeerCertificates`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,6 +22,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
+
+use super::tls::Tls;
+use crate::auth::PeerCertificates;
 
 /// Connection-level bounds.
 #[derive(Clone, Copy, Debug)]
@@ -46,11 +51,12 @@ const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: c
 /// How long writing the over-capacity answer may take.
 const REFUSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting and lets the
-/// requests in flight finish.
+/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves; then
+/// stops accepting and lets the requests in flight finish.
 pub async fn serve<F>(
     listener: TcpListener,
     router: Router,
+    tls: Option<Tls>,
     limits: ConnectionLimits,
     shutdown: F,
 ) -> std::io::Result<()>
@@ -77,14 +83,31 @@ where
         let _ = stream.set_nodelay(true);
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::warn!(%peer, "connection refused: {} connections open", limits.max_connections);
-            tokio::spawn(refuse(stream));
+            tokio::spawn(refuse(stream, tls.clone()));
             continue;
         };
         let router = router.clone();
         let watcher = graceful.watcher();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            serve_connection(stream, peer, router, limits, watcher).await;
+            let Some(tls) = tls else {
+                serve_connection(stream, peer, None, router, limits, watcher).await;
+                return;
+            };
+            let handshake = tls.acceptor.accept(stream);
+            match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                Ok(Ok(stream)) => {
+                    let certs = stream.get_ref().1.peer_certificates().map(|certs| {
+                        PeerCertificates(Arc::new(
+                            certs.iter().map(|c| c.clone().into_owned()).collect(),
+                        ))
+                    });
+                    serve_connection(stream, peer, certs, router, limits, watcher).await;
+                }
+                Ok(Err(err)) => tracing::debug!(%peer, "TLS handshake failed: {err}"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
         });
     }
     drop(listener);
@@ -95,6 +118,7 @@ where
 async fn serve_connection<I>(
     io: I,
     peer: SocketAddr,
+    certs: Option<PeerCertificates>,
     router: Router,
     limits: ConnectionLimits,
     watcher: hyper_util::server::graceful::Watcher,
@@ -103,6 +127,9 @@ async fn serve_connection<I>(
 {
     let service = router.map_request(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
+        if let Some(certs) = &certs {
+            request.extensions_mut().insert(certs.clone());
+        }
         request
     });
     let service = TowerToHyperService::new(service);
@@ -116,11 +143,18 @@ async fn serve_connection<I>(
     }
 }
 
-async fn refuse(mut stream: TcpStream) {
+/// Answers `503` on a connection over the cap (after the handshake, with TLS) and closes it.
+async fn refuse(stream: TcpStream, tls: Option<Tls>) {
     let _ = tokio::time::timeout(REFUSE_TIMEOUT, async {
-        stream.write_all(OVER_CAPACITY).await?;
-        stream.shutdown().await?;
-        Ok::<(), std::io::Error>(())
+        match tls {
+            None => write_refusal(stream).await,
+            Some(tls) => write_refusal(tls.acceptor.accept(stream).await?).await,
+        }
     })
     .await;
+}
+
+async fn write_refusal<S: AsyncWrite + Unpin>(mut stream: S) -> std::io::Result<()> {
+    stream.write_all(OVER_CAPACITY).await?;
+    stream.shutdown().await
 }
