@@ -34,6 +34,11 @@ pub enum AppError {
     /// `server.listen` is not an address.
     #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765")]
     Listen(String),
+    /// A non-loopback address without authentication, not explicitly allowed.
+    #[error(
+        "{0} is not a loopback address and no authentication is configured (auth.mtls or auth.jwt); set server.allow_unauthenticated: true to serve it anyway"
+    )]
+    Unauthenticated(SocketAddr),
     /// Authentication cannot be set up (unreadable keys, …).
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
@@ -64,6 +69,7 @@ impl AppError {
             | AppError::Tenant(_)
             | AppError::Mcp(_)
             | AppError::Listen(_)
+            | AppError::Unauthenticated(_)
             | AppError::Auth(_)
             | AppError::Tls(_) => 2,
             AppError::Bind { .. } | AppError::Serve(_) | AppError::Stdio(_) => 1,
@@ -99,12 +105,16 @@ impl App {
             .as_ref()
             .map(crate::http::tls::build)
             .transpose()?;
-        if !authentication.enabled() && !listen.ip().is_loopback() {
-            tracing::warn!(
-                "serving {listen} without authentication (server.allow_unauthenticated): anyone who reaches it acts as tenant 'default'"
-            );
+        let mtls_required = config.server.tls.as_ref().is_some_and(|t| {
+            t.client_ca_file.is_some() && t.client_auth == crate::config::ClientAuth::Required
+        });
+        if !authentication.enabled() && !mtls_required && !listen.ip().is_loopback() {
+            if !config.server.allow_unauthenticated {
+                return Err(AppError::Unauthenticated(listen));
+            }
+            tracing::warn!("serving {listen} without authentication");
             eprintln!(
-                "querygate: warning: serving {listen} without authentication; anyone who reaches it acts as tenant 'default'"
+                "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
             );
         }
         let handler = handler(&config, Transport::Http)?;

@@ -187,6 +187,18 @@ pub async fn start_with(mode: &str, server_extra: impl FnOnce(&str) -> String) -
     serve(file, mock, dir).await
 }
 
+/// Starts a server for the YAML configuration `yaml(mock_url, dir)` returns (a whole file;
+/// `dir` is the server's temporary folder, for key and credential files).
+pub async fn start_yaml(yaml: impl FnOnce(&str, &std::path::Path) -> String) -> TestServer {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = yaml(&mock.url(), dir.path());
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, text).unwrap();
+    serve(file, mock, dir).await
+}
+
 /// Starts `querygate serve` in-process (through [`App`], as the CLI does) for the
 /// configuration in `file`.
 async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer {
