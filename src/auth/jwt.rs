@@ -391,7 +391,12 @@ impl Jwks {
         let has_keys = {
             let state = self.read();
             if state.attempted.is_some_and(|at| at.elapsed() < self.floor) {
-                return Ok(());
+                return match state.fetched {
+                    Some(_) => Ok(()),
+                    None => Err(AuthError::Unavailable(
+                        "the issuer's key set could not be fetched".to_owned(),
+                    )),
+                };
             }
             state.fetched.is_some()
         };
