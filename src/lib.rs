@@ -8,7 +8,8 @@
 //! ```text
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
 //!                ├─ app      (composition root: engine, tenants, MCP handler, HTTP stage; run)
-//!                ├─ http     (router composer, tower-http layers, accept loop)
+//!                ├─ http     (router composer, tower-http layers, accept loop, TLS)
+//!                ├─ auth     (Principal from mTLS or JWT; tenants from identity)
 //!                ├─ shutdown (SIGINT / SIGTERM)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
@@ -19,9 +20,21 @@
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! http/
-//!   mod.rs        router(): /healthz and /mcp behind the HTTP-level middleware, in one place
-//!   server        accept loop on hyper: a task per connection, connection cap, header timeout
+//!   mod.rs        router(): /healthz, RFC 9728 metadata and /mcp behind the HTTP-level
+//!                 middleware (request id, sensitive headers, trace, timeout, concurrency), in
+//!                 one place
+//!   server        accept loop on hyper: a task per connection, connection cap, TLS handshake
+//!                 and header-read timeout per connection, the client chain into extensions
+//!   tls           rustls acceptor (ring, TLS 1.2+), certificate reload, client CA (mTLS)
+//!   limits        per-tenant request rate and in-flight cap (429)
+//!   body          body-read timeout (408), JSON-RPC 400s for bodies rmcp cannot parse
 //!   mcp           rmcp's streamable HTTP at /mcp, stateless (no sessions), Host/Origin checks
+//!
+//! auth/
+//!   mod.rs        Principal, Authenticator, AuthLayer (401/403 before any JSON-RPC is read)
+//!   mtls          verified client certificate → identity (URI SAN, DNS SAN, CN) → tenant
+//!   jwt           bearer tokens: issuers, JWKS cache (single flight, floor) or PEM keys
+//!   metadata      RFC 9728 protected resource metadata
 //!
 //! mcp/
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
@@ -56,8 +69,9 @@
 //!
 //! ## Dependency rules
 //!
-//! Arrows point down only: `cli → app → http → mcp → approval, policy, config, tenant →
-//! engine`. `policy` does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
+//! Arrows point down only: `cli → app → http → auth, mcp → approval, policy, config, tenant →
+//! engine`. `auth` reads only `config` (and `tenant` re-exports its `Principal`); `policy`
+//! does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
 //! the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
 //! what `engine` re-exports, and none parses SQL a second time. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and

@@ -446,6 +446,13 @@ impl Jwks {
         Ok(set
             .keys
             .iter()
+            // Keys marked for encryption never verify signatures.
+            .filter(|jwk| {
+                !matches!(
+                    jwk.common.public_key_use,
+                    Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
+                )
+            })
             .filter_map(|jwk| {
                 let key = DecodingKey::from_jwk(jwk).ok()?;
                 Some(JwksKey {

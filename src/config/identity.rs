@@ -403,3 +403,97 @@ pub(super) fn check_exposure(
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, ConfigError, KeySource, Sources};
+
+    fn load(yaml: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        Config::load(&Sources {
+            file: Some(file),
+            env: Default::default(),
+        })
+    }
+
+    fn problems(yaml: &str) -> String {
+        match load(yaml) {
+            Err(ConfigError::Validation(text)) => text,
+            other => panic!("expected validation problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn jwt_settings_are_checked_together() {
+        let text = problems(
+            "auth:\n  jwt:\n    issuers:\n      - issuer: a\n        jwks_url: ftp://x\n        algorithms: [HS256, none, ES256]\n      - issuer: b\n",
+        );
+        for expected in [
+            "auth.jwt.issuers[0].jwks_url 'ftp://x' is not an http(s) URL",
+            "auth.jwt.issuers[0].algorithms: 'HS256' is not allowed",
+            "auth.jwt.issuers[0].algorithms: 'none' is not allowed",
+            "auth.jwt.issuers[1]: set exactly one of jwks_url and public_keys",
+            "auth.jwt needs auth.resource",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+    }
+
+    #[test]
+    fn jwt_audience_defaults_to_the_resource() {
+        let config = load(
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp\n        jwks_url: https://idp/jwks\n",
+        )
+        .unwrap();
+        let jwt = config.auth.jwt.unwrap();
+        assert_eq!(jwt.issuers[0].audience, "https://q.example/mcp");
+        assert_eq!(jwt.issuers[0].algorithms, vec!["RS256", "ES256"]);
+        assert_eq!(
+            jwt.issuers[0].keys,
+            KeySource::Jwks("https://idp/jwks".to_owned())
+        );
+        assert_eq!(jwt.tenant_claim, "tenant");
+    }
+
+    #[test]
+    fn mtls_needs_a_client_ca_and_known_tenants() {
+        let text = problems(
+            "server:\n  tls:\n    cert_file: c\n    key_file: k\nauth:\n  mtls:\n    identities:\n      spiffe://x/a: nobody\n",
+        );
+        assert!(
+            text.contains("auth.mtls needs server.tls.client_ca_file"),
+            "{text}"
+        );
+        assert!(text.contains("unknown tenant 'nobody'"), "{text}");
+    }
+
+    #[test]
+    fn a_public_listen_without_authentication_must_be_allowed() {
+        let text = problems("server:\n  listen: 0.0.0.0:8765\n");
+        assert!(text.contains("server.allow_unauthenticated"), "{text}");
+        let config =
+            load("server:\n  listen: 0.0.0.0:8765\n  allow_unauthenticated: true\n").unwrap();
+        assert!(config.server.allow_unauthenticated);
+        assert!(load("server:\n  listen: 127.0.0.1:8765\n").is_ok());
+    }
+
+    #[test]
+    fn tenant_limits_are_checked() {
+        let text = problems(
+            "tenants:\n  - id: a\n    limits:\n      requests_per_second: 0\n      max_in_flight: 0\n      burst: 0\n",
+        );
+        for expected in [
+            "tenant 'a': limits.requests_per_second must be greater than 0",
+            "tenant 'a': limits.max_in_flight must be greater than 0",
+            "tenant 'a': limits.burst must be at least 1",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        let config =
+            load("tenants:\n  - id: a\n    limits:\n      requests_per_second: 2.5\n").unwrap();
+        let a = config.tenants.iter().find(|t| t.id == "a").unwrap();
+        assert_eq!(a.limits.burst, 3);
+    }
+}
