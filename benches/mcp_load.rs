@@ -1,16 +1,19 @@
 //! MCP load benchmark: `cargo bench --bench mcp_load`.
 //!
 //! Three threads, each with its own single-threaded tokio runtime:
-//! - `qg-full`: the whole `querygate serve` router (`mcp::http::router` over the real
+//! - `qg-full`: the whole `querygate serve`, built by `App` as the CLI builds it (HTTP stage,
 //!   handler, tool-call stage and engine) on 127.0.0.1, stateless;
 //! - `qg-bare`: a bare rmcp `ServerHandler` that lists querygate's tools and answers every
 //!   call with the `server_info` result querygate gave (precomputed), behind a
-//!   `StreamableHttpService` configured exactly as `mcp::http::router` configures it — rmcp's
+//!   `StreamableHttpService` configured exactly as `querygate::http::mcp::service` configures it — rmcp's
 //!   own handling of the same call, answered with the same bytes, none of our layers;
 //! - `bench-mock`: an axum mock upstream answering `bench.items.items` (fixture provider
 //!   under `benches/fixtures/registry`) with 100 JSON rows;
 //!
-//! and a load generator (reqwest, keep-alive, HTTP/1.1) on a fourth runtime thread. Every call
+//! - `qg-mtls` and `qg-jwt`: the same `querygate serve` over HTTPS, authenticating a client
+//!   certificate (mTLS) or an ES256 bearer token (certificates and keys generated per run);
+//!
+//! and a load generator (reqwest, keep-alive, HTTP/1.1) on another runtime thread. Every call
 //! is a raw JSON-RPC POST of MCP 2026-07-28 (per-request `_meta`, `Mcp-Method`/`Mcp-Name`
 //! headers; no handshake). Per point: `WARMUP` of calls, then `POINT` of measured calls, at
 //! 1, 8 and 64 concurrent clients; requests/s and p50/p99 latency.
@@ -21,6 +24,7 @@
 //! mock's. The ratio full/bare for `server_info` is what our layers cost on top of rmcp's
 //! handling of the same call (target: at most 1.25).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,10 +35,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use axum::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
+use querygate::app::App;
 use querygate::config::{Config, Sources};
-use querygate::engine::Engine;
-use querygate::mcp::{self, Transport};
-use querygate::tenant::Tenants;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -77,9 +79,46 @@ fn main() -> Result<()> {
             mock.addr
         ),
     )?;
-    let full = Background::start("qg-full", move |addr, shutdown| {
-        full_router(&config_path, addr, shutdown)
-    })?;
+    let base_yaml = std::fs::read_to_string(&config_path)?;
+    let full = Background::start_app(
+        "qg-full",
+        move || async move { full_app(&config_path).await },
+    )?;
+    let pki = Pki::new(dir.path())?;
+    let mtls_config = dir.path().join("querygate-mtls.yaml");
+    std::fs::write(
+        &mtls_config,
+        format!(
+            "{}  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"spiffe://bench/agent\": default\n",
+            base_yaml,
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.ca_file.display(),
+        ),
+    )?;
+    let jwt_config = dir.path().join("querygate-jwt.yaml");
+    std::fs::write(
+        &jwt_config,
+        format!(
+            "{}  tls:\n    cert_file: {}\n    key_file: {}\nauth:\n  resource: https://bench.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.bench.test\n        public_keys: [{}]\n        algorithms: [ES256]\n",
+            base_yaml,
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.jwt_public.display(),
+        ),
+    )?;
+    let mut mtls =
+        Background::start_app(
+            "qg-mtls",
+            move || async move { full_app(&mtls_config).await },
+        )?;
+    mtls.scheme = "https";
+    let mut jwt =
+        Background::start_app("qg-jwt", move || async move { full_app(&jwt_config).await })?;
+    jwt.scheme = "https";
+    jwt.token = Some(pki.token()?);
+    let mtls_client = pki.client(true)?;
+    let tls_client = pki.client(false)?;
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("bench-load")
@@ -123,9 +162,32 @@ fn main() -> Result<()> {
         );
         Ok(())
     });
-    let outcome = checks.and_then(|()| run(&client_rt, &client, &full, &bare));
+    let tls_checks = client_rt.block_on(async {
+        for (client, server) in [(&mtls_client, &mtls), (&tls_client, &jwt)] {
+            let info = call_once(client, server, "server_info", json!({})).await?;
+            ensure!(
+                info["result"]["structuredContent"]["tenant"] == "default",
+                "{}: {info}",
+                server.name
+            );
+        }
+        Ok(())
+    });
+    let outcome = checks
+        .and(tls_checks)
+        .and_then(|()| run(&client_rt, &client, &full, &bare))
+        .and_then(|()| {
+            run_tls(
+                &client_rt,
+                &[(&client, &full), (&mtls_client, &mtls), (&tls_client, &jwt)],
+            )
+        });
     drop(client);
+    drop(mtls_client);
+    drop(tls_client);
     drop(client_rt);
+    mtls.stop();
+    jwt.stop();
     full.stop();
     bare.stop();
     mock.stop();
@@ -185,6 +247,121 @@ fn run(
         "  (run_select_query's CPU omits the engine's per-statement querygate-sqlite threads, which exit before they can be read)"
     );
     Ok(())
+}
+
+/// `server_info` over plain HTTP, HTTPS with a client certificate and HTTPS with a JWT,
+/// each a whole querygate on one thread; keep-alive, so each connection pays its handshake
+/// once (in the warm-up).
+fn run_tls(
+    rt: &tokio::runtime::Runtime,
+    servers: &[(&reqwest::Client, &Background)],
+) -> Result<()> {
+    println!();
+    println!(
+        "{:<44} {:>5} {:>9} {:>9} {:>9} {:>12}",
+        "transport / server_info", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/call"
+    );
+    let args = json!({});
+    for c in CONCURRENCY {
+        for (client, server) in servers {
+            let label = match server.name {
+                "qg-mtls" => "https + mTLS (client certificate)",
+                "qg-jwt" => "https + JWT bearer (ES256)",
+                _ => "plain http, no authentication",
+            };
+            point(rt, client, server, "server_info", &args, c)?.print(label, c);
+        }
+    }
+    Ok(())
+}
+
+/// Certificates and a JWT key for the HTTPS servers, generated for this run.
+struct Pki {
+    ca_pem: String,
+    ca_file: std::path::PathBuf,
+    server_cert: std::path::PathBuf,
+    server_key: std::path::PathBuf,
+    client: (String, String),
+    jwt_key: rcgen::KeyPair,
+    jwt_public: std::path::PathBuf,
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Result<Pki> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType,
+        };
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "bench CA");
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let issue = |sans: Vec<SanType>| -> Result<(String, String)> {
+            let mut params = CertificateParams::new(Vec::<String>::new())?;
+            params.subject_alt_names = sans;
+            let key = KeyPair::generate()?;
+            Ok((params.signed_by(&key, &ca)?.pem(), key.serialize_pem()))
+        };
+        let server = issue(vec![SanType::IpAddress("127.0.0.1".parse()?)])?;
+        let client = issue(vec![SanType::URI("spiffe://bench/agent".try_into()?)])?;
+        let jwt_key = KeyPair::generate()?;
+        let write = |name: &str, text: &str| -> Result<std::path::PathBuf> {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            Ok(path)
+        };
+        Ok(Pki {
+            ca_pem: ca.pem(),
+            ca_file: write("ca.pem", &ca.pem())?,
+            server_cert: write("server.pem", &server.0)?,
+            server_key: write("server.key", &server.1)?,
+            jwt_public: write("jwt.pub.pem", &jwt_key.public_key_pem())?,
+            client,
+            jwt_key,
+        })
+    }
+
+    /// A keep-alive HTTPS client trusting the CA, with the client certificate if `mtls`.
+    fn client(&self, mtls: bool) -> Result<reqwest::Client> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(self.ca_pem.as_bytes())?)?;
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+        let config = if mtls {
+            builder.with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(self.client.0.as_bytes())?],
+                PrivateKeyDer::from_pem_slice(self.client.1.as_bytes())?,
+            )?
+        } else {
+            builder.with_no_client_auth()
+        };
+        Ok(reqwest::Client::builder()
+            .tls_backend_preconfigured(config)
+            .http1_only()
+            .pool_max_idle_per_host(256)
+            .build()?)
+    }
+
+    /// A token for the JWT server, valid for an hour.
+    fn token(&self) -> Result<String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        let claims = json!({"iss": "https://idp.bench.test", "aud": "https://bench.test/mcp",
+            "sub": "bench", "tenant": "default", "exp": now + 3600});
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(self.jwt_key.serialize_pem().as_bytes())?;
+        Ok(jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+            &claims,
+            &key,
+        )?)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -263,8 +440,14 @@ fn request_for(
     if let Some(name) = name {
         headers.insert("mcp-name", HeaderValue::from_str(name)?);
     }
+    if let Some(token) = &server.token {
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {token}"))?,
+        );
+    }
     Ok(Request {
-        url: format!("http://{}/mcp", server.addr),
+        url: format!("{}://{}/mcp", server.scheme, server.addr),
         headers,
         body: Bytes::from(serde_json::to_vec(&body)?),
     })
@@ -404,6 +587,10 @@ fn threads_cpu_ns(name: &str) -> Result<u64> {
 struct Background {
     name: &'static str,
     addr: SocketAddr,
+    /// `http` or `https`.
+    scheme: &'static str,
+    /// A bearer token sent with every request.
+    token: Option<String>,
     shutdown: CancellationToken,
     thread: Option<JoinHandle<()>>,
     done: mpsc::Receiver<()>,
@@ -415,6 +602,43 @@ impl Background {
     where
         F: FnOnce(SocketAddr, CancellationToken) -> Result<axum::Router> + Send + 'static,
     {
+        Self::spawn(name, move |stop, ready| async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let router = make(addr, stop.clone())?;
+            ready
+                .send(Ok(addr))
+                .map_err(|_| anyhow!("benchmark went away"))?;
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await?;
+            Ok(())
+        })
+    }
+
+    /// Runs the [`App`] that `make` builds on a thread named `name`.
+    fn start_app<F, Fut>(name: &'static str, make: F) -> Result<Background>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<App>>,
+    {
+        Self::spawn(name, move |stop, ready| async move {
+            let app = make().await?;
+            ready
+                .send(Ok(app.local_addr()))
+                .map_err(|_| anyhow!("benchmark went away"))?;
+            app.run_until(async move { stop.cancelled().await }).await?;
+            Ok(())
+        })
+    }
+
+    /// Runs `serve` on a thread named `name` with a single-threaded runtime; `serve` reports
+    /// its address through the sender once it accepts connections.
+    fn spawn<F, Fut>(name: &'static str, serve: F) -> Result<Background>
+    where
+        F: FnOnce(CancellationToken, mpsc::Sender<Result<SocketAddr>>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<()>>,
+    {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<SocketAddr>>();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let shutdown = CancellationToken::new();
@@ -422,26 +646,16 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
+                let failed = ready_tx.clone();
                 let served = (|| -> Result<()> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .thread_name(name)
                         .enable_all()
                         .build()?;
-                    rt.block_on(async {
-                        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                        let addr = listener.local_addr()?;
-                        let router = make(addr, stop.clone())?;
-                        ready_tx
-                            .send(Ok(addr))
-                            .map_err(|_| anyhow!("benchmark went away"))?;
-                        axum::serve(listener, router)
-                            .with_graceful_shutdown(async move { stop.cancelled().await })
-                            .await?;
-                        Ok(())
-                    })
+                    rt.block_on(serve(stop, ready_tx))
                 })();
                 if let Err(err) = served
-                    && ready_tx.send(Err(anyhow!("{err:#}"))).is_err()
+                    && failed.send(Err(anyhow!("{err:#}"))).is_err()
                 {
                     eprintln!("{name} stopped: {err:#}");
                 }
@@ -453,6 +667,8 @@ impl Background {
         Ok(Background {
             name,
             addr,
+            scheme: "http",
+            token: None,
             shutdown,
             thread: Some(thread),
             done: done_rx,
@@ -469,23 +685,17 @@ impl Background {
     }
 }
 
-fn full_router(
-    config_path: &Path,
-    addr: SocketAddr,
-    shutdown: CancellationToken,
-) -> Result<axum::Router> {
+/// The whole `querygate serve`, built by [`App`] as the CLI builds it.
+async fn full_app(config_path: &Path) -> Result<App> {
     let config = Config::load(&Sources {
         file: Some(config_path.to_owned()),
         env: Default::default(),
     })?;
-    let engine = Engine::new(config.engine.clone())?;
-    let tenants = Tenants::open(&config)?;
-    let handler = mcp::build(&config, engine, tenants, Transport::Http)?;
-    Ok(mcp::http::router(handler, &config.server, addr, shutdown))
+    Ok(App::build(config).await?)
 }
 
 /// rmcp alone: querygate's tool list, and for any call the `server_info` result querygate
-/// gave, precomputed; served as `mcp::http::router` serves querygate. What it costs is rmcp's
+/// gave, precomputed; served as `querygate::http::mcp::service` serves querygate. What it costs is rmcp's
 /// own handling of the same call, answered with the same bytes.
 #[derive(Clone, Debug)]
 struct Bare {
@@ -529,9 +739,9 @@ fn bare_router(
         tools: Arc::new(tools),
         reply: Arc::new(reply),
     };
-    // The same settings as querygate::mcp::http::router.
+    // The same settings as querygate::http::mcp::service.
     let defaults = Config::load(&Sources::default())?;
-    let config = mcp::http::transport_config(&defaults.server, addr, shutdown);
+    let config = querygate::http::mcp::transport_config(&defaults.server, addr, shutdown);
     let service = StreamableHttpService::new(
         move || Ok(bare.clone()),
         Arc::new(NeverSessionManager::default()),

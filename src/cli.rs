@@ -109,6 +109,25 @@ pub async fn run(cli: Cli) -> i32 {
     if let Command::Migrate = cli.command {
         return migrate(&config).await;
     }
+    if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
+        && let Err(err) = crate::db::migrate_on_start(&config.database).await
+    {
+        eprintln!("error: {err}");
+        return 1;
+    }
+    match cli.command {
+        Command::Serve { listen } => return serve(config, listen).await,
+        Command::Stdio => {
+            return match crate::app::run_stdio(config).await {
+                Ok(()) => 0,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    err.exit_code()
+                }
+            };
+        }
+        _ => {}
+    }
     let engine = match Engine::new(config.engine.clone()) {
         Ok(engine) => engine,
         Err(err) => {
@@ -129,17 +148,6 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
-        && let Err(err) = crate::db::migrate_on_start(&config.database).await
-    {
-        eprintln!("error: {err}");
-        return 1;
-    }
-    match cli.command {
-        Command::Serve { listen } => return serve(config, engine, tenants, listen).await,
-        Command::Stdio => return stdio(config, engine, tenants).await,
-        _ => {}
-    }
     let cx = match tenants.context(&Principal::local()) {
         Ok(cx) => cx,
         Err(err) => {
@@ -238,43 +246,28 @@ pub async fn run(cli: Cli) -> i32 {
     }
 }
 
-async fn serve(
-    mut config: Config,
-    engine: Engine,
-    tenants: Tenants,
-    listen: Option<String>,
-) -> i32 {
+/// `querygate serve`: builds the [`App`](crate::app::App) and serves until Ctrl-C or SIGTERM.
+async fn serve(mut config: Config, listen: Option<String>) -> i32 {
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
-    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Http) {
-        Ok(handler) => handler,
+    let app = match crate::app::App::build(config).await {
+        Ok(app) => app,
         Err(err) => {
             eprintln!("error: {err}");
-            return 2;
+            return err.exit_code();
         }
     };
-    let (listener, addr) = match crate::mcp::http::bind(&config.server).await {
-        Ok(bound) => bound,
-        Err(err) => {
-            eprintln!("error: cannot listen on {}: {err}", config.server.listen);
-            return 1;
-        }
-    };
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let router = crate::mcp::http::router(handler, &config.server, addr, shutdown.clone());
-    eprintln!("querygate: serving MCP at http://{addr}/mcp");
-    let signal = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_stop().await;
+    eprintln!("querygate: serving MCP at {}", app.mcp_url());
+    let stop = async {
+        crate::shutdown::signal().await;
         eprintln!("querygate: stopping; finishing requests in flight");
-        signal.cancel();
-    });
-    match crate::mcp::http::serve(listener, router, shutdown).await {
+    };
+    match app.run_until(stop).await {
         Ok(()) => 0,
         Err(err) => {
-            eprintln!("error: the HTTP server failed: {err}");
-            1
+            eprintln!("error: {err}");
+            err.exit_code()
         }
     }
 }
@@ -337,46 +330,6 @@ async fn migrate(config: &Config) -> i32 {
             }
             0
         }
-        Err(err) => {
-            eprintln!("error: {err}");
-            1
-        }
-    }
-}
-
-/// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-async fn stdio(config: Config, engine: Engine, tenants: Tenants) -> i32 {
-    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Stdio) {
-        Ok(handler) => handler,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return 2;
-        }
-    };
-    match crate::mcp::stdio::serve(handler).await {
-        Ok(()) => 0,
         Err(err) => {
             eprintln!("error: {err}");
             1

@@ -7,6 +7,10 @@
 //!
 //! ```text
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
+//!                ├─ app      (composition root: engine, tenants, MCP handler, HTTP stage; run)
+//!                ├─ http     (router composer, tower-http layers, accept loop, TLS)
+//!                ├─ auth     (Principal from mTLS or JWT; tenants from identity)
+//!                ├─ shutdown (SIGINT / SIGTERM)
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
 //!                ├─ policy   (pure: modes, query classes, decide(mode, class))
@@ -15,8 +19,24 @@
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
+//! http/
+//!   mod.rs        router(): /healthz, RFC 9728 metadata and /mcp behind the HTTP-level
+//!                 middleware (request id, sensitive headers, trace, timeout, concurrency), in
+//!                 one place
+//!   server        accept loop on hyper: a task per connection, connection cap, TLS handshake
+//!                 and header-read timeout per connection, the client chain into extensions
+//!   tls           rustls acceptor (ring, TLS 1.2+), certificate reload, client CA (mTLS)
+//!   limits        per-tenant request rate and in-flight cap (429)
+//!   body          body-read timeout (408), JSON-RPC 400s for bodies rmcp cannot parse
+//!   mcp           rmcp's streamable HTTP at /mcp, stateless (no sessions), Host/Origin checks
+//!
+//! auth/
+//!   mod.rs        Principal, Authenticator, AuthLayer (401/403 before any JSON-RPC is read)
+//!   mtls          verified client certificate → identity (URI SAN, DNS SAN, CN) → tenant
+//!   jwt           bearer tokens: issuers, JWKS cache (single flight, floor) or PEM keys
+//!   metadata      RFC 9728 protected resource metadata
+//!
 //! mcp/
-//!   http          streamable HTTP at /mcp, stateless (rmcp, no sessions), Host/Origin checks
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
@@ -49,20 +69,25 @@
 //!
 //! ## Dependency rules
 //!
-//! Arrows point down only: `cli → mcp → approval, policy, config, tenant → engine`. `policy`
+//! Arrows point down only: `cli → app → http → auth, mcp → approval, policy, config, tenant →
+//! engine`. `auth` reads only `config` (and `tenant` re-exports its `Principal`); `policy`
 //! does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
 //! the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
 //! what `engine` re-exports, and none parses SQL a second time. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 
+pub mod app;
 pub mod approval;
+pub mod auth;
 pub mod cli;
 pub mod code;
 pub mod config;
 pub mod db;
 pub mod digest;
 pub mod engine;
+pub mod http;
 pub mod mcp;
 pub mod policy;
+pub mod shutdown;
 pub mod tenant;

@@ -1,8 +1,7 @@
 //! Tenants: who a request runs for, and the [`ExecContext`] the engine receives for it.
 //!
-//! Until authentication lands every request runs as [`Principal::anonymous`] (principal
-//! `anonymous` of tenant `default`). The HTTP stage's auth layer will put a `Principal` in
-//! request extensions; the tool-call stage turns it into an `ExecContext` here.
+//! The HTTP stage's auth layer puts a [`Principal`] in the request extensions (stdio runs as
+//! a local principal); the tool-call stage turns it into an `ExecContext` here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,33 +9,7 @@ use std::sync::Arc;
 use crate::config::{Config, Mode, TenantConfig};
 use crate::engine::{CredentialStore, ExecContext};
 
-/// Who is calling.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Principal {
-    /// The caller's identity (JWT subject, certificate name, or `anonymous`).
-    pub subject: String,
-    /// The tenant the caller belongs to.
-    pub tenant: String,
-}
-
-impl Principal {
-    /// The unauthenticated caller of a server that runs without authentication (loopback
-    /// development): principal `anonymous` of tenant `default`.
-    pub fn anonymous() -> Self {
-        Principal {
-            subject: "anonymous".to_owned(),
-            tenant: "default".to_owned(),
-        }
-    }
-
-    /// The local user of stdio and the command line: principal `local` of tenant `default`.
-    pub fn local() -> Self {
-        Principal {
-            subject: "local".to_owned(),
-            tenant: "default".to_owned(),
-        }
-    }
-}
+pub use crate::auth::Principal;
 
 /// Why a principal cannot be served.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -94,6 +67,17 @@ impl Tenants {
             allowed_providers: config.allowed_providers.clone(),
             credentials: credentials.clone(),
         })
+    }
+
+    /// Whether `principal` may call `tool`: the tenant's `allowed_tools` and the
+    /// credential's scopes both permit it.
+    pub fn allows_tool(&self, principal: &Principal, tool: &str) -> bool {
+        principal.may_call(tool)
+            && self.tenants.get(&principal.tenant).is_some_and(|(c, _)| {
+                c.allowed_tools
+                    .as_ref()
+                    .is_none_or(|tools| tools.contains(tool))
+            })
     }
 
     /// A tenant's mode.

@@ -11,6 +11,7 @@
 mod approval;
 mod database;
 mod env;
+mod identity;
 mod paths;
 mod problems;
 mod providers;
@@ -26,6 +27,10 @@ use std::path::{Path, PathBuf};
 pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
+pub use identity::{
+    AuthConfig, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource, MtlsConfig,
+    TenantLimits, TlsConfig,
+};
 pub use problems::{Problem, Problems};
 pub use raw::Render;
 pub use server::ServerConfig;
@@ -80,7 +85,7 @@ impl Sources {
 }
 
 /// One tenant's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TenantConfig {
     /// Tenant id.
     pub id: String,
@@ -95,6 +100,10 @@ pub struct TenantConfig {
     /// Whether the tenant's calls may install providers into the shared local registry
     /// (`pull_provider`); by default only the `default` tenant's.
     pub allow_pull_provider: bool,
+    /// Tools the tenant may call; `None`: every offered tool.
+    pub allowed_tools: Option<BTreeSet<String>>,
+    /// Request rate and in-flight limits (per replica).
+    pub limits: TenantLimits,
 }
 
 /// Validated configuration.
@@ -110,6 +119,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     /// The PostgreSQL database for shared state (audit events, approvals).
     pub database: DatabaseConfig,
+    /// How HTTP callers are authenticated.
+    pub auth: AuthConfig,
 }
 
 impl Config {
@@ -162,6 +173,15 @@ impl Config {
         if let Some(DatabaseUrl::File(file)) = &mut database.url {
             *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
         }
+        let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
+        let auth = identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
+        identity::check_exposure(
+            &server.listen,
+            &auth,
+            server.tls.as_ref(),
+            server.allow_unauthenticated,
+            &mut problems,
+        );
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems));
         }
@@ -178,6 +198,7 @@ impl Config {
             server,
             approval,
             database,
+            auth,
         })
     }
 

@@ -32,6 +32,16 @@ impl Problems {
         });
     }
 
+    /// Records a problem written as one line that starts with its key
+    /// (`server.tls.reload_interval must be greater than 0`).
+    pub fn push_line(&mut self, line: impl Into<String>) {
+        let line = line.into();
+        match line.split_once(' ') {
+            Some((key, message)) => self.push(key.trim_end_matches(':'), message),
+            None => self.push(line, "is invalid"),
+        }
+    }
+
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

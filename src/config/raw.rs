@@ -32,6 +32,8 @@ pub(super) struct RawConfig {
     pub(super) approval: super::approval::RawApproval,
     #[serde(default)]
     pub(super) database: super::database::RawDatabase,
+    #[serde(default)]
+    pub(super) auth: super::identity::RawAuth,
 }
 
 /// How text content of tool results is rendered.

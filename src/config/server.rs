@@ -23,6 +23,14 @@ pub(super) struct RawServer {
     pub(super) enabled_resources: Option<Vec<String>>,
     pub(super) disable_instructions: bool,
     pub(super) query_library_url: Option<String>,
+    pub(super) tls: Option<super::identity::RawTls>,
+    pub(super) allow_unauthenticated: bool,
+    pub(super) max_connections: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) header_read_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) body_read_timeout: Duration,
+    pub(super) max_in_flight: usize,
 }
 
 impl Default for RawServer {
@@ -40,6 +48,12 @@ impl Default for RawServer {
             enabled_resources: None,
             disable_instructions: false,
             query_library_url: None,
+            tls: None,
+            allow_unauthenticated: false,
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_in_flight: 1024,
         }
     }
 }
@@ -74,6 +88,18 @@ pub struct ServerConfig {
     /// Base URL of a remote query library index (`<base>/manifest.json`, `index.json`,
     /// `queries/<id>.json`); `None`: the embedded snapshot only.
     pub query_library_url: Option<String>,
+    /// HTTPS (and mTLS); `None`: plain HTTP.
+    pub tls: Option<super::TlsConfig>,
+    /// Whether a non-loopback `listen` may serve without authentication.
+    pub allow_unauthenticated: bool,
+    /// Connections served at once; one more is answered 503.
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's headers (also the keep-alive idle bound).
+    pub header_read_timeout: std::time::Duration,
+    /// Longest a client may take to send a request's body (then 408).
+    pub body_read_timeout: std::time::Duration,
+    /// Requests handled at once over all connections; more wait.
+    pub max_in_flight: usize,
 }
 
 /// The largest `server.max_request_bytes`.
@@ -84,7 +110,20 @@ const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * HOUR.as_secs());
 const MAX_ROWS: u64 = 1_000_000;
 
 /// Checks `server:`.
-pub(super) fn check_server(raw: RawServer, problems: &mut Problems) -> ServerConfig {
+pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> ServerConfig {
+    let tls = super::identity::check_tls(raw.tls.take(), problems);
+    problems.in_range(
+        "server.max_connections",
+        raw.max_connections as u64,
+        1_000_000,
+    );
+    problems.in_range("server.max_in_flight", raw.max_in_flight as u64, 1_000_000);
+    for (key, value) in [
+        ("server.header_read_timeout", raw.header_read_timeout),
+        ("server.body_read_timeout", raw.body_read_timeout),
+    ] {
+        problems.duration_in_range(key, value, MAX_CALL_TIMEOUT);
+    }
     if raw.listen.parse::<std::net::SocketAddr>().is_err() {
         problems.push(
             "server.listen",
@@ -117,5 +156,11 @@ pub(super) fn check_server(raw: RawServer, problems: &mut Problems) -> ServerCon
         enabled_resources: raw.enabled_resources,
         disable_instructions: raw.disable_instructions,
         query_library_url: raw.query_library_url,
+        tls,
+        allow_unauthenticated: raw.allow_unauthenticated,
+        max_connections: raw.max_connections,
+        header_read_timeout: raw.header_read_timeout,
+        body_read_timeout: raw.body_read_timeout,
+        max_in_flight: raw.max_in_flight,
     }
 }

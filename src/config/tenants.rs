@@ -27,6 +27,10 @@ pub(super) struct RawTenant {
     pub(super) allowed_providers: Option<Vec<String>>,
     pub(super) credentials: Option<RawCredentials>,
     pub(super) allow_pull_provider: Option<bool>,
+    #[serde(default)]
+    pub(super) allowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) limits: Option<super::identity::RawTenantLimits>,
 }
 
 /// Checks `tenants:` with the top-level `credentials:` (the default tenant's store); adds a
@@ -91,6 +95,7 @@ pub(super) fn check_tenants(
                 ),
             );
         }
+        let limits = super::identity::check_tenant_limits(&tenant.id, tenant.limits, problems);
         tenants.push(TenantConfig {
             id: tenant.id,
             mode: tenant.mode,
@@ -105,6 +110,8 @@ pub(super) fn check_tenants(
             ),
             process_env,
             allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
+            allowed_tools: tenant.allowed_tools.map(|t| t.into_iter().collect()),
+            limits,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -123,6 +130,8 @@ pub(super) fn check_tenants(
                 ),
                 process_env: default_credentials.process_env.unwrap_or(true),
                 allow_pull_provider: true,
+                allowed_tools: None,
+                limits: super::TenantLimits::default(),
             },
         );
     }

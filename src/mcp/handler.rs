@@ -222,9 +222,21 @@ impl ServerHandler for QuerygateMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut result = ListToolsResult::with_all_items(self.tools.as_ref().clone());
+        // Only the tools the caller's tenant and credential may call; none without a caller.
+        let principal = principal_of(&context, self.shared.transport);
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| {
+                principal
+                    .as_ref()
+                    .is_some_and(|p| self.shared.tenants.allows_tool(p, &t.name))
+            })
+            .cloned()
+            .collect();
+        let mut result = ListToolsResult::with_all_items(tools);
         result.ttl_ms = Some(0);
         result.cache_scope = Some(CacheScope::Private);
         Ok(result)
@@ -366,9 +378,19 @@ impl ServerHandler for QuerygateMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let transport = self.shared.transport;
+        let principal = principal_of(&context, transport);
+        // The tenant's `allowed_tools` and the token's scopes: a tool outside them is unknown.
+        if let Some(caller) = &principal
+            && !self.shared.tenants.allows_tool(caller, &request.name)
+        {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
+        }
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
-            principal: principal_of(&context, transport),
+            principal,
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),
         };

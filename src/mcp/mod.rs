@@ -10,7 +10,6 @@
 
 pub mod content;
 mod handler;
-pub mod http;
 mod library;
 mod malformed;
 mod output_schema;

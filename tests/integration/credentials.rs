@@ -339,6 +339,7 @@ async fn tenants_never_see_each_others_credentials() {
     let principal = |tenant: &str| Principal {
         subject: format!("{tenant}-user"),
         tenant: tenant.to_owned(),
+        ..Principal::local()
     };
     let acme = tenants.context(&principal("acme")).unwrap();
     let globex = tenants.context(&principal("globex")).unwrap();

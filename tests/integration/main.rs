@@ -14,6 +14,8 @@ mod discovery;
 mod errors;
 mod fanout_joins;
 mod gate;
+mod http_limits;
+mod identity;
 mod logs;
 mod mcp_content;
 mod mcp_http;

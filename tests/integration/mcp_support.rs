@@ -3,10 +3,8 @@
 
 use std::path::PathBuf;
 
+use querygate::app::App;
 use querygate::config::{Config, Sources};
-use querygate::engine::Engine;
-use querygate::mcp::{self, Transport};
-use querygate::tenant::Tenants;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -189,22 +187,33 @@ pub async fn start_with(mode: &str, server_extra: impl FnOnce(&str) -> String) -
     serve(file, mock, dir).await
 }
 
-/// Starts `querygate serve`'s router in-process for the configuration in `file`.
+/// Starts a server for the YAML configuration `yaml(mock_url, dir)` returns (a whole file;
+/// `dir` is the server's temporary folder, for key and credential files).
+pub async fn start_yaml(yaml: impl FnOnce(&str, &std::path::Path) -> String) -> TestServer {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = yaml(&mock.url(), dir.path());
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, text).unwrap();
+    serve(file, mock, dir).await
+}
+
+/// Starts `querygate serve` in-process (through [`App`], as the CLI does) for the
+/// configuration in `file`.
 async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer {
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
     })
     .unwrap();
-    let engine = Engine::new(config.engine.clone()).unwrap();
-    let tenants = Tenants::open(&config).unwrap();
-    let handler = mcp::build(&config, engine, tenants, Transport::Http).unwrap();
-    let (listener, addr) = mcp::http::bind(&config.server).await.unwrap();
+    let app = App::build(config).await.unwrap();
+    let url = app.mcp_url();
     let shutdown = CancellationToken::new();
-    let router = mcp::http::router(handler, &config.server, addr, shutdown.clone());
-    tokio::spawn(mcp::http::serve(listener, router, shutdown.clone()));
+    let stop = shutdown.clone();
+    tokio::spawn(app.run_until(async move { stop.cancelled().await }));
     TestServer {
-        url: format!("http://{addr}/mcp"),
+        url,
         mock,
         _dir: dir,
         shutdown,

@@ -1,6 +1,10 @@
 """querygate against the official MCP Python SDK's streamable HTTP client.
 
 Usage: python3 tests/python/mcp_client.py http://127.0.0.1:<port>/mcp
+       python3 tests/python/mcp_client.py https://127.0.0.1:<port>/mcp CA_PEM CERT_PEM KEY_PEM
+
+With a CA and a client certificate and key, the client speaks HTTPS, trusting only that CA
+and presenting the certificate (mTLS).
 
 Lists the tools, calls run_select_query with SELECT 1 AS n, 'ok' AS status and checks the
 structured result and the markdown text, then searches and gets a query library entry (the
@@ -9,14 +13,24 @@ failure.
 """
 
 import asyncio
+import ssl
 import sys
 
+import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 
-async def main(url: str) -> None:
-    async with streamable_http_client(url) as (read, write):
+async def main(url: str, tls: list[str]) -> None:
+    http_client = None
+    if tls:
+        ca, cert, key = tls
+        context = ssl.create_default_context(cafile=ca)
+        context.load_cert_chain(cert, key)
+        http_client = httpx2.AsyncClient(
+            verify=context, timeout=httpx2.Timeout(30.0, read=300.0)
+        )
+    async with streamable_http_client(url, http_client=http_client) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             print(f"initialized: protocol {init.protocol_version}, server {init.server_info.name}")
@@ -59,6 +73,6 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: mcp_client.py <url>")
-    asyncio.run(main(sys.argv[1]))
+    if len(sys.argv) not in (2, 5):
+        sys.exit("usage: mcp_client.py <url> [<ca.pem> <cert.pem> <key.pem>]")
+    asyncio.run(main(sys.argv[1], sys.argv[2:]))

@@ -1,4 +1,4 @@
-//! `querygate serve`: streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`; any replica
+//! The MCP endpoint of `querygate serve`: streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`; any replica
 //! answers any request). 2026-07-28 clients send per-request `_meta` (and may call
 //! `server/discover`); 2025-11-25 and 2025-06-18 clients `initialize` on the same endpoint.
 //! Host and Origin headers are checked, request bodies are bounded.
@@ -6,15 +6,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::QuerygateMcp;
 use crate::config::ServerConfig;
-use crate::tenant::Principal;
+use crate::mcp::QuerygateMcp;
 
 /// rmcp's streamable HTTP settings for `settings` bound to `addr`: stateless (legacy session
 /// mode off), JSON responses, Host and Origin allowlists (loopback names and origins of the
@@ -53,43 +50,16 @@ pub fn transport_config(
         .with_cancellation_token(shutdown)
 }
 
-/// The axum router serving `/mcp` (and `/healthz`) for `handler`, bound to `addr`.
-pub fn router(
+/// rmcp's stateless streamable HTTP service over `handler`, configured by [`transport_config`].
+pub fn service(
     handler: QuerygateMcp,
     settings: &ServerConfig,
     addr: SocketAddr,
     shutdown: CancellationToken,
-) -> Router {
-    let service = StreamableHttpService::new(
+) -> StreamableHttpService<QuerygateMcp, NeverSessionManager> {
+    StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
         transport_config(settings, addr, shutdown),
-    );
-    // Without authentication every caller is the anonymous principal of tenant `default`,
-    // named explicitly: the MCP handler refuses requests that carry no principal.
-    let service = tower::ServiceBuilder::new()
-        .layer(axum::Extension(Principal::anonymous()))
-        .service(service);
-    Router::new()
-        .nest_service("/mcp", service)
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
-}
-
-/// Binds `settings.listen` (port 0 picks a free port) and returns the listener and the
-/// address it got.
-pub async fn bind(settings: &ServerConfig) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(&settings.listen).await?;
-    let addr = listener.local_addr()?;
-    Ok((listener, addr))
-}
-
-/// Serves until `shutdown` is cancelled, then lets requests in flight finish.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    )
 }

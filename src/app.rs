@@ -1,0 +1,189 @@
+//! The composition root: builds the engine, the tenants, the MCP handler and the HTTP stage
+//! from a validated [`Config`], and runs them. The CLI, the integration tests and the load
+//! benchmark all start servers through [`App`], so they run the same wiring.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{AuthSetupError, Authentication};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::http::server::ConnectionLimits;
+use crate::http::tls::{Tls, TlsError};
+use crate::mcp::stdio::StdioError;
+use crate::mcp::{self, QuerygateMcp, StartError, Transport};
+use crate::tenant::{TenantError, Tenants};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The engine could not be built from the configuration.
+    #[error("{0}")]
+    Engine(#[from] crate::engine::Error),
+    /// A tenant's credential store could not be opened.
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+    /// The MCP surface could not be built (an allowlist names something unknown, …).
+    #[error(transparent)]
+    Mcp(#[from] StartError),
+    /// `server.listen` is not an address.
+    #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765")]
+    Listen(String),
+    /// A non-loopback address without authentication, not explicitly allowed.
+    #[error(
+        "{0} is not a loopback address and no authentication is configured (auth.mtls or auth.jwt); set server.allow_unauthenticated: true to serve it anyway"
+    )]
+    Unauthenticated(SocketAddr),
+    /// Authentication cannot be set up (unreadable keys, …).
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
+    /// TLS cannot be set up (unreadable certificate or key, …).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {listen}: {source}")]
+    Bind {
+        /// `server.listen`.
+        listen: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The HTTP server failed while running.
+    #[error("the HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+    /// The stdio session failed.
+    #[error(transparent)]
+    Stdio(#[from] StdioError),
+}
+
+impl AppError {
+    /// The process exit code: 2 for a configuration that cannot work, 1 for a runtime failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AppError::Engine(_)
+            | AppError::Tenant(_)
+            | AppError::Mcp(_)
+            | AppError::Listen(_)
+            | AppError::Unauthenticated(_)
+            | AppError::Auth(_)
+            | AppError::Tls(_) => 2,
+            AppError::Bind { .. } | AppError::Serve(_) | AppError::Stdio(_) => 1,
+        }
+    }
+}
+
+/// A bound, not yet running `querygate serve`.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: Router,
+    tls: Option<Tls>,
+    limits: ConnectionLimits,
+    /// Ends rmcp's open streams when the server stops.
+    streams: CancellationToken,
+}
+
+impl App {
+    /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
+    /// port; [`App::local_addr`] tells which).
+    pub async fn build(config: Config) -> Result<App, AppError> {
+        let listen: SocketAddr = config
+            .server
+            .listen
+            .parse()
+            .map_err(|_| AppError::Listen(config.server.listen.clone()))?;
+        let authentication = Arc::new(Authentication::from_config(&config)?);
+        let tls = config
+            .server
+            .tls
+            .as_ref()
+            .map(crate::http::tls::build)
+            .transpose()?;
+        let mtls_required = config.server.tls.as_ref().is_some_and(|t| {
+            t.client_ca_file.is_some() && t.client_auth == crate::config::ClientAuth::Required
+        });
+        if !authentication.enabled() && !mtls_required && !listen.ip().is_loopback() {
+            if !config.server.allow_unauthenticated {
+                return Err(AppError::Unauthenticated(listen));
+            }
+            tracing::warn!("serving {listen} without authentication");
+            eprintln!(
+                "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
+            );
+        }
+        let handler = handler(&config, Transport::Http)?;
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| AppError::Bind {
+                listen: config.server.listen.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| AppError::Bind {
+            listen: config.server.listen.clone(),
+            source,
+        })?;
+        let streams = CancellationToken::new();
+        let router = crate::http::router(handler, &config, authentication, addr, streams.clone());
+        if let Some(tls) = &tls {
+            tls.certificate.watch();
+        }
+        Ok(App {
+            listener,
+            addr,
+            router,
+            tls,
+            limits: ConnectionLimits {
+                max_connections: config.server.max_connections,
+                header_read_timeout: config.server.header_read_timeout,
+            },
+            streams,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The MCP endpoint's URL, e.g. `http://127.0.0.1:8765/mcp` (`https` with TLS).
+    pub fn mcp_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/mcp", self.addr)
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting connections, ends open streams
+    /// and lets the requests in flight finish.
+    pub async fn run_until<F>(self, shutdown: F) -> Result<(), AppError>
+    where
+        F: Future<Output = ()> + Send,
+    {
+        let streams = self.streams.clone();
+        let stop = async move {
+            shutdown.await;
+            streams.cancel();
+        };
+        crate::http::server::serve(self.listener, self.router, self.tls, self.limits, stop)
+            .await
+            .map_err(AppError::Serve)
+    }
+}
+
+/// Serves one MCP session on stdin/stdout for `config`.
+pub async fn run_stdio(config: Config) -> Result<(), AppError> {
+    let handler = handler(&config, Transport::Stdio)?;
+    mcp::stdio::serve(handler).await?;
+    Ok(())
+}
+
+/// The MCP handler for `transport`: engine, tenants and content from `config`.
+pub fn handler(config: &Config, transport: Transport) -> Result<QuerygateMcp, AppError> {
+    let engine = Engine::new(config.engine.clone())?;
+    let tenants = Tenants::open(config)?;
+    Ok(mcp::build(config, engine, tenants, transport)?)
+}

@@ -1,0 +1,474 @@
+//! JWT bearer tokens: trusted issuers with a JWKS URL (fetched on first use, cached, fetched
+//! again when older than `jwks_max_age` or, single-flight and at most once per
+//! `jwks_refresh_floor`, when a token names an unknown `kid`) or static PEM keys; an
+//! allowlist of asymmetric algorithms per issuer (never `none`, never HMAC); `iss`, `aud`,
+//! `exp` and `nbf` checked with a leeway; the tenant from a configured claim; optional
+//! scopes that narrow the tools a token may call.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use futures::future::BoxFuture;
+use http::header::AUTHORIZATION;
+use http::request::Parts;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+
+use super::{AuthError, AuthSetupError, Authenticator, Method, Principal};
+use crate::config::{IssuerConfig, JwtConfig, KeySource};
+
+/// Largest JWKS document accepted.
+const MAX_JWKS_BYTES: usize = 1024 * 1024;
+/// How long a JWKS fetch may take.
+const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Verifies bearer tokens.
+#[derive(Debug)]
+pub struct JwtAuthenticator {
+    issuers: HashMap<String, Issuer>,
+    tenant_claim: String,
+    leeway: Duration,
+    tenants: BTreeSet<String>,
+    scopes: Option<BTreeMap<String, BTreeSet<String>>>,
+}
+
+struct Issuer {
+    config: IssuerConfig,
+    algorithms: Vec<Algorithm>,
+    keys: Keys,
+}
+
+enum Keys {
+    Static(Vec<(Family, DecodingKey)>),
+    Jwks(Jwks),
+}
+
+/// Key families: an algorithm only ever verifies with a key of its own family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Rsa,
+    Ec,
+    Ed,
+}
+
+fn family(alg: Algorithm) -> Option<Family> {
+    match alg {
+        Algorithm::RS256
+        | Algorithm::RS384
+        | Algorithm::RS512
+        | Algorithm::PS256
+        | Algorithm::PS384
+        | Algorithm::PS512 => Some(Family::Rsa),
+        Algorithm::ES256 | Algorithm::ES384 => Some(Family::Ec),
+        Algorithm::EdDSA => Some(Family::Ed),
+        Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => None,
+    }
+}
+
+impl JwtAuthenticator {
+    /// From `auth.jwt`; `tenants` are the tenant ids the server serves.
+    pub fn new(config: &JwtConfig, tenants: BTreeSet<String>) -> Result<Self, AuthSetupError> {
+        let mut issuers = HashMap::new();
+        let client = jwks_client()?;
+        for issuer in &config.issuers {
+            let algorithms = issuer
+                .algorithms
+                .iter()
+                .filter_map(|a| Algorithm::from_str(a).ok())
+                .filter(|a| family(*a).is_some())
+                .collect();
+            let keys = match &issuer.keys {
+                KeySource::Pem(files) => Keys::Static(read_pem_keys(files)?),
+                KeySource::Jwks(url) => Keys::Jwks(Jwks {
+                    url: url.clone(),
+                    client: client.clone(),
+                    state: RwLock::new(JwksState::default()),
+                    refresh: tokio::sync::Mutex::new(()),
+                    floor: config.jwks_refresh_floor,
+                    max_age: config.jwks_max_age,
+                }),
+            };
+            issuers.insert(
+                issuer.issuer.clone(),
+                Issuer {
+                    config: issuer.clone(),
+                    algorithms,
+                    keys,
+                },
+            );
+        }
+        Ok(JwtAuthenticator {
+            issuers,
+            tenant_claim: config.tenant_claim.clone(),
+            leeway: config.leeway,
+            tenants,
+            scopes: config.scopes.clone(),
+        })
+    }
+
+    async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let invalid = |why: &str| AuthError::InvalidToken(why.to_owned());
+        // `alg: none` and unknown algorithms fail here.
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| invalid("malformed token header"))?;
+        let iss = unverified_issuer(token).ok_or_else(|| invalid("the token has no issuer"))?;
+        let issuer = self
+            .issuers
+            .get(&iss)
+            .ok_or_else(|| invalid("the token's issuer is not trusted"))?;
+        let alg = header.alg;
+        let Some(key_family) = family(alg).filter(|_| issuer.algorithms.contains(&alg)) else {
+            return Err(invalid(&format!("algorithm {alg:?} is not allowed")));
+        };
+        let mut validation = Validation::new(alg);
+        validation.algorithms = vec![alg];
+        validation.leeway = self.leeway.as_secs();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[issuer.config.issuer.as_str()]);
+        validation.set_audience(&[issuer.config.audience.as_str()]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let claims = match &issuer.keys {
+            Keys::Static(keys) => {
+                let mut outcome = Err(invalid("signature does not verify"));
+                for (_, key) in keys.iter().filter(|(f, _)| *f == key_family) {
+                    outcome = decode(token, key, &validation);
+                    if !matches!(&outcome, Err(AuthError::InvalidToken(why)) if why == "signature does not verify")
+                    {
+                        break;
+                    }
+                }
+                outcome?
+            }
+            Keys::Jwks(jwks) => {
+                let key = jwks.key(header.kid.as_deref(), alg).await?;
+                decode(token, &key, &validation)?
+            }
+        };
+        let subject = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("the token has no subject"))?
+            .to_owned();
+        let tenant = claims
+            .get(&self.tenant_claim)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                AuthError::Forbidden(format!(
+                    "the token names no tenant (claim '{}')",
+                    self.tenant_claim
+                ))
+            })?;
+        if !self.tenants.contains(tenant) {
+            return Err(AuthError::Forbidden(format!("unknown tenant '{tenant}'")));
+        }
+        let tools = self.scopes.as_ref().map(|scopes| {
+            Arc::new(
+                token_scopes(&claims)
+                    .iter()
+                    .filter_map(|s| scopes.get(s))
+                    .flatten()
+                    .cloned()
+                    .collect::<BTreeSet<String>>(),
+            )
+        });
+        Ok(Principal {
+            subject,
+            tenant: tenant.to_owned(),
+            method: Method::Jwt,
+            fingerprint: None,
+            tools,
+        })
+    }
+}
+
+impl Authenticator for JwtAuthenticator {
+    fn authenticate<'a>(
+        &'a self,
+        parts: &'a Parts,
+    ) -> BoxFuture<'a, Result<Option<Principal>, AuthError>> {
+        Box::pin(async move {
+            let Some(value) = parts.headers.get(AUTHORIZATION) else {
+                return Ok(None);
+            };
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| {
+                    v.strip_prefix("Bearer ")
+                        .or_else(|| v.strip_prefix("bearer "))
+                })
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    AuthError::InvalidToken("the Authorization header is not a Bearer token".into())
+                })?;
+            self.verify(token).await.map(Some)
+        })
+    }
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer")
+            .field("issuer", &self.config.issuer)
+            .field("algorithms", &self.algorithms)
+            .field(
+                "keys",
+                &match &self.keys {
+                    Keys::Static(keys) => format!("{} PEM keys", keys.len()),
+                    Keys::Jwks(jwks) => format!("JWKS {}", jwks.url),
+                },
+            )
+            .finish()
+    }
+}
+
+fn decode(
+    token: &str,
+    key: &DecodingKey,
+    validation: &Validation,
+) -> Result<Map<String, Value>, AuthError> {
+    jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
+        .map(|data| data.claims)
+        .map_err(|err| {
+            AuthError::InvalidToken(
+                match err.kind() {
+                    ErrorKind::ExpiredSignature => "the token has expired",
+                    ErrorKind::ImmatureSignature => "the token is not valid yet",
+                    ErrorKind::InvalidAudience => "the token is for another audience",
+                    ErrorKind::InvalidIssuer => "the token's issuer is not trusted",
+                    ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim",
+                    ErrorKind::InvalidAlgorithm => "the token's algorithm does not fit the key",
+                    ErrorKind::InvalidSignature => "signature does not verify",
+                    _ => "the token cannot be verified",
+                }
+                .to_owned(),
+            )
+        })
+}
+
+/// The `iss` claim, read before verification only to choose the issuer's keys.
+fn unverified_issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
+    claims.get("iss")?.as_str().map(str::to_owned)
+}
+
+/// The token's scopes: `scope` (space-separated) or `scp` (a list).
+fn token_scopes(claims: &Map<String, Value>) -> Vec<String> {
+    match (claims.get("scope"), claims.get("scp")) {
+        (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_owned).collect(),
+        (_, Some(Value::Array(list))) => list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn read_pem_keys(
+    files: &[std::path::PathBuf],
+) -> Result<Vec<(Family, DecodingKey)>, AuthSetupError> {
+    let mut keys = Vec::new();
+    for file in files {
+        let pem = std::fs::read(file).map_err(|err| {
+            AuthSetupError::Keys(format!("cannot read '{}': {err}", file.display()))
+        })?;
+        let key = DecodingKey::from_rsa_pem(&pem)
+            .map(|k| (Family::Rsa, k))
+            .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (Family::Ec, k)))
+            .or_else(|_| DecodingKey::from_ed_pem(&pem).map(|k| (Family::Ed, k)))
+            .map_err(|_| {
+                AuthSetupError::Keys(format!(
+                    "'{}' holds no RSA, EC or Ed25519 public key in PEM",
+                    file.display()
+                ))
+            })?;
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+fn jwks_client() -> Result<reqwest::Client, AuthSetupError> {
+    let provider = rustls::crypto::ring::default_provider();
+    let tls = rustls::ClientConfig::builder_with_provider(provider.into())
+        .with_safe_default_protocol_versions()
+        .map_err(|err| AuthSetupError::Client(format!("TLS set-up failed: {err}")))?
+        .with_root_certificates(rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        })
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(JWKS_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|err| AuthSetupError::Client(format!("HTTP client set-up failed: {err}")))
+}
+
+/// One issuer's JWKS, cached.
+struct Jwks {
+    url: String,
+    client: reqwest::Client,
+    state: RwLock<JwksState>,
+    /// Held while fetching: concurrent misses wait for one fetch.
+    refresh: tokio::sync::Mutex<()>,
+    floor: Duration,
+    max_age: Duration,
+}
+
+#[derive(Default)]
+struct JwksState {
+    keys: Vec<JwksKey>,
+    /// When the keys were last fetched successfully.
+    fetched: Option<Instant>,
+    /// When a fetch was last tried.
+    attempted: Option<Instant>,
+}
+
+struct JwksKey {
+    kid: Option<String>,
+    alg: Option<String>,
+    key: Arc<DecodingKey>,
+}
+
+impl JwksState {
+    fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<Arc<DecodingKey>> {
+        let fits = |k: &&JwksKey| k.alg.as_deref().is_none_or(|a| a == format!("{alg:?}"));
+        match kid {
+            Some(kid) => self
+                .keys
+                .iter()
+                .filter(fits)
+                .find(|k| k.kid.as_deref() == Some(kid)),
+            None => {
+                let mut fitting = self.keys.iter().filter(fits);
+                match (fitting.next(), fitting.next()) {
+                    (Some(only), None) => Some(only),
+                    _ => None,
+                }
+            }
+        }
+        .map(|k| k.key.clone())
+    }
+
+    fn fresh(&self, max_age: Duration) -> bool {
+        self.fetched.is_some_and(|at| at.elapsed() < max_age)
+    }
+}
+
+impl Jwks {
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<DecodingKey>, AuthError> {
+        {
+            let state = self.read();
+            if state.fresh(self.max_age)
+                && let Some(key) = state.find(kid, alg)
+            {
+                return Ok(key);
+            }
+        }
+        self.refresh().await?;
+        self.read().find(kid, alg).ok_or_else(|| {
+            AuthError::InvalidToken("the token's key id is not in the issuer's key set".into())
+        })
+    }
+
+    /// Fetches the key set unless another caller just did (single flight) or the last try
+    /// was less than `floor` ago.
+    async fn refresh(&self) -> Result<(), AuthError> {
+        let _flight = self.refresh.lock().await;
+        let has_keys = {
+            let state = self.read();
+            if state.attempted.is_some_and(|at| at.elapsed() < self.floor) {
+                return match state.fetched {
+                    Some(_) => Ok(()),
+                    None => Err(AuthError::Unavailable(
+                        "the issuer's key set could not be fetched".to_owned(),
+                    )),
+                };
+            }
+            state.fetched.is_some()
+        };
+        self.write().attempted = Some(Instant::now());
+        match self.fetch().await {
+            Ok(keys) => {
+                tracing::debug!(url = %self.url, keys = keys.len(), "JWKS fetched");
+                let mut state = self.write();
+                state.keys = keys;
+                state.fetched = Some(Instant::now());
+                Ok(())
+            }
+            Err(why) => {
+                tracing::warn!(url = %self.url, "JWKS fetch failed: {why}");
+                if has_keys {
+                    Ok(())
+                } else {
+                    Err(AuthError::Unavailable(why))
+                }
+            }
+        }
+    }
+
+    async fn fetch(&self) -> Result<Vec<JwksKey>, String> {
+        let mut response = self
+            .client
+            .get(&self.url)
+            .send()
+            .await
+            .map_err(|err| format!("fetching the issuer's key set: {err}"))?;
+        if !response.status().is_success() {
+            return Err(format!("the key set URL answered {}", response.status()));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| format!("reading the issuer's key set: {err}"))?
+        {
+            if body.len() + chunk.len() > MAX_JWKS_BYTES {
+                return Err("the issuer's key set is too large".to_owned());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let set: JwkSet = serde_json::from_slice(&body)
+            .map_err(|err| format!("the issuer's key set is not a JWKS: {err}"))?;
+        Ok(set
+            .keys
+            .iter()
+            // Keys marked for encryption never verify signatures.
+            .filter(|jwk| {
+                !matches!(
+                    jwk.common.public_key_use,
+                    Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
+                )
+            })
+            .filter_map(|jwk| {
+                let key = DecodingKey::from_jwk(jwk).ok()?;
+                Some(JwksKey {
+                    kid: jwk.common.key_id.clone(),
+                    alg: jwk.common.key_algorithm.map(|a| a.to_string()),
+                    key: Arc::new(key),
+                })
+            })
+            .collect())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, JwksState> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, JwksState> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

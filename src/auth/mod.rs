@@ -1,0 +1,290 @@
+//! Authentication: who is calling, decided from HTTP parts before any JSON-RPC is read.
+//!
+//! Each method is an [`Authenticator`] (the decision); [`AuthLayer`] is the plumbing: it asks
+//! the configured methods in turn, puts the [`Principal`] into the request extensions, or
+//! answers `401` (no or a bad credential, with `WWW-Authenticate: Bearer resource_metadata=…`),
+//! `403` (a valid credential naming no known tenant) or `503` (an issuer's keys cannot be
+//! fetched). With no method configured every request runs as [`Principal::anonymous`].
+//!
+//! This module knows the configuration only; it never reads tenants' credentials.
+
+pub mod jwt;
+pub mod metadata;
+pub mod mtls;
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use http::header::{CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::request::Parts;
+use http::{HeaderValue, Request, StatusCode};
+use rustls::pki_types::CertificateDer;
+use tower::{Layer, Service};
+
+use crate::config::Config;
+
+/// How a principal was authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// A verified TLS client certificate.
+    Mtls,
+    /// A verified JWT bearer token.
+    Jwt,
+    /// The local user of `querygate stdio` or the CLI.
+    Local,
+    /// HTTP with authentication off (loopback development).
+    Anonymous,
+}
+
+impl Method {
+    /// `mtls`, `jwt`, `local` or `anonymous`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Mtls => "mtls",
+            Method::Jwt => "jwt",
+            Method::Local => "local",
+            Method::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// Who is calling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The caller's identity: the JWT `sub`, the certificate identity (SPIFFE id, DNS name or
+    /// CN), `local` or `anonymous`.
+    pub subject: String,
+    /// The tenant the caller belongs to.
+    pub tenant: String,
+    /// How the caller was authenticated.
+    pub method: Method,
+    /// SHA-256 of the client certificate (lower-case hex), for mTLS.
+    pub fingerprint: Option<String>,
+    /// The tools this credential may call (from the token's scopes); `None`: not narrowed.
+    pub tools: Option<Arc<BTreeSet<String>>>,
+}
+
+impl Principal {
+    /// The principal of HTTP requests when authentication is off: `anonymous` of tenant
+    /// `default`.
+    pub fn anonymous() -> Self {
+        Principal {
+            subject: "anonymous".to_owned(),
+            tenant: "default".to_owned(),
+            method: Method::Anonymous,
+            fingerprint: None,
+            tools: None,
+        }
+    }
+
+    /// The local user of stdio and the command line: principal `local` of tenant `default`.
+    pub fn local() -> Self {
+        Principal {
+            subject: "local".to_owned(),
+            tenant: "default".to_owned(),
+            method: Method::Local,
+            fingerprint: None,
+            tools: None,
+        }
+    }
+
+    /// Whether this credential's scopes let it call `tool` (the tenant's own allowlist is
+    /// checked separately).
+    pub fn may_call(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|tools| tools.contains(tool))
+    }
+}
+
+/// The certificate chain a TLS client presented and rustls verified against the client CA
+/// bundle, leaf first; put into each request's extensions by the listener.
+#[derive(Clone, Debug)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+/// Why a request is refused before the MCP layer.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AuthError {
+    /// No credential was presented.
+    #[error("authentication required")]
+    Missing,
+    /// A credential was presented and is not valid (401).
+    #[error("invalid token: {0}")]
+    InvalidToken(String),
+    /// The credential is valid but names no tenant this server serves (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A token issuer's keys cannot be fetched (503).
+    #[error("cannot verify the token now: {0}")]
+    Unavailable(String),
+}
+
+/// Why authentication cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    /// A key file cannot be read or parsed.
+    #[error("auth.jwt: {0}")]
+    Keys(String),
+    /// The JWKS HTTP client cannot be built.
+    #[error("auth.jwt: {0}")]
+    Client(String),
+}
+
+/// One authentication method: decides who sent `parts`.
+pub trait Authenticator: Send + Sync + Debug {
+    /// `Ok(None)` when the request carries no credential of this method; an error when it
+    /// carries one that is not acceptable.
+    fn authenticate<'a>(
+        &'a self,
+        parts: &'a Parts,
+    ) -> BoxFuture<'a, Result<Option<Principal>, AuthError>>;
+}
+
+/// The configured methods and what to answer without a credential.
+#[derive(Debug)]
+pub struct Authentication {
+    methods: Vec<Box<dyn Authenticator>>,
+    /// `WWW-Authenticate` on 401 (when bearer tokens are accepted).
+    challenge: Option<String>,
+}
+
+impl Authentication {
+    /// The methods `config.auth` configures; none: every request is anonymous.
+    pub fn from_config(config: &Config) -> Result<Self, AuthSetupError> {
+        let tenants: BTreeSet<String> = config.tenants.iter().map(|t| t.id.clone()).collect();
+        let mut methods: Vec<Box<dyn Authenticator>> = Vec::new();
+        if let Some(mtls) = &config.auth.mtls {
+            methods.push(Box::new(mtls::MtlsAuthenticator::new(mtls)));
+        }
+        let mut challenge = None;
+        if let Some(jwt) = &config.auth.jwt {
+            methods.push(Box::new(jwt::JwtAuthenticator::new(jwt, tenants)?));
+            challenge = metadata::metadata_url(&config.auth)
+                .map(|url| format!("Bearer resource_metadata=\"{url}\""));
+        }
+        Ok(Authentication { methods, challenge })
+    }
+
+    /// Whether requests need a credential.
+    pub fn enabled(&self) -> bool {
+        !self.methods.is_empty()
+    }
+
+    /// Who sent `parts`.
+    pub async fn authenticate(&self, parts: &Parts) -> Result<Principal, AuthError> {
+        if self.methods.is_empty() {
+            return Ok(Principal::anonymous());
+        }
+        for method in &self.methods {
+            if let Some(principal) = method.authenticate(parts).await? {
+                return Ok(principal);
+            }
+        }
+        Err(AuthError::Missing)
+    }
+
+    /// The answer to a refused request.
+    pub fn refusal(&self, err: &AuthError) -> Response {
+        let (status, challenge) = match err {
+            AuthError::Missing => (StatusCode::UNAUTHORIZED, self.challenge.clone()),
+            AuthError::InvalidToken(reason) => (
+                StatusCode::UNAUTHORIZED,
+                self.challenge.as_ref().map(|c| {
+                    format!(
+                        "{c}, error=\"invalid_token\", error_description=\"{}\"",
+                        reason.replace(['"', '\\'], "'")
+                    )
+                }),
+            ),
+            AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
+            AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+        };
+        let body =
+            serde_json::json!({"error": status.canonical_reason(), "message": err.to_string()});
+        let mut response = (status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            headers.insert(WWW_AUTHENTICATE, value);
+        }
+        if matches!(err, AuthError::Unavailable(_)) {
+            headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+}
+
+/// Authenticates every request before the inner service sees it.
+#[derive(Clone, Debug)]
+pub struct AuthLayer {
+    authentication: Arc<Authentication>,
+}
+
+impl AuthLayer {
+    /// A layer over `authentication`.
+    pub fn new(authentication: Arc<Authentication>) -> Self {
+        AuthLayer { authentication }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Auth {
+            inner,
+            authentication: self.authentication.clone(),
+        }
+    }
+}
+
+/// The service [`AuthLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct Auth<S> {
+    inner: S,
+    authentication: Arc<Authentication>,
+}
+
+impl<S> Service<Request<Body>> for Auth<S>
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // Keep the service that was polled ready; leave a fresh clone in its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let authentication = self.authentication.clone();
+        Box::pin(async move {
+            let (mut parts, body) = request.into_parts();
+            match authentication.authenticate(&parts).await {
+                Ok(principal) => {
+                    tracing::debug!(
+                        subject = %principal.subject,
+                        tenant = %principal.tenant,
+                        method = principal.method.as_str(),
+                        "authenticated"
+                    );
+                    parts.extensions.insert(principal);
+                    inner.call(Request::from_parts(parts, body)).await
+                }
+                Err(err) => {
+                    tracing::info!("request refused: {err}");
+                    Ok(authentication.refusal(&err))
+                }
+            }
+        })
+    }
+}

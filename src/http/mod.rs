@@ -1,0 +1,115 @@
+//! The HTTP stage of `querygate serve`: the router and its middleware, composed in one place
+//! ([`router`]), and the listener that serves it ([`server`], [`tls`]). It knows nothing
+//! about SQL or tools: it hands authenticated requests to rmcp's streamable HTTP service.
+//!
+//! ```text
+//! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
+//!  └─ request id → sensitive headers → trace → propagate id → timeout → concurrency limit
+//!      ├─ /healthz, /.well-known/oauth-protected-resource[/mcp]     (no authentication)
+//!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
+//!               → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
+//! ```
+
+pub mod body;
+pub mod limits;
+pub mod mcp;
+pub mod server;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use http::StatusCode;
+use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::auth::{AuthLayer, Authentication};
+use crate::config::Config;
+use crate::mcp::QuerygateMcp;
+
+/// How much longer than `server.call_timeout` a whole HTTP request may take (reading the
+/// body, the JSON-RPC handling around the call, writing the answer) before it gets 408.
+pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
+
+/// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
+/// the public `/healthz` and protected resource metadata, all behind the HTTP-level
+/// middleware. `shutdown` ends rmcp's streams.
+pub fn router(
+    handler: QuerygateMcp,
+    config: &Config,
+    authentication: Arc<Authentication>,
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+) -> Router {
+    let settings = &config.server;
+    let body_limits = body::BodyLimits {
+        read_timeout: settings.body_read_timeout,
+        max_bytes: settings.max_request_bytes,
+    };
+    let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
+    // Layers added later wrap the earlier ones: a request meets them bottom to top.
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
+        // Read the whole body in time (408), answer unparsable JSON-RPC with 400.
+        .layer(axum::middleware::from_fn_with_state(
+            body_limits,
+            body::read_body,
+        ))
+        // The caller's tenant limits: rate and requests in flight (429).
+        .layer(axum::middleware::from_fn_with_state(limiter, limits::limit))
+        // Who is calling: a Principal in the extensions, or 401/403 before the body is read.
+        .layer(AuthLayer::new(authentication))
+        // Refuse bodies over `server.max_request_bytes` by Content-Length (413).
+        .layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
+
+    let mut public = Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    if config.auth.jwt.is_some() {
+        let document = crate::auth::metadata::document(&config.auth);
+        let serve = move || {
+            let document = document.clone();
+            async move { axum::Json(document) }
+        };
+        public = public
+            .route(
+                "/.well-known/oauth-protected-resource",
+                axum::routing::get(serve.clone()),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                axum::routing::get(serve),
+            );
+    }
+
+    // Outermost first: a request passes these top to bottom.
+    let stack = ServiceBuilder::new()
+        // Give every request an `x-request-id` (a UUID) unless the client sent one.
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // Keep credentials out of traces and logs.
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            AUTHORIZATION,
+            PROXY_AUTHORIZATION,
+            COOKIE,
+        ]))
+        // One span per request; failures (5xx) are logged.
+        .layer(TraceLayer::new_for_http())
+        // Echo the request id in the response.
+        .layer(PropagateRequestIdLayer::x_request_id())
+        // Bound a whole request: the tool call's own timeout plus a margin; then 408.
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            settings.call_timeout + REQUEST_TIMEOUT_MARGIN,
+        ))
+        // Bound the requests handled at once (`server.max_in_flight`); more wait for a slot.
+        .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight));
+
+    public.merge(mcp).layer(stack)
+}

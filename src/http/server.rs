@@ -1,0 +1,160 @@
+//! The accept loop: one task per connection, so a slow client (or, with TLS, a slow
+//! handshake) never stalls accepting the next one. HTTP/1.1 with keep-alive over hyper.
+//!
+//! Bounds: at most `max_connections` connections are served at once (one more gets a `503`
+//! and is closed); a client must finish the TLS handshake and send a request's headers within
+//! `header_read_timeout` (else the connection is closed), which also bounds idle keep-alive
+//! connections. With mTLS the verified client chain goes into every request's extensions as
+//! [`PeerCertificates`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+use super::tls::Tls;
+use crate::auth::PeerCertificates;
+
+/// Connection-level bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// Connections served at once; one more is answered `503` and closed.
+    pub max_connections: usize,
+    /// Longest a client may take to send a request's headers (and longest a keep-alive
+    /// connection may sit idle).
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The answer to a connection over the cap.
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 1\r\ncontent-type: text/plain\r\ncontent-length: 32\r\n\r\ntoo many connections; try again\n";
+
+/// How long writing the over-capacity answer may take.
+const REFUSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves; then
+/// stops accepting and lets the requests in flight finish.
+pub async fn serve<F>(
+    listener: TcpListener,
+    router: Router,
+    tls: Option<Tls>,
+    limits: ConnectionLimits,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send,
+{
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Per-connection failures (reset before accept) and resource limits
+                    // (EMFILE): log, pause briefly, go on.
+                    tracing::warn!("accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "connection refused: {} connections open", limits.max_connections);
+            tokio::spawn(refuse(stream, tls.clone()));
+            continue;
+        };
+        let router = router.clone();
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let Some(tls) = tls else {
+                serve_connection(stream, peer, None, router, limits, watcher).await;
+                return;
+            };
+            let handshake = tls.acceptor.accept(stream);
+            match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                Ok(Ok(stream)) => {
+                    let certs = stream.get_ref().1.peer_certificates().map(|certs| {
+                        PeerCertificates(Arc::new(
+                            certs.iter().map(|c| c.clone().into_owned()).collect(),
+                        ))
+                    });
+                    serve_connection(stream, peer, certs, router, limits, watcher).await;
+                }
+                Ok(Err(err)) => tracing::debug!(%peer, "TLS handshake failed: {err}"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+async fn serve_connection<I>(
+    io: I,
+    peer: SocketAddr,
+    certs: Option<PeerCertificates>,
+    router: Router,
+    limits: ConnectionLimits,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = router.map_request(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        if let Some(certs) = &certs {
+            request.extensions_mut().insert(certs.clone());
+        }
+        request
+    });
+    let service = TowerToHyperService::new(service);
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service);
+    if let Err(err) = watcher.watch(connection).await {
+        tracing::debug!(%peer, "connection ended: {err}");
+    }
+}
+
+/// Answers `503` on a connection over the cap (after the handshake, with TLS) and closes it.
+async fn refuse(stream: TcpStream, tls: Option<Tls>) {
+    let _ = tokio::time::timeout(REFUSE_TIMEOUT, async {
+        match tls {
+            None => write_refusal(stream).await,
+            Some(tls) => write_refusal(tls.acceptor.accept(stream).await?).await,
+        }
+    })
+    .await;
+}
+
+async fn write_refusal<S: AsyncWrite + Unpin>(mut stream: S) -> std::io::Result<()> {
+    stream.write_all(OVER_CAPACITY).await?;
+    stream.shutdown().await
+}
