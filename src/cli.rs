@@ -1,5 +1,7 @@
-//! The command line: `querygate query`, `querygate providers` and `querygate registry`.
+//! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
+//! and `audit`.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -54,6 +56,12 @@ pub enum Command {
     Stdio,
     /// Applies the pending schema migrations to the database of `database.url`.
     Migrate,
+    /// Checks or shows the audit records.
+    Audit {
+        /// What to do with the audit records.
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
@@ -86,6 +94,34 @@ pub enum RegistryAction {
     },
 }
 
+/// `querygate audit` subcommands. Without `--database` or paths they read the configured
+/// sink (`audit.file.path`/`dir`, or the database with `audit.sink: postgres`).
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Checks the hash chains and reports the first break (exit 1 when there is one).
+    Verify {
+        /// Check the `audit_events` table of `database.url`.
+        #[arg(long)]
+        database: bool,
+        /// Audit files or folders to check instead of the configured ones.
+        paths: Vec<PathBuf>,
+    },
+    /// Prints the latest records, one line each.
+    Tail {
+        /// How many records.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        lines: usize,
+        /// Keep printing new records until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        /// Read the `audit_events` table of `database.url`.
+        #[arg(long)]
+        database: bool,
+        /// An audit file or folder to read instead of the configured one.
+        path: Option<PathBuf>,
+    },
+}
+
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -106,8 +142,10 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    if let Command::Migrate = cli.command {
-        return migrate(&config).await;
+    match cli.command {
+        Command::Migrate => return migrate(&config).await,
+        Command::Audit { action } => return audit(&config, action).await,
+        _ => {}
     }
     let engine = match Engine::new(config.engine.clone()) {
         Ok(engine) => engine,
@@ -142,7 +180,9 @@ pub async fn run(cli: Cli) -> i32 {
         }
     };
     let (result, output) = match cli.command {
-        Command::Serve { .. } | Command::Stdio | Command::Migrate => return 1,
+        Command::Serve { .. } | Command::Stdio | Command::Migrate | Command::Audit { .. } => {
+            return 1;
+        }
         Command::Query { output, yes, sql } => {
             let mode = tenants.mode(&cx.tenant).unwrap_or_default();
             match gate_statement(mode, &sql, yes) {
@@ -334,6 +374,100 @@ async fn migrate(config: &Config) -> i32 {
         Err(err) => {
             eprintln!("error: {err}");
             1
+        }
+    }
+}
+
+/// `querygate audit verify|tail`.
+async fn audit(config: &Config, action: AuditAction) -> i32 {
+    use crate::audit::{FileLocation, SinkSettings};
+    let (use_database, paths) = match &action {
+        AuditAction::Verify { database, paths } => (*database, paths.clone()),
+        AuditAction::Tail { database, path, .. } => (*database, path.iter().cloned().collect()),
+    };
+    let use_database = use_database
+        || (paths.is_empty() && matches!(config.audit.sink, SinkSettings::Postgres { .. }));
+    let pool = if use_database {
+        match crate::db::connect(&config.database).await {
+            Ok(pool) => Some(pool),
+            Err(err) => {
+                eprintln!("error: {err}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    let configured = match &config.audit.sink {
+        SinkSettings::File { location, .. } => location.clone(),
+        SinkSettings::Postgres { .. } => {
+            FileLocation::Dir(crate::audit::location::default_dir(&HashMap::new()))
+        }
+    };
+    match action {
+        AuditAction::Verify { .. } => {
+            let report = match &pool {
+                Some(pool) => crate::audit::verify::verify_database(pool)
+                    .await
+                    .map_err(|err| err.to_string()),
+                None => {
+                    let files = if paths.is_empty() {
+                        crate::audit::location::files_of(&configured)
+                    } else {
+                        crate::audit::verify::expand(&paths)
+                    };
+                    files
+                        .and_then(|files| crate::audit::verify::verify_files(&files))
+                        .map_err(|err| err.to_string())
+                }
+            };
+            match report {
+                Ok(report) => {
+                    print!("{}", report.render());
+                    if report.ok() { 0 } else { 1 }
+                }
+                Err(err) => {
+                    eprintln!("error: cannot read the audit records: {err}");
+                    1
+                }
+            }
+        }
+        AuditAction::Tail { lines, follow, .. } => {
+            let mut stdout = std::io::stdout();
+            let result = match &pool {
+                Some(pool) => crate::audit::tail::tail_database(
+                    pool,
+                    lines,
+                    follow,
+                    &mut stdout,
+                    wait_for_stop(),
+                )
+                .await
+                .map_err(|err| err.to_string()),
+                None => {
+                    let location = match paths.first() {
+                        Some(path) if path.is_dir() => FileLocation::Dir(path.clone()),
+                        Some(path) => FileLocation::Path(path.clone()),
+                        None => configured,
+                    };
+                    crate::audit::tail::tail_files(
+                        &location,
+                        lines,
+                        follow,
+                        &mut stdout,
+                        wait_for_stop(),
+                    )
+                    .await
+                    .map_err(|err| err.to_string())
+                }
+            };
+            match result {
+                Ok(()) => 0,
+                Err(err) => {
+                    eprintln!("error: cannot read the audit records: {err}");
+                    1
+                }
+            }
         }
     }
 }

@@ -13,6 +13,7 @@
 //!                ├─ approval (sealed approval states, key ring, store of redeemed ids)
 //!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
+//!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! mcp/
@@ -57,6 +58,7 @@
 //! credential source travel with the call, never through globals.
 
 pub mod approval;
+pub mod audit;
 pub mod cli;
 pub mod code;
 pub mod config;

@@ -3,6 +3,7 @@
 //! typed [`Config`]. Unknown keys are errors that name the key.
 
 mod approval;
+mod audit;
 mod database;
 mod env;
 mod raw;
@@ -96,6 +97,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     /// The PostgreSQL database for shared state (audit events, approvals).
     pub database: DatabaseConfig,
+    /// Auditing of tool calls.
+    pub audit: crate::audit::AuditSettings,
 }
 
 /// MCP server settings. Name allowlists are checked against what the server offers when it
@@ -313,6 +316,7 @@ impl Config {
         }
         let approval = approval::check_approval(raw.approval, &mut problems);
         let database = database::check_database(raw.database, &mut problems);
+        let audit = audit::check_audit(raw.audit, &database, env, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
@@ -392,6 +396,7 @@ impl Config {
             },
             approval,
             database,
+            audit,
         })
     }
 

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub(super) approval: super::approval::RawApproval,
     #[serde(default)]
     pub(super) database: super::database::RawDatabase,
+    #[serde(default)]
+    pub(super) audit: super::audit::RawAudit,
 }
 
 /// How text content of tool results is rendered.
