@@ -480,7 +480,7 @@ fn full_router(
     })?;
     let engine = Engine::new(config.engine.clone())?;
     let tenants = Tenants::open(&config)?;
-    let handler = mcp::build(&config, engine, tenants, Transport::Http)?;
+    let handler = mcp::build(&config, engine, tenants, Transport::Http, None)?;
     Ok(mcp::http::router(handler, &config.server, addr, shutdown))
 }
 

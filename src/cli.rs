@@ -281,7 +281,20 @@ async fn serve(
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
-    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Http) {
+    let audit = match open_audit(&config).await {
+        Ok(audit) => audit,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 1;
+        }
+    };
+    let handler = match crate::mcp::build(
+        &config,
+        engine,
+        tenants,
+        crate::mcp::Transport::Http,
+        audit.clone(),
+    ) {
         Ok(handler) => handler,
         Err(err) => {
             eprintln!("error: {err}");
@@ -304,12 +317,50 @@ async fn serve(
         eprintln!("querygate: stopping; finishing requests in flight");
         signal.cancel();
     });
-    match crate::mcp::http::serve(listener, router, shutdown).await {
+    let code = match crate::mcp::http::serve(listener, router, shutdown).await {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("error: the HTTP server failed: {err}");
             1
         }
+    };
+    close_audit(audit).await;
+    code
+}
+
+/// Opens the audit of tool calls from `audit:` (and `database:` for the PostgreSQL sink);
+/// an unwritable location or an unreachable database stops the start.
+async fn open_audit(config: &Config) -> Result<Option<crate::audit::Auditor>, String> {
+    use crate::audit::SinkSettings;
+    let needs_database =
+        config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
+    let pool = if needs_database {
+        Some(
+            crate::db::connect(&config.database)
+                .await
+                .map_err(|err| format!("audit: {err}"))?,
+        )
+    } else {
+        None
+    };
+    let audit = crate::audit::open(&config.audit, pool)
+        .await
+        .map_err(|err| format!("audit: {err}"))?;
+    match &audit {
+        Some(auditor) => eprintln!(
+            "querygate: audit records go to {} (failure_mode {})",
+            auditor.sink().describe(),
+            auditor.failure_mode().as_str()
+        ),
+        None => eprintln!("querygate: audit is off (audit.enabled: false)"),
+    }
+    Ok(audit)
+}
+
+/// Writes the records still queued before the process ends.
+async fn close_audit(audit: Option<crate::audit::Auditor>) {
+    if let Some(auditor) = audit {
+        auditor.sink().close().await;
     }
 }
 
@@ -496,20 +547,35 @@ async fn wait_for_stop() {
 }
 
 async fn stdio(config: Config, engine: Engine, tenants: Tenants) -> i32 {
-    let handler = match crate::mcp::build(&config, engine, tenants, crate::mcp::Transport::Stdio) {
+    let audit = match open_audit(&config).await {
+        Ok(audit) => audit,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return 1;
+        }
+    };
+    let handler = match crate::mcp::build(
+        &config,
+        engine,
+        tenants,
+        crate::mcp::Transport::Stdio,
+        audit.clone(),
+    ) {
         Ok(handler) => handler,
         Err(err) => {
             eprintln!("error: {err}");
             return 2;
         }
     };
-    match crate::mcp::stdio::serve(handler).await {
+    let code = match crate::mcp::stdio::serve(handler).await {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("error: {err}");
             1
         }
-    }
+    };
+    close_audit(audit).await;
+    code
 }
 
 /// Renders a result in the chosen format.

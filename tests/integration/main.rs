@@ -5,6 +5,7 @@
 
 mod audit_file;
 mod audit_pg;
+mod audit_pipeline;
 mod auth;
 mod classes;
 mod compat;
