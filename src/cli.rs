@@ -1,6 +1,8 @@
 //! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
 //! and `audit`.
 
+mod audited;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -186,7 +188,26 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Query { output, yes, sql } => {
             let mode = tenants.mode(&cx.tenant).unwrap_or_default();
             match gate_statement(mode, &sql, yes) {
-                Ok(statement) => (engine.run(&cx, statement).await, output),
+                Ok((statement, class, _)) if class == crate::policy::QueryClass::Select => {
+                    (engine.run(&cx, statement).await, output)
+                }
+                Ok((statement, class, approved)) => {
+                    let call = audited::CliCall {
+                        tool: "query",
+                        sql: Some(&sql),
+                        class,
+                        approved,
+                        tenant: &cx.tenant,
+                        args: None,
+                    };
+                    match audited::run(&config, call, engine.run(&cx, statement)).await {
+                        Ok(result) => (result, output),
+                        Err(message) => {
+                            eprintln!("error: {message}");
+                            return 1;
+                        }
+                    }
+                }
                 Err(refusal) => {
                     eprintln!("error: {refusal}");
                     return 1;
@@ -224,14 +245,35 @@ pub async fn run(cli: Cli) -> i32 {
                 provider,
                 version,
             } => {
-                let pulled = engine
-                    .registry_pull(&provider, version.as_deref())
-                    .await
-                    .map(|outcome| QueryOutput {
-                        messages: vec![outcome.message],
-                        ..Default::default()
-                    });
-                (pulled, output)
+                let pull = async {
+                    engine
+                        .registry_pull(&provider, version.as_deref())
+                        .await
+                        .map(|outcome| QueryOutput {
+                            messages: vec![outcome.message],
+                            ..Default::default()
+                        })
+                };
+                let mut args = serde_json::Map::new();
+                args.insert("provider".into(), provider.clone().into());
+                if let Some(version) = &version {
+                    args.insert("version".into(), version.clone().into());
+                }
+                let call = audited::CliCall {
+                    tool: "pull_provider",
+                    sql: None,
+                    class: crate::policy::QueryClass::Select,
+                    approved: false,
+                    tenant: &cx.tenant,
+                    args: Some(args),
+                };
+                match audited::run(&config, call, pull).await {
+                    Ok(pulled) => (pulled, output),
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return 1;
+                    }
+                }
             }
         },
     };
@@ -281,7 +323,7 @@ async fn serve(
     if let Some(listen) = listen {
         config.server.listen = listen;
     }
-    let audit = match open_audit(&config).await {
+    let audit = match open_audit(&config, true).await {
         Ok(audit) => audit,
         Err(err) => {
             eprintln!("error: {err}");
@@ -330,7 +372,10 @@ async fn serve(
 
 /// Opens the audit of tool calls from `audit:` (and `database:` for the PostgreSQL sink);
 /// an unwritable location or an unreachable database stops the start.
-async fn open_audit(config: &Config) -> Result<Option<crate::audit::Auditor>, String> {
+async fn open_audit(
+    config: &Config,
+    announce: bool,
+) -> Result<Option<crate::audit::Auditor>, String> {
     use crate::audit::SinkSettings;
     let needs_database =
         config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
@@ -347,6 +392,7 @@ async fn open_audit(config: &Config) -> Result<Option<crate::audit::Auditor>, St
         .await
         .map_err(|err| format!("audit: {err}"))?;
     match &audit {
+        _ if !announce => {}
         Some(auditor) => eprintln!(
             "querygate: audit records go to {} (failure_mode {})",
             auditor.sink().describe(),
@@ -367,7 +413,11 @@ async fn close_audit(audit: Option<crate::audit::Auditor>) {
 /// The mode gate for `querygate query`, the same decisions the MCP tools get: the default
 /// tenant's mode decides; what it holds for approval runs with `--yes`, or after the person
 /// at the terminal answers `y`; texts of several statements are refused.
-fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement, String> {
+fn gate_statement(
+    mode: Mode,
+    sql: &str,
+    yes: bool,
+) -> Result<(PreparedStatement, policy::QueryClass, bool), String> {
     use std::io::IsTerminal as _;
     let parsed = ParsedSql::parse(sql);
     let class = policy::classify(&parsed);
@@ -379,9 +429,9 @@ fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement,
     }
     let statement = parsed.into_single().map_err(|err| err.to_string())?;
     match policy::decide(mode, class) {
-        Decision::Allow => Ok(statement),
+        Decision::Allow => Ok((statement, class, false)),
         Decision::Refuse(reason) => Err(format!("refused: {reason}")),
-        Decision::NeedsApproval(_) if yes => Ok(statement),
+        Decision::NeedsApproval(_) if yes => Ok((statement, class, true)),
         Decision::NeedsApproval(reason)
             if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
         {
@@ -389,7 +439,7 @@ fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement,
             let mut answer = String::new();
             let _ = std::io::stdin().read_line(&mut answer);
             if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-                Ok(statement)
+                Ok((statement, class, true))
             } else {
                 Err("refused: not approved".to_owned())
             }
@@ -547,7 +597,7 @@ async fn wait_for_stop() {
 }
 
 async fn stdio(config: Config, engine: Engine, tenants: Tenants) -> i32 {
-    let audit = match open_audit(&config).await {
+    let audit = match open_audit(&config, true).await {
         Ok(audit) => audit,
         Err(err) => {
             eprintln!("error: {err}");

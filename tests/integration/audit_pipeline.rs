@@ -444,3 +444,70 @@ async fn serve_stops_at_start_when_the_audit_location_is_unwritable() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn writes_through_querygate_query_are_audited_and_refused_when_the_audit_cannot_be_written() {
+    let mock = Mock::start().await;
+    route(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "full_access", "");
+    let audit_dir = dir.path().join("audit");
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "").unwrap();
+    let run = move |audit_override: Option<PathBuf>, sql: &'static str| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = querygate();
+            cmd.env("USER", "ops-person")
+                .arg("--config")
+                .arg(&config)
+                .args(["query", sql]);
+            if let Some(dir) = audit_override {
+                cmd.env("QUERYGATE_AUDIT__FILE__DIR", dir);
+            }
+            cmd.output().unwrap()
+        })
+    };
+    // A read is not audited; a write is, intent first.
+    let read = run(None, SELECT).await.unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert!(!audit_dir.exists());
+    let write = run(None, DELETE).await.unwrap();
+    assert!(
+        write.status.success(),
+        "{}",
+        String::from_utf8_lossy(&write.stderr)
+    );
+    let all: Vec<String> = records(&audit_dir).iter().map(summary).collect();
+    assert_eq!(
+        all,
+        vec!["intent query allow - -", "outcome query allow ok -"]
+    );
+    let r = &records(&audit_dir)[1].record;
+    assert_eq!(
+        (
+            r.principal.as_str(),
+            r.auth_method.as_str(),
+            r.os_user.as_deref()
+        ),
+        ("local", "local", Some("ops-person"))
+    );
+    assert_eq!(r.query_class.as_deref(), Some("mutation_delete"));
+    let deletes = || {
+        mock.requests()
+            .iter()
+            .filter(|r| r.method == "DELETE")
+            .count()
+    };
+    assert_eq!(deletes(), 1);
+    // The audit cannot be written (strict): refused, nothing sent.
+    let refused = run(Some(blocker.join("audit")), DELETE).await.unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot create audit folder"), "{stderr}");
+    assert_eq!(deletes(), 1, "the upstream saw no request");
+}
