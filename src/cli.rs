@@ -188,7 +188,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Query { output, yes, sql } => {
             let mode = tenants.mode(&cx.tenant).unwrap_or_default();
             match gate_statement(mode, &sql, yes) {
-                Ok((statement, class, _)) if class == crate::policy::QueryClass::Select => {
+                Ok((statement, crate::policy::QueryClass::Select, _)) => {
                     (engine.run(&cx, statement).await, output)
                 }
                 Ok((statement, class, approved)) => {

@@ -21,7 +21,8 @@
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
-//!                 once, class) → mode gate (refusals, approvals) → call timeout → dispatch
+//!                 once, class) → audit (outcome record) → mode gate (refusals, approvals) →
+//!                 intent (write-ahead record of side effects) → call timeout → dispatch
 //!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
