@@ -74,11 +74,13 @@ fn main() -> Result<()> {
     std::fs::write(
         &config_path,
         format!(
-            "registry:\n  root: {}\nproviders:\n  bench:\n    base_url: http://{}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            "registry:\n  root: {}\nproviders:\n  bench:\n    base_url: http://{}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\naudit:\n  enabled: false\nserver:\n  listen: 127.0.0.1:0\n",
             crate_root.join("benches/fixtures/registry").display(),
             mock.addr
         ),
     )?;
+    // Audit is off here: this benchmark measures the MCP layers (the audit sinks have
+    // their own, `cargo bench --bench audit`).
     let base_yaml = std::fs::read_to_string(&config_path)?;
     let full = Background::start_app(
         "qg-full",

@@ -59,6 +59,9 @@ pub enum AppError {
     /// The stdio session failed.
     #[error(transparent)]
     Stdio(#[from] StdioError),
+    /// The audit location cannot be written or its database reached.
+    #[error("{0}")]
+    Audit(String),
 }
 
 impl AppError {
@@ -72,7 +75,10 @@ impl AppError {
             | AppError::Unauthenticated(_)
             | AppError::Auth(_)
             | AppError::Tls(_) => 2,
-            AppError::Bind { .. } | AppError::Serve(_) | AppError::Stdio(_) => 1,
+            AppError::Bind { .. }
+            | AppError::Serve(_)
+            | AppError::Stdio(_)
+            | AppError::Audit(_) => 1,
         }
     }
 }
@@ -87,12 +93,24 @@ pub struct App {
     limits: ConnectionLimits,
     /// Ends rmcp's open streams when the server stops.
     streams: CancellationToken,
+    /// The audit of tool calls, flushed when the server stops.
+    audit: Option<crate::audit::Auditor>,
 }
 
 impl App {
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
+        let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+        App::build_with(config, audit).await
+    }
+
+    /// [`App::build`] with the audit of tool calls given (tests inject their own sink);
+    /// `None` serves without audit.
+    pub async fn build_with(
+        config: Config,
+        audit: Option<crate::audit::Auditor>,
+    ) -> Result<App, AppError> {
         let listen: SocketAddr = config
             .server
             .listen
@@ -117,7 +135,7 @@ impl App {
                 "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
             );
         }
-        let handler = handler(&config, Transport::Http)?;
+        let handler = handler(&config, Transport::Http, audit.clone())?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| AppError::Bind {
@@ -143,6 +161,7 @@ impl App {
                 header_read_timeout: config.server.header_read_timeout,
             },
             streams,
+            audit,
         })
     }
 
@@ -168,22 +187,71 @@ impl App {
             shutdown.await;
             streams.cancel();
         };
-        crate::http::server::serve(self.listener, self.router, self.tls, self.limits, stop)
-            .await
-            .map_err(AppError::Serve)
+        let served =
+            crate::http::server::serve(self.listener, self.router, self.tls, self.limits, stop)
+                .await
+                .map_err(AppError::Serve);
+        close_audit(self.audit).await;
+        served
     }
 }
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    let handler = handler(&config, Transport::Stdio)?;
-    mcp::stdio::serve(handler).await?;
+    let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+    let handler = handler(&config, Transport::Stdio, audit.clone())?;
+    let served = mcp::stdio::serve(handler).await;
+    close_audit(audit).await;
+    served?;
     Ok(())
 }
 
 /// The MCP handler for `transport`: engine, tenants and content from `config`.
-pub fn handler(config: &Config, transport: Transport) -> Result<QuerygateMcp, AppError> {
+pub fn handler(
+    config: &Config,
+    transport: Transport,
+    audit: Option<crate::audit::Auditor>,
+) -> Result<QuerygateMcp, AppError> {
     let engine = Engine::new(config.engine.clone())?;
     let tenants = Tenants::open(config)?;
-    Ok(mcp::build(config, engine, tenants, transport)?)
+    Ok(mcp::build(config, engine, tenants, transport, audit)?)
+}
+/// Opens the audit of tool calls from `audit:` (and `database:` for the PostgreSQL sink);
+/// an unwritable location or an unreachable database stops the start.
+pub async fn open_audit(
+    config: &Config,
+    announce: bool,
+) -> Result<Option<crate::audit::Auditor>, String> {
+    use crate::audit::SinkSettings;
+    let needs_database =
+        config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
+    let pool = if needs_database {
+        Some(
+            crate::db::connect(&config.database)
+                .await
+                .map_err(|err| format!("audit: {err}"))?,
+        )
+    } else {
+        None
+    };
+    let audit = crate::audit::open(&config.audit, pool)
+        .await
+        .map_err(|err| format!("audit: {err}"))?;
+    match &audit {
+        _ if !announce => {}
+        Some(auditor) => eprintln!(
+            "querygate: audit records go to {} (failure_mode {})",
+            auditor.sink().describe(),
+            auditor.failure_mode().as_str()
+        ),
+        None => eprintln!("querygate: audit is off (audit.enabled: false)"),
+    }
+    Ok(audit)
+}
+
+/// Writes the records still queued before the process ends.
+pub async fn close_audit(audit: Option<crate::audit::Auditor>) {
+    if let Some(auditor) = audit {
+        auditor.sink().close().await;
+    }
 }

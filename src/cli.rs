@@ -1,5 +1,9 @@
-//! The command line: `querygate query`, `querygate providers` and `querygate registry`.
+//! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
+//! and `audit`.
 
+mod audited;
+
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -54,6 +58,12 @@ pub enum Command {
     Stdio,
     /// Applies the pending schema migrations to the database of `database.url`.
     Migrate,
+    /// Checks or shows the audit records.
+    Audit {
+        /// What to do with the audit records.
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
@@ -86,6 +96,34 @@ pub enum RegistryAction {
     },
 }
 
+/// `querygate audit` subcommands. Without `--database` or paths they read the configured
+/// sink (`audit.file.path`/`dir`, or the database with `audit.sink: postgres`).
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Checks the hash chains and reports the first break (exit 1 when there is one).
+    Verify {
+        /// Check the `audit_events` table of `database.url`.
+        #[arg(long)]
+        database: bool,
+        /// Audit files or folders to check instead of the configured ones.
+        paths: Vec<PathBuf>,
+    },
+    /// Prints the latest records, one line each.
+    Tail {
+        /// How many records.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        lines: usize,
+        /// Keep printing new records until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        /// Read the `audit_events` table of `database.url`.
+        #[arg(long)]
+        database: bool,
+        /// An audit file or folder to read instead of the configured one.
+        path: Option<PathBuf>,
+    },
+}
+
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -106,8 +144,10 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
-    if let Command::Migrate = cli.command {
-        return migrate(&config).await;
+    match cli.command {
+        Command::Migrate => return migrate(&config).await,
+        Command::Audit { action } => return audit(&config, action).await,
+        _ => {}
     }
     if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
         && let Err(err) = crate::db::migrate_on_start(&config.database).await
@@ -156,11 +196,32 @@ pub async fn run(cli: Cli) -> i32 {
         }
     };
     let (result, output) = match cli.command {
-        Command::Serve { .. } | Command::Stdio | Command::Migrate => return 1,
+        Command::Serve { .. } | Command::Stdio | Command::Migrate | Command::Audit { .. } => {
+            return 1;
+        }
         Command::Query { output, yes, sql } => {
             let mode = tenants.mode(&cx.tenant).unwrap_or_default();
             match gate_statement(mode, &sql, yes) {
-                Ok(statement) => (engine.run(&cx, statement).await, output),
+                Ok((statement, crate::policy::QueryClass::Select, _)) => {
+                    (engine.run(&cx, statement).await, output)
+                }
+                Ok((statement, class, approved)) => {
+                    let call = audited::CliCall {
+                        tool: "query",
+                        sql: Some(&sql),
+                        class,
+                        approved,
+                        tenant: &cx.tenant,
+                        args: None,
+                    };
+                    match audited::run(&config, call, engine.run(&cx, statement)).await {
+                        Ok(result) => (result, output),
+                        Err(message) => {
+                            eprintln!("error: {message}");
+                            return 1;
+                        }
+                    }
+                }
                 Err(refusal) => {
                     eprintln!("error: {refusal}");
                     return 1;
@@ -198,14 +259,35 @@ pub async fn run(cli: Cli) -> i32 {
                 provider,
                 version,
             } => {
-                let pulled = engine
-                    .registry_pull(&provider, version.as_deref())
-                    .await
-                    .map(|outcome| QueryOutput {
-                        messages: vec![outcome.message],
-                        ..Default::default()
-                    });
-                (pulled, output)
+                let pull = async {
+                    engine
+                        .registry_pull(&provider, version.as_deref())
+                        .await
+                        .map(|outcome| QueryOutput {
+                            messages: vec![outcome.message],
+                            ..Default::default()
+                        })
+                };
+                let mut args = serde_json::Map::new();
+                args.insert("provider".into(), provider.clone().into());
+                if let Some(version) = &version {
+                    args.insert("version".into(), version.clone().into());
+                }
+                let call = audited::CliCall {
+                    tool: "pull_provider",
+                    sql: None,
+                    class: crate::policy::QueryClass::Select,
+                    approved: false,
+                    tenant: &cx.tenant,
+                    args: Some(args),
+                };
+                match audited::run(&config, call, pull).await {
+                    Ok(pulled) => (pulled, output),
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return 1;
+                    }
+                }
             }
         },
     };
@@ -275,7 +357,11 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
 /// The mode gate for `querygate query`, the same decisions the MCP tools get: the default
 /// tenant's mode decides; what it holds for approval runs with `--yes`, or after the person
 /// at the terminal answers `y`; texts of several statements are refused.
-fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement, String> {
+fn gate_statement(
+    mode: Mode,
+    sql: &str,
+    yes: bool,
+) -> Result<(PreparedStatement, policy::QueryClass, bool), String> {
     use std::io::IsTerminal as _;
     let parsed = ParsedSql::parse(sql);
     let class = policy::classify(&parsed);
@@ -287,9 +373,9 @@ fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement,
     }
     let statement = parsed.into_single().map_err(|err| err.to_string())?;
     match policy::decide(mode, class) {
-        Decision::Allow => Ok(statement),
+        Decision::Allow => Ok((statement, class, false)),
         Decision::Refuse(reason) => Err(format!("refused: {reason}")),
-        Decision::NeedsApproval(_) if yes => Ok(statement),
+        Decision::NeedsApproval(_) if yes => Ok((statement, class, true)),
         Decision::NeedsApproval(reason)
             if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
         {
@@ -297,7 +383,7 @@ fn gate_statement(mode: Mode, sql: &str, yes: bool) -> Result<PreparedStatement,
             let mut answer = String::new();
             let _ = std::io::stdin().read_line(&mut answer);
             if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-                Ok(statement)
+                Ok((statement, class, true))
             } else {
                 Err("refused: not approved".to_owned())
             }
@@ -334,6 +420,123 @@ async fn migrate(config: &Config) -> i32 {
             eprintln!("error: {err}");
             1
         }
+    }
+}
+
+/// `querygate audit verify|tail`.
+async fn audit(config: &Config, action: AuditAction) -> i32 {
+    use crate::audit::{FileLocation, SinkSettings};
+    let (use_database, paths) = match &action {
+        AuditAction::Verify { database, paths } => (*database, paths.clone()),
+        AuditAction::Tail { database, path, .. } => (*database, path.iter().cloned().collect()),
+    };
+    let use_database = use_database
+        || (paths.is_empty() && matches!(config.audit.sink, SinkSettings::Postgres { .. }));
+    let pool = if use_database {
+        match crate::db::connect(&config.database).await {
+            Ok(pool) => Some(pool),
+            Err(err) => {
+                eprintln!("error: {err}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    let configured = match &config.audit.sink {
+        SinkSettings::File { location, .. } => location.clone(),
+        SinkSettings::Postgres { .. } => {
+            FileLocation::Dir(crate::audit::location::default_dir(&HashMap::new()))
+        }
+    };
+    match action {
+        AuditAction::Verify { .. } => {
+            let report = match &pool {
+                Some(pool) => crate::audit::verify::verify_database(pool)
+                    .await
+                    .map_err(|err| err.to_string()),
+                None => {
+                    let files = if paths.is_empty() {
+                        crate::audit::location::files_of(&configured)
+                    } else {
+                        crate::audit::verify::expand(&paths)
+                    };
+                    files
+                        .and_then(|files| crate::audit::verify::verify_files(&files))
+                        .map_err(|err| err.to_string())
+                }
+            };
+            match report {
+                Ok(report) => {
+                    print!("{}", report.render());
+                    if report.ok() { 0 } else { 1 }
+                }
+                Err(err) => {
+                    eprintln!("error: cannot read the audit records: {err}");
+                    1
+                }
+            }
+        }
+        AuditAction::Tail { lines, follow, .. } => {
+            let mut stdout = std::io::stdout();
+            let result = match &pool {
+                Some(pool) => crate::audit::tail::tail_database(
+                    pool,
+                    lines,
+                    follow,
+                    &mut stdout,
+                    wait_for_stop(),
+                )
+                .await
+                .map_err(|err| err.to_string()),
+                None => {
+                    let location = match paths.first() {
+                        Some(path) if path.is_dir() => FileLocation::Dir(path.clone()),
+                        Some(path) => FileLocation::Path(path.clone()),
+                        None => configured,
+                    };
+                    crate::audit::tail::tail_files(
+                        &location,
+                        lines,
+                        follow,
+                        &mut stdout,
+                        wait_for_stop(),
+                    )
+                    .await
+                    .map_err(|err| err.to_string())
+                }
+            };
+            match result {
+                Ok(()) => 0,
+                Err(err) => {
+                    eprintln!("error: cannot read the audit records: {err}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

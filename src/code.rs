@@ -80,6 +80,10 @@ pub enum Code {
     /// The call ran past `server.call_timeout` after a write may have been sent.
     #[serde(rename = "call.outcome_unknown")]
     CallOutcomeUnknown,
+    /// The call's audit record could not be written, and `audit.failure_mode` stops the
+    /// call: refused before it ran (an intent), or its result withheld (an outcome).
+    #[serde(rename = "audit.unavailable")]
+    AuditUnavailable,
     /// A bug or a broken invariant.
     #[serde(rename = "internal")]
     Internal,
@@ -87,7 +91,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 24] = [
+    pub const ALL: [Code; 25] = [
         Code::PolicyRefused,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
@@ -111,6 +115,7 @@ impl Code {
         Code::NotFound,
         Code::CallTimeout,
         Code::CallOutcomeUnknown,
+        Code::AuditUnavailable,
         Code::Internal,
     ];
 
@@ -140,6 +145,7 @@ impl Code {
             Code::NotFound => "not_found",
             Code::CallTimeout => "call.timeout",
             Code::CallOutcomeUnknown => "call.outcome_unknown",
+            Code::AuditUnavailable => "audit.unavailable",
             Code::Internal => "internal",
         }
     }

@@ -17,6 +17,7 @@
 //!                ├─ approval (sealed approval states, key ring, store of redeemed ids)
 //!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
+//!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! http/
@@ -40,7 +41,8 @@
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
-//!                 once, class) → mode gate (refusals, approvals) → call timeout → dispatch
+//!                 once, class) → audit (outcome record) → mode gate (refusals, approvals) →
+//!                 intent (write-ahead record of side effects) → call timeout → dispatch
 //!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
@@ -79,6 +81,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod code;

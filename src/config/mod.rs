@@ -9,6 +9,7 @@
 //! `raw::RawConfig`, a field of [`Config`] and one line in `validate`.
 
 mod approval;
+mod audit;
 mod database;
 mod env;
 mod identity;
@@ -121,6 +122,8 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// How HTTP callers are authenticated.
     pub auth: AuthConfig,
+    /// Auditing of tool calls.
+    pub audit: crate::audit::AuditSettings,
 }
 
 impl Config {
@@ -173,6 +176,7 @@ impl Config {
         if let Some(DatabaseUrl::File(file)) = &mut database.url {
             *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
         }
+        let audit = audit::check_audit(raw.audit, &database, env, &mut problems);
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
         let auth = identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
         identity::check_exposure(
@@ -199,6 +203,7 @@ impl Config {
             approval,
             database,
             auth,
+            audit,
         })
     }
 

@@ -34,6 +34,8 @@ pub(super) struct RawConfig {
     pub(super) database: super::database::RawDatabase,
     #[serde(default)]
     pub(super) auth: super::identity::RawAuth,
+    #[serde(default)]
+    pub(super) audit: super::audit::RawAudit,
 }
 
 /// How text content of tool results is rendered.

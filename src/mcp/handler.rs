@@ -17,7 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use super::Shared;
 use super::Transport;
 use super::content::{INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
-use super::pipeline::{ApprovalChannel, CallError, Pipeline, ReplyBody, ToolCall};
+use super::pipeline::{ApprovalChannel, CallError, CallOrigin, Pipeline, ReplyBody, ToolCall};
 use crate::tenant::Principal;
 
 /// querygate's MCP server.
@@ -160,6 +160,32 @@ fn principal_of(context: &RequestContext<RoleServer>, transport: Transport) -> O
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned(),
+    }
+}
+
+/// Where a call came from, for its audit record: the HTTP `x-request-id` (else the JSON-RPC
+/// id), the trace id of a W3C `traceparent` in `_meta`, the client and the protocol version.
+fn origin_of(context: &RequestContext<RoleServer>, request: &CallToolRequestParams) -> CallOrigin {
+    let header = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("x-request-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.chars().take(128).collect::<String>());
+    let trace_id = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get_traceparent())
+        .and_then(|tp| tp.split('-').nth(1))
+        .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_owned);
+    let client = context.client_info();
+    CallOrigin {
+        request_id: header.or_else(|| Some(context.id.to_string())),
+        trace_id,
+        client_name: client.as_ref().map(|c| c.name.clone()),
+        client_version: client.map(|c| c.version),
+        protocol_version: context.protocol_version().map(|v| v.to_string()),
     }
 }
 
@@ -390,6 +416,7 @@ impl ServerHandler for QuerygateMcp {
         }
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
+            origin: origin_of(&context, &request),
             principal,
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! transport (http | stdio) → handler (rmcp ServerHandler) → pipeline (prepare, then the
-//!   tower stack: mode gate → call timeout → dispatch) → tools/* → engine facade
+//!   tower stack: audit → mode gate → intent → call timeout → dispatch) → tools/* → engine facade
 //! ```
 //!
 //! The MCP surface talks to the engine only through `crate::engine`'s public API.
@@ -26,6 +26,7 @@ pub use handler::QuerygateMcp;
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
 use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore, PostgresStore};
+use crate::audit::Auditor;
 use crate::config::{ApprovalStoreKind, Config, ServerConfig};
 use crate::engine::Engine;
 use crate::tenant::Tenants;
@@ -94,6 +95,8 @@ pub(crate) struct Shared {
     pub(crate) library: library::Library,
     /// Approval of single calls: sealing keys and the store of redeemed approvals.
     pub(crate) approvals: Approvals,
+    /// The audit of tool calls (`None`: `audit.enabled` is false).
+    pub(crate) audit: Option<Auditor>,
 }
 
 impl Shared {
@@ -108,12 +111,14 @@ impl Shared {
     }
 }
 
-/// Builds the MCP handler for `transport` over an engine and tenants.
+/// Builds the MCP handler for `transport` over an engine and tenants, auditing its tool
+/// calls with `audit` (opened from `config.audit` by the caller; `None` records nothing).
 pub fn build(
     config: &Config,
     engine: Engine,
     tenants: Tenants,
     transport: Transport,
+    audit: Option<Auditor>,
 ) -> Result<QuerygateMcp, StartError> {
     let content = Content::embedded()?;
     let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
@@ -186,6 +191,7 @@ pub fn build(
         tools,
         library,
         approvals,
+        audit,
     });
     Ok(QuerygateMcp::new(shared))
 }

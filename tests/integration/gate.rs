@@ -643,13 +643,20 @@ async fn a_call_without_a_principal_is_refused_before_any_layer() {
     .unwrap();
     let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
     let tenants = querygate::tenant::Tenants::open(&config).unwrap();
-    let handler =
-        querygate::mcp::build(&config, engine, tenants, querygate::mcp::Transport::Http).unwrap();
+    let handler = querygate::mcp::build(
+        &config,
+        engine,
+        tenants,
+        querygate::mcp::Transport::Http,
+        None,
+    )
+    .unwrap();
     let call = |principal| ToolCall {
         name: "run_select_query".to_owned(),
         arguments: json!({"sql": SELECT}).as_object().cloned().unwrap(),
         principal,
         approval: ApprovalChannel::Unavailable,
+        origin: Default::default(),
     };
     let refused = handler.pipeline().call(call(None)).await.unwrap_err();
     assert_eq!(refused, CallError::Unauthenticated);

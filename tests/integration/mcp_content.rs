@@ -243,7 +243,7 @@ async fn unknown_allowlist_names_stop_the_build() {
         .unwrap();
         let engine = Engine::new(config.engine.clone()).unwrap();
         let tenants = Tenants::open(&config).unwrap();
-        let err = mcp::build(&config, engine, tenants, Transport::Http)
+        let err = mcp::build(&config, engine, tenants, Transport::Http, None)
             .expect_err("an unknown name is refused")
             .to_string();
         assert!(err.contains(key), "{err}");

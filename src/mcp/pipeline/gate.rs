@@ -389,6 +389,8 @@ where
     S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
+    let mut call = call;
+    call.approval_id = Some(id.clone());
     let mut reply = inner.oneshot(call).await?;
     reply.gate = GateOutcome::ApprovalAccepted(id);
     Ok(reply)

@@ -3,7 +3,10 @@
 //! ```text
 //! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
 //!                                      parsed once (class known), the approval channel
+//!   Audit         one outcome record per call (refusals and approval prompts included),
+//!                 durable before the reply; audit.failure_mode decides about failures
 //!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
+//!   Intent        side effects only: an intent record, durable before anything runs
 //!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
 //!   Dispatch      runs the tool on the parsed statement and renders its result
 //! ```
@@ -11,6 +14,7 @@
 //! Every layer sees the tenant, the principal, the class and exactly the statement that will
 //! run. No call reaches a tool, and so the engine, without passing the gate.
 
+mod audit;
 mod dispatch;
 mod gate;
 mod prepare;
@@ -43,6 +47,24 @@ pub struct ToolCall {
     pub principal: Option<Principal>,
     /// How a person can be asked to approve this call.
     pub approval: ApprovalChannel,
+    /// Where the call came from, for the audit record.
+    pub origin: CallOrigin,
+}
+
+/// Where a call came from: the transport's request and the client, as far as they are
+/// known (for the audit record; nothing decides on them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOrigin {
+    /// The request's id: the HTTP `x-request-id` header, else the JSON-RPC id.
+    pub request_id: Option<String>,
+    /// The W3C trace id of the request's `traceparent`, when it has one.
+    pub trace_id: Option<String>,
+    /// The MCP client's name.
+    pub client_name: Option<String>,
+    /// The MCP client's version.
+    pub client_version: Option<String>,
+    /// The MCP protocol version of the request.
+    pub protocol_version: Option<String>,
 }
 
 /// How the client can carry an approval prompt to a person.
@@ -231,8 +253,12 @@ impl Pipeline {
     /// Builds the pipeline over `shared`.
     pub(crate) fn build(shared: Arc<Shared>) -> Self {
         let stack = ServiceBuilder::new()
+            // Outermost: an outcome record for every call, whatever the layers below decide.
+            .layer(audit::AuditLayer::new(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGateLayer::new(shared.clone()))
+            // Write-ahead: the intent of an allowed side effect is durable before it runs.
+            .layer(audit::IntentLayer::new(shared.clone()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
             .layer(timeout::CallTimeoutLayer::new(shared.server.call_timeout))
             // Runs the tool on the prepared call and renders the result.
@@ -246,7 +272,30 @@ impl Pipeline {
     /// Runs one call through every step.
     pub async fn call(&self, call: ToolCall) -> Result<ToolReply, CallError> {
         use tower::ServiceExt as _;
-        let prepared = prepare::prepare(&self.shared, call)?;
+        // What a record of a call refused by `prepare` needs (kept only when auditing).
+        let who = self.shared.audit.as_ref().map(|_| {
+            (
+                call.name.clone(),
+                call.principal.clone(),
+                call.origin.clone(),
+            )
+        });
+        let prepared = match prepare::prepare(&self.shared, call) {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                if let (Some(auditor), Some((name, principal, origin))) = (&self.shared.audit, who)
+                {
+                    let refused = audit::Refused {
+                        name: &name,
+                        principal: principal.as_ref(),
+                        origin: &origin,
+                        error: &err,
+                    };
+                    audit::record_refused(auditor, self.shared.transport, refused).await;
+                }
+                return Err(err);
+            }
+        };
         self.stack.clone().oneshot(prepared).await
     }
 }

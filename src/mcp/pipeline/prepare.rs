@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::{ApprovalChannel, CallError, ToolCall};
+use super::{ApprovalChannel, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
 use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
@@ -49,6 +49,10 @@ pub struct PreparedCall {
     pub class: QueryClass,
     /// How a person can be asked to approve it.
     pub approval: ApprovalChannel,
+    /// The approval that lets it run, once the gate has redeemed one.
+    pub approval_id: Option<String>,
+    /// Where the call came from.
+    pub origin: CallOrigin,
 }
 
 impl PreparedCall {
@@ -115,6 +119,8 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         statement_count,
         class,
         approval: call.approval,
+        approval_id: None,
+        origin: call.origin,
     })
 }
 

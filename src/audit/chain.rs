@@ -1,0 +1,216 @@
+//! The hash chain that makes a stream of records tamper-evident. Each record carries its
+//! stream (the replica that wrote it), a sequence number (1, 2, 3… per stream) and the hash
+//! of the stream's previous record; its own hash is the SHA-256 of its canonical JSON.
+//!
+//! The canonical JSON is `{"v":1,"stream":…,"seq":…,"prev_hash":…,<the record's fields>}`
+//! (compact, fields in this fixed order). A JSONL line is the canonical JSON with
+//! `,"hash":"<64 hex>"` inserted before the closing brace, so the hashed bytes are exactly
+//! the line without its hash, and checking a line needs no re-serialization.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::record::{AuditRecord, hex};
+
+/// The record format version written in `v`.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The `prev_hash` of a stream's first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// `,"hash":"` + 64 hex + `"}`.
+const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
+
+/// The last record of a stream: what the next one links to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainHead {
+    /// Its sequence number (0: the stream is empty).
+    pub seq: u64,
+    /// Its hash ([`GENESIS`] for an empty stream).
+    pub hash: String,
+}
+
+impl ChainHead {
+    /// The head of an empty stream.
+    pub fn genesis() -> Self {
+        ChainHead {
+            seq: 0,
+            hash: GENESIS.to_owned(),
+        }
+    }
+}
+
+/// A record linked into its stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Linked {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The hash of the record before it.
+    pub prev_hash: String,
+    /// Its own hash.
+    pub hash: String,
+    /// The canonical JSON (what `hash` covers).
+    pub canonical: String,
+}
+
+impl Linked {
+    /// The JSONL line (no newline): the canonical JSON with the hash as its last field.
+    pub fn line(&self) -> String {
+        let body = self.canonical.strip_suffix('}').unwrap_or(&self.canonical);
+        format!("{body},\"hash\":\"{}\"}}", self.hash)
+    }
+
+    /// The head this record makes.
+    pub fn head(&self) -> ChainHead {
+        ChainHead {
+            seq: self.seq,
+            hash: self.hash.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    v: u32,
+    stream: &'a str,
+    seq: u64,
+    prev_hash: &'a str,
+    #[serde(flatten)]
+    record: &'a AuditRecord,
+}
+
+/// A stored record: the chain fields and the record.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Stored {
+    /// Format version.
+    pub v: u32,
+    /// The stream (replica) it belongs to.
+    pub stream: String,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The hash of the record before it.
+    pub prev_hash: String,
+    /// The record.
+    #[serde(flatten)]
+    pub record: AuditRecord,
+}
+
+/// Links `record` after `head` in `stream`.
+pub fn link(stream: &str, head: &ChainHead, record: &AuditRecord) -> serde_json::Result<Linked> {
+    let seq = head.seq + 1;
+    let canonical = serde_json::to_string(&Envelope {
+        v: FORMAT_VERSION,
+        stream,
+        seq,
+        prev_hash: &head.hash,
+        record,
+    })?;
+    Ok(Linked {
+        seq,
+        prev_hash: head.hash.clone(),
+        hash: hash_of(&canonical),
+        canonical,
+    })
+}
+
+/// SHA-256 of the canonical JSON, hex.
+pub fn hash_of(canonical: &str) -> String {
+    hex(&Sha256::digest(canonical.as_bytes()))
+}
+
+/// Why a line is not a well-formed record.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LineError {
+    /// The line does not end with a hash field.
+    #[error("the line does not end with a \"hash\" field")]
+    NoHash,
+    /// The record's content does not match its hash (it was edited).
+    #[error("the record does not match its hash (edited)")]
+    HashMismatch,
+    /// The JSON does not hold a record.
+    #[error("not an audit record: {0}")]
+    Malformed(String),
+}
+
+/// A line read back: the stored record, its hash, and the canonical JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedLine {
+    /// The record and its chain fields.
+    pub stored: Stored,
+    /// Its hash (checked against the content).
+    pub hash: String,
+}
+
+/// Parses a JSONL line and checks its hash against its content.
+pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.len() < HASH_SUFFIX_LEN + 2 || !line.is_char_boundary(line.len() - HASH_SUFFIX_LEN) {
+        return Err(LineError::NoHash);
+    }
+    let (body, suffix) = line.split_at(line.len() - HASH_SUFFIX_LEN);
+    let hash = suffix
+        .strip_prefix(",\"hash\":\"")
+        .and_then(|rest| rest.strip_suffix("\"}"))
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or(LineError::NoHash)?;
+    let canonical = format!("{body}}}");
+    let stored = parse_canonical(&canonical)?;
+    if hash_of(&canonical) != hash {
+        return Err(LineError::HashMismatch);
+    }
+    Ok(ParsedLine {
+        stored,
+        hash: hash.to_owned(),
+    })
+}
+
+/// Parses canonical JSON (a line without its hash, or the database's `record` column).
+pub fn parse_canonical(canonical: &str) -> Result<Stored, LineError> {
+    serde_json::from_str(canonical).map_err(|err| LineError::Malformed(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::Decision;
+
+    fn record(tool: &str) -> AuditRecord {
+        AuditRecord {
+            timestamp: "2026-11-30T11:30:01.000001Z".into(),
+            tool: tool.into(),
+            decision: Decision::RefuseImmediate,
+            sql: Some("DELETE FROM x WHERE name = 'a\"b'".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn lines_round_trip_and_link() {
+        let first = link("r1", &ChainHead::genesis(), &record("a")).unwrap();
+        let second = link("r1", &first.head(), &record("b")).unwrap();
+        assert_eq!((first.seq, second.seq), (1, 2));
+        assert_eq!(first.prev_hash, GENESIS);
+        assert_eq!(second.prev_hash, first.hash);
+        let parsed = parse_line(&second.line()).unwrap();
+        assert_eq!(parsed.hash, second.hash);
+        assert_eq!(parsed.stored.seq, 2);
+        assert_eq!(parsed.stored.prev_hash, first.hash);
+        assert_eq!(parsed.stored.record, record("b"));
+        let value: serde_json::Value = serde_json::from_str(&second.line()).unwrap();
+        assert_eq!(value["hash"], second.hash.as_str());
+    }
+
+    #[test]
+    fn an_edited_line_is_detected() {
+        let line = link("r1", &ChainHead::genesis(), &record("a"))
+            .unwrap()
+            .line();
+        let edited = line.replace("DELETE", "SELECT");
+        assert_eq!(parse_line(&edited), Err(LineError::HashMismatch));
+        assert_eq!(parse_line("{}"), Err(LineError::NoHash));
+        assert!(matches!(
+            parse_line(&line.replace("\"seq\":1", "\"seq\":\"x\"")),
+            Err(LineError::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,40 @@
+//! Audit: durable, tamper-evident records of every tool call, in JSON Lines files or in
+//! PostgreSQL, behind one trait.
+//!
+//! - [`record`]: the [`AuditRecord`] (an `intent` before a side effect, an `outcome` per
+//!   call), StackQL's decision strings and query classes.
+//! - [`chain`]: the per-stream hash chain (sequence number, predecessor's SHA-256) and the
+//!   canonical JSON it covers.
+//! - [`sink`]: the [`AuditSink`] trait; a record is durable when `write` returns `Ok`.
+//! - [`file`] (JSONL, fsync with group commit on a writer thread, rotation),
+//!   [`postgres`] (the append-only `audit_events` table, batched inserts),
+//!   [`memory`] (tests).
+//! - [`failure`]: `audit.failure_mode` and what a failed write does to the call.
+//! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
+//! - [`redact`]: HMAC of SQL string literals.
+//! - [`verify`] and [`tail`]: `querygate audit verify` and `querygate audit tail`.
+//!
+//! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
+
+pub mod auditor;
+pub mod chain;
+pub mod failure;
+pub mod file;
+pub mod location;
+pub mod memory;
+pub mod open;
+pub mod postgres;
+pub mod record;
+pub mod redact;
+pub mod settings;
+pub mod sink;
+pub mod tail;
+pub mod verify;
+
+pub use auditor::{AuditFailure, Auditor};
+pub use failure::{FailureMode, OnFailure};
+pub use location::FileLocation;
+pub use open::open;
+pub use record::{AuditRecord, Decision, Outcome, Phase};
+pub use settings::{AuditSettings, SinkSettings};
+pub use sink::{AuditError, AuditSink, Receipt};

@@ -1,0 +1,99 @@
+//! Builds the [`Auditor`] from the settings: the chosen sink (started, so an unwritable
+//! location or an unreachable database fails the start), the failure mode, the HMAC key.
+
+use std::sync::Arc;
+
+use sqlx_postgres::PgPool;
+
+use super::auditor::Auditor;
+use super::file::{FileSink, FileSinkConfig};
+use super::postgres::{PgSink, PgSinkConfig};
+use super::redact::{HmacKey, MIN_KEY_BYTES};
+use super::settings::{AuditSettings, SinkSettings};
+use super::sink::{AuditError, AuditSink};
+
+/// Opens the audit: `Ok(None)` when `audit.enabled` is false. The PostgreSQL sink needs
+/// `pool` (from the `database:` settings).
+pub async fn open(
+    settings: &AuditSettings,
+    pool: Option<PgPool>,
+) -> Result<Option<Auditor>, AuditError> {
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let sink: Arc<dyn AuditSink> = match &settings.sink {
+        SinkSettings::File {
+            location,
+            max_size,
+            max_files,
+            max_age,
+        } => {
+            let config = FileSinkConfig {
+                location: location.clone(),
+                stream: settings.replica.clone(),
+                max_size: *max_size,
+                max_files: *max_files,
+                max_age: *max_age,
+            };
+            let sink = tokio::task::spawn_blocking(move || FileSink::start(config))
+                .await
+                .map_err(|err| AuditError::Unavailable(err.to_string()))??;
+            Arc::new(sink)
+        }
+        SinkSettings::Postgres {
+            max_batch,
+            write_timeout,
+        } => {
+            let pool = pool.ok_or_else(|| {
+                AuditError::Unavailable(
+                    "audit.sink is postgres but no database is configured (database.url)"
+                        .to_owned(),
+                )
+            })?;
+            let config = PgSinkConfig {
+                stream: settings.replica.clone(),
+                max_batch: *max_batch,
+                write_timeout: *write_timeout,
+            };
+            Arc::new(PgSink::start(pool, config).await?)
+        }
+    };
+    let hmac = if settings.hmac_sql_literals {
+        Some(hmac_key(settings)?)
+    } else {
+        None
+    };
+    Ok(Some(Auditor::new(
+        sink,
+        settings.failure_mode,
+        settings.replica.clone(),
+        hmac,
+    )))
+}
+
+fn hmac_key(settings: &AuditSettings) -> Result<HmacKey, AuditError> {
+    match &settings.hmac_key_file {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|err| {
+                AuditError::Unavailable(format!(
+                    "cannot read audit.hmac_key_file '{}': {err}",
+                    path.display()
+                ))
+            })?;
+            HmacKey::new(bytes).ok_or_else(|| {
+                AuditError::Unavailable(format!(
+                    "audit.hmac_key_file '{}' must hold at least {MIN_KEY_BYTES} bytes",
+                    path.display()
+                ))
+            })
+        }
+        None => {
+            tracing::warn!(
+                "audit.hmac_sql_literals without audit.hmac_key_file: a random key for this process (HMACs of different processes do not match)"
+            );
+            HmacKey::random().map_err(|err| {
+                AuditError::Unavailable(format!("cannot make a random HMAC key: {err}"))
+            })
+        }
+    }
+}

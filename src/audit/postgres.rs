@@ -1,0 +1,249 @@
+//! The PostgreSQL sink: records go to the append-only `audit_events` table
+//! (`migrations/0002_audit_events.sql`). One writer task owns the stream's chain: callers
+//! queue records and await a reply; the task inserts everything queued in one statement
+//! (committed on return) and then answers them all, so concurrent calls share a commit.
+//!
+//! After any failure the task re-reads the stream's head from the database before the next
+//! batch (a failed or timed-out insert may still have committed), so the chain stays linear
+//! and a database that comes back is used again without a restart.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use sqlx_core::query::query;
+use sqlx_core::query_as::query_as;
+use sqlx_postgres::{PgPool, Postgres};
+use tokio::sync::{mpsc, oneshot};
+
+use super::chain::{self, ChainHead};
+use super::record::AuditRecord;
+use super::sink::{AuditError, AuditSink, Receipt};
+
+/// How the PostgreSQL sink batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PgSinkConfig {
+    /// The stream (replica) the records are chained in.
+    pub stream: String,
+    /// The most records one INSERT carries.
+    pub max_batch: usize,
+    /// How long one INSERT (connection wait included) may take before its callers get an
+    /// error.
+    pub write_timeout: Duration,
+}
+
+struct Job {
+    record: AuditRecord,
+    reply: oneshot::Sender<Result<Receipt, AuditError>>,
+}
+
+/// The PostgreSQL sink.
+pub struct PgSink {
+    jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    stopped: Mutex<Option<oneshot::Receiver<()>>>,
+    stream: String,
+}
+
+impl std::fmt::Debug for PgSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgSink")
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+const INSERT: &str = "INSERT INTO audit_events (stream, seq, at, record, doc, prev_hash, hash) \
+     SELECT $1, t.seq, t.at::timestamptz, t.record, t.record::jsonb, t.prev_hash, t.hash \
+     FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[]) \
+     AS t(seq, at, record, prev_hash, hash)";
+
+impl PgSink {
+    /// Starts the sink on `pool`: reads where the stream's chain left off (so a database
+    /// that is unreachable, or lacks the schema, fails the start) and starts the writer.
+    pub async fn start(pool: PgPool, config: PgSinkConfig) -> Result<PgSink, AuditError> {
+        let head = read_head(&pool, &config.stream, config.write_timeout).await?;
+        let (jobs, receiver) = mpsc::unbounded_channel();
+        let (stopped_tx, stopped) = oneshot::channel();
+        let stream = config.stream.clone();
+        let writer = Writer {
+            pool,
+            config,
+            head: Some(head),
+        };
+        tokio::spawn(async move {
+            writer.run(receiver).await;
+            let _ = stopped_tx.send(());
+        });
+        Ok(PgSink {
+            jobs: Mutex::new(Some(jobs)),
+            stopped: Mutex::new(Some(stopped)),
+            stream,
+        })
+    }
+}
+
+impl AuditSink for PgSink {
+    fn write(&self, record: AuditRecord) -> BoxFuture<'_, Result<Receipt, AuditError>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = match self.jobs.lock() {
+            Ok(jobs) => jobs
+                .as_ref()
+                .is_some_and(|jobs| jobs.send(Job { record, reply }).is_ok()),
+            Err(_) => false,
+        };
+        Box::pin(async move {
+            if !sent {
+                return Err(AuditError::Closed);
+            }
+            answer.await.unwrap_or(Err(AuditError::Closed))
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.take();
+        }
+        let stopped = self.stopped.lock().ok().and_then(|mut s| s.take());
+        Box::pin(async move {
+            if let Some(stopped) = stopped {
+                let _ = stopped.await;
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres (stream {})", self.stream)
+    }
+}
+
+struct Writer {
+    pool: PgPool,
+    config: PgSinkConfig,
+    /// `None`: unknown after a failure; read again before the next batch.
+    head: Option<ChainHead>,
+}
+
+impl Writer {
+    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Job>) {
+        let max_batch = self.config.max_batch.max(1);
+        let mut batch = Vec::with_capacity(max_batch);
+        while receiver.recv_many(&mut batch, max_batch).await > 0 {
+            let jobs = std::mem::take(&mut batch);
+            self.write_batch(jobs).await;
+        }
+    }
+
+    async fn write_batch(&mut self, batch: Vec<Job>) {
+        let head = match self.head.clone() {
+            Some(head) => head,
+            None => {
+                match read_head(&self.pool, &self.config.stream, self.config.write_timeout).await {
+                    Ok(head) => head,
+                    Err(err) => {
+                        tracing::error!("{err}");
+                        for job in batch {
+                            let _ = job.reply.send(Err(err.clone()));
+                        }
+                        return;
+                    }
+                }
+            }
+        };
+        let mut next = head;
+        let mut columns = Columns::default();
+        let mut waiting = Vec::with_capacity(batch.len());
+        for job in batch {
+            match chain::link(&self.config.stream, &next, &job.record) {
+                Ok(linked) => {
+                    next = linked.head();
+                    columns.seq.push(linked.seq as i64);
+                    columns.at.push(job.record.timestamp.clone());
+                    columns.prev_hash.push(linked.prev_hash.clone());
+                    columns.hash.push(linked.hash.clone());
+                    columns.record.push(linked.canonical);
+                    waiting.push((
+                        job.reply,
+                        Receipt {
+                            seq: linked.seq,
+                            hash: linked.hash,
+                        },
+                    ));
+                }
+                Err(err) => {
+                    let _ = job.reply.send(Err(AuditError::Encode(err.to_string())));
+                }
+            }
+        }
+        if waiting.is_empty() {
+            return;
+        }
+        let insert = query::<Postgres>(INSERT)
+            .bind(&self.config.stream)
+            .bind(&columns.seq)
+            .bind(&columns.at)
+            .bind(&columns.record)
+            .bind(&columns.prev_hash)
+            .bind(&columns.hash)
+            .execute(&self.pool);
+        let result = match tokio::time::timeout(self.config.write_timeout, insert).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(err)) => Err(AuditError::Unavailable(format!(
+                "cannot insert into audit_events: {err}"
+            ))),
+            Err(_) => Err(AuditError::Unavailable(format!(
+                "inserting into audit_events took longer than {}",
+                humantime::format_duration(self.config.write_timeout)
+            ))),
+        };
+        match result {
+            Ok(()) => {
+                self.head = Some(next);
+                for (reply, receipt) in waiting {
+                    let _ = reply.send(Ok(receipt));
+                }
+            }
+            Err(err) => {
+                tracing::error!("{err}");
+                self.head = None;
+                for (reply, _) in waiting {
+                    let _ = reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Columns {
+    seq: Vec<i64>,
+    at: Vec<String>,
+    record: Vec<String>,
+    prev_hash: Vec<String>,
+    hash: Vec<String>,
+}
+
+/// The stream's last record, through `audit_stream_head` (the writer role may not read the
+/// table itself).
+pub async fn read_head(
+    pool: &PgPool,
+    stream: &str,
+    timeout: Duration,
+) -> Result<ChainHead, AuditError> {
+    let read = query_as::<Postgres, (i64, String)>("SELECT seq, hash FROM audit_stream_head($1)")
+        .bind(stream)
+        .fetch_optional(pool);
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(Some((seq, hash)))) => Ok(ChainHead {
+            seq: u64::try_from(seq).unwrap_or(0),
+            hash,
+        }),
+        Ok(Ok(None)) => Ok(ChainHead::genesis()),
+        Ok(Err(err)) => Err(AuditError::Unavailable(format!(
+            "cannot read the audit stream's head: {err}"
+        ))),
+        Err(_) => Err(AuditError::Unavailable(format!(
+            "reading the audit stream's head took longer than {}",
+            humantime::format_duration(timeout)
+        ))),
+    }
+}

@@ -1,0 +1,184 @@
+//! `querygate audit tail`: the latest records, one line each, for a person at a terminal;
+//! with `--follow`, new records as they are written (across rotations).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sqlx_core::query_as::query_as;
+use sqlx_postgres::{PgPool, Postgres};
+
+use super::chain::{self, Stored};
+use super::location::{self, FileLocation};
+
+/// How often `--follow` looks for new records.
+const POLL: Duration = Duration::from_millis(500);
+
+/// One record as a line: time, tenant/principal, tool, class, decision, outcome, duration,
+/// rows, error code, and the SQL (shortened).
+pub fn format_record(stored: &Stored) -> String {
+    let r = &stored.record;
+    let mut parts = vec![
+        r.timestamp.clone(),
+        format!("{}#{}", stored.stream, stored.seq),
+        format!("{}/{}({})", r.tenant, r.principal, r.auth_method),
+        r.tool.clone(),
+    ];
+    if let Some(class) = &r.query_class {
+        parts.push(class.clone());
+    }
+    parts.push(r.decision.as_str().to_owned());
+    match (r.phase, r.outcome) {
+        (super::record::Phase::Intent, _) => parts.push("INTENT".to_owned()),
+        (_, Some(outcome)) => parts.push(outcome.as_str().to_owned()),
+        _ => {}
+    }
+    if let Some(ms) = r.duration_ms {
+        parts.push(format!("{ms}ms"));
+    }
+    if let Some(rows) = r.rows_returned {
+        parts.push(format!("rows={rows}"));
+    }
+    if let Some(code) = &r.error_code {
+        parts.push(format!("[{code}]"));
+    }
+    if let Some(sql) = &r.sql {
+        let flat: String = sql
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let short: String = flat.chars().take(120).collect();
+        let ellipsis = if flat.chars().count() > 120 {
+            "…"
+        } else {
+            ""
+        };
+        parts.push(format!("{short}{ellipsis}"));
+    }
+    parts.join("  ")
+}
+
+/// Prints the last `n` records of the newest files of `location`; with `follow`, keeps
+/// printing new ones (and moves to a newer file when one appears) until `stop` resolves.
+pub async fn tail_files(
+    location: &FileLocation,
+    n: usize,
+    follow: bool,
+    out: &mut (dyn Write + Send),
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let files = location::files_of(location)?;
+    let mut lines: Vec<String> = Vec::new();
+    for file in files.iter().rev() {
+        let text = std::fs::read_to_string(file)?;
+        let mut these: Vec<String> = complete_lines(&text).map(str::to_owned).collect();
+        these.append(&mut lines);
+        lines = these;
+        if lines.len() >= n {
+            break;
+        }
+    }
+    for line in &lines[lines.len().saturating_sub(n)..] {
+        print_line(out, line)?;
+    }
+    if !follow {
+        return Ok(());
+    }
+    let mut current: Option<PathBuf> = files.last().cloned();
+    let mut offset = current
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .map_or(0, |t| complete_len(&t));
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            _ = tokio::time::sleep(POLL) => {}
+        }
+        if let Some(file) = &current {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            if text.len() > offset {
+                let end = complete_len(&text);
+                for line in complete_lines(&text[offset..end]) {
+                    print_line(out, line)?;
+                }
+                offset = end;
+            }
+        }
+        let newest = location::files_of(location)?.last().cloned();
+        if newest.is_some() && newest != current {
+            current = newest;
+            offset = 0;
+        }
+    }
+}
+
+/// Prints the last `n` records of `audit_events`; with `follow`, keeps printing new ones
+/// until `stop` resolves.
+pub async fn tail_database(
+    pool: &PgPool,
+    n: usize,
+    follow: bool,
+    out: &mut (dyn Write + Send),
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), sqlx_core::Error> {
+    let mut last = query_as::<Postgres, (i64, String, String)>(
+        "SELECT id, record, hash FROM (SELECT id, record, hash FROM audit_events ORDER BY id DESC LIMIT $1) t ORDER BY id",
+    )
+    .bind(i64::try_from(n).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    let mut last_id = print_rows(out, &mut last);
+    if !follow {
+        return Ok(());
+    }
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            _ = tokio::time::sleep(POLL) => {}
+        }
+        let mut rows = query_as::<Postgres, (i64, String, String)>(
+            "SELECT id, record, hash FROM audit_events WHERE id > $1 ORDER BY id LIMIT 1000",
+        )
+        .bind(last_id)
+        .fetch_all(pool)
+        .await?;
+        if !rows.is_empty() {
+            last_id = print_rows(out, &mut rows);
+        }
+    }
+}
+
+fn print_rows(out: &mut (dyn Write + Send), rows: &mut [(i64, String, String)]) -> i64 {
+    let mut last = 0;
+    for (id, record, _) in rows.iter() {
+        let text = match chain::parse_canonical(record) {
+            Ok(stored) => format_record(&stored),
+            Err(err) => format!("(record {id} is unreadable: {err})"),
+        };
+        let _ = writeln!(out, "{text}");
+        last = *id;
+    }
+    let _ = out.flush();
+    last
+}
+
+fn print_line(out: &mut (dyn Write + Send), line: &str) -> std::io::Result<()> {
+    let text = match chain::parse_line(line) {
+        Ok(parsed) => format_record(&parsed.stored),
+        Err(err) => format!("(a line that is not an intact record: {err})"),
+    };
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+fn complete_len(text: &str) -> usize {
+    text.rfind('\n').map_or(0, |i| i + 1)
+}
+
+fn complete_lines(text: &str) -> impl Iterator<Item = &str> {
+    text[..complete_len(text)]
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+}

@@ -1,0 +1,96 @@
+//! `querygate query` statements with side effects (writes, EXEC) and `querygate registry
+//! pull` are audited like tool calls: principal `local`, auth method `local`, the OS user;
+//! an intent durable before anything is sent, an outcome after, `audit.failure_mode`
+//! applied. Reads are not audited (they change nothing, and a command per read would start a
+//! new audit file in `dir` mode).
+
+use std::future::Future;
+use std::time::Instant;
+
+use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
+use crate::code::Code;
+use crate::config::Config;
+use crate::engine::{Error, QueryOutput};
+use crate::policy::QueryClass;
+
+/// The command being audited.
+pub(super) struct CliCall<'a> {
+    /// `query`, or `pull_provider` for `registry pull`.
+    pub(super) tool: &'a str,
+    /// The statement, for `query`.
+    pub(super) sql: Option<&'a str>,
+    /// What it would do.
+    pub(super) class: QueryClass,
+    /// Whether a person approved it (`--yes` or the terminal prompt).
+    pub(super) approved: bool,
+    /// The tenant it runs for.
+    pub(super) tenant: &'a str,
+    /// Arguments worth recording (`registry_pull`: provider, version).
+    pub(super) args: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Runs `work` between an intent and an outcome record. `Err`: the audit stopped the
+/// command (the text says whether anything ran).
+pub(super) async fn run(
+    config: &Config,
+    call: CliCall<'_>,
+    work: impl Future<Output = Result<QueryOutput, Error>>,
+) -> Result<Result<QueryOutput, Error>, String> {
+    let Some(auditor) = crate::app::open_audit(config, false).await? else {
+        return Ok(work.await);
+    };
+    let mode = config
+        .tenant(call.tenant)
+        .map(|t| t.mode.as_str())
+        .unwrap_or_default();
+    let mut record = AuditRecord {
+        timestamp: record::timestamp_now(),
+        phase: Phase::Intent,
+        call_id: record::new_call_id(),
+        tenant: call.tenant.to_owned(),
+        principal: "local".to_owned(),
+        auth_method: "local".to_owned(),
+        os_user: ["USER", "LOGNAME"]
+            .iter()
+            .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty())),
+        client_name: Some("querygate-cli".to_owned()),
+        client_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        tool: call.tool.to_owned(),
+        mode: mode.to_owned(),
+        decision: if call.approved {
+            Decision::NeedsApprovalAccepted
+        } else {
+            Decision::Allow
+        },
+        query_class: Some(call.class.as_str().to_owned()),
+        sql: call.sql.map(str::to_owned),
+        args: call.args,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    if let Err(failure) = auditor.record(record.clone()).await {
+        auditor.sink().close().await;
+        return Err(failure.message);
+    }
+    let result = work.await;
+    record.phase = Phase::Outcome;
+    record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    match &result {
+        Ok(output) => {
+            record.outcome = Some(Outcome::Ok);
+            record.rows_returned = u64::try_from(output.rows.len()).ok();
+        }
+        Err(err) => {
+            record.outcome = Some(Outcome::Error);
+            record.error_code = Some(Code::from(err.kind()).as_str().to_owned());
+            record.error = Some(err.message().to_owned());
+            record.upstream_status = err.upstream_failure().map(|f| f.status);
+        }
+    }
+    let written = auditor.record(record).await;
+    auditor.sink().close().await;
+    match written {
+        Ok(_) => Ok(result),
+        Err(failure) => Err(failure.message),
+    }
+}

@@ -1,0 +1,236 @@
+//! The `audit:` section: whether and where tool calls are audited, and what a failed audit
+//! write does to the call. On by default, to files under the user's state folder.
+
+use super::Problems;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::database::DatabaseConfig;
+use crate::audit::{AuditSettings, FailureMode, FileLocation, SinkSettings};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawAudit {
+    enabled: bool,
+    sink: RawSinkKind,
+    failure_mode: FailureMode,
+    replica: Option<String>,
+    hmac_sql_literals: bool,
+    hmac_key_file: Option<PathBuf>,
+    file: RawFileSink,
+    postgres: RawPgSink,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        RawAudit {
+            enabled: true,
+            sink: RawSinkKind::File,
+            failure_mode: FailureMode::Strict,
+            replica: None,
+            hmac_sql_literals: false,
+            hmac_key_file: None,
+            file: RawFileSink::default(),
+            postgres: RawPgSink::default(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RawSinkKind {
+    #[default]
+    File,
+    Postgres,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawFileSink {
+    path: Option<PathBuf>,
+    dir: Option<PathBuf>,
+    max_size_mb: u64,
+    max_files: usize,
+    #[serde(with = "humantime_serde")]
+    max_age: Option<Duration>,
+}
+
+impl Default for RawFileSink {
+    fn default() -> Self {
+        RawFileSink {
+            path: None,
+            dir: None,
+            max_size_mb: 100,
+            max_files: 0,
+            max_age: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawPgSink {
+    max_batch: usize,
+    #[serde(with = "humantime_serde")]
+    write_timeout: Duration,
+}
+
+impl Default for RawPgSink {
+    fn default() -> Self {
+        RawPgSink {
+            max_batch: 512,
+            write_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Checks the section, adding every problem (naming its key) to `problems`.
+pub(super) fn check_audit(
+    raw: RawAudit,
+    database: &DatabaseConfig,
+    env: &HashMap<String, String>,
+    problems: &mut Problems,
+) -> AuditSettings {
+    let replica = raw
+        .replica
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| default_replica(env));
+    let replica_ok = replica.len() <= 128
+        && replica
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !replica_ok {
+        problems.push_line(format!(
+            "audit.replica '{replica}' must be at most 128 letters, digits, '-', '_' or '.'"
+        ));
+    }
+    let sink = match raw.sink {
+        RawSinkKind::File => {
+            let file = raw.file;
+            let location = match (file.path, file.dir) {
+                (Some(_), Some(_)) => {
+                    problems.push_line(
+                        "audit.file.path and audit.file.dir are both set; keep one".to_owned(),
+                    );
+                    FileLocation::Dir(crate::audit::location::default_dir(env))
+                }
+                (Some(path), None) => FileLocation::Path(path),
+                (None, Some(dir)) => FileLocation::Dir(dir),
+                (None, None) => FileLocation::Dir(crate::audit::location::default_dir(env)),
+            };
+            SinkSettings::File {
+                location,
+                max_size: file.max_size_mb.saturating_mul(1024 * 1024),
+                max_files: file.max_files,
+                max_age: file.max_age.filter(|age| !age.is_zero()),
+            }
+        }
+        RawSinkKind::Postgres => {
+            if raw.enabled && database.url.is_none() {
+                problems.push_line(
+                    "audit.sink is postgres but neither database.url nor database.url_file is set"
+                        .to_owned(),
+                );
+            }
+            if raw.postgres.max_batch == 0 {
+                problems.push_line("audit.postgres.max_batch must be greater than 0".to_owned());
+            }
+            if raw.postgres.write_timeout.is_zero() {
+                problems
+                    .push_line("audit.postgres.write_timeout must be greater than 0".to_owned());
+            }
+            SinkSettings::Postgres {
+                max_batch: raw.postgres.max_batch,
+                write_timeout: raw.postgres.write_timeout,
+            }
+        }
+    };
+    if raw.hmac_key_file.is_some() && !raw.hmac_sql_literals {
+        problems.push_line(
+            "audit.hmac_key_file is set but audit.hmac_sql_literals is not true".to_owned(),
+        );
+    }
+    AuditSettings {
+        enabled: raw.enabled,
+        sink,
+        failure_mode: raw.failure_mode,
+        replica,
+        hmac_sql_literals: raw.hmac_sql_literals,
+        hmac_key_file: raw.hmac_key_file,
+    }
+}
+
+/// `$HOSTNAME`, else the kernel's host name, else `querygate`: in Kubernetes, the pod name.
+fn default_replica(env: &HashMap<String, String>) -> String {
+    env.get("HOSTNAME")
+        .filter(|h| !h.is_empty())
+        .cloned()
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "querygate".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(yaml: &str, database: &DatabaseConfig) -> (AuditSettings, Vec<String>) {
+        let raw: RawAudit = serde_norway::from_str(yaml).unwrap();
+        let env = HashMap::from([
+            ("HOME".to_owned(), "/home/u".to_owned()),
+            ("HOSTNAME".to_owned(), "pod-1".to_owned()),
+        ]);
+        let mut problems = Problems::default();
+        let settings = check_audit(raw, database, &env, &mut problems);
+        (settings, problems.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn on_by_default_to_the_state_folder() {
+        let (settings, problems) = check("{}", &DatabaseConfig::default());
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(settings.enabled);
+        assert_eq!(settings.failure_mode, FailureMode::Strict);
+        assert_eq!(settings.replica, "pod-1");
+        assert_eq!(
+            settings.sink,
+            SinkSettings::File {
+                location: FileLocation::Dir(PathBuf::from("/home/u/.local/state/querygate/audit")),
+                max_size: 100 * 1024 * 1024,
+                max_files: 0,
+                max_age: None,
+            }
+        );
+    }
+
+    #[test]
+    fn problems_are_named() {
+        let (_, problems) = check(
+            "sink: postgres\nreplica: 'a b'\nhmac_key_file: /k\npostgres: {max_batch: 0}\n",
+            &DatabaseConfig::default(),
+        );
+        let text = problems.join("; ");
+        for key in [
+            "audit.sink: is postgres",
+            "audit.replica",
+            "audit.hmac_key_file",
+            "audit.postgres.max_batch",
+        ] {
+            assert!(text.contains(key), "{key}: {text}");
+        }
+        let (_, problems) = check(
+            "file: {path: /a.log, dir: /d}\nfailure_mode: strict_mutations\n",
+            &DatabaseConfig::default(),
+        );
+        assert!(problems[0].contains("both set"), "{problems:?}");
+        let err = serde_norway::from_str::<RawAudit>("failure_mode: lax\n").unwrap_err();
+        assert!(err.to_string().contains("lax"), "{err}");
+    }
+}

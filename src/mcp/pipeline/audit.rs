@@ -1,0 +1,333 @@
+//! The audit layers. `AuditLayer`, outermost, writes one `outcome` record for every call
+//! that passed `prepare` — allowed, refused, held for approval, failed or timed out — before
+//! the reply goes back. `IntentLayer`, after the gate and before the timeout, writes an
+//! `intent` record for a call with side effects before anything of it runs. Both apply
+//! `audit.failure_mode` through [`Auditor::record`]: a failed intent refuses the call before
+//! the upstream sees a request; a failed outcome replaces the reply with the audit error.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use tower::{Layer, Service, ServiceExt as _};
+
+use super::{CallError, GateOutcome, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
+use crate::audit::Auditor;
+use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
+use crate::code::Code;
+use crate::mcp::{Shared, Transport};
+use crate::tenant::Principal;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// The outcome record of every call.
+#[derive(Clone)]
+pub(super) struct AuditLayer {
+    shared: Arc<Shared>,
+}
+
+impl AuditLayer {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        AuditLayer { shared }
+    }
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audit<S>;
+
+    fn layer(&self, inner: S) -> Audit<S> {
+        Audit {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Audits the calls of `S`.
+#[derive(Clone)]
+pub(super) struct Audit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> Service<PreparedCall> for Audit<S>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ToolReply;
+    type Error = CallError;
+    type Future = BoxFuture<Result<ToolReply, CallError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: PreparedCall) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let Some(auditor) = self.shared.audit.clone() else {
+            return Box::pin(inner.oneshot(call));
+        };
+        let mut record = base_record(&call, self.shared.transport);
+        let started = call.started;
+        Box::pin(async move {
+            let result = inner.oneshot(call).await;
+            record.duration_ms =
+                Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            match &result {
+                Ok(reply) => fill_outcome(&mut record, reply),
+                Err(err) => {
+                    record.decision = Decision::Allow;
+                    record.outcome = Some(Outcome::Error);
+                    record.error_code = Some(Code::ArgumentsInvalid.as_str().to_owned());
+                    record.error = Some(err.to_string());
+                }
+            }
+            let intent_refused = matches!(
+                &result,
+                Ok(reply) if reply.outcome().and_then(|o| o.code) == Some(Code::AuditUnavailable)
+            );
+            match auditor.record(record).await {
+                Ok(_) => result,
+                // The intent was refused already: that reply says what happened.
+                Err(_) if intent_refused => result,
+                Err(failure) => match result {
+                    Ok(reply) => Ok(ToolReply {
+                        body: ReplyBody::Complete(ToolOutcome::error(
+                            Code::AuditUnavailable,
+                            failure.message,
+                        )),
+                        gate: reply.gate,
+                    }),
+                    Err(err) => Err(err),
+                },
+            }
+        })
+    }
+}
+
+/// The intent record of a call with side effects, durable before it runs.
+#[derive(Clone)]
+pub(super) struct IntentLayer {
+    shared: Arc<Shared>,
+}
+
+impl IntentLayer {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        IntentLayer { shared }
+    }
+}
+
+impl<S> Layer<S> for IntentLayer {
+    type Service = Intent<S>;
+
+    fn layer(&self, inner: S) -> Intent<S> {
+        Intent {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Writes intents ahead of the side effects of `S`.
+#[derive(Clone)]
+pub(super) struct Intent<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> Service<PreparedCall> for Intent<S>
+where
+    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ToolReply;
+    type Error = CallError;
+    type Future = BoxFuture<Result<ToolReply, CallError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: PreparedCall) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let auditor = match &self.shared.audit {
+            Some(auditor) if call.has_side_effects() => auditor.clone(),
+            _ => return Box::pin(inner.oneshot(call)),
+        };
+        let mut record = base_record(&call, self.shared.transport);
+        record.phase = Phase::Intent;
+        record.decision = if call.approval_id.is_some() {
+            Decision::NeedsApprovalAccepted
+        } else {
+            Decision::Allow
+        };
+        Box::pin(async move {
+            match auditor.record(record).await {
+                Ok(_) => inner.oneshot(call).await,
+                Err(failure) => Ok(ToolReply::stopped(
+                    GateOutcome::Allow,
+                    Code::AuditUnavailable,
+                    failure.message,
+                )),
+            }
+        })
+    }
+}
+
+/// A call `prepare` refused: what its record says.
+pub(super) struct Refused<'a> {
+    /// The tool named.
+    pub(super) name: &'a str,
+    /// The caller, if any.
+    pub(super) principal: Option<&'a Principal>,
+    /// Where it came from.
+    pub(super) origin: &'a super::CallOrigin,
+    /// Why it was refused.
+    pub(super) error: &'a CallError,
+}
+
+/// Audits a call that `prepare` refused (unknown tool, invalid arguments, no principal, an
+/// unknown tenant): nothing ran; the record says who tried what.
+pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'_>) {
+    let (tenant, principal, auth_method) = match call.principal {
+        Some(p) => (
+            p.tenant.clone(),
+            p.subject.clone(),
+            auth_method(p, transport),
+        ),
+        None => (String::new(), String::new(), "none".to_owned()),
+    };
+    let record = AuditRecord {
+        timestamp: record::timestamp_now(),
+        phase: Phase::Outcome,
+        call_id: record::new_call_id(),
+        request_id: call.origin.request_id.clone(),
+        trace_id: call.origin.trace_id.clone(),
+        tenant,
+        principal,
+        auth_method,
+        os_user: local_user(transport),
+        client_name: call.origin.client_name.clone(),
+        client_version: call.origin.client_version.clone(),
+        protocol_version: call.origin.protocol_version.clone(),
+        tool: call.name.to_owned(),
+        decision: Decision::RefuseImmediate,
+        outcome: Some(Outcome::Error),
+        duration_ms: Some(0),
+        error: Some(call.error.to_string()),
+        ..Default::default()
+    };
+    // The call fails whatever happens here; a failed write is logged by the auditor.
+    let _ = auditor.record(record).await;
+}
+
+/// What every record of a call says: who, what, where from.
+fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
+    let start = SystemTime::now()
+        .checked_sub(call.started.elapsed())
+        .unwrap_or_else(SystemTime::now);
+    AuditRecord {
+        timestamp: record::timestamp(start),
+        phase: Phase::Outcome,
+        call_id: call.call_id.clone(),
+        request_id: call.origin.request_id.clone(),
+        trace_id: call.origin.trace_id.clone(),
+        replica: String::new(),
+        tenant: call.cx.tenant.clone(),
+        principal: call.principal.subject.clone(),
+        auth_method: auth_method(&call.principal, transport),
+        cert_fingerprint: None,
+        os_user: local_user(transport),
+        client_name: call.origin.client_name.clone(),
+        client_version: call.origin.client_version.clone(),
+        protocol_version: call.origin.protocol_version.clone(),
+        tool: call.tool().to_owned(),
+        mode: call.mode.as_str().to_owned(),
+        decision: Decision::Allow,
+        query_class: Some(call.class.as_str().to_owned()),
+        sql: call.sql.clone(),
+        sql_sha256: None,
+        args: Some(call.arguments.clone()),
+        approval_id: call.approval_id.clone(),
+        outcome: None,
+        duration_ms: None,
+        error_code: None,
+        error: None,
+        rows_returned: None,
+        upstream_status: None,
+    }
+}
+
+/// Fills the outcome of a reply into its record.
+fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
+    record.decision = decision_of(&reply.gate);
+    if let Some(id) = reply.gate.approval_id() {
+        record.approval_id = Some(id.to_owned());
+    }
+    let Some(outcome) = reply.outcome() else {
+        // An approval prompt went back: the call has not run (yet).
+        return;
+    };
+    record.outcome = Some(match outcome.code {
+        None => Outcome::Ok,
+        Some(Code::CallOutcomeUnknown) => Outcome::Unknown,
+        Some(_) => Outcome::Error,
+    });
+    record.error_code = outcome.code.map(|c| c.as_str().to_owned());
+    if outcome.code.is_some() {
+        record.error = Some(
+            outcome
+                .structured
+                .as_ref()
+                .and_then(|s| s["error"]["message"].as_str())
+                .unwrap_or(&outcome.text)
+                .to_owned(),
+        );
+    }
+    record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());
+    record.upstream_status = outcome.upstream_status;
+}
+
+fn decision_of(gate: &GateOutcome) -> Decision {
+    match gate {
+        GateOutcome::Allow => Decision::Allow,
+        GateOutcome::RefuseImmediate => Decision::RefuseImmediate,
+        GateOutcome::ApprovalRequested(_) => Decision::NeedsApprovalRequested,
+        GateOutcome::ApprovalAccepted(_) => Decision::NeedsApprovalAccepted,
+        GateOutcome::ApprovalDeclined(_) => Decision::NeedsApprovalDeclined,
+        GateOutcome::ApprovalCancelled(_) => Decision::NeedsApprovalCancelled,
+        GateOutcome::ApprovalUnavailable => Decision::NeedsApprovalUnavailable,
+    }
+}
+
+/// How the principal was established, as far as the transport tells: `stdio` for the local
+/// session, `anonymous` for an unauthenticated HTTP caller, `http` otherwise.
+fn auth_method(principal: &Principal, transport: Transport) -> String {
+    match transport {
+        Transport::Stdio => "stdio",
+        Transport::Http if *principal == Principal::anonymous() => "anonymous",
+        Transport::Http => "http",
+    }
+    .to_owned()
+}
+
+/// The operating-system user, for local sessions (stdio).
+fn local_user(transport: Transport) -> Option<String> {
+    static USER: OnceLock<Option<String>> = OnceLock::new();
+    if transport != Transport::Stdio {
+        return None;
+    }
+    USER.get_or_init(os_user).clone()
+}
+
+/// `$USER`, else `$LOGNAME`.
+pub(crate) fn os_user() -> Option<String> {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+}

@@ -1,0 +1,587 @@
+//! The PostgreSQL audit sink against a real server: every field lands in its column, the
+//! views answer what an auditor asks, the roles can do only what they should, verify finds
+//! tampering, and a server that stops mid-run refuses calls and is used again when it is
+//! back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use querygate::audit::postgres::{PgSink, PgSinkConfig};
+use querygate::audit::record::{self, class};
+use querygate::audit::verify::verify_database;
+use querygate::audit::{
+    AuditRecord, AuditSink, Auditor, Decision, FailureMode, OnFailure, Outcome, Phase,
+};
+use querygate::config::SecretUrl;
+use querygate::db::{self, PgPool};
+use sqlx_core::query::query;
+use sqlx_core::query_as::query_as;
+use sqlx_core::query_scalar::query_scalar;
+use sqlx_postgres::Postgres;
+
+use crate::support::pg::{self, TestDatabase};
+
+fn config(stream: &str) -> PgSinkConfig {
+    PgSinkConfig {
+        stream: stream.into(),
+        max_batch: 512,
+        write_timeout: Duration::from_secs(3),
+    }
+}
+
+async fn migrated(database: &TestDatabase) -> PgPool {
+    let pool = database.pool(4).await;
+    db::migrate(&pool).await.expect("migrate");
+    pool
+}
+
+fn full_record() -> AuditRecord {
+    AuditRecord {
+        timestamp: "2026-11-30T11:30:01.123456Z".into(),
+        phase: Phase::Outcome,
+        call_id: "c-full".into(),
+        request_id: Some("req-1".into()),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        replica: "r1".into(),
+        tenant: "acme".into(),
+        principal: "alice".into(),
+        auth_method: "mtls".into(),
+        cert_fingerprint: Some("ab".repeat(32)),
+        os_user: Some("ops".into()),
+        client_name: Some("claude".into()),
+        client_version: Some("1.2".into()),
+        protocol_version: Some("2025-06-18".into()),
+        tool: "run_mutation_query".into(),
+        mode: "safe".into(),
+        decision: Decision::NeedsApprovalAccepted,
+        query_class: Some(class::MUTATION_DELETE.into()),
+        sql: Some("DELETE FROM testapi.items.items WHERE id = 1".into()),
+        sql_sha256: Some("cd".repeat(32)),
+        args: Some(
+            serde_json::json!({"sql": "DELETE FROM testapi.items.items WHERE id = 1", "row_limit": 0})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ),
+        approval_id: Some("ap-7".into()),
+        outcome: Some(Outcome::Error),
+        duration_ms: Some(42),
+        error_code: Some("upstream.rejected".into()),
+        error: Some("upstream answered 409".into()),
+        rows_returned: Some(0),
+        upstream_status: Some(409),
+    }
+}
+
+fn simple(call: &str, tool: &str, decision: Decision, class_: &str, phase: Phase) -> AuditRecord {
+    AuditRecord {
+        timestamp: record::timestamp_now(),
+        phase,
+        call_id: call.into(),
+        tenant: "acme".into(),
+        principal: "bob".into(),
+        auth_method: "jwt".into(),
+        tool: tool.into(),
+        mode: "safe".into(),
+        decision,
+        query_class: Some(class_.into()),
+        sql: Some(format!("-- {call}")),
+        outcome: (phase == Phase::Outcome).then_some(Outcome::Ok),
+        duration_ms: (phase == Phase::Outcome).then_some(1),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn every_field_lands_and_the_views_answer_an_auditor() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let sink = PgSink::start(pool.clone(), config("r1")).await.unwrap();
+    sink.write(full_record()).await.unwrap();
+    let records = [
+        simple(
+            "c-read",
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        ),
+        simple(
+            "c-del",
+            "run_mutation_query",
+            Decision::NeedsApprovalAccepted,
+            class::MUTATION_DELETE,
+            Phase::Intent,
+        ),
+        simple(
+            "c-del",
+            "run_mutation_query",
+            Decision::NeedsApprovalAccepted,
+            class::MUTATION_DELETE,
+            Phase::Outcome,
+        ),
+        simple(
+            "c-ref",
+            "run_mutation_query",
+            Decision::RefuseImmediate,
+            class::MUTATION_CREATE,
+            Phase::Outcome,
+        ),
+        simple(
+            "c-dec",
+            "run_lifecycle_operation",
+            Decision::NeedsApprovalDeclined,
+            class::LIFECYCLE,
+            Phase::Outcome,
+        ),
+        simple(
+            "c-lost",
+            "run_lifecycle_operation",
+            Decision::Allow,
+            class::LIFECYCLE,
+            Phase::Intent,
+        ),
+    ];
+    for r in records {
+        sink.write(r).await.unwrap();
+    }
+    sink.close().await;
+
+    // Each column, derived from the hashed record, holds its field.
+    let row: String = query_scalar(
+        "SELECT (to_jsonb(e) - 'record' - 'doc' - 'id' - 'inserted_at' - 'hash' - 'prev_hash' \
+                 || jsonb_build_object('at', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')))::text \
+         FROM audit_events e WHERE call_id = 'c-full'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let row: serde_json::Value = serde_json::from_str(&row).unwrap();
+    let expected = serde_json::json!({
+        "at": "2026-11-30T11:30:01.123456",
+        "stream": "r1",
+        "seq": 1,
+        "phase": "outcome",
+        "call_id": "c-full",
+        "request_id": "req-1",
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "replica": "r1",
+        "tenant": "acme",
+        "principal": "alice",
+        "auth_method": "mtls",
+        "cert_fingerprint": "ab".repeat(32),
+        "os_user": "ops",
+        "client_name": "claude",
+        "client_version": "1.2",
+        "protocol_version": "2025-06-18",
+        "tool": "run_mutation_query",
+        "mode": "safe",
+        "decision": "needs_approval_accepted",
+        "query_class": "mutation_delete",
+        "sql": "DELETE FROM testapi.items.items WHERE id = 1",
+        "sql_sha256": "cd".repeat(32),
+        "args": {"sql": "DELETE FROM testapi.items.items WHERE id = 1", "row_limit": 0},
+        "approval_id": "ap-7",
+        "outcome": "error",
+        "error_code": "upstream.rejected",
+        "error": "upstream answered 409",
+        "duration_ms": 42,
+        "rows_returned": 0,
+        "upstream_status": 409,
+    });
+    assert_eq!(row, expected);
+
+    // What an auditor asks, through the views.
+    let mutations: Vec<(String, Option<String>, bool)> = query_as(
+        "SELECT call_id, approval_id, intent_at IS NOT NULL FROM audit_mutations WHERE at >= now() - interval '1 day' ORDER BY call_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        mutations,
+        vec![
+            ("c-dec".into(), None, false),
+            ("c-del".into(), None, true),
+            ("c-full".into(), Some("ap-7".into()), false),
+            ("c-ref".into(), None, false)
+        ]
+    );
+    let refusals: Vec<(String, String)> = query_as(
+        "SELECT call_id, decision FROM audit_refusals WHERE tenant = 'acme' ORDER BY call_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        refusals,
+        vec![
+            ("c-dec".into(), "needs_approval_declined".into()),
+            ("c-ref".into(), "refuse_immediate".into())
+        ]
+    );
+    let activity: (i64, i64, i64) = query_as(
+        "SELECT calls, side_effects, refusals FROM audit_principal_activity WHERE tenant = 'acme' AND principal = 'bob'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(activity, (4, 3, 2));
+    let unfinished: Vec<String> = query_scalar("SELECT call_id FROM audit_unfinished_intents")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(unfinished, vec!["c-lost".to_owned()]);
+    let report = verify_database(&pool).await.unwrap();
+    assert!(report.ok(), "{}", report.render());
+    assert_eq!(report.records, 7);
+}
+
+#[tokio::test]
+async fn roles_writer_inserts_only_auditor_reads_views_only_nobody_changes_a_row() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    // A login role for the service, member of querygate_writer (roles are cluster-wide).
+    let service = format!("svc_{}", &database.url.rsplit('/').next().unwrap()[8..]);
+    query::<Postgres>(&format!(
+        "CREATE ROLE {service} LOGIN IN ROLE querygate_writer"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut url = url::Url::parse(&database.url).unwrap();
+    url.set_username(&service).unwrap();
+    let service_pool = db::connect_url(&SecretUrl::new(url.as_str()), 2, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let sink = PgSink::start(service_pool.clone(), config("r1"))
+        .await
+        .unwrap();
+    for n in 0..3 {
+        sink.write(simple(
+            &format!("c{n}"),
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        ))
+        .await
+        .unwrap();
+    }
+    sink.close().await;
+    for statement in [
+        "SELECT count(*) FROM audit_events",
+        "UPDATE audit_events SET record = '{}'",
+        "DELETE FROM audit_events",
+        "SELECT count(*) FROM audit_calls",
+    ] {
+        let err = query::<Postgres>(statement)
+            .execute(&service_pool)
+            .await
+            .expect_err(statement)
+            .to_string();
+        assert!(err.contains("permission denied"), "{statement}: {err}");
+    }
+    // Even the owner cannot change or remove a row: the trigger refuses.
+    for statement in [
+        "UPDATE audit_events SET record = record",
+        "DELETE FROM audit_events WHERE seq = 1",
+        "TRUNCATE audit_events",
+    ] {
+        let err = query::<Postgres>(statement)
+            .execute(&pool)
+            .await
+            .expect_err(statement)
+            .to_string();
+        assert!(err.contains("append-only"), "{statement}: {err}");
+    }
+    // The auditor role: no login, the views only.
+    let can_login: bool =
+        query_scalar("SELECT rolcanlogin FROM pg_roles WHERE rolname = 'querygate_auditor'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(!can_login);
+    let mut conn = pool.acquire().await.unwrap();
+    query::<Postgres>("SET ROLE querygate_auditor")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let calls: i64 = query_scalar("SELECT count(*) FROM audit_calls")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(calls, 3);
+    for statement in [
+        "SELECT count(*) FROM audit_events",
+        "INSERT INTO audit_events (stream, seq, at, record, doc, prev_hash, hash) VALUES ('x', 1, now(), '{}', '{}', repeat('0', 64), repeat('0', 64))",
+        "SELECT * FROM audit_stream_head('r1')",
+    ] {
+        let err = query::<Postgres>(statement)
+            .execute(&mut *conn)
+            .await
+            .expect_err(statement)
+            .to_string();
+        assert!(err.contains("permission denied"), "{statement}: {err}");
+    }
+    query::<Postgres>("RESET ROLE")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn verify_finds_rows_changed_or_removed_behind_the_trigger() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let sink = Arc::new(PgSink::start(pool.clone(), config("r1")).await.unwrap());
+    let writes = (0..200).map(|n| {
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            sink.write(simple(
+                &format!("c{n}"),
+                "run_select_query",
+                Decision::Allow,
+                class::SELECT,
+                Phase::Outcome,
+            ))
+            .await
+        })
+    });
+    for result in futures::future::join_all(writes).await {
+        result.unwrap().unwrap();
+    }
+    sink.close().await;
+    let report = verify_database(&pool).await.unwrap();
+    assert!(report.ok(), "{}", report.render());
+    assert_eq!(report.streams["r1"].last_seq, 200);
+
+    // A superuser switches the trigger off and edits a row's derived column.
+    query::<Postgres>("ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only")
+        .execute(&pool)
+        .await
+        .unwrap();
+    query::<Postgres>(
+        "UPDATE audit_events SET doc = jsonb_set(doc, '{tool}', '\"x\"') WHERE seq = 50",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let report = verify_database(&pool).await.unwrap();
+    let b = report.first_break.expect("a break");
+    assert_eq!(b.location, "stream r1 seq 50");
+    assert!(b.reason.contains("derived columns"), "{b:?}");
+    // … or removes one.
+    query::<Postgres>("UPDATE audit_events SET doc = record::jsonb WHERE seq = 50")
+        .execute(&pool)
+        .await
+        .unwrap();
+    query::<Postgres>("DELETE FROM audit_events WHERE seq = 120")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let b = verify_database(&pool)
+        .await
+        .unwrap()
+        .first_break
+        .expect("a break");
+    assert_eq!(b.location, "stream r1 seq 121");
+    assert!(b.reason.contains("seq 121 follows seq 119"), "{b:?}");
+}
+
+#[tokio::test]
+async fn a_restarted_sink_and_a_second_writer_on_the_same_stream_keep_one_chain() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let first = PgSink::start(pool.clone(), config("r1")).await.unwrap();
+    first
+        .write(simple(
+            "a",
+            "server_info",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        ))
+        .await
+        .unwrap();
+    let second = PgSink::start(pool.clone(), config("r1")).await.unwrap();
+    assert_eq!(
+        second
+            .write(simple(
+                "b",
+                "server_info",
+                Decision::Allow,
+                class::SELECT,
+                Phase::Outcome
+            ))
+            .await
+            .unwrap()
+            .seq,
+        2
+    );
+    // The first sink's idea of the head is stale: its insert collides, it re-reads the
+    // head, and its next write continues the one chain.
+    assert!(
+        first
+            .write(simple(
+                "c",
+                "server_info",
+                Decision::Allow,
+                class::SELECT,
+                Phase::Outcome
+            ))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        first
+            .write(simple(
+                "d",
+                "server_info",
+                Decision::Allow,
+                class::SELECT,
+                Phase::Outcome
+            ))
+            .await
+            .unwrap()
+            .seq,
+        3
+    );
+    let report = verify_database(&pool).await.unwrap();
+    assert!(report.ok(), "{}", report.render());
+    assert_eq!(report.records, 3);
+}
+
+async fn stop_and_recover(mode: FailureMode) {
+    let Some(cluster) = pg::PrivateCluster::start() else {
+        return;
+    };
+    let database = cluster.fresh_database().await;
+    let pool = migrated(&database).await;
+    let sink: Arc<dyn AuditSink> =
+        Arc::new(PgSink::start(pool.clone(), config("r1")).await.unwrap());
+    let auditor = Auditor::new(sink.clone(), mode, "r1", None);
+    let intent = || {
+        simple(
+            "m",
+            "run_mutation_query",
+            Decision::Allow,
+            class::MUTATION_DELETE,
+            Phase::Intent,
+        )
+    };
+    let read = || {
+        simple(
+            "s",
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        )
+    };
+    auditor.record(intent()).await.unwrap().unwrap();
+
+    cluster.stop();
+    let on_intent = auditor.record(intent()).await;
+    let on_read = auditor.record(read()).await;
+    match mode {
+        FailureMode::Strict => {
+            assert_eq!(on_intent.unwrap_err().action, OnFailure::Refuse);
+            assert_eq!(on_read.unwrap_err().action, OnFailure::FailCall);
+        }
+        FailureMode::StrictMutations => {
+            assert_eq!(on_intent.unwrap_err().action, OnFailure::Refuse);
+            assert_eq!(on_read, Ok(None));
+        }
+        FailureMode::BestEffort => {
+            assert_eq!(on_intent, Ok(None));
+            assert_eq!(on_read, Ok(None));
+        }
+    }
+
+    cluster.start_server();
+    // The same auditor, sink and pool: used again once the server is back.
+    let mut receipt = None;
+    for _ in 0..50 {
+        if let Ok(Some(r)) = auditor.record(intent()).await {
+            receipt = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(receipt.expect("recovered").seq, 2);
+    let report = verify_database(&pool).await.unwrap();
+    assert!(report.ok(), "{}", report.render());
+}
+
+#[tokio::test]
+async fn strict_the_server_stops_and_comes_back() {
+    stop_and_recover(FailureMode::Strict).await;
+}
+
+#[tokio::test]
+async fn strict_mutations_the_server_stops_and_comes_back() {
+    stop_and_recover(FailureMode::StrictMutations).await;
+}
+
+#[tokio::test]
+async fn best_effort_the_server_stops_and_comes_back() {
+    stop_and_recover(FailureMode::BestEffort).await;
+}
+
+#[tokio::test]
+async fn audit_verify_and_tail_read_the_database() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let sink = PgSink::start(pool.clone(), config("r1")).await.unwrap();
+    for n in 0..3 {
+        sink.write(simple(
+            &format!("c{n}"),
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        ))
+        .await
+        .unwrap();
+    }
+    sink.close().await;
+    let url = database.url.clone();
+    let run = move |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("QUERYGATE_DATABASE__URL", &url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (verify, tail) = tokio::task::spawn_blocking(move || {
+        (
+            run(&["audit", "verify", "--database"]),
+            run(&["audit", "tail", "--database", "-n", "2"]),
+        )
+    })
+    .await
+    .unwrap();
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(
+        verify.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(out.contains("ok: 3 records in 1 streams"), "{out}");
+    let out = String::from_utf8_lossy(&tail.stdout);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains("-- c2") && !out.contains("-- c0"), "{out}");
+}
