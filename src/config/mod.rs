@@ -5,6 +5,7 @@
 mod approval;
 mod database;
 mod env;
+mod limits;
 mod raw;
 
 use std::collections::{BTreeSet, HashMap};
@@ -328,6 +329,7 @@ impl Config {
         if server.call_timeout.is_zero() {
             problems.push("server.call_timeout must be greater than 0".to_owned());
         }
+        let eval = limits::check_eval_limits(&raw.limits, server.call_timeout, &mut problems);
         if server.listen.parse::<std::net::SocketAddr>().is_err() {
             problems.push(format!(
                 "server.listen '{}' is not an address such as 127.0.0.1:8765",
@@ -367,6 +369,7 @@ impl Config {
                 },
                 document_cache_size: raw.registry.document_cache_size,
                 max_result_rows: raw.limits.max_result_rows,
+                eval,
                 remote: RemoteRegistryConfig {
                     url: registry_url,
                     max_download_bytes: raw.registry.max_download_bytes,

@@ -16,7 +16,7 @@ use super::Inner;
 use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
-use super::eval::Database;
+use super::eval::{Database, EvalLimits};
 use super::rows::RowLocator;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
@@ -589,6 +589,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
+                inner.config.eval,
             )
             .await?
         }
@@ -599,6 +600,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
+                inner.config.eval,
             )
             .await?
         }
@@ -618,8 +620,9 @@ async fn returned_rows(
     bodies: Vec<Bytes>,
     returning: &Returning,
     max_rows: usize,
+    eval: EvalLimits,
 ) -> Result<QueryOutput> {
-    let db = Database::open().await?;
+    let db = Database::open(eval).await?;
     for body in &bodies {
         // A body that is not JSON carries no rows; the messages still report success.
         let Ok(found) = db.discover(body.clone(), locator.clone()).await else {

@@ -1,0 +1,44 @@
+//! The `limits:` keys that bound a statement's local SQLite evaluation.
+
+use std::time::Duration;
+
+use super::raw::RawLimits;
+use crate::engine::EvalLimits;
+
+/// Checks `limits.max_eval_time` and `limits.max_eval_value_bytes`, pushing each problem
+/// with its key. Unset, the time budget is 30 s or the call timeout, whichever is shorter.
+pub(super) fn check_eval_limits(
+    raw: &RawLimits,
+    call_timeout: Duration,
+    problems: &mut Vec<String>,
+) -> EvalLimits {
+    let defaults = EvalLimits::default();
+    let max_time = match raw.max_eval_time {
+        None => defaults.max_time.min(call_timeout),
+        Some(time) => {
+            if time.is_zero() {
+                problems.push("limits.max_eval_time must be greater than 0".to_owned());
+            } else if time >= call_timeout {
+                problems.push(format!(
+                    "limits.max_eval_time ({}) must be shorter than server.call_timeout ({})",
+                    humantime::format_duration(time),
+                    humantime::format_duration(call_timeout)
+                ));
+            }
+            time
+        }
+    };
+    let max_value_bytes = raw.max_eval_value_bytes;
+    if max_value_bytes < 1024 {
+        problems.push("limits.max_eval_value_bytes must be at least 1024".to_owned());
+    } else if max_value_bytes > EvalLimits::MAX_VALUE_BYTES {
+        problems.push(format!(
+            "limits.max_eval_value_bytes must be at most {} (SQLite's limit)",
+            EvalLimits::MAX_VALUE_BYTES
+        ));
+    }
+    EvalLimits {
+        max_time,
+        max_value_bytes,
+    }
+}
