@@ -42,3 +42,32 @@ pub(super) fn check_eval_limits(
         max_value_bytes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_budget_is_30s_or_the_call_timeout() {
+        let raw = RawLimits::default();
+        let mut problems = Vec::new();
+        let long = check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
+        assert_eq!(long.max_time, Duration::from_secs(30));
+        assert_eq!(long.max_value_bytes, 16 * 1024 * 1024);
+        let short = check_eval_limits(&raw, Duration::from_secs(5), &mut problems);
+        assert_eq!(short.max_time, Duration::from_secs(5));
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn value_bytes_over_sqlite_limit_is_named() {
+        let raw = RawLimits {
+            max_eval_value_bytes: EvalLimits::MAX_VALUE_BYTES + 1,
+            ..RawLimits::default()
+        };
+        let mut problems = Vec::new();
+        check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("limits.max_eval_value_bytes must be at most"));
+    }
+}

@@ -314,6 +314,7 @@ impl Config {
         }
         let approval = approval::check_approval(raw.approval, &mut problems);
         let database = database::check_database(raw.database, &mut problems);
+        let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Validation(problems.join("; ")));
         }
@@ -329,7 +330,6 @@ impl Config {
         if server.call_timeout.is_zero() {
             problems.push("server.call_timeout must be greater than 0".to_owned());
         }
-        let eval = limits::check_eval_limits(&raw.limits, server.call_timeout, &mut problems);
         if server.listen.parse::<std::net::SocketAddr>().is_err() {
             problems.push(format!(
                 "server.listen '{}' is not an address such as 127.0.0.1:8765",
@@ -343,6 +343,9 @@ impl Config {
                     "server.query_library_url '{url}' is not an http(s) URL"
                 )),
             }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Validation(problems.join("; ")));
         }
         let registry_root = raw
             .registry
@@ -514,6 +517,18 @@ mod tests {
         assert_eq!(acme.mode, Mode::Safe);
         assert!(acme.allowed_providers.as_ref().unwrap().contains("github"));
         assert!(config.tenant("default").is_some());
+    }
+
+    #[test]
+    fn server_problems_are_reported() {
+        let err = load("server:\n  max_rows: 0\n  listen: nowhere\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.max_rows must be greater than 0"),
+            "{err}"
+        );
+        assert!(err.contains("server.listen 'nowhere'"), "{err}");
     }
 
     #[test]

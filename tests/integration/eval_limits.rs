@@ -117,3 +117,83 @@ async fn an_upstream_value_past_the_length_limit_fails_the_load_clearly() {
         "{err}"
     );
 }
+
+fn querygate_with(yaml: &str, args: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("querygate.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(["--config", config.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_configured_budget_and_value_limit_reach_the_cli_query() {
+    let yaml = "limits:\n  max_eval_time: 300ms\n  max_eval_value_bytes: 65536\n";
+    let (slow, big) = tokio::task::spawn_blocking(move || {
+        (
+            querygate_with(
+                yaml,
+                &[
+                    "query",
+                    "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) \
+                     SELECT count(*) FROM n",
+                ],
+            ),
+            querygate_with(yaml, &["query", "SELECT length(zeroblob(100000)) AS n"]),
+        )
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&slow.stderr);
+    assert!(!slow.status.success());
+    assert!(
+        stderr.contains("longer than 300ms (limits.max_eval_time)"),
+        "{stderr}"
+    );
+    let stderr = String::from_utf8_lossy(&big.stderr);
+    assert!(!big.status.success());
+    assert!(
+        stderr.contains("past 65536 bytes (limits.max_eval_value_bytes)"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn eval_limits_are_validated_with_their_keys() {
+    let out = tokio::task::spawn_blocking(|| {
+        querygate_with(
+            "server:\n  call_timeout: 10s\nlimits:\n  max_eval_time: 10s\n  max_eval_value_bytes: 10\n",
+            &["providers"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("limits.max_eval_time (10s) must be shorter than server.call_timeout (10s)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("limits.max_eval_value_bytes must be at least 1024"),
+        "{stderr}"
+    );
+
+    let out = tokio::task::spawn_blocking(|| {
+        querygate_with("limits:\n  max_eval_time: 0s\n", &["providers"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("limits.max_eval_time must be greater than 0"),
+        "{stderr}"
+    );
+}
