@@ -13,6 +13,7 @@ mod audit;
 mod database;
 mod env;
 mod identity;
+mod limits;
 mod paths;
 mod problems;
 mod providers;
@@ -165,6 +166,7 @@ impl Config {
         let registry = registry::check_registry(raw.registry, env, paths, &mut problems);
         let providers = providers::check_providers(raw.providers, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
+        let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
         let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
         let server = server::check_server(raw.server, &mut problems);
@@ -197,6 +199,7 @@ impl Config {
                 document_cache_size: registry.document_cache_size,
                 max_result_rows,
                 remote: registry.remote,
+                eval,
             },
             tenants,
             server,

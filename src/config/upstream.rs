@@ -64,12 +64,17 @@ impl Default for RawRetry {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawLimits {
     pub(super) max_result_rows: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) max_eval_time: Option<Duration>,
+    pub(super) max_eval_value_bytes: usize,
 }
 
 impl Default for RawLimits {
     fn default() -> Self {
         RawLimits {
             max_result_rows: 100_000,
+            max_eval_time: None,
+            max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
         }
     }
 }

@@ -32,6 +32,7 @@ pub use self::credentials::{
     SourceOutcome,
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
+pub use self::eval::EvalLimits;
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
@@ -127,6 +128,8 @@ pub struct EngineConfig {
     pub document_cache_size: usize,
     /// Rows a statement may return.
     pub max_result_rows: usize,
+    /// Bounds on a statement's local SQLite evaluation.
+    pub eval: EvalLimits,
     /// The remote registry providers are listed and pulled from, and its download bounds.
     pub remote: RemoteRegistryConfig,
 }
@@ -140,6 +143,7 @@ impl EngineConfig {
             upstream: UpstreamLimits::default(),
             document_cache_size: 64,
             max_result_rows: 100_000,
+            eval: EvalLimits::default(),
             remote: RemoteRegistryConfig::default(),
         }
     }

@@ -16,7 +16,7 @@ use super::Inner;
 use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
-use super::eval::Database;
+use super::eval::{Database, EvalLimits};
 use super::rows::RowLocator;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
@@ -590,6 +590,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
+                inner.config.eval,
             )
             .await?
         }
@@ -600,6 +601,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
+                inner.config.eval,
             )
             .await?
         }
@@ -619,8 +621,9 @@ async fn returned_rows(
     bodies: Vec<Bytes>,
     returning: &Returning,
     max_rows: usize,
+    eval: EvalLimits,
 ) -> Result<QueryOutput> {
-    let db = Database::open().await?;
+    let db = Database::open(eval).await?;
     for body in &bodies {
         // A body that is not JSON carries no rows; the messages still report success.
         let Ok(found) = db.discover(body.clone(), locator.clone()).await else {

@@ -57,7 +57,7 @@ pub(crate) async fn run_with(
         .await
         .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
 
-    let db = Database::open().await?;
+    let db = Database::open(inner.config.eval).await?;
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
     }
@@ -166,7 +166,7 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());
     }
-    let db = Database::open().await?;
+    let db = Database::open(inner.config.eval).await?;
     for job in &jobs {
         db.create_table(
             &job.plan.local,

@@ -465,8 +465,12 @@ async fn an_approval_issued_by_one_replica_is_redeemed_once_on_another() {
         key.display(),
         database.url
     );
+    // Each replica has its own folder (its own audit files); they share the key and the
+    // database.
+    let other_dir = tempfile::tempdir().unwrap();
     let config = test_config(&mock, dir.path(), "safe", &extra);
-    let (one, two) = tokio::join!(spawn_replica(&config), spawn_replica(&config));
+    let other_config = test_config(&mock, other_dir.path(), "safe", &extra);
+    let (one, two) = tokio::join!(spawn_replica(&config), spawn_replica(&other_config));
     route_all(&mock);
     let approver = || Approver::new(Some(ElicitationAction::Accept));
     let on_one = approver_client(&one.url, approver()).await;

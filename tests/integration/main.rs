@@ -15,6 +15,7 @@ mod credentials;
 mod database;
 mod discovery;
 mod errors;
+mod eval_limits;
 mod fanout_joins;
 mod gate;
 mod http_limits;

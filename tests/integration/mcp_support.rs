@@ -273,12 +273,14 @@ pub async fn spawn_serve(
         .unwrap();
     let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut seen = Vec::new();
         while let Some(line) = stderr.next_line().await.unwrap() {
             if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
                 return url.to_owned();
             }
+            seen.push(line);
         }
-        panic!("serve exited without announcing its address");
+        panic!("serve exited without announcing its address: {seen:?}");
     })
     .await
     .expect("serve announces its address");

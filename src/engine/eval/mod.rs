@@ -5,6 +5,7 @@
 //! a running query.
 
 mod functions;
+mod limits;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use tokio::sync::oneshot;
 use super::error::{Error, ErrorKind, Result};
 use super::rows::{self, ColumnBinder, RowLocator};
 use super::types::{Cell, QueryOutput};
+
+use self::limits::Budget;
+pub use self::limits::EvalLimits;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -81,13 +85,13 @@ impl Drop for Database {
 pub(crate) type PendingLoad = oneshot::Receiver<Result<u64>>;
 
 impl Database {
-    /// Opens a fresh in-memory database on its own thread.
-    pub(crate) async fn open() -> Result<Self> {
+    /// Opens a fresh in-memory database on its own thread, bounded by `limits`.
+    pub(crate) async fn open(limits: EvalLimits) -> Result<Self> {
         let (commands, receiver) = mpsc::channel::<Command>();
         let (ready, ready_rx) = oneshot::channel();
         std::thread::Builder::new()
             .name("querygate-sqlite".to_owned())
-            .spawn(move || worker(receiver, ready))
+            .spawn(move || worker(receiver, ready, limits))
             .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
         let interrupt = ready_rx
             .await
@@ -194,8 +198,12 @@ struct Table {
     insert: String,
 }
 
-fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<InterruptHandle>>>) {
-    let conn = match open_connection() {
+fn worker(
+    commands: mpsc::Receiver<Command>,
+    ready: oneshot::Sender<Result<Arc<InterruptHandle>>>,
+    limits: EvalLimits,
+) {
+    let mut conn = match open_connection(&limits) {
         Ok(conn) => conn,
         Err(err) => {
             let _ = ready.send(Err(err));
@@ -226,7 +234,9 @@ fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<I
                 fixed,
                 reply,
             } => {
-                let _ = reply.send(load(&conn, &tables, &table, &body, &locator, &fixed));
+                let _ = reply.send(load(
+                    &conn, &tables, &table, &body, &locator, &fixed, &limits,
+                ));
             }
             Command::Discover {
                 body,
@@ -253,14 +263,15 @@ fn worker(commands: mpsc::Receiver<Command>, ready: oneshot::Sender<Result<Arc<I
                 max_rows,
                 reply,
             } => {
-                let _ = reply.send(run_query(&conn, &sql, max_rows));
+                let _ = reply.send(run_bounded(&mut conn, &sql, max_rows, &limits));
             }
         }
     }
 }
 
-fn open_connection() -> Result<Connection> {
+fn open_connection(limits: &EvalLimits) -> Result<Connection> {
     let conn = Connection::open_in_memory().map_err(sqlite_internal)?;
+    limits.apply(&conn).map_err(sqlite_internal)?;
     functions::register(&conn).map_err(sqlite_internal)?;
     // One transaction for the whole statement: loads are cheap and nothing is persisted.
     conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")
@@ -339,6 +350,7 @@ fn load(
     body: &[u8],
     locator: &RowLocator,
     fixed: &[(String, SqlValue)],
+    limits: &EvalLimits,
 ) -> Result<u64> {
     let state = tables
         .get(table)
@@ -361,6 +373,7 @@ fn load(
             ErrorKind::Upstream,
             format!("upstream response is not valid JSON: {err}"),
         ),
+        rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
         rows::RowsError::Sqlite(err) => sqlite_internal(err),
     })
 }
@@ -395,7 +408,32 @@ fn distinct(
     Ok(values)
 }
 
-fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutput> {
+/// Runs the final SQL within the time budget; a value over the length limit or a spent
+/// budget ends it with a `LimitExceeded` error.
+fn run_bounded(
+    conn: &mut Connection,
+    sql: &str,
+    max_rows: usize,
+    limits: &EvalLimits,
+) -> Result<QueryOutput> {
+    let budget = Budget::arm(conn, limits.max_time).map_err(sqlite_internal)?;
+    let result = run_query(conn, sql, max_rows, limits);
+    Budget::disarm(conn).map_err(sqlite_internal)?;
+    match result {
+        // Once the budget is spent SQLite stops the statement: whatever error it ended
+        // with, the budget is the cause.
+        Err(_) if budget.spent() => Err(limits.out_of_time()),
+        other => other,
+    }
+}
+
+fn run_query(
+    conn: &Connection,
+    sql: &str,
+    max_rows: usize,
+    limits: &EvalLimits,
+) -> Result<QueryOutput> {
+    let sql_error = |err| sql_error(err, limits);
     let mut statement = conn.prepare(sql).map_err(sql_error)?;
     if !statement.readonly() {
         return Err(Error::unsupported(
@@ -446,7 +484,10 @@ fn run_query(conn: &Connection, sql: &str, max_rows: usize) -> Result<QueryOutpu
 }
 
 /// Errors from the user's SQL (unknown column, bad function use) are the caller's to fix.
-fn sql_error(err: rusqlite::Error) -> Error {
+fn sql_error(err: rusqlite::Error, limits: &EvalLimits) -> Error {
+    if is_too_big(&err) {
+        return limits.too_big();
+    }
     match err {
         rusqlite::Error::SqliteFailure(code, _)
             if code.code == rusqlite::ErrorCode::OperationInterrupted =>
@@ -458,4 +499,12 @@ fn sql_error(err: rusqlite::Error) -> Error {
         }
         other => Error::invalid_sql(other.to_string()),
     }
+}
+
+/// Whether SQLite refused a value over its length limit.
+fn is_too_big(err: &rusqlite::Error) -> bool {
+    matches!(
+        err,
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig
+    )
 }
