@@ -408,7 +408,7 @@ async fn the_stdio_session_is_audited_with_the_local_user() {
             r.principal.as_str(),
             r.auth_method.as_str()
         ),
-        ("server_info", "local", "stdio")
+        ("server_info", "local", "local")
     );
     assert_eq!(r.os_user.as_deref(), Some("ops-person"));
     assert_eq!(r.client_name.as_deref(), Some("audit-test"));

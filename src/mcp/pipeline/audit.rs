@@ -195,11 +195,7 @@ pub(super) struct Refused<'a> {
 /// unknown tenant): nothing ran; the record says who tried what.
 pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'_>) {
     let (tenant, principal, auth_method) = match call.principal {
-        Some(p) => (
-            p.tenant.clone(),
-            p.subject.clone(),
-            auth_method(p, transport),
-        ),
+        Some(p) => (p.tenant.clone(), p.subject.clone(), auth_method(p)),
         None => (String::new(), String::new(), "none".to_owned()),
     };
     let record = AuditRecord {
@@ -240,8 +236,8 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         replica: String::new(),
         tenant: call.cx.tenant.clone(),
         principal: call.principal.subject.clone(),
-        auth_method: auth_method(&call.principal, transport),
-        cert_fingerprint: None,
+        auth_method: auth_method(&call.principal),
+        cert_fingerprint: call.principal.fingerprint.clone(),
         os_user: local_user(transport),
         client_name: call.origin.client_name.clone(),
         client_version: call.origin.client_version.clone(),
@@ -305,15 +301,10 @@ fn decision_of(gate: &GateOutcome) -> Decision {
     }
 }
 
-/// How the principal was established, as far as the transport tells: `stdio` for the local
-/// session, `anonymous` for an unauthenticated HTTP caller, `http` otherwise.
-fn auth_method(principal: &Principal, transport: Transport) -> String {
-    match transport {
-        Transport::Stdio => "stdio",
-        Transport::Http if *principal == Principal::anonymous() => "anonymous",
-        Transport::Http => "http",
-    }
-    .to_owned()
+/// How the principal was established: `mtls`, `jwt`, `local` (stdio, the CLI) or
+/// `anonymous` (HTTP without authentication).
+fn auth_method(principal: &Principal) -> String {
+    principal.method.as_str().to_owned()
 }
 
 /// The operating-system user, for local sessions (stdio).
