@@ -223,7 +223,23 @@ pub async fn run(cli: Cli) -> i32 {
                     }
                 }
                 Err(refusal) => {
-                    eprintln!("error: {refusal}");
+                    eprintln!("error: {}", refusal.message);
+                    let call = audited::CliCall {
+                        tool: "query",
+                        sql: Some(&sql),
+                        class: refusal.class,
+                        approved: false,
+                        tenant: &cx.tenant,
+                        args: None,
+                    };
+                    let refused = audited::Refused {
+                        decision: refusal.decision,
+                        code: refusal.code,
+                        message: &refusal.message,
+                    };
+                    if let Err(message) = audited::record_refusal(&config, call, refused).await {
+                        eprintln!("error: {message}");
+                    }
                     return 1;
                 }
             }
@@ -354,6 +370,18 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
     }
 }
 
+/// Why `querygate query` refused a statement, as its audit record needs it.
+struct Refusal {
+    /// What the person at the terminal reads.
+    message: String,
+    /// The gate's decision (`refuse_immediate`, `needs_approval_declined`, …).
+    decision: audited::Decision,
+    /// The stable code.
+    code: crate::code::Code,
+    /// What the statement would do.
+    class: policy::QueryClass,
+}
+
 /// The mode gate for `querygate query`, the same decisions the MCP tools get: the default
 /// tenant's mode decides; what it holds for approval runs with `--yes`, or after the person
 /// at the terminal answers `y`; texts of several statements are refused.
@@ -361,20 +389,38 @@ fn gate_statement(
     mode: Mode,
     sql: &str,
     yes: bool,
-) -> Result<(PreparedStatement, policy::QueryClass, bool), String> {
+) -> Result<(PreparedStatement, policy::QueryClass, bool), Refusal> {
+    use crate::code::Code;
+    use audited::Decision as D;
     use std::io::IsTerminal as _;
     let parsed = ParsedSql::parse(sql);
     let class = policy::classify(&parsed);
     let count = parsed.parts().len();
+    let refuse = |decision, code, message: String| Refusal {
+        message,
+        decision,
+        code,
+        class,
+    };
     if count > 1 {
-        return Err(format!(
-            "refused: the SQL holds {count} statements (the most dangerous is {class}); send one statement at a time"
+        return Err(refuse(
+            D::RefuseImmediate,
+            Code::PolicyMultipleStatements,
+            format!(
+                "refused: the SQL holds {count} statements (the most dangerous is {class}); send one statement at a time"
+            ),
         ));
     }
-    let statement = parsed.into_single().map_err(|err| err.to_string())?;
+    let statement = parsed
+        .into_single()
+        .map_err(|err| refuse(D::RefuseImmediate, Code::from(err.kind()), err.to_string()))?;
     match policy::decide(mode, class) {
         Decision::Allow => Ok((statement, class, false)),
-        Decision::Refuse(reason) => Err(format!("refused: {reason}")),
+        Decision::Refuse(reason) => Err(refuse(
+            D::RefuseImmediate,
+            Code::PolicyRefused,
+            format!("refused: {reason}"),
+        )),
         Decision::NeedsApproval(_) if yes => Ok((statement, class, true)),
         Decision::NeedsApproval(reason)
             if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
@@ -385,11 +431,19 @@ fn gate_statement(
             if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
                 Ok((statement, class, true))
             } else {
-                Err("refused: not approved".to_owned())
+                Err(refuse(
+                    D::NeedsApprovalDeclined,
+                    Code::PolicyApprovalDeclined,
+                    "refused: not approved".to_owned(),
+                ))
             }
         }
-        Decision::NeedsApproval(reason) => Err(format!(
-            "refused: {reason}; this {class} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked"
+        Decision::NeedsApproval(reason) => Err(refuse(
+            D::NeedsApprovalUnavailable,
+            Code::PolicyApprovalRequired,
+            format!(
+                "refused: {reason}; this {class} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked"
+            ),
         )),
     }
 }

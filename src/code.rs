@@ -14,6 +14,9 @@ pub enum Code {
     /// The tenant's mode never runs this class of statement.
     #[serde(rename = "policy.refused")]
     PolicyRefused,
+    /// The tenant's `allowed_tools` or the credential's scopes do not include the tool.
+    #[serde(rename = "policy.tool_not_allowed")]
+    PolicyToolNotAllowed,
     /// The statement is not of the class this tool runs; the message names the right tool.
     #[serde(rename = "policy.wrong_tool")]
     PolicyWrongTool,
@@ -91,8 +94,9 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 26] = [
         Code::PolicyRefused,
+        Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
         Code::PolicyApprovalRequired,
@@ -123,6 +127,7 @@ impl Code {
     pub fn as_str(self) -> &'static str {
         match self {
             Code::PolicyRefused => "policy.refused",
+            Code::PolicyToolNotAllowed => "policy.tool_not_allowed",
             Code::PolicyWrongTool => "policy.wrong_tool",
             Code::PolicyMultipleStatements => "policy.multiple_statements",
             Code::PolicyApprovalRequired => "policy.approval_required",

@@ -70,14 +70,25 @@ impl Tenants {
     }
 
     /// Whether `principal` may call `tool`: the tenant's `allowed_tools` and the
-    /// credential's scopes both permit it.
+    /// credential's scopes must both include it.
     pub fn allows_tool(&self, principal: &Principal, tool: &str) -> bool {
-        principal.may_call(tool)
-            && self.tenants.get(&principal.tenant).is_some_and(|(c, _)| {
-                c.allowed_tools
-                    .as_ref()
-                    .is_none_or(|tools| tools.contains(tool))
-            })
+        self.tool_access(principal, tool) == ToolAccess::Allowed
+    }
+
+    /// What the tenant's `allowed_tools` and the credential's scopes say about `tool`.
+    pub fn tool_access(&self, principal: &Principal, tool: &str) -> ToolAccess {
+        let tenant_allows = self.tenants.get(&principal.tenant).is_some_and(|(c, _)| {
+            c.allowed_tools
+                .as_ref()
+                .is_none_or(|tools| tools.contains(tool))
+        });
+        if !tenant_allows {
+            ToolAccess::NotInTenantAllowlist
+        } else if !principal.may_call(tool) {
+            ToolAccess::NotInScopes
+        } else {
+            ToolAccess::Allowed
+        }
     }
 
     /// A tenant's mode.
@@ -89,4 +100,15 @@ impl Tenants {
     pub fn config(&self, tenant: &str) -> Option<&TenantConfig> {
         self.tenants.get(tenant).map(|(c, _)| c)
     }
+}
+
+/// Whether a caller may use a tool at all (before any mode decision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolAccess {
+    /// Neither the tenant's `allowed_tools` nor the credential's scopes exclude it.
+    Allowed,
+    /// The tenant's `allowed_tools` does not name it.
+    NotInTenantAllowlist,
+    /// The credential's scopes do not grant it.
+    NotInScopes,
 }

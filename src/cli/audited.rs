@@ -1,13 +1,15 @@
 //! `querygate query` statements with side effects (writes, EXEC) and `querygate registry
 //! pull` are audited like tool calls: principal `local`, auth method `local`, the OS user;
 //! an intent durable before anything is sent, an outcome after, `audit.failure_mode`
-//! applied. Reads are not audited (they change nothing, and a command per read would start a
-//! new audit file in `dir` mode).
+//! applied. Statements the mode gate refuses get one outcome record. Reads that run are not
+//! audited (they change nothing, and a command per read would start a new audit file in
+//! `dir` mode).
 
 use std::future::Future;
 use std::time::Instant;
 
-use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
+pub(super) use crate::audit::record::Decision;
+use crate::audit::record::{self, AuditRecord, Outcome, Phase};
 use crate::code::Code;
 use crate::config::Config;
 use crate::engine::{Error, QueryOutput};
@@ -39,33 +41,12 @@ pub(super) async fn run(
     let Some(auditor) = crate::app::open_audit(config, false).await? else {
         return Ok(work.await);
     };
-    let mode = config
-        .tenant(call.tenant)
-        .map(|t| t.mode.as_str())
-        .unwrap_or_default();
-    let mut record = AuditRecord {
-        timestamp: record::timestamp_now(),
-        phase: Phase::Intent,
-        call_id: record::new_call_id(),
-        tenant: call.tenant.to_owned(),
-        principal: "local".to_owned(),
-        auth_method: "local".to_owned(),
-        os_user: ["USER", "LOGNAME"]
-            .iter()
-            .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty())),
-        client_name: Some("querygate-cli".to_owned()),
-        client_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-        tool: call.tool.to_owned(),
-        mode: mode.to_owned(),
-        decision: if call.approved {
-            Decision::NeedsApprovalAccepted
-        } else {
-            Decision::Allow
-        },
-        query_class: Some(call.class.as_str().to_owned()),
-        sql: call.sql.map(str::to_owned),
-        args: call.args,
-        ..Default::default()
+    let mut record = base_record(config, &call);
+    record.phase = Phase::Intent;
+    record.decision = if call.approved {
+        Decision::NeedsApprovalAccepted
+    } else {
+        Decision::Allow
     };
     let started = Instant::now();
     if let Err(failure) = auditor.record(record.clone()).await {
@@ -92,5 +73,62 @@ pub(super) async fn run(
     match written {
         Ok(_) => Ok(result),
         Err(failure) => Err(failure.message),
+    }
+}
+
+/// A statement the mode gate refused, for its record.
+pub(super) struct Refused<'a> {
+    /// The gate's decision.
+    pub(super) decision: Decision,
+    /// The stable code.
+    pub(super) code: Code,
+    /// What the person was told.
+    pub(super) message: &'a str,
+}
+
+/// Writes the outcome record of a refused command. `Err`: the record could not be written.
+pub(super) async fn record_refusal(
+    config: &Config,
+    call: CliCall<'_>,
+    refused: Refused<'_>,
+) -> Result<(), String> {
+    let Some(auditor) = crate::app::open_audit(config, false).await? else {
+        return Ok(());
+    };
+    let mut record = base_record(config, &call);
+    record.phase = Phase::Outcome;
+    record.decision = refused.decision;
+    record.outcome = Some(Outcome::Error);
+    record.error_code = Some(refused.code.as_str().to_owned());
+    record.error = Some(refused.message.to_owned());
+    record.duration_ms = Some(0);
+    let written = auditor.record(record).await;
+    auditor.sink().close().await;
+    written.map(|_| ()).map_err(|failure| failure.message)
+}
+
+/// The fields every record of a command shares: who, what, where.
+fn base_record(config: &Config, call: &CliCall<'_>) -> AuditRecord {
+    let mode = config
+        .tenant(call.tenant)
+        .map(|t| t.mode.as_str())
+        .unwrap_or_default();
+    AuditRecord {
+        timestamp: record::timestamp_now(),
+        call_id: record::new_call_id(),
+        tenant: call.tenant.to_owned(),
+        principal: "local".to_owned(),
+        auth_method: "local".to_owned(),
+        os_user: ["USER", "LOGNAME"]
+            .iter()
+            .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty())),
+        client_name: Some("querygate-cli".to_owned()),
+        client_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        tool: call.tool.to_owned(),
+        mode: mode.to_owned(),
+        query_class: Some(call.class.as_str().to_owned()),
+        sql: call.sql.map(str::to_owned),
+        args: call.args.clone(),
+        ..Default::default()
     }
 }

@@ -405,15 +405,6 @@ impl ServerHandler for QuerygateMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let transport = self.shared.transport;
         let principal = principal_of(&context, transport);
-        // The tenant's `allowed_tools` and the token's scopes: a tool outside them is unknown.
-        if let Some(caller) = &principal
-            && !self.shared.tenants.allows_tool(caller, &request.name)
-        {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool '{}'", request.name),
-                None,
-            ));
-        }
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
             origin: origin_of(&context, &request),

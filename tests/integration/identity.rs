@@ -21,7 +21,10 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
-use crate::mcp_support::{Client, TestServer, call, install_crypto_provider, start_yaml, text_of};
+use crate::mcp_support::{
+    Client, TestServer, call, error_code, error_message, install_crypto_provider, start_yaml,
+    text_of,
+};
 use crate::mock::Reply;
 use crate::support::{SECRET, fixture_registry};
 
@@ -659,7 +662,8 @@ async fn tenants_are_isolated_by_identity_tools_and_scopes() {
         .collect();
     assert_eq!(keys, vec![SECRET.to_owned(), OTHER_SECRET.to_owned()]);
 
-    // acme's allowed_tools hide the rest, from the list and from calls.
+    // acme's allowed_tools hide the rest from the list; a call is refused by the gate (and
+    // so audited) with its own code.
     let mut listed: Vec<String> = acme
         .list_all_tools()
         .await
@@ -669,10 +673,12 @@ async fn tenants_are_isolated_by_identity_tools_and_scopes() {
         .collect();
     listed.sort();
     assert_eq!(listed, vec!["run_select_query", "server_info"]);
-    let err = crate::mcp_support::try_call(&acme, "list_providers", json!({}))
-        .await
-        .unwrap_err();
-    assert!(err.contains("unknown tool"), "{err}");
+    let refused = call(&acme, "list_providers", json!({})).await;
+    assert_eq!(error_code(&refused), "policy.tool_not_allowed");
+    assert!(
+        error_message(&refused).contains("tenants[].allowed_tools"),
+        "{refused:?}"
+    );
     // globex has no tool allowlist: its token's scope narrows it.
     assert!(
         crate::mcp_support::try_call(&globex, "list_providers", json!({}))
@@ -685,10 +691,15 @@ async fn tenants_are_isolated_by_identity_tools_and_scopes() {
         Some(&token("globex", "mcp:info")),
     )
     .await;
-    let err = crate::mcp_support::try_call(&narrow, "run_select_query", select.clone())
-        .await
-        .unwrap_err();
-    assert!(err.contains("unknown tool"), "{err}");
+    let upstream_before = server.mock.requests().len();
+    let refused = call(&narrow, "run_select_query", select.clone()).await;
+    assert_eq!(error_code(&refused), "policy.tool_not_allowed");
+    assert!(error_message(&refused).contains("scopes"), "{refused:?}");
+    assert_eq!(
+        server.mock.requests().len(),
+        upstream_before,
+        "a refused call reached the upstream"
+    );
     assert!(!text_of(&call(&narrow, "server_info", json!({})).await).is_empty());
 }
 

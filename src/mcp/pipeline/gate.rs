@@ -21,6 +21,7 @@ use crate::code::Code;
 use crate::mcp::Shared;
 use crate::mcp::tools::Effect;
 use crate::policy::{self, Decision, QueryClass, Reason};
+use crate::tenant::ToolAccess;
 
 /// The key of the approval prompt in `inputRequests` / `inputResponses`.
 pub(crate) const APPROVAL_KEY: &str = "approval";
@@ -129,6 +130,24 @@ fn check(call: &PreparedCall) -> Result<Decision, Box<ToolReply>> {
             message,
         ))
     };
+    match call.access {
+        ToolAccess::Allowed => {}
+        ToolAccess::NotInTenantAllowlist => {
+            return Err(stop(
+                Code::PolicyToolNotAllowed,
+                refusal(
+                    call,
+                    "this tenant may not call it (tenants[].allowed_tools)",
+                ),
+            ));
+        }
+        ToolAccess::NotInScopes => {
+            return Err(stop(
+                Code::PolicyToolNotAllowed,
+                refusal(call, "the credential's scopes do not grant it"),
+            ));
+        }
+    }
     match call.spec.effect {
         Effect::Read => Ok(Decision::Allow),
         Effect::RegistryInstall if call.allow_pull_provider => Ok(Decision::Allow),

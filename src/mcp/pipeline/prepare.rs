@@ -14,7 +14,7 @@ use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
 use crate::mcp::Shared;
 use crate::mcp::tools::{Effect, ToolSpec};
 use crate::policy::{self, Mode, QueryClass};
-use crate::tenant::Principal;
+use crate::tenant::{Principal, ToolAccess};
 
 /// A call ready for the layers.
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub struct PreparedCall {
     pub cx: ExecContext,
     /// The tenant's mode when the call arrived.
     pub mode: Mode,
+    /// Whether the tenant's allowlist and the credential's scopes let the caller use the tool.
+    pub access: ToolAccess,
     /// Whether the tenant may install providers (`pull_provider`).
     pub allow_pull_provider: bool,
     /// Text rendering of the result, or why the `format` argument is unusable.
@@ -79,6 +81,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
     let tenant = shared.tenants.config(&cx.tenant);
     let mode = tenant.map(|t| t.mode).unwrap_or_default();
     let allow_pull_provider = tenant.is_some_and(|t| t.allow_pull_provider);
+    let access = shared.tenants.tool_access(&principal, spec.name);
     let mut arguments = call.arguments;
     let arguments_sha256 =
         digest::sha256_hex(digest::canonical_json(&Value::Object(arguments.clone())).as_bytes());
@@ -110,6 +113,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         principal,
         cx,
         mode,
+        access,
         allow_pull_provider,
         render,
         arguments,
