@@ -11,8 +11,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthSetupError, Authentication};
-use crate::config::Config;
+use crate::config::{Config, DrainConfig};
 use crate::engine::Engine;
+use crate::http::drain::Drain;
+use crate::http::ready::Readiness;
 use crate::http::server::ConnectionLimits;
 use crate::http::tls::{Tls, TlsError};
 use crate::mcp::stdio::StdioError;
@@ -34,6 +36,9 @@ pub enum AppError {
     /// `server.listen` is not an address.
     #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765")]
     Listen(String),
+    /// `server.admin_listen` is not an address.
+    #[error("server.admin_listen '{0}' is not an address such as 127.0.0.1:9090")]
+    AdminListen(String),
     /// A non-loopback address without authentication, not explicitly allowed.
     #[error(
         "{0} is not a loopback address and no authentication is configured (auth.mtls or auth.jwt); set server.allow_unauthenticated: true to serve it anyway"
@@ -72,6 +77,7 @@ impl AppError {
             | AppError::Tenant(_)
             | AppError::Mcp(_)
             | AppError::Listen(_)
+            | AppError::AdminListen(_)
             | AppError::Unauthenticated(_)
             | AppError::Auth(_)
             | AppError::Tls(_) => 2,
@@ -95,6 +101,20 @@ pub struct App {
     streams: CancellationToken,
     /// The audit of tool calls, flushed when the server stops.
     audit: Option<crate::audit::Auditor>,
+    /// The main listener's stop sequence (`/readyz` follows it).
+    drain: Drain,
+    /// `server.drain`.
+    drain_settings: DrainConfig,
+    /// The admin listener (`server.admin_listen`): plain HTTP, probes and `extra` routes.
+    admin: Option<AdminListener>,
+}
+
+/// The bound admin listener.
+#[derive(Debug)]
+struct AdminListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: Router,
 }
 
 impl App {
@@ -147,7 +167,20 @@ impl App {
             source,
         })?;
         let streams = CancellationToken::new();
-        let router = crate::http::router(handler, &config, authentication, addr, streams.clone());
+        let drain = Drain::new();
+        let readiness = Readiness::new(&config, drain.clone());
+        let admin = match &config.server.admin_listen {
+            Some(admin) => Some(bind_admin(admin, readiness.clone()).await?),
+            None => None,
+        };
+        let router = crate::http::router(
+            handler,
+            &config,
+            authentication,
+            addr,
+            streams.clone(),
+            readiness,
+        );
         if let Some(tls) = &tls {
             tls.certificate.watch();
         }
@@ -162,7 +195,15 @@ impl App {
             },
             streams,
             audit,
+            drain,
+            drain_settings: config.server.drain,
+            admin,
         })
+    }
+
+    /// The admin listener's address, when `server.admin_listen` is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|admin| admin.addr)
     }
 
     /// The address the server listens on.
@@ -176,24 +217,113 @@ impl App {
         format!("{scheme}://{}/mcp", self.addr)
     }
 
-    /// Serves until `shutdown` resolves, then stops accepting connections, ends open streams
-    /// and lets the requests in flight finish.
+    /// Serves until `shutdown` resolves, then drains (`server.drain`): `/readyz` answers 503
+    /// at once and every response carries `Connection: close`; new connections are still
+    /// accepted for `drain.delay`, so load balancers notice; then the listener closes and the
+    /// connections end as their requests finish, for up to `drain.timeout`, after which what
+    /// is left is cut. The audit is flushed last. The admin listener answers throughout.
     pub async fn run_until<F>(self, shutdown: F) -> Result<(), AppError>
     where
         F: Future<Output = ()> + Send,
     {
-        let streams = self.streams.clone();
-        let stop = async move {
+        let App {
+            listener,
+            router,
+            tls,
+            limits,
+            streams,
+            audit,
+            drain,
+            drain_settings,
+            admin,
+            ..
+        } = self;
+        let admin_drain = Drain::new();
+        let admin = admin.map(|admin| {
+            tokio::spawn(crate::http::server::serve(
+                admin.listener,
+                admin.router,
+                None,
+                ConnectionLimits {
+                    max_connections: crate::http::admin::ADMIN_MAX_CONNECTIONS,
+                    header_read_timeout: limits.header_read_timeout,
+                },
+                admin_drain.clone(),
+            ))
+        });
+        let conduct = async {
             shutdown.await;
+            drain.begin();
+            admin_drain.begin();
+            tracing::info!(
+                "draining: /readyz answers 503; the listener closes in {}",
+                humantime::format_duration(drain_settings.delay)
+            );
+            tokio::time::sleep(drain_settings.delay).await;
+            drain.close();
+            tracing::info!(
+                "listener closed; requests in flight have {} to finish",
+                humantime::format_duration(drain_settings.timeout)
+            );
+            tokio::time::sleep(drain_settings.timeout).await;
+            eprintln!(
+                "querygate: drain timeout ({}) reached: ending the requests still in flight",
+                humantime::format_duration(drain_settings.timeout)
+            );
+            drain.cut();
             streams.cancel();
+            std::future::pending::<()>().await;
         };
-        let served =
-            crate::http::server::serve(self.listener, self.router, self.tls, self.limits, stop)
-                .await
-                .map_err(AppError::Serve);
-        close_audit(self.audit).await;
+        let served = tokio::select! {
+            served = crate::http::server::serve(listener, router, tls, limits, drain.clone()) => {
+                served.map_err(AppError::Serve)
+            }
+            () = conduct => Ok(()),
+        };
+        // Nothing is in flight any more (or the deadline has passed): end rmcp's streams and
+        // the admin listener.
+        streams.cancel();
+        admin_drain.cut();
+        if let Some(admin) = admin {
+            match admin.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!("the admin listener failed: {err}"),
+                Err(err) => tracing::warn!("the admin listener task failed: {err}"),
+            }
+        }
+        close_audit(audit).await;
         served
     }
+}
+
+/// Binds `server.admin_listen` and builds its router: the probes of `readiness` and
+/// [`admin_routes`].
+async fn bind_admin(listen: &str, readiness: Readiness) -> Result<AdminListener, AppError> {
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| AppError::AdminListen(listen.to_owned()))?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Bind {
+            listen: listen.to_owned(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| AppError::Bind {
+        listen: listen.to_owned(),
+        source,
+    })?;
+    let router = crate::http::admin::router(readiness, admin_routes());
+    Ok(AdminListener {
+        listener,
+        addr,
+        router,
+    })
+}
+
+/// The routes the admin listener serves besides `/healthz` and `/readyz` (none here; a
+/// metrics endpoint is mounted by merging its router into this one).
+fn admin_routes() -> Router {
+    Router::new()
 }
 
 /// Serves one MCP session on stdin/stdout for `config`.

@@ -357,6 +357,9 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
         }
     };
     eprintln!("querygate: serving MCP at {}", app.mcp_url());
+    if let Some(admin) = app.admin_addr() {
+        eprintln!("querygate: admin listener (/healthz, /readyz) at http://{admin}");
+    }
     let stop = async {
         crate::shutdown::signal().await;
         eprintln!("querygate: stopping; finishing requests in flight");

@@ -35,7 +35,7 @@ pub use identity::{
 };
 pub use problems::{Problem, Problems};
 pub use raw::Render;
-pub use server::ServerConfig;
+pub use server::{DrainConfig, ServerConfig};
 
 use crate::engine::EngineConfig;
 
@@ -463,5 +463,53 @@ mod tests {
                 "server.max_rows: must be greater than 0",
             ]
         );
+    }
+
+    #[test]
+    fn admin_listen_and_drain_are_checked() {
+        let config = load(
+            "server:\n  admin_listen: 127.0.0.1:9090\n  drain: {delay: 0s, timeout: 2m}\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            config.server.admin_listen.as_deref(),
+            Some("127.0.0.1:9090")
+        );
+        assert_eq!(config.server.drain.delay, std::time::Duration::ZERO);
+        assert_eq!(
+            config.server.drain.timeout,
+            std::time::Duration::from_secs(120)
+        );
+        let defaults = load("", &[]).unwrap().server;
+        assert_eq!(defaults.admin_listen, None);
+        assert_eq!(defaults.drain, DrainConfig::default());
+        assert_eq!(defaults.drain.delay, std::time::Duration::from_secs(5));
+        for (yaml, expected) in [
+            (
+                "server:\n  listen: 0.0.0.0:8765\n  allow_unauthenticated: true\n  admin_listen: 127.0.0.1:8765\n",
+                "server.admin_listen: '127.0.0.1:8765' is the address of server.listen; the admin listener needs a port of its own",
+            ),
+            (
+                "server:\n  admin_listen: admin\n",
+                "server.admin_listen: 'admin' is not an address such as 127.0.0.1:9090",
+            ),
+            (
+                "server:\n  drain: {timeout: 0s}\n",
+                "server.drain.timeout: must be greater than 0",
+            ),
+            (
+                "server:\n  drain: {delay: 2h}\n",
+                "server.drain.delay: 2h is more than the longest allowed, 1h",
+            ),
+        ] {
+            assert_eq!(problems(yaml), [expected], "{yaml}");
+        }
+        // Port 0 on both picks two free ports.
+        load(
+            "server:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n",
+            &[],
+        )
+        .unwrap();
     }
 }

@@ -31,6 +31,26 @@ pub(super) struct RawServer {
     #[serde(with = "humantime_serde")]
     pub(super) body_read_timeout: Duration,
     pub(super) max_in_flight: usize,
+    pub(super) admin_listen: Option<String>,
+    pub(super) drain: RawDrain,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawDrain {
+    #[serde(with = "humantime_serde")]
+    pub(super) delay: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) timeout: Duration,
+}
+
+impl Default for RawDrain {
+    fn default() -> Self {
+        RawDrain {
+            delay: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for RawServer {
@@ -54,6 +74,8 @@ impl Default for RawServer {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_in_flight: 1024,
+            admin_listen: None,
+            drain: RawDrain::default(),
         }
     }
 }
@@ -100,14 +122,49 @@ pub struct ServerConfig {
     pub body_read_timeout: std::time::Duration,
     /// Requests handled at once over all connections; more wait.
     pub max_in_flight: usize,
+    /// `host:port` of the admin listener (plain HTTP, no authentication: `/healthz`,
+    /// `/readyz`); `None`: no admin listener.
+    pub admin_listen: Option<String>,
+    /// What SIGTERM does.
+    pub drain: DrainConfig,
+}
+
+/// `server.drain`: the stop sequence after SIGTERM (or Ctrl-C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainConfig {
+    /// How long new connections are still accepted after the signal, while `/readyz`
+    /// answers 503, so that load balancers stop sending before the listener closes.
+    pub delay: Duration,
+    /// How long requests in flight may take to finish once the listener is closed; what
+    /// is still running then is cut.
+    pub timeout: Duration,
+}
+
+impl Default for DrainConfig {
+    fn default() -> Self {
+        let raw = RawDrain::default();
+        DrainConfig {
+            delay: raw.delay,
+            timeout: raw.timeout,
+        }
+    }
 }
 
 /// The largest `server.max_request_bytes`.
 const MAX_REQUEST_BYTES: u64 = GIB;
 /// The longest `server.call_timeout`.
 const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * HOUR.as_secs());
+/// The longest `server.drain.delay` and `server.drain.timeout`.
+const MAX_DRAIN: Duration = Duration::from_secs(HOUR.as_secs());
 /// The largest `server.max_rows`.
 const MAX_ROWS: u64 = 1_000_000;
+
+/// Whether two listen addresses would take the same port (port 0 picks a free one).
+fn overlaps(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
 
 /// Checks `server:`.
 pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> ServerConfig {
@@ -133,6 +190,37 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
             ),
         );
     }
+    if let Some(admin) = &raw.admin_listen {
+        match admin.parse::<std::net::SocketAddr>() {
+            Err(_) => problems.push(
+                "server.admin_listen",
+                format!(
+                    "'{}' is not an address such as 127.0.0.1:9090",
+                    admin.escape_debug()
+                ),
+            ),
+            Ok(addr) if raw.listen.parse().is_ok_and(|listen| overlaps(listen, addr)) => {
+                problems.push(
+                    "server.admin_listen",
+                    format!(
+                        "'{admin}' is the address of server.listen; the admin listener needs a port of its own"
+                    ),
+                )
+            }
+            Ok(_) => {}
+        }
+    }
+    if raw.drain.delay > MAX_DRAIN {
+        problems.push(
+            "server.drain.delay",
+            format!(
+                "{} is more than the longest allowed, {}",
+                humantime::format_duration(raw.drain.delay),
+                humantime::format_duration(MAX_DRAIN)
+            ),
+        );
+    }
+    problems.duration_in_range("server.drain.timeout", raw.drain.timeout, MAX_DRAIN);
     problems.in_range(
         "server.max_request_bytes",
         raw.max_request_bytes as u64,
@@ -162,5 +250,10 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
         header_read_timeout: raw.header_read_timeout,
         body_read_timeout: raw.body_read_timeout,
         max_in_flight: raw.max_in_flight,
+        admin_listen: raw.admin_listen,
+        drain: DrainConfig {
+            delay: raw.drain.delay,
+            timeout: raw.drain.timeout,
+        },
     }
 }

@@ -5,14 +5,20 @@
 //! ```text
 //! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
 //!  └─ request id → sensitive headers → trace → propagate id → timeout → concurrency limit
-//!      ├─ /healthz, /.well-known/oauth-protected-resource[/mcp]     (no authentication)
+//!      ├─ /healthz, /readyz, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
 //!               → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
 //! ```
+//!
+//! The optional admin listener ([`admin`]) serves the probes over plain HTTP; [`drain`] is
+//! the stop sequence both listeners follow; [`ready`] is `/readyz`.
 
+pub mod admin;
 pub mod body;
+pub mod drain;
 pub mod limits;
 pub mod mcp;
+pub mod ready;
 pub mod server;
 pub mod tls;
 
@@ -41,14 +47,15 @@ use crate::mcp::QuerygateMcp;
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
 /// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
-/// the public `/healthz` and protected resource metadata, all behind the HTTP-level
-/// middleware. `shutdown` ends rmcp's streams.
+/// the public `/healthz`, `/readyz` (of `readiness`) and protected resource metadata, all
+/// behind the HTTP-level middleware. `shutdown` ends rmcp's streams.
 pub fn router(
     handler: QuerygateMcp,
     config: &Config,
     authentication: Arc<Authentication>,
     addr: SocketAddr,
     shutdown: CancellationToken,
+    readiness: ready::Readiness,
 ) -> Router {
     let settings = &config.server;
     let body_limits = body::BodyLimits {
@@ -71,7 +78,7 @@ pub fn router(
         // Refuse bodies over `server.max_request_bytes` by Content-Length (413).
         .layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
 
-    let mut public = Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    let mut public = ready::probes(readiness);
     if config.auth.jwt.is_some() {
         let document = crate::auth::metadata::document(&config.auth);
         let serve = move || {

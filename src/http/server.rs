@@ -6,8 +6,11 @@
 //! `header_read_timeout` (else the connection is closed), which also bounds idle keep-alive
 //! connections. With mTLS the verified client chain goes into every request's extensions as
 //! [`PeerCertificates`].
+//!
+//! Stopping follows a [`Drain`]: from its start every response carries `Connection: close`;
+//! once it closes, the listener is dropped and the loop waits for the open connections to
+//! end by themselves (never closing one a client may be sending on), until the deadline.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use super::drain::Drain;
 use super::tls::Tls;
 use crate::auth::PeerCertificates;
 
@@ -51,21 +55,21 @@ const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: c
 /// How long writing the over-capacity answer may take.
 const REFUSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves; then
-/// stops accepting and lets the requests in flight finish.
-pub async fn serve<F>(
+/// How long connections still open at the drain deadline get to end after being told to.
+const CUT_GRACE: Duration = Duration::from_secs(1);
+
+/// Serves `router` on `listener` (over TLS when `tls` is set) following `drain`: until it
+/// closes, then until every connection has ended or its deadline has come.
+pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<Tls>,
     limits: ConnectionLimits,
-    shutdown: F,
-) -> std::io::Result<()>
-where
-    F: Future<Output = ()> + Send,
-{
+    drain: Drain,
+) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let mut shutdown = std::pin::pin!(shutdown);
+    let capacity = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(capacity));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -78,7 +82,7 @@ where
                     continue;
                 }
             },
-            () = &mut shutdown => break,
+            () = drain.closed() => break,
         };
         let _ = stream.set_nodelay(true);
         let Ok(slot) = slots.clone().try_acquire_owned() else {
@@ -89,10 +93,11 @@ where
         let router = router.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
+        let drain = drain.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let Some(tls) = tls else {
-                serve_connection(stream, peer, None, router, limits, watcher).await;
+                serve_connection(stream, peer, None, router, limits, watcher, drain).await;
                 return;
             };
             let handshake = tls.acceptor.accept(stream);
@@ -103,7 +108,7 @@ where
                             certs.iter().map(|c| c.clone().into_owned()).collect(),
                         ))
                     });
-                    serve_connection(stream, peer, certs, router, limits, watcher).await;
+                    serve_connection(stream, peer, certs, router, limits, watcher, drain).await;
                 }
                 Ok(Err(err)) => tracing::debug!(%peer, "TLS handshake failed: {err}"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -111,7 +116,17 @@ where
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Every slot back means every connection has ended.
+    let all = u32::try_from(capacity).unwrap_or(u32::MAX);
+    tokio::select! {
+        _ = slots.acquire_many(all) => {}
+        () = drain.cut_off() => {
+            let open = capacity.saturating_sub(slots.available_permits());
+            tracing::warn!("drain deadline: ending {open} connections still open");
+            // Idle connections close now, busy ones after their response.
+            let _ = tokio::time::timeout(CUT_GRACE, graceful.shutdown()).await;
+        }
+    }
     Ok(())
 }
 
@@ -122,16 +137,29 @@ async fn serve_connection<I>(
     router: Router,
     limits: ConnectionLimits,
     watcher: hyper_util::server::graceful::Watcher,
+    drain: Drain,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = router.map_request(move |mut request: http::Request<Incoming>| {
-        request.extensions_mut().insert(ConnectInfo(peer));
-        if let Some(certs) = &certs {
-            request.extensions_mut().insert(certs.clone());
-        }
-        request
-    });
+    let service = router
+        .map_request(move |mut request: http::Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(certs) = &certs {
+                request.extensions_mut().insert(certs.clone());
+            }
+            request
+        })
+        .map_response(move |mut response: axum::response::Response| {
+            // Draining: the client learns with this response that the connection ends
+            // after it (hyper closes it once the response is written).
+            if drain.is_draining() {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            response
+        });
     let service = TowerToHyperService::new(service);
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())

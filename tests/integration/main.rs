@@ -14,6 +14,7 @@ mod corpus;
 mod credentials;
 mod database;
 mod discovery;
+mod drain;
 mod errors;
 mod eval_limits;
 mod fanout_joins;

@@ -473,7 +473,8 @@ async fn the_serve_command_answers_clients_and_stops_cleanly_on_sigterm() {
     install_crypto_provider();
     let mock = crate::mock::Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = test_config(&mock, dir.path(), "read_only", "");
+    // No drain delay: nothing balances load here (tests/integration/drain.rs drains).
+    let config = test_config(&mock, dir.path(), "read_only", "  drain:\n    delay: 0s\n");
     let (url, mut child, mut stderr) = spawn_serve(&config).await;
 
     let health = reqwest::get(url.replace("/mcp", "/healthz")).await.unwrap();
@@ -481,6 +482,8 @@ async fn the_serve_command_answers_clients_and_stops_cleanly_on_sigterm() {
     let client = modern_client(&url).await;
     let info = call(&client, "server_info", json!({})).await;
     assert_eq!(info.structured_content.unwrap()["transport"], "http");
+    // Its idle keep-alive connection would hold the drain until it times out.
+    drop(client);
 
     let pid = child.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")
