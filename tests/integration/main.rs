@@ -35,6 +35,7 @@ mod mutations;
 mod pagination;
 mod real_documents;
 mod registry;
+mod replicas;
 mod retries;
 mod select;
 mod support;
