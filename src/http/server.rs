@@ -70,25 +70,12 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let capacity = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(capacity));
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Per-connection failures (reset before accept) and resource limits
-                    // (EMFILE): log, pause briefly, go on.
-                    tracing::warn!("accept failed: {err}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = drain.closed() => break,
-        };
+    let accept = |stream: TcpStream, peer: SocketAddr| {
         let _ = stream.set_nodelay(true);
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::warn!(%peer, "connection refused: {} connections open", limits.max_connections);
             tokio::spawn(refuse(stream, tls.clone()));
-            continue;
+            return;
         };
         let router = router.clone();
         let watcher = graceful.watcher();
@@ -114,8 +101,26 @@ pub async fn serve(
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
         });
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => accept(stream, peer),
+                Err(err) => {
+                    // Per-connection failures (reset before accept) and resource limits
+                    // (EMFILE): log, pause briefly, go on.
+                    tracing::warn!("accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = drain.closed() => break,
+        }
     }
-    drop(listener);
+    // The connections the kernel has queued already: their clients have connected and may
+    // have sent a request, which closing the listener would reset. Served like the others.
+    for (stream, peer) in queued(listener) {
+        accept(stream, peer);
+    }
     // Every slot back means every connection has ended.
     let all = u32::try_from(capacity).unwrap_or(u32::MAX);
     tokio::select! {
@@ -128,6 +133,22 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// Takes every connection waiting in `listener`'s queue, and closes it.
+fn queued(listener: TcpListener) -> Vec<(TcpStream, SocketAddr)> {
+    let Ok(listener) = listener.into_std() else {
+        return Vec::new();
+    };
+    let mut queued = Vec::new();
+    // The socket is non-blocking: `accept` answers `WouldBlock` once the queue is empty.
+    while let Ok((stream, peer)) = listener.accept() {
+        match TcpStream::from_std(stream) {
+            Ok(stream) => queued.push((stream, peer)),
+            Err(err) => tracing::warn!(%peer, "a queued connection was lost: {err}"),
+        }
+    }
+    queued
 }
 
 async fn serve_connection<I>(

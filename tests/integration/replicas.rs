@@ -4,10 +4,13 @@
 //! one replica is often redeemed on another) and refusals. Nothing may fail: every call is
 //! answered, is in the audit exactly once, and no write reaches the upstream twice.
 //!
-//! nginx open source has no active health checks, so the test plays the platform's part the
-//! way Kubernetes does with a Service: it polls each replica's `/readyz` and takes a replica
-//! that is not ready out of the upstream (`down`, then a reload), and puts it back once ready.
-//! Clients open a connection per call, as nginx reloads close idle client connections.
+//! nginx open source has no active health checks. In a first round of restarts the test
+//! plays the platform's part the way Kubernetes does with a Service: it polls each replica's
+//! `/readyz` and takes a replica that is not ready out of the upstream (`down`, then a
+//! reload), and puts it back once ready. In a second round nginx is alone: it keeps sending
+//! to a draining replica (answered, with `Connection: close`) until its listener closes, and
+//! retries refused connections on the next replica. Clients open a connection per call, as
+//! nginx reloads close idle client connections.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -377,8 +380,14 @@ async fn load(url: String, kind: Kind, worker: usize, stop: Arc<AtomicBool>, tal
     }
 }
 
-/// Follows each replica's `/readyz` and takes the ones not ready out of nginx's upstream.
-async fn follow_readiness(nginx: Arc<Nginx>, ports: Vec<u16>, stop: Arc<AtomicBool>) -> usize {
+/// Follows each replica's `/readyz` and takes the ones not ready out of nginx's upstream,
+/// while `follow` is set (when it is not, every replica is in).
+async fn follow_readiness(
+    nginx: Arc<Nginx>,
+    ports: Vec<u16>,
+    follow: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> usize {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
         .pool_max_idle_per_host(0)
@@ -387,6 +396,15 @@ async fn follow_readiness(nginx: Arc<Nginx>, ports: Vec<u16>, stop: Arc<AtomicBo
     let mut down: Vec<u16> = Vec::new();
     let mut reloads = 0;
     while !stop.load(Ordering::SeqCst) {
+        if !follow.load(Ordering::SeqCst) {
+            if !down.is_empty() {
+                nginx.set_down(&[]);
+                reloads += 1;
+                down.clear();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
         let mut now_down = Vec::new();
         for port in &ports {
             let ready = http
@@ -457,9 +475,11 @@ async fn three_replicas_behind_nginx_restart_one_at_a_time_without_losing_a_call
     let nginx = Arc::new(Nginx::start(nginx_binary, nginx_port, ports.clone()).await);
 
     let stop_control = Arc::new(AtomicBool::new(false));
+    let follow = Arc::new(AtomicBool::new(true));
     let controller = tokio::spawn(follow_readiness(
         nginx.clone(),
         ports.clone(),
+        follow.clone(),
         stop_control.clone(),
     ));
     let stop_load = Arc::new(AtomicBool::new(false));
@@ -487,15 +507,20 @@ async fn three_replicas_behind_nginx_restart_one_at_a_time_without_losing_a_call
         .collect();
 
     // Steady load first, then each replica in turn: SIGTERM, wait for its exit (0), start
-    // its successor on the same port and wait until it is ready.
+    // its successor on the same port and wait until it is ready. Twice: first with the
+    // platform following /readyz, then with nginx alone, which learns of a stopped replica
+    // only from its refused connections (and retries those elsewhere).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let restarts_started = Instant::now();
-    for (i, port) in ports.iter().enumerate() {
-        let old = replicas[i].take().unwrap();
-        old.stop().await;
-        replicas[i] = Some(fleet.spawn(*port, &format!("r{i}-1")).await);
-        // Let nginx put it back before the next one leaves.
-        tokio::time::sleep(Duration::from_millis(800)).await;
+    for round in 1..=2 {
+        follow.store(round == 1, Ordering::SeqCst);
+        for (i, port) in ports.iter().enumerate() {
+            let old = replicas[i].take().unwrap();
+            old.stop().await;
+            replicas[i] = Some(fleet.spawn(*port, &format!("r{i}-{round}")).await);
+            // Let nginx put it back before the next one leaves.
+            tokio::time::sleep(Duration::from_millis(800)).await;
+        }
     }
     let restarts_took = restarts_started.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
