@@ -49,6 +49,22 @@ fi
 QUERYGATE_PYTHON="$(pwd)/$venv/bin/python"
 export QUERYGATE_PYTHON
 
+# nginx for the three-replica test (tests/integration/replicas.rs): Debian's nginx-light,
+# installed when missing (CI runs as root on a fresh machine); nothing to do when present.
+if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
+  if command -v apt-get >/dev/null && [[ "$(id -u)" == 0 ]]; then
+    echo "note: installing nginx-light" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+    # The package may start the system service on port 80; the test runs nginx of its own.
+    if [[ -f /run/nginx.pid ]]; then
+      kill "$(cat /run/nginx.pid)" 2>/dev/null || true
+    fi
+  else
+    echo "note: nginx is not installed (apt-get install nginx-light); the three-replica test will be skipped, or fail under CI=true" >&2
+  fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 

@@ -226,6 +226,18 @@ impl App {
     where
         F: Future<Output = ()> + Send,
     {
+        self.run_until_hurried(shutdown, std::future::pending())
+            .await
+    }
+
+    /// [`App::run_until`], where `hurry` resolving during the drain skips what is left of
+    /// the delay and the timeout: requests still in flight are cut at once (`querygate
+    /// serve`: a second Ctrl-C or SIGTERM).
+    pub async fn run_until_hurried<F, H>(self, shutdown: F, hurry: H) -> Result<(), AppError>
+    where
+        F: Future<Output = ()> + Send,
+        H: Future<Output = ()> + Send,
+    {
         let App {
             listener,
             router,
@@ -259,17 +271,30 @@ impl App {
                 "draining: /readyz answers 503; the listener closes in {}",
                 humantime::format_duration(drain_settings.delay)
             );
-            tokio::time::sleep(drain_settings.delay).await;
+            let mut hurry = std::pin::pin!(hurry);
+            let mut hurried = tokio::select! {
+                () = tokio::time::sleep(drain_settings.delay) => false,
+                () = &mut hurry => true,
+            };
             drain.close();
-            tracing::info!(
-                "listener closed; requests in flight have {} to finish",
-                humantime::format_duration(drain_settings.timeout)
-            );
-            tokio::time::sleep(drain_settings.timeout).await;
-            eprintln!(
-                "querygate: drain timeout ({}) reached: ending the requests still in flight",
-                humantime::format_duration(drain_settings.timeout)
-            );
+            if !hurried {
+                tracing::info!(
+                    "listener closed; requests in flight have {} to finish",
+                    humantime::format_duration(drain_settings.timeout)
+                );
+                hurried = tokio::select! {
+                    () = tokio::time::sleep(drain_settings.timeout) => false,
+                    () = &mut hurry => true,
+                };
+            }
+            if hurried {
+                eprintln!("querygate: stopping now: ending the requests still in flight");
+            } else {
+                eprintln!(
+                    "querygate: drain timeout ({}) reached: ending the requests still in flight",
+                    humantime::format_duration(drain_settings.timeout)
+                );
+            }
             drain.cut();
             streams.cancel();
             std::future::pending::<()>().await;

@@ -344,7 +344,8 @@ pub async fn run(cli: Cli) -> i32 {
     }
 }
 
-/// `querygate serve`: builds the [`App`](crate::app::App) and serves until Ctrl-C or SIGTERM.
+/// `querygate serve`: builds the [`App`](crate::app::App) and serves until Ctrl-C or SIGTERM,
+/// then drains (a second signal cuts the drain short).
 async fn serve(mut config: Config, listen: Option<String>) -> i32 {
     if let Some(listen) = listen {
         config.server.listen = listen;
@@ -360,11 +361,12 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
     if let Some(admin) = app.admin_addr() {
         eprintln!("querygate: admin listener (/healthz, /readyz) at http://{admin}");
     }
+    let (first, second) = crate::shutdown::first_and_second();
     let stop = async {
-        crate::shutdown::signal().await;
-        eprintln!("querygate: stopping; finishing requests in flight");
+        first.await;
+        eprintln!("querygate: stopping; finishing requests in flight (again to stop at once)");
     };
-    match app.run_until(stop).await {
+    match app.run_until_hurried(stop, second).await {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("error: {err}");

@@ -338,3 +338,42 @@ async fn calls_past_the_drain_timeout_are_cut_and_the_process_still_exits() {
     let cut = slow.await.unwrap();
     assert!(cut.is_err(), "the cut call is not answered as a success");
 }
+
+#[tokio::test]
+async fn a_second_signal_ends_the_drain_at_once() {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        &mock,
+        dir.path(),
+        "read_only",
+        "  drain:\n    delay: 30s\n    timeout: 30s\n",
+    );
+    let (url, mut child, mut stderr) = spawn_serve(&config).await;
+    let lines = tokio::spawn(async move {
+        let mut lines = Vec::new();
+        while let Ok(Some(line)) = stderr.next_line().await {
+            lines.push(line);
+        }
+        lines
+    });
+    terminate(&child);
+    // Draining (the first signal was taken), then the second.
+    let started = Instant::now();
+    while get(&format!("{}/readyz", base(&url))).await.unwrap().0 != 503 {
+        assert!(started.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminate(&child);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("serve stops at once on a second signal")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let lines = lines.await.unwrap();
+    assert!(
+        lines.iter().any(|l| l.contains("stopping now")),
+        "{lines:?}"
+    );
+}
