@@ -104,6 +104,8 @@ MUST_REFUSE: list[tuple[str, dict[str, Any]]] = [
     ("a relative probe path", {"probes": {"readiness": {"path": "readyz"}}}),
     ("a malformed image digest", {"image": {"digest": "sha256:abc"}}),
     ("zero replicas", {"replicaCount": 0}),
+    ("a drain without a timeout", {"drain": {"delaySeconds": 5, "timeoutSeconds": 0}}),
+    ("an admin port out of range", {"adminPort": 70000}),
 ]
 
 
@@ -263,8 +265,20 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
         if not matches(o["spec"]["selector"]["matchLabels"]):
             problems.append("ServiceMonitor selects no Service")
 
-    # Every credentials env_file is a key of the Secret mounted at its folder.
     config = rendered_config(objects)
+    # The grace period covers the preStop sleep and querygate's drain (delay + timeout).
+    drain = config.get("server", {}).get("drain", {})
+    delay, timeout = seconds(drain.get("delay", "5s")), seconds(drain.get("timeout", "30s"))
+    if delay is None or timeout is None:
+        problems.append(f"server.drain has durations this check cannot read: {drain}")
+    elif (sleep or 0) + delay + timeout > spec.get("terminationGracePeriodSeconds", 30):
+        problems.append("terminationGracePeriodSeconds does not cover the preStop sleep and server.drain")
+    admin = config.get("server", {}).get("admin_listen")
+    if admin:
+        ports = {p["name"]: p["containerPort"] for p in main.get("ports", [])}
+        if ports.get("admin") != int(admin.rsplit(":", 1)[1]):
+            problems.append(f"server.admin_listen {admin} is not the container port named admin")
+    # Every credentials env_file is a key of the Secret mounted at its folder.
     mounts = {m["mountPath"]: volumes[m["name"]] for m in main.get("volumeMounts", []) if m["name"] in volumes}
     env_files = [t.get("credentials", {}).get("env_file") for t in config.get("tenants", [])]
     env_files.append(config.get("credentials", {}).get("env_file"))
@@ -288,6 +302,14 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
         fail(f"{case}: {p}")
     if not problems:
         ok(f"{case}: invariants hold ({len(objects)} objects)")
+
+
+def seconds(duration: str) -> float | None:
+    """A duration such as `5s`, `2m` or `500ms` in seconds; None when not of that form."""
+    match = re.fullmatch(r"(\d+)(ms|s|m|h)", str(duration).strip())
+    if not match:
+        return None
+    return int(match[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match[2]]
 
 
 def strings(node: Any) -> list[str]:
@@ -505,6 +527,16 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("readiness on /healthz, default tenant credentials",
      {"probes": {"readiness": {"path": "/healthz"}},
       "credentials": {"tenants": [{"tenant": "default", "secretName": "qg-default", "key": "credentials.env"}]}}),
+    ("probes on the admin port", {"adminPort": 9090, "probes": {"port": "admin", "scheme": "HTTP"}}),
+]
+
+# Values the schema admits but the chart must refuse to render, and what its message says.
+REFUSED_RENDERS: list[tuple[str, dict[str, Any], str]] = [
+    ("a grace period shorter than the drain", {"terminationGracePeriodSeconds": 100},
+     "must cover lifecycle.preStopSleepSeconds + drain.delaySeconds + drain.timeoutSeconds"),
+    ("a preStop sleep shorter than the drain delay", {"lifecycle": {"preStopSleepSeconds": 2}},
+     "must be at least drain.delaySeconds"),
+    ("the admin port on the main port", {"adminPort": 8765}, "adminPort must differ from containerPort"),
 ]
 
 
@@ -550,6 +582,15 @@ def main() -> int:
                 out.mkdir(parents=True, exist_ok=True)
                 clean = [{k: v for k, v in o.items() if k != "__template"} for o in objects]
                 (out / "manifests.yaml").write_text(yaml.safe_dump_all(clean, sort_keys=False))
+        for name, values, message in REFUSED_RENDERS:
+            try:
+                render(chart, values)
+                fail(f"the chart renders {name}")
+            except helm.HelmError as err:
+                if message in str(err):
+                    ok(f"the chart refuses {name}")
+                else:
+                    fail(f"{name}: refused for another reason: {err}")
         kinds = sorted({o["kind"] for o in render(chart, production)[0]})
         ok(f"production example renders {', '.join(kinds)}")
     check_dashboard()

@@ -58,7 +58,8 @@ app.kubernetes.io/part-of: querygate
 
 {{/*
 The querygate configuration file: .Values.config with what the chart owns filled in
-(server.listen, server.allowed_hosts, registry.root, tenants' credentials.env_file).
+(server.listen, server.allowed_hosts, server.drain, server.admin_listen, registry.root,
+tenants' credentials.env_file).
 */}}
 {{- define "querygate.config" -}}
 {{- $cfg := deepCopy (default (dict) .Values.config) }}
@@ -77,6 +78,12 @@ The querygate configuration file: .Values.config with what the chart owns filled
 {{- end }}
 {{- $hosts = concat $hosts .Values.extraAllowedHosts }}
 {{- $_ := set $server "allowed_hosts" $hosts }}
+{{- end }}
+{{- if not (hasKey $server "drain") }}
+{{- $_ := set $server "drain" (dict "delay" (printf "%ds" (int .Values.drain.delaySeconds)) "timeout" (printf "%ds" (int .Values.drain.timeoutSeconds))) }}
+{{- end }}
+{{- if gt (int .Values.adminPort) 0 }}
+{{- $_ := set $server "admin_listen" (printf "0.0.0.0:%d" (int .Values.adminPort)) }}
 {{- end }}
 {{- $_ := set $cfg "server" $server }}
 {{- $registry := default (dict) (get $cfg "registry") }}
