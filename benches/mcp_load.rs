@@ -74,7 +74,7 @@ fn main() -> Result<()> {
     std::fs::write(
         &config_path,
         format!(
-            "registry:\n  root: {}\nproviders:\n  bench:\n    base_url: http://{}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\naudit:\n  enabled: false\nserver:\n  listen: 127.0.0.1:0\n",
+            "registry:\n  root: {}\nproviders:\n  bench:\n    base_url: http://{}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\naudit:\n  enabled: false\nserver:\n  listen: 127.0.0.1:0\n  drain:\n    delay: 0s\n",
             crate_root.join("benches/fixtures/registry").display(),
             mock.addr
         ),
