@@ -105,7 +105,8 @@ pub struct App {
     drain: Drain,
     /// `server.drain`.
     drain_settings: DrainConfig,
-    /// The admin listener (`server.admin_listen`): plain HTTP, probes and `extra` routes.
+    /// The admin listener (`server.admin_listen`): plain HTTP, the probes and
+    /// [`admin_routes`].
     admin: Option<AdminListener>,
 }
 
@@ -258,7 +259,7 @@ impl App {
                 None,
                 ConnectionLimits {
                     max_connections: crate::http::admin::ADMIN_MAX_CONNECTIONS,
-                    header_read_timeout: limits.header_read_timeout,
+                    ..limits
                 },
                 admin_drain.clone(),
             ))

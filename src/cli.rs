@@ -357,11 +357,12 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
             return err.exit_code();
         }
     };
+    // Handlers first: a signal sent once the address is announced must drain, not kill.
+    let (first, second) = crate::shutdown::first_and_second();
     eprintln!("querygate: serving MCP at {}", app.mcp_url());
     if let Some(admin) = app.admin_addr() {
         eprintln!("querygate: admin listener (/healthz, /readyz) at http://{admin}");
     }
-    let (first, second) = crate::shutdown::first_and_second();
     let stop = async {
         first.await;
         eprintln!("querygate: stopping; finishing requests in flight (again to stop at once)");

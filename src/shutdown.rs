@@ -3,15 +3,18 @@
 
 use std::future::Future;
 
-/// The first and the second Ctrl-C or SIGTERM from now on, as two futures.
+/// The first and the second Ctrl-C or SIGTERM from now on, as two futures. The signal
+/// handlers are installed before this returns, so a signal sent once the caller has
+/// announced itself is never missed (nor does it kill the process).
 pub fn first_and_second() -> (
     impl Future<Output = ()> + Send + 'static,
     impl Future<Output = ()> + Send + 'static,
 ) {
+    let mut signals = Signals::install();
     let (count, seen) = tokio::sync::watch::channel(0u8);
     tokio::spawn(async move {
         for n in 1..=2 {
-            signal().await;
+            signals.next().await;
             if count.send(n).is_err() {
                 return;
             }
@@ -29,25 +32,53 @@ pub fn first_and_second() -> (
     (nth(1), nth(2))
 }
 
-/// Resolves on the first Ctrl-C or SIGTERM.
-pub async fn signal() {
+/// Installed handlers for SIGINT and SIGTERM.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Signals {}
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn on(signal: &mut Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            if self.interrupt.is_none() && self.terminate.is_none() {
                 let _ = tokio::signal::ctrl_c().await;
                 return;
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            tokio::select! {
+                () = on(&mut self.interrupt) => {}
+                () = on(&mut self.terminate) => {}
+            }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
