@@ -53,7 +53,7 @@ struct Inner {
 
 #[derive(Debug)]
 struct Database {
-    /// `None`: the pool cannot be built (the URL file is unreadable, …): the reason.
+    /// `Err`: why the pool cannot be built (the URL file is unreadable, …).
     pool: Result<PgPool, String>,
     audit: bool,
     approvals: bool,
