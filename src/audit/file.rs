@@ -2,7 +2,8 @@
 //! acknowledged. One writer thread owns the file (the pattern of the SQLite thread in
 //! `engine/eval`): callers queue records and await a reply; the thread takes everything
 //! queued, appends it in one write, calls `fdatasync` once and then answers them all, so
-//! concurrent calls share an fsync (group commit).
+//! concurrent calls share an fsync (group commit; see `group` for how long a batch waits
+//! for the callers the last commits released).
 //!
 //! Files are created 0600 in folders created 0700. A failed write is rolled back (the file
 //! truncated to where the batch began) and every caller of the batch gets the error; the
@@ -13,12 +14,13 @@ use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, mpsc};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::chain::{self, ChainHead};
+use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
 use super::location::{self, FileLocation};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
@@ -169,14 +171,24 @@ struct Writer {
 
 impl Writer {
     fn run(&mut self, receiver: mpsc::Receiver<Job>) {
+        let mut group = GroupCommit::default();
         while let Ok(first) = receiver.recv() {
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match receiver.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
+            take_queued(&receiver, &mut batch);
+            if let Some(target) = group.target(MAX_BATCH) {
+                let deadline = Instant::now() + GATHER_WINDOW;
+                while batch.len() < target {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match receiver.recv_timeout(left.min(GATHER_QUIET)) {
+                        Ok(job) => {
+                            batch.push(job);
+                            take_queued(&receiver, &mut batch);
+                        }
+                        Err(_) => break,
+                    }
                 }
             }
+            group.observe(batch.len());
             self.write_batch(batch);
         }
         if let Some(file) = &self.file {
@@ -407,6 +419,16 @@ impl Writer {
             if let Err(err) = std::fs::remove_file(file) {
                 tracing::warn!("cannot delete old audit file '{}': {err}", file.display());
             }
+        }
+    }
+}
+
+/// Moves what is queued into `batch`, up to [`MAX_BATCH`] records.
+fn take_queued(receiver: &mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    while batch.len() < MAX_BATCH {
+        match receiver.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
         }
     }
 }

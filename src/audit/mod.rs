@@ -20,6 +20,7 @@ pub mod auditor;
 pub mod chain;
 pub mod failure;
 pub mod file;
+mod group;
 pub mod location;
 pub mod memory;
 pub mod open;

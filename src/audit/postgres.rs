@@ -8,7 +8,7 @@
 //! and a database that comes back is used again without a restart.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use sqlx_core::query::query;
@@ -17,6 +17,7 @@ use sqlx_postgres::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 use super::chain::{self, ChainHead};
+use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
 
@@ -123,11 +124,39 @@ struct Writer {
     head: Option<ChainHead>,
 }
 
+/// Lets the callers the last commits released send their next record, until `batch` holds
+/// `target` records, none arrived for [`GATHER_QUIET`], or [`GATHER_WINDOW`] has passed.
+/// Yields rather than sleeps: the runtime's timers are too coarse for microseconds.
+async fn gather(receiver: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>, target: usize) {
+    let started = Instant::now();
+    let mut last_arrival = started;
+    while batch.len() < target && started.elapsed() < GATHER_WINDOW {
+        tokio::task::yield_now().await;
+        let before = batch.len();
+        while batch.len() < target {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if batch.len() > before {
+            last_arrival = Instant::now();
+        } else if last_arrival.elapsed() >= GATHER_QUIET {
+            break;
+        }
+    }
+}
+
 impl Writer {
     async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Job>) {
         let max_batch = self.config.max_batch.max(1);
+        let mut group = GroupCommit::default();
         let mut batch = Vec::with_capacity(max_batch);
         while receiver.recv_many(&mut batch, max_batch).await > 0 {
+            if let Some(target) = group.target(max_batch) {
+                gather(&mut receiver, &mut batch, target).await;
+            }
+            group.observe(batch.len());
             let jobs = std::mem::take(&mut batch);
             self.write_batch(jobs).await;
         }
