@@ -169,7 +169,16 @@ impl Config {
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
         let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
-        let server = server::check_server(raw.server, &mut problems);
+        let mut server = server::check_server(raw.server, &mut problems);
+        if let Some(tls) = &mut server.tls {
+            tls.cert_file =
+                paths.resolve_or_report(&tls.cert_file, "server.tls.cert_file", &mut problems);
+            tls.key_file =
+                paths.resolve_or_report(&tls.key_file, "server.tls.key_file", &mut problems);
+            if let Some(file) = &mut tls.client_ca_file {
+                *file = paths.resolve_or_report(file, "server.tls.client_ca_file", &mut problems);
+            }
+        }
         let mut approval = approval::check_approval(raw.approval, &mut problems);
         for file in &mut approval.key_files {
             *file = paths.resolve_or_report(file, "approval.key_files", &mut problems);
@@ -178,9 +187,36 @@ impl Config {
         if let Some(DatabaseUrl::File(file)) = &mut database.url {
             *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
         }
-        let audit = audit::check_audit(raw.audit, &database, env, &mut problems);
+        let mut audit = audit::check_audit(raw.audit, &database, env, &mut problems);
+        if let crate::audit::SinkSettings::File { location, .. } = &mut audit.sink {
+            match location {
+                crate::audit::FileLocation::Path(file) => {
+                    *file = paths.resolve_or_report(file, "audit.file.path", &mut problems);
+                }
+                crate::audit::FileLocation::Dir(dir) => {
+                    *dir = paths.resolve_or_report(dir, "audit.file.dir", &mut problems);
+                }
+            }
+        }
+        if let Some(file) = &mut audit.hmac_key_file {
+            *file = paths.resolve_or_report(file, "audit.hmac_key_file", &mut problems);
+        }
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
-        let auth = identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
+        let mut auth =
+            identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
+        for (i, issuer) in auth
+            .jwt
+            .iter_mut()
+            .flat_map(|jwt| jwt.issuers.iter_mut())
+            .enumerate()
+        {
+            if let KeySource::Pem(files) = &mut issuer.keys {
+                let key = format!("auth.jwt.issuers[{i}].public_keys");
+                for file in files {
+                    *file = paths.resolve_or_report(file, &key, &mut problems);
+                }
+            }
+        }
         identity::check_exposure(
             &server.listen,
             &auth,
@@ -415,6 +451,39 @@ mod tests {
         assert_eq!(
             config.database.url,
             Some(DatabaseUrl::File(PathBuf::from("/home/u/db.url")))
+        );
+
+        // TLS files, JWT public keys and audit locations too.
+        let file = dir.path().join("t.yaml");
+        std::fs::write(
+            &file,
+            "server:\n  tls:\n    cert_file: tls/cert.pem\n    key_file: tls/key.pem\n    client_ca_file: ~/ca.pem\nauth:\n  resource: https://q.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.test\n        public_keys: [keys/idp.pem]\n        algorithms: [ES256]\naudit:\n  file:\n    dir: audit\n  hmac_sql_literals: true\n  hmac_key_file: keys/audit.key\n",
+        )
+        .unwrap();
+        let config = Config::load(&Sources {
+            file: Some(file),
+            env: HashMap::from([("HOME".to_owned(), "/home/u".to_owned())]),
+        })
+        .unwrap();
+        let tls = config.server.tls.as_ref().unwrap();
+        assert_eq!(tls.cert_file, dir.path().join("tls/cert.pem"));
+        assert_eq!(tls.key_file, dir.path().join("tls/key.pem"));
+        assert_eq!(tls.client_ca_file, Some(PathBuf::from("/home/u/ca.pem")));
+        let issuer = &config.auth.jwt.as_ref().unwrap().issuers[0];
+        assert_eq!(
+            issuer.keys,
+            KeySource::Pem(vec![dir.path().join("keys/idp.pem")])
+        );
+        match &config.audit.sink {
+            crate::audit::SinkSettings::File { location, .. } => assert_eq!(
+                location,
+                &crate::audit::FileLocation::Dir(dir.path().join("audit"))
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            config.audit.hmac_key_file,
+            Some(dir.path().join("keys/audit.key"))
         );
     }
 
