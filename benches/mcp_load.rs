@@ -12,6 +12,8 @@
 //!
 //! - `qg-mtls` and `qg-jwt`: the same `querygate serve` over HTTPS, authenticating a client
 //!   certificate (mTLS) or an ES256 bearer token (certificates and keys generated per run);
+//! - `qg-tenants`: the JWT server with two tenants, `acme` under per-tenant limits and
+//!   `globex` without: globex's latency alone and while acme floods past its limits;
 //!
 //! and a load generator (reqwest, keep-alive, HTTP/1.1) on another runtime thread. Every call
 //! is a raw JSON-RPC POST of MCP 2026-07-28 (per-request `_meta`, `Mcp-Method`/`Mcp-Name`
@@ -109,6 +111,15 @@ fn main() -> Result<()> {
             pki.jwt_public.display(),
         ),
     )?;
+    // Two tenants behind JWT: acme with per-tenant limits, globex without.
+    let tenants_config = dir.path().join("querygate-tenants.yaml");
+    std::fs::write(
+        &tenants_config,
+        std::fs::read_to_string(&jwt_config)?.replace(
+            "tenants:\n  - id: default\n    mode: read_only\n",
+            "tenants:\n  - id: default\n    mode: read_only\n  - id: acme\n    mode: read_only\n    limits:\n      requests_per_second: 100\n      burst: 10\n      max_in_flight: 2\n  - id: globex\n    mode: read_only\n",
+        ),
+    )?;
     let mut mtls =
         Background::start_app(
             "qg-mtls",
@@ -118,7 +129,13 @@ fn main() -> Result<()> {
     let mut jwt =
         Background::start_app("qg-jwt", move || async move { full_app(&jwt_config).await })?;
     jwt.scheme = "https";
-    jwt.token = Some(pki.token()?);
+    jwt.token = Some(pki.token("default")?);
+    let mut tenants = Background::start_app("qg-tenants", move || async move {
+        full_app(&tenants_config).await
+    })?;
+    tenants.scheme = "https";
+    tenants.token = Some(pki.token("globex")?);
+    let flooder = pki.token("acme")?;
     let mtls_client = pki.client(true)?;
     let tls_client = pki.client(false)?;
     let client_rt = tokio::runtime::Builder::new_multi_thread()
@@ -183,13 +200,15 @@ fn main() -> Result<()> {
                 &client_rt,
                 &[(&client, &full), (&mtls_client, &mtls), (&tls_client, &jwt)],
             )
-        });
+        })
+        .and_then(|()| run_tenants(&client_rt, &tls_client, &tenants, &flooder));
     drop(client);
     drop(mtls_client);
     drop(tls_client);
     drop(client_rt);
     mtls.stop();
     jwt.stop();
+    tenants.stop();
     full.stop();
     bare.stop();
     mock.stop();
@@ -277,6 +296,95 @@ fn run_tls(
     Ok(())
 }
 
+/// Per-tenant limits keep one tenant's flood from slowing another: globex's `server_info`
+/// alone, then while acme's clients call as fast as they can, past acme's
+/// `tenants[].limits` (most of them answered `429`, which they ignore).
+fn run_tenants(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    server: &Background,
+    flooder_token: &str,
+) -> Result<()> {
+    const CLIENTS: usize = 4;
+    const FLOODERS: usize = 32;
+    println!();
+    println!(
+        "{:<44} {:>5} {:>9} {:>9} {:>9} {:>12}",
+        "tenant isolation / globex server_info", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/call"
+    );
+    let args = json!({});
+    let alone = point(rt, client, server, "server_info", &args, CLIENTS)?;
+    alone.print("globex alone", CLIENTS);
+    let mut flood_request = request(server, "server_info", &args)?;
+    flood_request.headers.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {flooder_token}"))?,
+    );
+    let stop = CancellationToken::new();
+    let flooding = rt.spawn(flood(
+        client.clone(),
+        Arc::new(flood_request),
+        FLOODERS,
+        stop.clone(),
+    ));
+    let loaded = point(rt, client, server, "server_info", &args, CLIENTS);
+    stop.cancel();
+    let (served, limited) = rt.block_on(flooding)??;
+    let loaded = loaded?;
+    loaded.print("globex while acme floods (CPU: both)", CLIENTS);
+    let p99 = |p: &Point| percentile(&p.latencies, 0.99);
+    println!(
+        "  acme (limits: 100 req/s, burst 10, 2 in flight; {FLOODERS} clients): {served} served, {limited} answered 429 during the run"
+    );
+    println!(
+        "  globex p99 {:+.0}% with acme flooding (target: at most +20%)",
+        (p99(&loaded) / p99(&alone) - 1.0) * 100.0
+    );
+    Ok(())
+}
+
+/// `c` clients sending `request` back to back until `stop`, ignoring `Retry-After`:
+/// (answers 2xx, answers 429).
+async fn flood(
+    client: reqwest::Client,
+    request: Arc<Request>,
+    c: usize,
+    stop: CancellationToken,
+) -> Result<(u64, u64)> {
+    let mut workers = Vec::with_capacity(c);
+    for _ in 0..c {
+        let client = client.clone();
+        let request = request.clone();
+        let stop = stop.clone();
+        workers.push(tokio::spawn(async move {
+            let (mut served, mut limited) = (0u64, 0u64);
+            while !stop.is_cancelled() {
+                let response = client
+                    .post(&request.url)
+                    .headers(request.headers.clone())
+                    .body(request.body.clone())
+                    .send()
+                    .await?;
+                let status = response.status();
+                let _ = response.bytes().await?;
+                match status.as_u16() {
+                    200..=299 => served += 1,
+                    429 => limited += 1,
+                    other => bail!("flooder answered HTTP {other}"),
+                }
+            }
+            Ok::<_, anyhow::Error>((served, limited))
+        }));
+    }
+    let (mut served, mut limited) = (0, 0);
+    for worker in workers {
+        let (s, l) = worker.await??;
+        served += s;
+        limited += l;
+    }
+    Ok((served, limited))
+}
+
 /// Certificates and a JWT key for the HTTPS servers, generated for this run.
 struct Pki {
     ca_pem: String,
@@ -350,13 +458,13 @@ impl Pki {
             .build()?)
     }
 
-    /// A token for the JWT server, valid for an hour.
-    fn token(&self) -> Result<String> {
+    /// A token of `tenant` for the JWT servers, valid for an hour.
+    fn token(&self, tenant: &str) -> Result<String> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs();
         let claims = json!({"iss": "https://idp.bench.test", "aud": "https://bench.test/mcp",
-            "sub": "bench", "tenant": "default", "exp": now + 3600});
+            "sub": "bench", "tenant": tenant, "exp": now + 3600});
         let key = jsonwebtoken::EncodingKey::from_ec_pem(self.jwt_key.serialize_pem().as_bytes())?;
         Ok(jsonwebtoken::encode(
             &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
