@@ -156,7 +156,18 @@ impl App {
                 "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
             );
         }
-        let handler = handler(&config, Transport::Http, audit.clone())?;
+        let metrics = config.telemetry.metrics.then(|| {
+            let tenants = config.tenants.iter().map(|t| t.id.as_str());
+            crate::telemetry::Metrics::new(mcp::tool_names(), tenants)
+        });
+        let audit = match (audit, &metrics) {
+            (Some(auditor), Some(metrics)) => {
+                metrics.watch_audit_sink(auditor.sink().kind());
+                Some(auditor.observed(metrics.clone()))
+            }
+            (audit, _) => audit,
+        };
+        let handler = observed_handler(&config, Transport::Http, audit.clone(), metrics.clone())?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| AppError::Bind {
@@ -171,7 +182,7 @@ impl App {
         let drain = Drain::new();
         let readiness = Readiness::new(&config, drain.clone());
         let admin = match &config.server.admin_listen {
-            Some(admin) => Some(bind_admin(admin, readiness.clone()).await?),
+            Some(admin) => Some(bind_admin(admin, readiness.clone(), metrics.clone()).await?),
             None => None,
         };
         let router = crate::http::router(
@@ -181,6 +192,7 @@ impl App {
             addr,
             streams.clone(),
             readiness,
+            metrics,
         );
         if let Some(tls) = &tls {
             tls.certificate.watch();
@@ -324,7 +336,11 @@ impl App {
 
 /// Binds `server.admin_listen` and builds its router: the probes of `readiness` and
 /// [`admin_routes`].
-async fn bind_admin(listen: &str, readiness: Readiness) -> Result<AdminListener, AppError> {
+async fn bind_admin(
+    listen: &str,
+    readiness: Readiness,
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
+) -> Result<AdminListener, AppError> {
     let addr: SocketAddr = listen
         .parse()
         .map_err(|_| AppError::AdminListen(listen.to_owned()))?;
@@ -338,7 +354,7 @@ async fn bind_admin(listen: &str, readiness: Readiness) -> Result<AdminListener,
         listen: listen.to_owned(),
         source,
     })?;
-    let router = crate::http::admin::router(readiness, admin_routes());
+    let router = crate::http::admin::router(readiness, admin_routes(metrics));
     Ok(AdminListener {
         listener,
         addr,
@@ -346,10 +362,10 @@ async fn bind_admin(listen: &str, readiness: Readiness) -> Result<AdminListener,
     })
 }
 
-/// The routes the admin listener serves besides `/healthz` and `/readyz` (none here; a
-/// metrics endpoint is mounted by merging its router into this one).
-fn admin_routes() -> Router {
-    Router::new()
+/// The routes the admin listener serves besides `/healthz` and `/readyz`: `/metrics` when
+/// metrics are on.
+fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
+    metrics.map(crate::http::metrics_route).unwrap_or_default()
 }
 
 /// Serves one MCP session on stdin/stdout for `config`.
@@ -368,9 +384,24 @@ pub fn handler(
     transport: Transport,
     audit: Option<crate::audit::Auditor>,
 ) -> Result<QuerygateMcp, AppError> {
-    let engine = Engine::new(config.engine.clone())?;
+    observed_handler(config, transport, audit, None)
+}
+
+/// [`handler`] whose tool calls and upstream requests are counted in `metrics`.
+fn observed_handler(
+    config: &Config,
+    transport: Transport,
+    audit: Option<crate::audit::Auditor>,
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
+) -> Result<QuerygateMcp, AppError> {
+    let engine = match &metrics {
+        Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
+        None => Engine::new(config.engine.clone())?,
+    };
     let tenants = Tenants::open(config)?;
-    Ok(mcp::build(config, engine, tenants, transport, audit)?)
+    Ok(mcp::build_observed(
+        config, engine, tenants, transport, audit, metrics,
+    )?)
 }
 /// Opens the audit of tool calls from `audit:` (and `database:` for the PostgreSQL sink);
 /// an unwritable location or an unreachable database stops the start.

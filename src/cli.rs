@@ -144,6 +144,21 @@ pub async fn run(cli: Cli) -> i32 {
             return 2;
         }
     };
+    let telemetry =
+        match crate::telemetry::logs::init(&config.log, config.telemetry.traces.as_ref()) {
+            Ok(telemetry) => telemetry,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return 2;
+            }
+        };
+    let code = run_loaded(cli, config).await;
+    telemetry.shutdown().await;
+    code
+}
+
+/// Runs the command once the configuration is loaded and logging set up.
+async fn run_loaded(cli: Cli, config: Config) -> i32 {
     match cli.command {
         Command::Migrate => return migrate(&config).await,
         Command::Audit { action } => return audit(&config, action).await,

@@ -18,6 +18,7 @@
 //!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
+//!                ├─ telemetry (Prometheus /metrics, log format, OpenTelemetry traces over OTLP)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! http/
@@ -93,4 +94,5 @@ pub mod http;
 pub mod mcp;
 pub mod policy;
 pub mod shutdown;
+pub mod telemetry;
 pub mod tenant;

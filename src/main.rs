@@ -4,17 +4,7 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = querygate::cli::Cli::parse();
-    // Colours only for a terminal (not for log files, pipes or a desktop client's log).
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("QUERYGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    // Logging starts once the configuration is loaded (`log:`), in `cli::run`.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,7 +10,7 @@ use sha2::{Digest as _, Sha256};
 use super::failure::{FailureMode, OnFailure};
 use super::record::{AuditRecord, Phase, hex};
 use super::redact::{HmacKey, hmac_literals};
-use super::sink::{AuditError, AuditSink, Receipt};
+use super::sink::{AuditError, AuditSink, Receipt, WriteObserver};
 
 /// The sink, the failure mode and the SQL policy, shared by all calls.
 #[derive(Clone, Debug)]
@@ -19,6 +19,7 @@ pub struct Auditor {
     failure_mode: FailureMode,
     replica: String,
     hmac: Option<HmacKey>,
+    observer: Option<Arc<dyn WriteObserver>>,
 }
 
 /// A failed audit write that stops the call.
@@ -53,7 +54,14 @@ impl Auditor {
             failure_mode,
             replica: replica.into(),
             hmac,
+            observer: None,
         }
+    }
+
+    /// This auditor, telling `observer` how long each write took and whether it failed.
+    pub fn observed(mut self, observer: Arc<dyn WriteObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// This process's stream name.
@@ -110,7 +118,12 @@ impl Auditor {
         let phase = record.phase;
         let side_effect = record.has_side_effect();
         let tool = record.tool.clone();
-        match self.sink.write(record).await {
+        let started = std::time::Instant::now();
+        let written = self.sink.write(record).await;
+        if let Some(observer) = &self.observer {
+            observer.audit_write(self.sink.kind(), started.elapsed(), written.is_ok());
+        }
+        match written {
             Ok(receipt) => Ok(Some(receipt)),
             Err(error) => match self.failure_mode.on_failure(phase, side_effect) {
                 OnFailure::Proceed => {

@@ -152,6 +152,10 @@ impl AuditSink for FileSink {
     fn describe(&self) -> String {
         format!("file {}", self.first_file.display())
     }
+
+    fn kind(&self) -> &'static str {
+        "file"
+    }
 }
 
 fn unavailable(what: String, err: std::io::Error) -> AuditError {

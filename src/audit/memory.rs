@@ -83,4 +83,8 @@ impl AuditSink for MemorySink {
     fn describe(&self) -> String {
         "memory".to_owned()
     }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
 }

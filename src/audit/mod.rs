@@ -38,4 +38,4 @@ pub use location::FileLocation;
 pub use open::open;
 pub use record::{AuditRecord, Decision, Outcome, Phase};
 pub use settings::{AuditSettings, SinkSettings};
-pub use sink::{AuditError, AuditSink, Receipt};
+pub use sink::{AuditError, AuditSink, Receipt, WriteObserver};

@@ -115,6 +115,10 @@ impl AuditSink for PgSink {
     fn describe(&self) -> String {
         format!("postgres (stream {})", self.stream)
     }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
 }
 
 struct Writer {

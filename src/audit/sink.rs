@@ -16,6 +16,17 @@ pub trait AuditSink: Send + Sync + std::fmt::Debug {
 
     /// Where the records go, for people (`file /var/log/querygate/…`, `postgres`).
     fn describe(&self) -> String;
+
+    /// The kind of sink, for metrics: `file`, `postgres` or `memory`.
+    fn kind(&self) -> &'static str;
+}
+
+/// Told how long each audit write took and whether it failed (metrics), without the audit
+/// knowing who listens.
+pub trait WriteObserver: Send + Sync + std::fmt::Debug {
+    /// One write to the sink of kind `sink` ended after `elapsed`; `ok` is false when it
+    /// failed.
+    fn audit_write(&self, sink: &'static str, elapsed: std::time::Duration, ok: bool);
 }
 
 /// Proof that a record is durable: its place in the chain.

@@ -20,6 +20,7 @@ mod providers;
 mod raw;
 mod registry;
 mod server;
+mod telemetry;
 mod tenants;
 mod upstream;
 
@@ -36,6 +37,7 @@ pub use identity::{
 pub use problems::{Problem, Problems};
 pub use raw::Render;
 pub use server::{DrainConfig, ServerConfig};
+pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
 
 use crate::engine::EngineConfig;
 
@@ -125,6 +127,10 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Auditing of tool calls.
     pub audit: crate::audit::AuditSettings,
+    /// Log format and level.
+    pub log: LogConfig,
+    /// Metrics and traces.
+    pub telemetry: TelemetryConfig,
 }
 
 impl Config {
@@ -201,6 +207,8 @@ impl Config {
         if let Some(file) = &mut audit.hmac_key_file {
             *file = paths.resolve_or_report(file, "audit.hmac_key_file", &mut problems);
         }
+        let log = telemetry::check_log(raw.log, &mut problems);
+        let telemetry = telemetry::check_telemetry(raw.telemetry, env, &mut problems);
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
         let mut auth =
             identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
@@ -243,6 +251,8 @@ impl Config {
             database,
             auth,
             audit,
+            log,
+            telemetry,
         })
     }
 

@@ -36,6 +36,10 @@ pub(super) struct RawConfig {
     pub(super) auth: super::identity::RawAuth,
     #[serde(default)]
     pub(super) audit: super::audit::RawAudit,
+    #[serde(default)]
+    pub(super) log: super::telemetry::RawLog,
+    #[serde(default)]
+    pub(super) telemetry: super::telemetry::RawTelemetry,
 }
 
 /// How text content of tool results is rendered.

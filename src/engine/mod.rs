@@ -10,6 +10,7 @@ mod document;
 mod error;
 mod eval;
 mod mutate;
+mod observe;
 mod operation;
 mod plan;
 mod pushdown;
@@ -33,6 +34,7 @@ pub use self::credentials::{
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;
+pub use self::observe::{UpstreamObserver, UpstreamResult};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
@@ -167,6 +169,18 @@ struct Inner {
 impl Engine {
     /// Builds an engine. Documents are read lazily, on first use.
     pub fn new(config: EngineConfig) -> Result<Self> {
+        Engine::build(config, None)
+    }
+
+    /// [`Engine::new`], telling `observer` about every upstream request.
+    pub fn with_observer(
+        config: EngineConfig,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Self> {
+        Engine::build(config, Some(observer))
+    }
+
+    fn build(config: EngineConfig, observer: Option<Arc<dyn UpstreamObserver>>) -> Result<Self> {
         let store = Arc::new(DocumentStore::new(
             config.registry_root.join("src"),
             config.document_cache_size,
@@ -183,7 +197,8 @@ impl Engine {
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
             retry: config.upstream.retry.clone(),
-        })?;
+        })?
+        .observed(observer);
         let remote = Remote::new(
             config.remote.clone(),
             upstream.client().clone(),

@@ -5,7 +5,7 @@
 //! ```text
 //! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
 //!  └─ request id → sensitive headers → trace → propagate id → timeout → concurrency limit
-//!      ├─ /healthz, /readyz, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
+//!      ├─ /healthz, /readyz, /metrics, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
 //!               → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
 //! ```
@@ -41,13 +41,15 @@ use tower_http::trace::TraceLayer;
 use crate::auth::{AuthLayer, Authentication};
 use crate::config::Config;
 use crate::mcp::QuerygateMcp;
+use crate::telemetry::Metrics;
 
 /// How much longer than `server.call_timeout` a whole HTTP request may take (reading the
 /// body, the JSON-RPC handling around the call, writing the answer) before it gets 408.
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
 /// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
-/// the public `/healthz`, `/readyz` (of `readiness`) and protected resource metadata, all
+/// the public `/healthz`, `/readyz` (of `readiness`), `/metrics` (with `metrics`) and
+/// protected resource metadata, all
 /// behind the HTTP-level middleware. `shutdown` ends rmcp's streams.
 pub fn router(
     handler: QuerygateMcp,
@@ -56,6 +58,7 @@ pub fn router(
     addr: SocketAddr,
     shutdown: CancellationToken,
     readiness: ready::Readiness,
+    metrics: Option<Arc<Metrics>>,
 ) -> Router {
     let settings = &config.server;
     let body_limits = body::BodyLimits {
@@ -79,6 +82,9 @@ pub fn router(
         .layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
 
     let mut public = ready::probes(readiness);
+    if let Some(metrics) = metrics {
+        public = public.merge(metrics_route(metrics));
+    }
     if config.auth.jwt.is_some() {
         let document = crate::auth::metadata::document(&config.auth);
         let serve = move || {
@@ -119,4 +125,24 @@ pub fn router(
         .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight));
 
     public.merge(mcp).layer(stack)
+}
+
+/// `GET /metrics`: the Prometheus metrics as OpenMetrics text, without authentication, as
+/// Prometheus scrapes it (the main router mounts it; an admin listener can mount it too).
+pub fn metrics_route(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        crate::telemetry::metrics::CONTENT_TYPE,
+                    )],
+                    metrics.render(),
+                )
+            }
+        }),
+    )
 }

@@ -164,7 +164,8 @@ fn principal_of(context: &RequestContext<RoleServer>, transport: Transport) -> O
 }
 
 /// Where a call came from, for its audit record: the HTTP `x-request-id` (else the JSON-RPC
-/// id), the trace id of a W3C `traceparent` in `_meta`, the client and the protocol version.
+/// id), the W3C `traceparent` in `_meta` (else the HTTP header) and its trace id, the client
+/// and the protocol version.
 fn origin_of(context: &RequestContext<RoleServer>, request: &CallToolRequestParams) -> CallOrigin {
     let header = context
         .extensions
@@ -172,17 +173,33 @@ fn origin_of(context: &RequestContext<RoleServer>, request: &CallToolRequestPara
         .and_then(|parts| parts.headers.get("x-request-id"))
         .and_then(|v| v.to_str().ok())
         .map(|v| v.chars().take(128).collect::<String>());
-    let trace_id = request
+    // rmcp moves the request's `_meta` into the context.
+    let traceparent = context
         .meta
-        .as_ref()
-        .and_then(|meta| meta.get_traceparent())
-        .and_then(|tp| tp.split('-').nth(1))
-        .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .get_traceparent()
+        .or_else(|| {
+            request
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get_traceparent())
+        })
+        .or_else(|| {
+            context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("traceparent"))
+                .and_then(|v| v.to_str().ok())
+        })
+        .filter(|tp| tp.len() <= 128)
         .map(str::to_owned);
+    let trace_id = traceparent
+        .as_deref()
+        .and_then(crate::telemetry::trace::traceparent_trace_id);
     let client = context.client_info();
     CallOrigin {
         request_id: header.or_else(|| Some(context.id.to_string())),
         trace_id,
+        traceparent,
         client_name: client.as_ref().map(|c| c.name.clone()),
         client_version: client.map(|c| c.version),
         protocol_version: context.protocol_version().map(|v| v.to_string()),

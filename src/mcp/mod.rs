@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     pub(crate) approvals: Approvals,
     /// The audit of tool calls (`None`: `audit.enabled` is false).
     pub(crate) audit: Option<Auditor>,
+    /// The server's metrics (`None`: not collected, e.g. over stdio).
+    pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
 }
 
 impl Shared {
@@ -119,6 +121,18 @@ pub fn build(
     tenants: Tenants,
     transport: Transport,
     audit: Option<Auditor>,
+) -> Result<QuerygateMcp, StartError> {
+    build_observed(config, engine, tenants, transport, audit, None)
+}
+
+/// [`build`], counting the tool calls in `metrics`.
+pub fn build_observed(
+    config: &Config,
+    engine: Engine,
+    tenants: Tenants,
+    transport: Transport,
+    audit: Option<Auditor>,
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
 ) -> Result<QuerygateMcp, StartError> {
     let content = Content::embedded()?;
     let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
@@ -192,8 +206,14 @@ pub fn build(
         library,
         approvals,
         audit,
+        metrics,
     });
     Ok(QuerygateMcp::new(shared))
+}
+
+/// The names of every tool of the catalogue (the values the `tool` metric label may take).
+pub fn tool_names() -> impl Iterator<Item = &'static str> {
+    CATALOGUE.iter().map(|t| t.name)
 }
 
 fn check_allowlist(

@@ -39,3 +39,4 @@ mod replicas;
 mod retries;
 mod select;
 mod support;
+mod telemetry;

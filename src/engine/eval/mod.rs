@@ -181,13 +181,15 @@ impl Database {
         .await
     }
 
-    /// Runs the final statement, returning at most `max_rows` rows.
+    /// Runs the final statement, returning at most `max_rows` rows (in a `sqlite_eval` span).
     pub(crate) async fn query(&self, sql: String, max_rows: usize) -> Result<QueryOutput> {
+        use tracing::Instrument as _;
         self.call(|reply| Command::Query {
             sql,
             max_rows,
             reply,
         })
+        .instrument(tracing::info_span!("sqlite_eval"))
         .await
     }
 }

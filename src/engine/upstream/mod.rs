@@ -12,7 +12,8 @@ pub(crate) use auth::{
     session_token_var as aws_session_token_var,
 };
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
@@ -23,6 +24,7 @@ use self::pagination::Next;
 use super::credentials::CredentialSource;
 use super::document::{Method, Param, ParamLocation, find_closing_brace};
 use super::error::{Error, ErrorKind, Result, UpstreamFailure};
+use super::observe::{UpstreamObserver, UpstreamResult};
 
 /// Limits for upstream calls.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ pub use retry::RetryPolicy;
 pub(crate) struct Upstream {
     client: reqwest::Client,
     settings: UpstreamSettings,
+    /// Told about each request to a provider's API.
+    observer: Option<Arc<dyn UpstreamObserver>>,
 }
 
 /// One request (and its follow-up pages) of a table load.
@@ -66,6 +70,9 @@ pub(crate) enum LegEnd {
     PageLimit { pages: u32 },
 }
 
+/// What an upstream error says when the request timed out (metrics tell timeouts apart).
+const TIMED_OUT: &str = "timed out";
+
 /// Upstream bodies quoted in errors are cut to this many bytes.
 const ERROR_BODY_LIMIT: usize = 1024;
 
@@ -86,7 +93,17 @@ impl Upstream {
             .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| Error::internal(format!("HTTP client set-up failed: {err}")))?;
-        Ok(Upstream { client, settings })
+        Ok(Upstream {
+            client,
+            settings,
+            observer: None,
+        })
+    }
+
+    /// This client, telling `observer` (if any) about each request to a provider's API.
+    pub(crate) fn observed(mut self, observer: Option<Arc<dyn UpstreamObserver>>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// The shared HTTP client (timeouts set, redirects not followed), for the remote
@@ -254,8 +271,51 @@ impl Upstream {
         }
     }
 
-    /// Sends one request, once, and reads its body within the size limit.
+    /// Sends one request, once, and reads its body within the size limit; in a span
+    /// (`upstream_request`: provider, method, status), reported to the observer.
     async fn send(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        auth: &AuthParts,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            "upstream_request",
+            otel.kind = "client",
+            provider = %auth.provider,
+            http.request.method = %method,
+            http.response.status_code = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .send_once(method, url, headers, body, auth)
+            .instrument(span.clone())
+            .await;
+        let result = match &outcome {
+            Ok((status, _, _)) => {
+                span.record("http.response.status_code", status);
+                UpstreamResult::Status(*status)
+            }
+            Err(err)
+                if err.kind() == ErrorKind::UpstreamUnavailable
+                    && err.to_string().contains(TIMED_OUT) =>
+            {
+                UpstreamResult::Timeout
+            }
+            Err(_) => UpstreamResult::Error,
+        };
+        if let Some(observer) = &self.observer
+            && !auth.provider.is_empty()
+        {
+            observer.upstream_request(&auth.provider, result, started.elapsed());
+        }
+        outcome
+    }
+
+    async fn send_once(
         &self,
         method: &reqwest::Method,
         url: &Url,
@@ -278,7 +338,7 @@ impl Upstream {
             // reqwest's text names the URL with its query, which may carry a key.
             let err = err.without_url();
             let what = if err.is_timeout() {
-                "timed out"
+                TIMED_OUT
             } else {
                 "failed"
             };

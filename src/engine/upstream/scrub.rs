@@ -102,6 +102,7 @@ mod tests {
             headers: vec![("authorization".to_owned(), format!("Basic {basic}"))],
             query: vec![("key".to_owned(), "query-key-1".to_owned())],
             signer: None,
+            provider: String::new(),
         };
         let scrubber = Scrubber::new(&auth, &store);
         let echoed = format!(

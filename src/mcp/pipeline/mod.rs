@@ -17,6 +17,7 @@
 mod audit;
 mod dispatch;
 mod gate;
+mod observe;
 mod prepare;
 mod timeout;
 
@@ -57,8 +58,11 @@ pub struct ToolCall {
 pub struct CallOrigin {
     /// The request's id: the HTTP `x-request-id` header, else the JSON-RPC id.
     pub request_id: Option<String>,
-    /// The W3C trace id of the request's `traceparent`, when it has one.
+    /// The W3C trace id of the request's `traceparent`, when it has one (with traces on,
+    /// the trace of the call's span).
     pub trace_id: Option<String>,
+    /// The request's W3C `traceparent`: MCP `_meta.traceparent`, else the HTTP header.
+    pub traceparent: Option<String>,
     /// The MCP client's name.
     pub client_name: Option<String>,
     /// The MCP client's version.
@@ -269,8 +273,12 @@ impl Pipeline {
         }
     }
 
-    /// Runs one call through every step.
+    /// Runs one call through every step, in its span and with its metrics.
     pub async fn call(&self, call: ToolCall) -> Result<ToolReply, CallError> {
+        observe::observed(&self.shared, call, |call| self.run(call)).await
+    }
+
+    async fn run(&self, call: ToolCall) -> Result<ToolReply, CallError> {
         use tower::ServiceExt as _;
         // What a record of a call refused by `prepare` needs (kept only when auditing).
         let who = self.shared.audit.as_ref().map(|_| {
@@ -296,6 +304,7 @@ impl Pipeline {
                 return Err(err);
             }
         };
+        tracing::Span::current().record("class", prepared.class.as_str());
         self.stack.clone().oneshot(prepared).await
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct AuthParts {
     pub(crate) query: Vec<(String, String)>,
     /// Signs each request once it is built (`aws_signing_v4`).
     pub(crate) signer: Option<Signer>,
+    /// The provider whose API the requests go to (for metrics and spans); empty for
+    /// requests that are not a provider's API (token endpoints).
+    pub(crate) provider: String,
 }
 
 impl std::fmt::Debug for AuthParts {
@@ -47,6 +50,7 @@ impl std::fmt::Debug for AuthParts {
                 &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("signer", &self.signer)
+            .field("provider", &self.provider)
             .finish()
     }
 }
@@ -96,7 +100,10 @@ pub(crate) async fn resolve(
     auth: &Value,
     credentials: &CredentialStore,
 ) -> Result<AuthParts> {
-    let mut parts = AuthParts::default();
+    let mut parts = AuthParts {
+        provider: provider.to_owned(),
+        ..AuthParts::default()
+    };
     let mut current = Some(auth);
     let mut depth = 0;
     while let Some(auth) = current.filter(|a| a.is_object()) {

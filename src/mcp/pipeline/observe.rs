@@ -1,0 +1,210 @@
+//! What the outside sees of each call: its span (`tool_call`, joined to the caller's trace
+//! when the call carries a `traceparent`), its trace id in the audit record, and its
+//! metrics (in flight, counted by tool, decision, code and tenant, timed, approvals).
+//! Wraps the whole pipeline, `prepare` included, so refused calls are seen too.
+
+use std::future::Future;
+use std::time::Instant;
+
+use tracing::Instrument as _;
+
+use super::{CallError, GateOutcome, ToolCall, ToolReply};
+use crate::code::Code;
+use crate::mcp::Shared;
+use crate::telemetry::metrics::{ApprovalOutcome, FinishedCall, UNKNOWN};
+
+/// Runs `run` (the pipeline) for `call` inside the call's span, with its metrics.
+pub(super) async fn observed<F, Fut>(
+    shared: &Shared,
+    mut call: ToolCall,
+    run: F,
+) -> Result<ToolReply, CallError>
+where
+    F: FnOnce(ToolCall) -> Fut,
+    Fut: Future<Output = Result<ToolReply, CallError>>,
+{
+    let started = Instant::now();
+    // Names from the catalogue only: a client's text never becomes a span or label value.
+    let tool = shared.tool(&call.name).map_or(UNKNOWN, |spec| spec.name);
+    let tenant = call
+        .principal
+        .as_ref()
+        .map(|p| p.tenant.clone())
+        .unwrap_or_default();
+    let span = crate::telemetry::trace::call_span(
+        tool,
+        shared
+            .tenants
+            .config(&tenant)
+            .map_or(UNKNOWN, |t| t.id.as_str()),
+        call.origin.traceparent.as_deref(),
+    );
+    // With traces on, the audit record names the trace the span belongs to (the caller's,
+    // or a new one); otherwise the caller's traceparent's.
+    if let Some(id) = crate::telemetry::trace::trace_id(&span) {
+        call.origin.trace_id = Some(id);
+    }
+    if let Some(id) = &call.origin.trace_id {
+        span.record("trace_id", id.as_str());
+    }
+    let in_flight = shared.metrics.as_ref().map(|m| m.call_started(&tenant));
+    let result = run(call).instrument(span.clone()).await;
+    drop(in_flight);
+    let (decision, code, approval) = summary(&result);
+    span.record("decision", decision);
+    span.record("code", code);
+    if code != "ok" {
+        span.record("otel.status_code", "error");
+    }
+    let elapsed = started.elapsed();
+    span.in_scope(|| {
+        tracing::info!(
+            decision,
+            code,
+            duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            "tool call finished"
+        );
+    });
+    if let Some(metrics) = &shared.metrics {
+        metrics.call_finished(FinishedCall {
+            tool,
+            tenant: &tenant,
+            decision,
+            code,
+            approval,
+            elapsed,
+        });
+    }
+    result
+}
+
+/// The gate's decision, the code (`ok` when none) and the approval outcome of a result.
+fn summary(
+    result: &Result<ToolReply, CallError>,
+) -> (&'static str, &'static str, Option<ApprovalOutcome>) {
+    let reply = match result {
+        Ok(reply) => reply,
+        Err(err) => return ("refuse_immediate", refusal_code(err).as_str(), None),
+    };
+    let code = reply.outcome().and_then(|o| o.code);
+    let approval = match (&reply.gate, code) {
+        (GateOutcome::ApprovalRequested(_), _) => Some(ApprovalOutcome::Requested),
+        (GateOutcome::ApprovalAccepted(_), _) => Some(ApprovalOutcome::Accepted),
+        (GateOutcome::ApprovalDeclined(_), _) => Some(ApprovalOutcome::Declined),
+        (GateOutcome::ApprovalCancelled(_), _) => Some(ApprovalOutcome::Cancelled),
+        (GateOutcome::ApprovalUnavailable, _) => Some(ApprovalOutcome::Unavailable),
+        (_, Some(Code::PolicyApprovalInvalid)) => Some(ApprovalOutcome::Invalid),
+        (_, Some(Code::PolicyApprovalUnavailable)) => Some(ApprovalOutcome::Failed),
+        _ => None,
+    };
+    (
+        reply.gate.as_str(),
+        code.map_or("ok", Code::as_str),
+        approval,
+    )
+}
+
+/// The code of a call refused before the layers ran.
+fn refusal_code(err: &CallError) -> Code {
+    match err {
+        CallError::UnknownTool(_) | CallError::InvalidArguments { .. } => Code::ArgumentsInvalid,
+        CallError::Unauthenticated | CallError::Tenant(_) => Code::PolicyRefused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::pipeline::ToolOutcome;
+
+    fn reply(gate: GateOutcome, code: Option<Code>) -> Result<ToolReply, CallError> {
+        Ok(match code {
+            Some(code) => ToolReply::stopped(gate, code, "x"),
+            None => ToolReply {
+                body: super::super::ReplyBody::Complete(ToolOutcome {
+                    structured: None,
+                    text: String::new(),
+                    code: None,
+                    rows: None,
+                    upstream_status: None,
+                }),
+                gate,
+            },
+        })
+    }
+
+    #[test]
+    fn decisions_codes_and_approval_outcomes() {
+        let id = || "a1".to_owned();
+        let cases = [
+            (reply(GateOutcome::Allow, None), ("allow", "ok", None)),
+            (
+                reply(GateOutcome::ApprovalAccepted(id()), None),
+                (
+                    "needs_approval_accepted",
+                    "ok",
+                    Some(ApprovalOutcome::Accepted),
+                ),
+            ),
+            (
+                reply(
+                    GateOutcome::ApprovalDeclined(id()),
+                    Some(Code::PolicyApprovalDeclined),
+                ),
+                (
+                    "needs_approval_declined",
+                    "policy.approval_declined",
+                    Some(ApprovalOutcome::Declined),
+                ),
+            ),
+            (
+                reply(
+                    GateOutcome::ApprovalCancelled(id()),
+                    Some(Code::PolicyApprovalCancelled),
+                ),
+                (
+                    "needs_approval_cancelled",
+                    "policy.approval_cancelled",
+                    Some(ApprovalOutcome::Cancelled),
+                ),
+            ),
+            (
+                reply(
+                    GateOutcome::RefuseImmediate,
+                    Some(Code::PolicyApprovalInvalid),
+                ),
+                (
+                    "refuse_immediate",
+                    "policy.approval_invalid",
+                    Some(ApprovalOutcome::Invalid),
+                ),
+            ),
+            (
+                reply(
+                    GateOutcome::RefuseImmediate,
+                    Some(Code::PolicyApprovalUnavailable),
+                ),
+                (
+                    "refuse_immediate",
+                    "policy.approval_unavailable",
+                    Some(ApprovalOutcome::Failed),
+                ),
+            ),
+            (
+                reply(GateOutcome::RefuseImmediate, Some(Code::PolicyRefused)),
+                ("refuse_immediate", "policy.refused", None),
+            ),
+            (
+                Err(CallError::UnknownTool("x".into())),
+                ("refuse_immediate", "arguments.invalid", None),
+            ),
+            (
+                Err(CallError::Unauthenticated),
+                ("refuse_immediate", "policy.refused", None),
+            ),
+        ];
+        for (result, expected) in cases {
+            assert_eq!(summary(&result), expected, "{result:?}");
+        }
+    }
+}
