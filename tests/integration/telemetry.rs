@@ -829,3 +829,37 @@ async fn failed_audit_writes_are_counted_by_sink() {
     );
     stop.cancel();
 }
+
+#[tokio::test]
+async fn the_admin_listener_serves_the_same_metrics() {
+    use querygate::config::{Config, Sources};
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = test_config(
+        &mock,
+        dir.path(),
+        "read_only",
+        "  admin_listen: 127.0.0.1:0\n",
+    );
+    let config = Config::load(&Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let app = querygate::app::App::build(config).await.unwrap();
+    let url = app.mcp_url();
+    let admin = format!(
+        "http://{}/mcp",
+        app.admin_addr().expect("an admin listener")
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(app.run_until(async move { stopped.cancelled().await }));
+    let client = modern_client(&url).await;
+    call(&client, "server_info", json!({})).await;
+    let series = "querygate_tool_calls_total{tool=\"server_info\",decision=\"allow\",code=\"ok\",tenant=\"default\"}";
+    assert_eq!(sample(&scrape(&admin).await, series), 1.0);
+    assert_eq!(sample(&scrape(&url).await, series), 1.0);
+    stop.cancel();
+}
