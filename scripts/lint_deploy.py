@@ -13,7 +13,9 @@ Every check below fails the run; nothing here needs a cluster or the network:
   4. invariants of the rendered objects: non-root, read-only root filesystem, all capabilities
      dropped, probes, preStop within the grace period, Secrets mounted whole (no subPath, so
      rotation reaches the pod), every credentials env_file inside its tenant's Secret mount,
-     selectors of Service, PodDisruptionBudget and NetworkPolicy matching the pods;
+     selectors of Service, PodDisruptionBudget and NetworkPolicy matching the pods; named ports
+     agreeing (probes, Services, NetworkPolicy ingress, the ServiceMonitor scraping a port of a
+     Service it selects) and, with adminPort, /metrics scraped on the admin port's own Service;
   5. the rendered querygate configuration is accepted by the querygate binary given with
      --querygate (paths rebased into a scratch folder);
   6. the Grafana dashboard uses only metrics and labels of the contract in docs/deployment.md;
@@ -106,6 +108,9 @@ MUST_REFUSE: list[tuple[str, dict[str, Any]]] = [
     ("zero replicas", {"replicaCount": 0}),
     ("a drain without a timeout", {"drain": {"delaySeconds": 5, "timeoutSeconds": 0}}),
     ("an admin port out of range", {"adminPort": 70000}),
+    ("metrics on the admin port without one", {"metrics": {"port": "admin"}}),
+    ("probes on the admin port without one", {"probes": {"port": "admin"}}),
+    ("metrics on a port the chart does not name", {"metrics": {"port": "metrics"}}),
 ]
 
 
@@ -261,9 +266,7 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
     for o in by_kind(objects, "NetworkPolicy"):
         if not matches(o["spec"]["podSelector"]["matchLabels"]):
             problems.append("NetworkPolicy selects no pod")
-    for o in by_kind(objects, "ServiceMonitor"):
-        if not matches(o["spec"]["selector"]["matchLabels"]):
-            problems.append("ServiceMonitor selects no Service")
+    problems += port_problems(objects, main, values)
 
     config = rendered_config(objects)
     # The grace period covers the preStop sleep and querygate's drain (delay + timeout).
@@ -302,6 +305,65 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
         fail(f"{case}: {p}")
     if not problems:
         ok(f"{case}: invariants hold ({len(objects)} objects)")
+
+
+def port_problems(objects: list[dict[str, Any]], main: dict[str, Any], values: dict[str, Any]) -> list[str]:
+    """Named ports: probes, Services, the ServiceMonitor and the NetworkPolicy agree with the
+    container's ports, and with adminPort the admin listener is scraped and reachable."""
+    problems: list[str] = []
+    container_ports = {p["name"] for p in main.get("ports", [])}
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        port = main.get(probe, {}).get("httpGet", {}).get("port")
+        if port not in container_ports:
+            problems.append(f"{probe} port {port} is not a named container port")
+    services = by_kind(objects, "Service")
+    for svc in services:
+        for p in svc["spec"]["ports"]:
+            if p["targetPort"] not in container_ports:
+                problems.append(f"Service {svc['metadata']['name']} port {p['name']} targets no container port")
+    service_ports = {p["name"]: (svc, p) for svc in services for p in svc["spec"]["ports"]}
+    admin_port = int(values.get("adminPort", 0))
+    if admin_port:
+        svc, port = service_ports.get("admin", (None, None))
+        if svc is None:
+            problems.append("adminPort is set but no Service has a port named admin")
+        elif svc["spec"].get("type", "ClusterIP") != "ClusterIP":
+            problems.append(f"the admin port is on Service {svc['metadata']['name']} of type {svc['spec']['type']}")
+        elif port["port"] != admin_port or port["targetPort"] != "admin":
+            problems.append(f"Service port admin is {port['port']} -> {port['targetPort']}, not {admin_port} -> admin")
+    elif "admin" in service_ports:
+        problems.append("a Service has a port named admin without adminPort")
+    # Every Service port is admitted by some NetworkPolicy ingress rule; the admin port by
+    # networkPolicy.adminIngressFrom (ingressFrom when empty).
+    policy_values = values.get("networkPolicy", {})
+    for policy in by_kind(objects, "NetworkPolicy"):
+        rules = policy["spec"].get("ingress", [])
+        admitted = {p.get("port") for rule in rules for p in rule.get("ports", [])}
+        for name, (_, port) in service_ports.items():
+            if port["targetPort"] not in admitted:
+                problems.append(f"NetworkPolicy admits nobody to the {name} port")
+        peers = policy_values.get("adminIngressFrom") or policy_values.get("ingressFrom") or []
+        for rule in rules:
+            if any(p.get("port") == "admin" for p in rule.get("ports", [])) and rule.get("from", []) != peers:
+                problems.append(f"NetworkPolicy admits {rule.get('from', 'anyone')} to the admin port, not {peers}")
+    # The ServiceMonitor scrapes a port of a Service it selects: the admin port when adminPort
+    # is set and metrics.port is left empty (it needs no client certificate), plain HTTP there.
+    metrics = values.get("metrics", {})
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        selected = [svc for svc in services
+                    if all(svc["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())]
+        if not selected:
+            problems.append("ServiceMonitor selects no Service")
+        for endpoint in monitor["spec"]["endpoints"]:
+            if not any(endpoint["port"] == p["name"] for svc in selected for p in svc["spec"]["ports"]):
+                problems.append(f"ServiceMonitor scrapes port {endpoint['port']}, which no Service it selects has")
+            wanted = metrics.get("port") or ("admin" if admin_port else "http")
+            if endpoint["port"] != wanted:
+                problems.append(f"ServiceMonitor scrapes port {endpoint['port']}, not {wanted}")
+            if endpoint["port"] == "admin" and endpoint.get("scheme") != "http":
+                problems.append(f"ServiceMonitor scrapes the plain-HTTP admin port with {endpoint.get('scheme')}")
+    return problems
 
 
 def seconds(duration: str) -> float | None:
@@ -527,7 +589,14 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("readiness on /healthz, default tenant credentials",
      {"probes": {"readiness": {"path": "/healthz"}},
       "credentials": {"tenants": [{"tenant": "default", "secretName": "qg-default", "key": "credentials.env"}]}}),
-    ("probes on the admin port", {"adminPort": 9090, "probes": {"port": "admin", "scheme": "HTTP"}}),
+    ("probes and metrics on the admin port, a LoadBalancer Service",
+     {"adminPort": 9090, "probes": {"port": "admin", "scheme": "HTTP"},
+      "metrics": {"scheme": "", "serviceMonitor": {"enabled": True}},
+      "service": {"type": "LoadBalancer"},
+      "networkPolicy": {"ingressFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ai-agents"}}}],
+                        "adminIngressFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}}),
+    ("metrics on the main port beside an admin port",
+     {"adminPort": 9090, "metrics": {"port": "http", "serviceMonitor": {"enabled": True}}}),
 ]
 
 # Values the schema admits but the chart must refuse to render, and what its message says.

@@ -50,6 +50,34 @@ app.kubernetes.io/part-of: querygate
 {{- end }}
 {{- end }}
 
+{{/* The admin listener's Service (adminPort > 0): plain HTTP, ClusterIP only. */}}
+{{- define "querygate.adminServiceName" -}}
+{{- printf "%s-admin" (include "querygate.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The named port Prometheus scrapes: metrics.port, else `admin` when adminPort is set (it needs
+no client certificate), else `http`. Refuses `admin` without an adminPort.
+*/}}
+{{- define "querygate.metricsPort" -}}
+{{- $port := .Values.metrics.port | default (ternary "admin" "http" (gt (int .Values.adminPort) 0)) }}
+{{- if and (eq $port "admin") (eq (int .Values.adminPort) 0) }}
+{{- fail "metrics.port admin needs adminPort" }}
+{{- end }}
+{{- $port }}
+{{- end }}
+
+{{/* The scrape scheme: metrics.scheme, else http on the admin port, else probes.scheme. */}}
+{{- define "querygate.metricsScheme" -}}
+{{- if .Values.metrics.scheme }}
+{{- .Values.metrics.scheme | lower }}
+{{- else if eq (include "querygate.metricsPort" .) "admin" }}
+{{- "http" }}
+{{- else }}
+{{- .Values.probes.scheme | lower }}
+{{- end }}
+{{- end }}
+
 {{/* Mount paths the chart owns (docs/deployment.md lists them). */}}
 {{- define "querygate.configDir" -}}/etc/querygate/config{{- end }}
 {{- define "querygate.credentialsDir" -}}/var/run/secrets/querygate/credentials{{- end }}
