@@ -1,0 +1,156 @@
+//! Response bytes → rows, decoded straight into SQLite binds.
+//!
+//! Row data is never materialised as a `serde_json::Value` tree. A chain of
+//! [`DeserializeSeed`]s walks a [`serde_json::Deserializer`] over the body to the rows named by
+//! a [`RowLocator`]; each row object is then read key by key, matching keys are looked up in a
+//! [`ColumnBinder`] and their values are captured as borrowed
+//! [`RawValue`](serde_json::value::RawValue) slices and bound directly into a prepared
+//! `INSERT` statement. Unknown properties are skipped with
+//! [`IgnoredAny`](serde::de::IgnoredAny). On the common paths (unescaped strings, numbers,
+//! booleans, nested JSON) no heap allocation happens per row or per property.
+//!
+//! Besides [`load_rows`], the module offers two skims over the same bytes:
+//! [`extract_scalars`] (pagination tokens and similar) and [`discover_columns`] (column names
+//! for responses whose schema declares none).
+//!
+//! Files: `locator` (where the rows are), `binder` (column name → bind position), `walk`
+//! (following the locator to the rows), `load` / `discover` (what to do with each row),
+//! `scalars` (the pagination skim).
+
+mod binder;
+mod discover;
+mod load;
+mod locator;
+mod scalars;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use rusqlite::Statement;
+use rusqlite::types::Value;
+use serde::de::DeserializeSeed;
+
+pub(crate) use self::binder::ColumnBinder;
+pub(crate) use self::locator::{RowLocator, Step};
+
+use self::discover::DiscoverSink;
+use self::load::LoadSink;
+use self::scalars::ScalarSeed;
+use self::walk::walk;
+
+/// Maximum number of column names [`discover_columns`] returns.
+const MAX_DISCOVERED_COLUMNS: usize = 512;
+
+/// Name of the column that receives rows which are not JSON objects.
+const VALUE_COLUMN: &str = "value";
+
+/// Why [`load_rows`] failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RowsError {
+    /// The body is not valid JSON (or is truncated).
+    #[error("response body is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// SQLite rejected a bind or the insert itself.
+    #[error("sqlite insert failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Decodes the rows of `body` found at `locator` and inserts each into `insert`
+/// (a prepared `INSERT INTO t VALUES (?1, …, ?N)`).
+///
+/// For each row: every column position is first set to NULL, then `fixed` values are bound
+/// (pairs of (1-based position, value): the request parameters of this call, e.g. `org`),
+/// then each JSON property whose name matches a column is bound: JSON string → TEXT;
+/// integer fitting i64 → INTEGER; u64 above i64::MAX → TEXT of its exact digits; other numbers
+/// → REAL (a number too large for f64 → TEXT of its digits); true/false → INTEGER 1/0;
+/// null → NULL; nested object/array → TEXT holding that value's JSON exactly as it appears in
+/// the body, so SQLite `json_extract(col, '$.a.b')` works. A JSON property matching a position
+/// that `fixed` also binds wins over the fixed value only if it is non-null. Unknown properties
+/// are skipped without allocation. A row element that is not an object binds that scalar (or
+/// an array's JSON text) to the column named `value` if the binder has one, else it is
+/// skipped. An empty (all-whitespace) body holds zero rows.
+///
+/// Rows are inserted while the body is read, so on an error the rows before it have already
+/// been inserted: run this inside a transaction or savepoint. Returns the number of rows
+/// inserted (the sum of the statement's change counts).
+pub(crate) fn load_rows(
+    body: &[u8],
+    locator: &RowLocator,
+    binder: &ColumnBinder,
+    fixed: &[(usize, Value)],
+    insert: &mut Statement<'_>,
+) -> Result<u64, RowsError> {
+    if is_blank(body) {
+        return Ok(0);
+    }
+    // Positions beyond the statement's parameters cannot be bound (SQLite reports them).
+    let mut is_fixed = vec![false; insert.parameter_count().max(binder.len()) + 1];
+    for (pos, _) in fixed {
+        if let Some(flag) = is_fixed.get_mut(*pos) {
+            *flag = true;
+        }
+    }
+    let mut sink = LoadSink {
+        insert,
+        binder,
+        fixed,
+        is_fixed,
+        rows: 0,
+        failure: None,
+        recent_keys: Vec::new(),
+    };
+    let walked = walk(body, locator, &mut sink);
+    if let Some(failure) = sink.failure.take() {
+        return Err(failure);
+    }
+    walked?;
+    Ok(sink.rows)
+}
+
+/// Skims `body` once and returns, for each path (object keys from the root, e.g.
+/// ["nextPageToken"], ["result_info", "page"], ["@odata.nextLink"]), the scalar found there as a
+/// string (numbers as their decimal text exactly as written, bools as "true"/"false"), or None
+/// when absent, null or not a scalar. Everything not on a requested path is skipped with
+/// `IgnoredAny`. An empty (all-whitespace) body → all None. An empty path names the root.
+pub(crate) fn extract_scalars(
+    body: &[u8],
+    paths: &[Vec<String>],
+) -> Result<Vec<Option<String>>, serde_json::Error> {
+    let mut out = vec![None; paths.len()];
+    if is_blank(body) {
+        return Ok(out);
+    }
+    let active: Vec<usize> = (0..paths.len()).collect();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    ScalarSeed {
+        paths,
+        active: &active,
+        depth: 0,
+        out: &mut out,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(out)
+}
+
+/// Collects the distinct top-level property names of the rows at `locator` (for responses
+/// whose schema declares no properties), in first-seen order, capped at 512 names. Names that
+/// differ only in ASCII case count as one (SQLite columns are case-insensitive); the first
+/// spelling seen is kept. Rows that are not objects contribute the column `value` (where
+/// [`load_rows`] binds them). An empty (all-whitespace) body → no names.
+pub(crate) fn discover_columns(
+    body: &[u8],
+    locator: &RowLocator,
+) -> Result<Vec<String>, serde_json::Error> {
+    if is_blank(body) {
+        return Ok(Vec::new());
+    }
+    let mut sink = DiscoverSink::default();
+    walk(body, locator, &mut sink)?;
+    Ok(sink.names.names.into_iter().map(String::from).collect())
+}
+
+fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
+}

@@ -1,0 +1,655 @@
+//! Tests of the row decoder, the locator parser, the binder and the skims.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use rusqlite::Connection;
+
+fn key(k: &str) -> Step {
+    Step::Key(k.to_owned())
+}
+
+fn path(steps: Vec<Step>) -> RowLocator {
+    RowLocator::Path(steps)
+}
+
+fn cols(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Creates table `t` with `columns` (+ `extra` columns for fixed params), loads `body`,
+/// and returns (rows inserted, connection).
+fn load_with(
+    body: &str,
+    locator: &RowLocator,
+    columns: &[&str],
+    extra: &[&str],
+    fixed: &[(usize, Value)],
+) -> (u64, Connection) {
+    let conn = Connection::open_in_memory().unwrap();
+    let all: Vec<String> = columns
+        .iter()
+        .chain(extra)
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    conn.execute_batch(&format!("CREATE TABLE t ({})", all.join(", ")))
+        .unwrap();
+    let binder = ColumnBinder::new(&cols(columns));
+    let placeholders: Vec<String> = (1..=all.len()).map(|i| format!("?{i}")).collect();
+    let n = {
+        let mut stmt = conn
+            .prepare(&format!(
+                "INSERT INTO t VALUES ({})",
+                placeholders.join(", ")
+            ))
+            .unwrap();
+        load_rows(body.as_bytes(), locator, &binder, fixed, &mut stmt).unwrap()
+    };
+    (n, conn)
+}
+
+fn load(body: &str, locator: &RowLocator, columns: &[&str]) -> (u64, Connection) {
+    load_with(body, locator, columns, &[], &[])
+}
+
+fn query(conn: &Connection, sql: &str) -> Vec<Vec<Value>> {
+    let mut stmt = conn.prepare(sql).unwrap();
+    let n = stmt.column_count();
+    stmt.query_map([], |row| (0..n).map(|i| row.get::<_, Value>(i)).collect())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
+}
+
+// --- locator parsing ---------------------------------------------------------------------
+
+#[test]
+fn parses_jsonpath_forms() {
+    let p = |s: &str| RowLocator::parse(s).unwrap();
+    assert_eq!(p("$"), path(vec![]));
+    assert_eq!(p("  $  "), path(vec![]));
+    assert_eq!(p("$.value"), path(vec![key("value")]));
+    assert_eq!(p("$[*]"), path(vec![Step::Each]));
+    assert_eq!(p("$.policyResults"), path(vec![key("policyResults")]));
+    assert_eq!(
+        p("$.items[*].instances[*]"),
+        path(vec![key("items"), Step::Each, key("instances"), Step::Each])
+    );
+    assert_eq!(p("$.items.*"), path(vec![key("items"), Step::Each]));
+    assert_eq!(p("$['key.with.dots']"), path(vec![key("key.with.dots")]));
+    assert_eq!(p("$[\"k\"]"), path(vec![key("k")]));
+    assert_eq!(p("$[ 'a b' ][*]"), path(vec![key("a b"), Step::Each]));
+    assert_eq!(p(r"$['it\'s']"), path(vec![key("it's")]));
+    assert_eq!(p("$['a]b']"), path(vec![key("a]b")]));
+    assert_eq!(p("$.a['b'].c"), path(vec![key("a"), key("b"), key("c")]));
+    assert_eq!(p("$.data-set_1"), path(vec![key("data-set_1")]));
+}
+
+#[test]
+fn parses_legacy_keys() {
+    let p = |s: &str| RowLocator::parse(s).unwrap();
+    assert_eq!(p("subnetworks"), path(vec![key("subnetworks")]));
+    assert_eq!(p("items"), path(vec![key("items")]));
+    assert_eq!(p("a.b"), path(vec![key("a"), key("b")]));
+    assert_eq!(p("items[*]"), path(vec![key("items"), Step::Each]));
+}
+
+#[test]
+fn rejects_unsupported_object_keys() {
+    for bad in [
+        "",
+        "   ",
+        "$..items",
+        "$.items[?(@.x == 1)]",
+        "$.items[0:2]",
+        "$.items[:1]",
+        "$.items[0]",
+        "$.items['a','b']",
+        "$.items[*",
+        "$.items]",
+        "$['unterminated",
+        "$['a'",
+        "$.",
+        "$.items.",
+        "$a",
+        "$.a b",
+        "a..b",
+        "$.items[]",
+        "$.items[(@.length-1)]",
+        "$.items[abc]",
+    ] {
+        let err = RowLocator::parse(bad).expect_err(bad);
+        assert!(err.contains(&format!("`{bad}`")), "{bad:?} → {err}");
+    }
+}
+
+// --- column binder -----------------------------------------------------------------------
+
+#[test]
+fn binder_is_case_insensitive_and_prefers_exact() {
+    let binder = ColumnBinder::new(&cols(&["id", "selfLink", "ID", "Name", "id"]));
+    assert_eq!(binder.len(), 5);
+    assert_eq!(binder.position("id"), Some(1));
+    assert_eq!(binder.position("ID"), Some(3));
+    assert_eq!(binder.position("Id"), Some(1));
+    assert_eq!(binder.position("selflink"), Some(2));
+    assert_eq!(binder.position("SELFLINK"), Some(2));
+    assert_eq!(binder.position("name"), Some(4));
+    assert_eq!(binder.position("nope"), None);
+    assert_eq!(binder.position(""), None);
+    assert_eq!(binder.value_pos, None);
+    let many: Vec<String> = (0..300).map(|i| format!("Col{i}")).collect();
+    let binder = ColumnBinder::new(&many);
+    for i in 0..300 {
+        assert_eq!(binder.position(&format!("col{i}")), Some(i + 1));
+    }
+    assert_eq!(ColumnBinder::new(&[]).position("x"), None);
+}
+
+// --- loading rows ------------------------------------------------------------------------
+
+#[test]
+fn array_root() {
+    let body = r#"[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {}]"#;
+    let (n, conn) = load(body, &RowLocator::Auto, &["id", "name"]);
+    assert_eq!(n, 3);
+    let rows = query(&conn, "SELECT id, name FROM t ORDER BY rowid");
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Integer(1), text("a")],
+            vec![Value::Integer(2), text("b")],
+            vec![Value::Null, Value::Null],
+        ]
+    );
+    let (n, _) = load(body, &RowLocator::parse("$").unwrap(), &["id"]);
+    assert_eq!(n, 3);
+    let (n, _) = load(body, &RowLocator::parse("$[*]").unwrap(), &["id"]);
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn auto_items_array() {
+    let body = r#"{"kind": "list", "items": [{"id": "x"}, {"id": "y"}], "nextPageToken": "t",
+                   "items2": 1}"#;
+    let (n, conn) = load(body, &RowLocator::Auto, &["id", "kind"]);
+    assert_eq!(n, 2);
+    let rows = query(&conn, "SELECT id, kind FROM t ORDER BY rowid");
+    assert_eq!(
+        rows,
+        vec![vec![text("x"), Value::Null], vec![text("y"), Value::Null]]
+    );
+    let (n, _) = load(
+        r#"{"items": [], "kind": "x"}"#,
+        &RowLocator::Auto,
+        &["kind"],
+    );
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn auto_single_object_and_empty() {
+    let body = r#"{"id": 7, "name": "solo", "items": {"a": [1, 2]}, "tags": ["x"]}"#;
+    let (n, conn) = load(body, &RowLocator::Auto, &["id", "name", "items", "tags"]);
+    assert_eq!(n, 1);
+    let rows = query(
+        &conn,
+        "SELECT id, name, json_extract(items, '$.a[1]'), json_extract(tags, '$[0]') FROM t",
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            Value::Integer(7),
+            text("solo"),
+            Value::Integer(2),
+            text("x")
+        ]]
+    );
+    let (n, _) = load("{}", &RowLocator::Auto, &["id"]);
+    assert_eq!(n, 0);
+    let (n, _) = load(" {} ", &RowLocator::parse("$").unwrap(), &["id"]);
+    assert_eq!(n, 0);
+    let (n, _) = load("null", &RowLocator::Auto, &["id"]);
+    assert_eq!(n, 0);
+    let (n, _) = load("  ", &RowLocator::Auto, &["id"]);
+    assert_eq!(n, 0);
+    // Scalar `items` under Auto: still a single row.
+    let (n, conn) = load(
+        r#"{"items": "s", "id": 3}"#,
+        &RowLocator::Auto,
+        &["items", "id"],
+    );
+    assert_eq!(n, 1);
+    assert_eq!(
+        query(&conn, "SELECT items, id FROM t"),
+        vec![vec![text("s"), Value::Integer(3)]]
+    );
+}
+
+#[test]
+fn path_reaching_single_object_or_nothing() {
+    let body = r#"{"result": {"id": 1, "name": "one"}, "empty": {}, "n": null, "s": "x"}"#;
+    let (n, conn) = load(
+        body,
+        &RowLocator::parse("$.result").unwrap(),
+        &["id", "name"],
+    );
+    assert_eq!(n, 1);
+    assert_eq!(
+        query(&conn, "SELECT id, name FROM t"),
+        vec![vec![Value::Integer(1), text("one")]]
+    );
+    for key in [
+        "$.empty",
+        "$.n",
+        "$.s",
+        "$.missing",
+        "$.result.id.deeper",
+        "$.s[*]",
+    ] {
+        let (n, _) = load(body, &RowLocator::parse(key).unwrap(), &["id"]);
+        assert_eq!(n, 0, "{key}");
+    }
+}
+
+#[test]
+fn google_aggregated_list() {
+    let body = r#"{
+      "kind": "compute#instanceAggregatedList",
+      "items": {
+        "zones/us-east1-b": {
+          "instances": [
+            {"id": "1001", "name": "vm-a", "zone": "us-east1-b"},
+            {"id": "1002", "name": "vm-b", "zone": "us-east1-b"}
+          ]
+        },
+        "zones/us-west1-a": {
+          "warning": {"code": "NO_RESULTS_ON_PAGE", "message": "none",
+                      "data": [{"key": "scope", "value": "zones/us-west1-a"}]}
+        },
+        "zones/europe-west1-c": {
+          "instances": [{"id": "2001", "name": "vm-c", "zone": "europe-west1-c"}]
+        }
+      },
+      "nextPageToken": "abc"
+    }"#;
+    let locator = RowLocator::parse("$.items[*].instances[*]").unwrap();
+    let (n, conn) = load(body, &locator, &["id", "name", "zone"]);
+    assert_eq!(n, 3);
+    let rows = query(&conn, "SELECT id, name FROM t ORDER BY rowid");
+    assert_eq!(
+        rows,
+        vec![
+            vec![text("1001"), text("vm-a")],
+            vec![text("1002"), text("vm-b")],
+            vec![text("2001"), text("vm-c")],
+        ]
+    );
+    // Without the trailing [*] the reached arrays are rows all the same.
+    let (n, _) = load(
+        body,
+        &RowLocator::parse("$.items[*].instances").unwrap(),
+        &["id"],
+    );
+    assert_eq!(n, 3);
+    // Object values as rows.
+    let (n, conn) = load(
+        body,
+        &RowLocator::parse("$.items[*]").unwrap(),
+        &["warning"],
+    );
+    assert_eq!(n, 3);
+    assert_eq!(
+        query(
+            &conn,
+            "SELECT json_extract(warning, '$.code') FROM t WHERE warning IS NOT NULL"
+        ),
+        vec![vec![text("NO_RESULTS_ON_PAGE")]]
+    );
+}
+
+#[test]
+fn legacy_key() {
+    let body = r#"{"subnetworks": [{"name": "a"}, {"name": "b"}], "other": [{"name": "z"}]}"#;
+    let (n, conn) = load(body, &RowLocator::parse("subnetworks").unwrap(), &["name"]);
+    assert_eq!(n, 2);
+    assert_eq!(
+        query(&conn, "SELECT name FROM t ORDER BY rowid"),
+        vec![vec![text("a")], vec![text("b")]]
+    );
+    let body = r#"{"a": {"b": [{"name": "deep"}]}}"#;
+    let (n, _) = load(body, &RowLocator::parse("a.b").unwrap(), &["name"]);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn value_types() {
+    let body = r#"[{
+        "big": 18446744073709551615,
+        "id": 9223372036854775807,
+        "neg": -9223372036854775808,
+        "huge": 123456789012345678901234567890,
+        "f": 1.5, "e": 2e3, "negf": -0.25,
+        "t": true, "fl": false, "nul": null,
+        "esc": "a\"b\u00e9\n",
+        "plain": "héllo",
+        "empty": "",
+        "nested": {"a": {"b": [1, {"c": "d"}]}},
+        "arr": [1, 2, 3]
+    }]"#;
+    let columns = [
+        "big", "id", "neg", "huge", "f", "e", "negf", "t", "fl", "nul", "esc", "plain", "empty",
+        "nested", "arr",
+    ];
+    let (n, conn) = load(body, &RowLocator::Auto, &columns);
+    assert_eq!(n, 1);
+    let rows = query(&conn, &format!("SELECT {} FROM t", columns.join(", ")));
+    assert_eq!(
+        rows[0],
+        vec![
+            text("18446744073709551615"),
+            Value::Integer(i64::MAX),
+            Value::Integer(i64::MIN),
+            Value::Real(1.2345678901234568e29),
+            Value::Real(1.5),
+            Value::Real(2000.0),
+            Value::Real(-0.25),
+            Value::Integer(1),
+            Value::Integer(0),
+            Value::Null,
+            text("a\"b\u{e9}\n"),
+            text("héllo"),
+            text(""),
+            text(r#"{"a": {"b": [1, {"c": "d"}]}}"#),
+            text("[1, 2, 3]"),
+        ]
+    );
+    let types = query(
+        &conn,
+        "SELECT typeof(big), typeof(id), typeof(f), typeof(t), typeof(nul), typeof(nested) \
+         FROM t",
+    );
+    assert_eq!(
+        types[0],
+        ["text", "integer", "real", "integer", "null", "text"].map(text)
+    );
+    let extracted = query(
+        &conn,
+        "SELECT json_extract(nested, '$.a.b[1].c'), json_extract(arr, '$[2]') FROM t",
+    );
+    assert_eq!(extracted[0], vec![text("d"), Value::Integer(3)]);
+}
+
+#[test]
+fn case_insensitive_columns_and_unknown_properties() {
+    let body = r#"[{"SelfLink": "l", "NAME": "n", "unknown": {"deep": [1, 2, {"x": null}]},
+                    "zz": "ignored", "Id": 5}]"#;
+    let (n, conn) = load(body, &RowLocator::Auto, &["selfLink", "name", "id"]);
+    assert_eq!(n, 1);
+    assert_eq!(
+        query(&conn, "SELECT selfLink, name, id FROM t"),
+        vec![vec![text("l"), text("n"), Value::Integer(5)]]
+    );
+}
+
+#[test]
+fn fixed_params_and_overrides() {
+    // Columns: id, org (both from JSON), then `region` only fixed. org is also fixed.
+    let body = r#"[{"id": 1}, {"id": 2, "org": "json-org"}, {"id": 3, "org": null},
+                   {"id": 4, "region": "json-region"}]"#;
+    let fixed = vec![(2, text("param-org")), (3, text("param-region"))];
+    let (n, conn) = load_with(body, &RowLocator::Auto, &["id", "org"], &["region"], &fixed);
+    assert_eq!(n, 4);
+    assert_eq!(
+        query(&conn, "SELECT id, org, region FROM t ORDER BY id"),
+        vec![
+            vec![Value::Integer(1), text("param-org"), text("param-region")],
+            vec![Value::Integer(2), text("json-org"), text("param-region")],
+            vec![Value::Integer(3), text("param-org"), text("param-region")],
+            // `region` is not a binder column: the fixed value stays.
+            vec![Value::Integer(4), text("param-org"), text("param-region")],
+        ]
+    );
+}
+
+#[test]
+fn every_row_starts_from_null() {
+    let body = r#"[{"a": 1, "b": 2}, {"a": 3}, {"b": 4}]"#;
+    let (_, conn) = load(body, &RowLocator::Auto, &["a", "b"]);
+    assert_eq!(
+        query(&conn, "SELECT a, b FROM t ORDER BY rowid"),
+        vec![
+            vec![Value::Integer(1), Value::Integer(2)],
+            vec![Value::Integer(3), Value::Null],
+            vec![Value::Null, Value::Integer(4)],
+        ]
+    );
+}
+
+#[test]
+fn duplicate_keys_last_wins() {
+    let (_, conn) = load(
+        r#"[{"a": 1, "a": 2}, {"a": 1, "a": null}]"#,
+        &RowLocator::Auto,
+        &["a"],
+    );
+    assert_eq!(
+        query(&conn, "SELECT a FROM t ORDER BY rowid"),
+        vec![vec![Value::Integer(2)], vec![Value::Null]]
+    );
+}
+
+#[test]
+fn escaped_keys() {
+    let (n, conn) = load(
+        r#"[{"n\u0061me": "x", "\"q\"": 1}]"#,
+        &RowLocator::Auto,
+        &["name", "\"q\""],
+    );
+    assert_eq!(n, 1);
+    assert_eq!(query(&conn, "SELECT name FROM t"), vec![vec![text("x")]]);
+    let (n, _) = load(
+        r#"{"w\u0061pper": [{"name": 1}]}"#,
+        &RowLocator::parse("$.wapper").unwrap(),
+        &["name"],
+    );
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn non_object_rows_bind_to_value() {
+    let body = r#"["a", 1, 18446744073709551615, 2.5, true, null, [1, [2]], {"value": "obj"}]"#;
+    let (n, conn) = load(body, &RowLocator::Auto, &["value"]);
+    assert_eq!(n, 8);
+    assert_eq!(
+        query(&conn, "SELECT value FROM t ORDER BY rowid"),
+        vec![
+            vec![text("a")],
+            vec![Value::Integer(1)],
+            vec![text("18446744073709551615")],
+            vec![Value::Real(2.5)],
+            vec![Value::Integer(1)],
+            vec![Value::Null],
+            vec![text("[1,[2]]")],
+            vec![text("obj")],
+        ]
+    );
+    // No `value` column: non-object rows are skipped.
+    let (n, _) = load(body, &RowLocator::Auto, &["other"]);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn invalid_json_is_an_error() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t (id)").unwrap();
+    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
+    let binder = ColumnBinder::new(&cols(&["id"]));
+    for bad in [
+        "[{\"id\": 1},",
+        "{\"items\": [1,]}",
+        "[1] trailing",
+        "nope",
+        "{\"id\": \"\\x\"}",
+        "{\"a\":}",
+    ] {
+        for locator in [RowLocator::Auto, RowLocator::parse("$.items").unwrap()] {
+            let err = load_rows(bad.as_bytes(), &locator, &binder, &[], &mut stmt).expect_err(bad);
+            assert!(matches!(err, RowsError::Json(_)), "{bad}: {err}");
+            assert!(
+                err.to_string()
+                    .starts_with("response body is not valid JSON")
+            );
+        }
+    }
+}
+
+#[test]
+fn sqlite_errors_surface() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t (id INTEGER NOT NULL)")
+        .unwrap();
+    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
+    let binder = ColumnBinder::new(&cols(&["id"]));
+    let err = load_rows(
+        b"[{\"id\": 1}, {}]",
+        &RowLocator::Auto,
+        &binder,
+        &[],
+        &mut stmt,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
+    let err = load_rows(b"{\"x\": 1}", &RowLocator::Auto, &binder, &[], &mut stmt).unwrap_err();
+    assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
+    let err = load_rows(
+        b"[{}]",
+        &RowLocator::Auto,
+        &binder,
+        &[(5, text("x"))],
+        &mut stmt,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
+}
+
+// --- extract_scalars ---------------------------------------------------------------------
+
+#[test]
+fn extracts_scalars() {
+    let body = br#"{
+        "nextPageToken": "tok\"en",
+        "result_info": {"page": 2, "per_page": 50, "total": 1.50, "more": true, "n": null,
+                        "obj": {"x": 1}},
+        "@odata.nextLink": "https://x/y?$skip=10",
+        "rows": [{"nextPageToken": "inner"}],
+        "big": 18446744073709551615
+    }"#;
+    let paths: Vec<Vec<String>> = [
+        &["nextPageToken"][..],
+        &["result_info", "page"],
+        &["result_info", "total"],
+        &["result_info", "more"],
+        &["result_info", "n"],
+        &["result_info", "obj"],
+        &["result_info", "missing"],
+        &["@odata.nextLink"],
+        &["rows"],
+        &["rows", "nextPageToken"],
+        &["nextPageToken", "deeper"],
+        &["big"],
+        &["absent", "x"],
+    ]
+    .iter()
+    .map(|p| p.iter().map(|s| (*s).to_owned()).collect())
+    .collect();
+    let got = extract_scalars(body, &paths).unwrap();
+    let want: Vec<Option<String>> = [
+        Some("tok\"en"),
+        Some("2"),
+        Some("1.50"),
+        Some("true"),
+        None,
+        None,
+        None,
+        Some("https://x/y?$skip=10"),
+        None,
+        None,
+        None,
+        Some("18446744073709551615"),
+        None,
+    ]
+    .iter()
+    .map(|v| v.map(str::to_owned))
+    .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn extract_scalars_edge_cases() {
+    let paths = vec![vec!["a".to_owned()], vec!["a".to_owned(), "b".to_owned()]];
+    assert_eq!(extract_scalars(b"", &paths).unwrap(), vec![None, None]);
+    assert_eq!(extract_scalars(b" \n", &paths).unwrap(), vec![None, None]);
+    assert_eq!(
+        extract_scalars(b"[1, 2]", &paths).unwrap(),
+        vec![None, None]
+    );
+    // A path ending where another continues: whichever shape the value has.
+    assert_eq!(
+        extract_scalars(br#"{"a": {"b": -3}}"#, &paths).unwrap(),
+        vec![None, Some("-3".to_owned())]
+    );
+    assert_eq!(
+        extract_scalars(br#"{"a": 2.5}"#, &paths).unwrap(),
+        vec![Some("2.5".to_owned()), None]
+    );
+    assert_eq!(
+        extract_scalars(br#"{"a": false}"#, &paths).unwrap(),
+        vec![Some("false".to_owned()), None]
+    );
+    // Root path.
+    assert_eq!(
+        extract_scalars(b"\"x\"", &[vec![]]).unwrap(),
+        vec![Some("x".to_owned())]
+    );
+    assert!(extract_scalars(b"{\"a\": ", &paths).is_err());
+    assert!(extract_scalars(b"{\"a\": 1} x", &[]).is_err());
+}
+
+// --- discover_columns --------------------------------------------------------------------
+
+#[test]
+fn discovers_columns() {
+    let body = br#"{"items": [{"id": 1, "name": "a"}, {"name": "b", "Labels": {"k": "v"}},
+                              {"ID": 3, "extra": null}], "nextPageToken": "x"}"#;
+    assert_eq!(
+        discover_columns(body, &RowLocator::Auto).unwrap(),
+        cols(&["id", "name", "Labels", "extra"])
+    );
+    assert_eq!(
+        discover_columns(body, &RowLocator::parse("$").unwrap()).unwrap(),
+        cols(&["items", "nextPageToken"])
+    );
+    assert_eq!(
+        discover_columns(br#"["a", "b"]"#, &RowLocator::Auto).unwrap(),
+        cols(&["value"])
+    );
+    assert!(discover_columns(b"", &RowLocator::Auto).unwrap().is_empty());
+    assert!(
+        discover_columns(b"{}", &RowLocator::Auto)
+            .unwrap()
+            .is_empty()
+    );
+    let wide: String = (0..600)
+        .map(|i| format!("\"c{i}\": {i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let got = discover_columns(format!("[{{{wide}}}]").as_bytes(), &RowLocator::Auto).unwrap();
+    assert_eq!(got.len(), MAX_DISCOVERED_COLUMNS);
+    assert_eq!(got[511], "c511");
+    assert!(discover_columns(b"[{\"a\": 1", &RowLocator::Auto).is_err());
+}
