@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::document::{DocumentStore, Method, Param, ParamLocation, Resource};
 use super::error::{Error, ErrorKind, Result};
 use super::rows::RowLocator;
-use super::sql::{Analysis, Filter, Source};
+use super::sql::{Analysis, Filter, Referenced, Source};
 use super::types::SqlVerb;
 
 /// How one API table occurrence is filled.
@@ -40,7 +40,27 @@ impl TablePlan {
     pub(crate) fn method(&self) -> &Method {
         &self.resource.methods[self.method]
     }
+
+    /// Keeps in `columns` (what the local table is created with, and so what each row
+    /// loads) only the columns the statement may use. A table whose columns come from the
+    /// data keeps them all. A `value` column stays (rows that are not JSON objects land
+    /// there, and each still counts as a row); when nothing else is used the first column
+    /// stays, so the table keeps its shape for `count(*)`.
+    pub(crate) fn project(&mut self, referenced: &Referenced) {
+        if self.dynamic_columns || *referenced == Referenced::All {
+            return;
+        }
+        let first = self.columns.first().cloned();
+        self.columns
+            .retain(|c| referenced.includes(c) || c.eq_ignore_ascii_case(VALUE_COLUMN));
+        if self.columns.is_empty() {
+            self.columns.extend(first);
+        }
+    }
 }
+
+/// The column rows that are not JSON objects are loaded into.
+const VALUE_COLUMN: &str = "value";
 
 /// Plans every occurrence. `resources[i]` is occurrence `i`'s resource.
 pub(crate) fn plan_tables(

@@ -18,7 +18,7 @@ use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad};
 use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
-use super::sql::{Source, analyse, expand_wildcards};
+use super::sql::{Source, analyse, expand_wildcards, referenced};
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
     AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
@@ -271,6 +271,11 @@ fn prepare(
             .map(|p| p.star_columns.clone())
             .unwrap_or_default()
     });
+    // Projection push-down: each table loads only the columns the statement can reach.
+    let referenced = referenced(&query);
+    for plan in &mut plans {
+        plan.project(&referenced);
+    }
     let jobs = plans
         .into_iter()
         .zip(providers)

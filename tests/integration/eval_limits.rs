@@ -108,7 +108,7 @@ async fn an_upstream_value_past_the_length_limit_fails_the_load_clearly() {
     let engine = engine_with(&mock, bounded);
     let err = query_err(
         &engine,
-        "SELECT id FROM testapi.items.items WHERE org = 'acme'",
+        "SELECT id, name FROM testapi.items.items WHERE org = 'acme'",
     )
     .await;
     assert_eq!(err.kind(), ErrorKind::LimitExceeded, "{err}");
@@ -116,6 +116,13 @@ async fn an_upstream_value_past_the_length_limit_fails_the_load_clearly() {
         err.message().contains("limits.max_eval_value_bytes"),
         "{err}"
     );
+    // A statement that does not use the column never loads its value.
+    let out = query(
+        &engine,
+        "SELECT id FROM testapi.items.items WHERE org = 'acme'",
+    )
+    .await;
+    assert_eq!(out.rows, vec![vec![int(1)]]);
 }
 
 fn querygate_with(yaml: &str, args: &[&str]) -> std::process::Output {

@@ -33,6 +33,7 @@ mod mcp_tools;
 mod mock;
 mod mutations;
 mod pagination;
+mod projection;
 mod real_documents;
 mod registry;
 mod replicas;

@@ -1,10 +1,12 @@
 //! Statement parsing: standard SQL through sqlparser (SQLite dialect), and StackQL's own
 //! statements (`SHOW`, `DESCRIBE`, `EXEC`, `REGISTRY`) through a small parser of ours.
 
+mod columns;
 mod exec_source;
 mod mutation;
 mod tables;
 
+pub(crate) use columns::{Referenced, referenced};
 pub(crate) use exec_source::exec_table;
 pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
 pub(crate) use tables::{Analysis, Filter, Literal, Source, analyse, expand_wildcards};

@@ -517,7 +517,7 @@ impl Collector {
     }
 }
 
-fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
+pub(super) fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
     match op {
         JoinOperator::Join(c)
         | JoinOperator::Inner(c)
