@@ -509,6 +509,26 @@ fn invalid_json_is_an_error() {
 }
 
 #[test]
+fn invalid_utf8_fails_only_where_it_is_read() {
+    // In a skipped value: the body is read as bytes and the row loads, as before.
+    let body = b"[{\"id\": 1, \"junk\": \"\xff\xfe\"}]";
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t (id, junk)").unwrap();
+    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1, ?2)").unwrap();
+    let only_id = ColumnBinder::new(&cols(&["id"]));
+    assert_eq!(
+        load_rows(body, &path(vec![]), &only_id, &[], &mut stmt).unwrap(),
+        1
+    );
+    // In a bound value or a key: an error.
+    let both = ColumnBinder::new(&cols(&["id", "junk"]));
+    let err = load_rows(body, &path(vec![]), &both, &[], &mut stmt).unwrap_err();
+    assert!(matches!(err, RowsError::Json(_)), "{err}");
+    let bad_key = b"[{\"id\": 1, \"\xff\": 2}]";
+    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &mut stmt).is_err());
+}
+
+#[test]
 fn sqlite_errors_surface() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id INTEGER NOT NULL)")

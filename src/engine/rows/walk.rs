@@ -42,12 +42,27 @@ pub(super) trait RowSink<'de> {
 }
 
 /// Parses the whole body, feeding the rows at `locator` into `sink`.
+///
+/// The body is validated as UTF-8 once, up front, and then parsed as text, so the parser
+/// does not validate each key and captured value again. A body that is not valid UTF-8
+/// throughout is parsed as bytes instead, which rejects invalid UTF-8 only where it is read
+/// (keys, bound values), not in skipped values, as before.
 pub(super) fn walk<'de, S: RowSink<'de>>(
     body: &'de [u8],
     locator: &RowLocator,
     sink: &mut S,
 ) -> serde_json::Result<()> {
-    let mut de = serde_json::Deserializer::from_slice(body);
+    match std::str::from_utf8(body) {
+        Ok(text) => walk_with(serde_json::Deserializer::from_str(text), locator, sink),
+        Err(_) => walk_with(serde_json::Deserializer::from_slice(body), locator, sink),
+    }
+}
+
+fn walk_with<'de, R: serde_json::de::Read<'de>, S: RowSink<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    locator: &RowLocator,
+    sink: &mut S,
+) -> serde_json::Result<()> {
     match locator {
         RowLocator::Path(steps) => {
             PathSeed { steps, sink }.deserialize(&mut de)?;
