@@ -1,11 +1,12 @@
 //! The embedded SQLite a statement is evaluated in: one in-memory database per statement,
-//! owned by a dedicated thread so decoding and SQL never block the async runtime. The async
-//! side sends commands (create a table, load a response page, read a join column, run the
-//! final SQL) and awaits replies; dropping the [`Database`] ends the thread and interrupts
-//! a running query.
+//! owned by a dedicated thread (one of a pool of reusable threads) so decoding and SQL never
+//! block the async runtime. The async side sends commands (create a table, load a response
+//! page, read a join column, run the final SQL) and awaits replies; dropping the
+//! [`Database`] interrupts a running query, closes the connection and frees the thread.
 
 mod functions;
 mod limits;
+mod threads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,9 +90,7 @@ impl Database {
     pub(crate) async fn open(limits: EvalLimits) -> Result<Self> {
         let (commands, receiver) = mpsc::channel::<Command>();
         let (ready, ready_rx) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("querygate-sqlite".to_owned())
-            .spawn(move || worker(receiver, ready, limits))
+        threads::run(Box::new(move || worker(receiver, ready, limits)))
             .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
         let interrupt = ready_rx
             .await
