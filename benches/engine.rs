@@ -10,9 +10,9 @@
 //!    document from the shared provider registry.
 //!
 //! CPU time is the sum of per-thread `sum_exec_runtime` (`/proc/self/task/*/schedstat`,
-//! nanoseconds). Threads that exit during a query (the engine's per-statement SQLite thread)
-//! would vanish from that sum, so a probe thread polls new threads' counters while the query
-//! runs and keeps their last value. The mock's thread and the probe are excluded and
+//! nanoseconds). Threads that exit during a query (an engine SQLite thread beyond the ones
+//! kept for reuse) would vanish from that sum, so a probe thread polls new threads' counters
+//! while the query runs and keeps their last value. The mock's thread and the probe are excluded and
 //! reported separately. A coarse cross-check from `/proc/self/stat` (clock ticks, includes
 //! exited threads) is printed for the whole batch.
 
