@@ -7,6 +7,7 @@ mod audit_file;
 mod audit_pg;
 mod audit_pipeline;
 mod auth;
+mod cancel;
 mod classes;
 mod compat;
 mod config_cli;

@@ -8,6 +8,7 @@
 //!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
 //!   Intent        side effects only: an intent record, durable before anything runs
 //!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
+//!   Cancel        stops the call when nobody waits (disconnect, notifications/cancelled)
 //!   Dispatch      runs the tool on the parsed statement and renders its result
 //! ```
 //!
@@ -15,6 +16,7 @@
 //! run. No call reaches a tool, and so the engine, without passing the gate.
 
 mod audit;
+mod cancel;
 mod dispatch;
 mod gate;
 mod observe;
@@ -27,6 +29,7 @@ use rmcp::RoleServer;
 use rmcp::model::{InputRequiredResult, InputResponses};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
@@ -265,6 +268,8 @@ impl Pipeline {
             .layer(audit::IntentLayer::new(shared.clone()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
             .layer(timeout::CallTimeoutLayer::new(shared.server.call_timeout))
+            // Stops the call when its client went away or cancelled it.
+            .layer(cancel::CancelLayer)
             // Runs the tool on the prepared call and renders the result.
             .service(dispatch::Dispatch::new(shared.clone()));
         Pipeline {
@@ -275,10 +280,21 @@ impl Pipeline {
 
     /// Runs one call through every step, in its span and with its metrics.
     pub async fn call(&self, call: ToolCall) -> Result<ToolReply, CallError> {
-        observe::observed(&self.shared, call, |call| self.run(call)).await
+        self.call_until(call, CancellationToken::new()).await
     }
 
-    async fn run(&self, call: ToolCall) -> Result<ToolReply, CallError> {
+    /// Runs one call through every step, in its span and with its metrics, stopping its
+    /// work when `cancel` fires (the client went away or cancelled the call); the audit
+    /// still records its outcome.
+    pub async fn call_until(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<ToolReply, CallError> {
+        observe::observed(&self.shared, call, |call| self.run(call, cancel)).await
+    }
+
+    async fn run(&self, call: ToolCall, cancel: CancellationToken) -> Result<ToolReply, CallError> {
         use tower::ServiceExt as _;
         // What a record of a call refused by `prepare` needs (kept only when auditing).
         let who = self.shared.audit.as_ref().map(|_| {
@@ -289,7 +305,7 @@ impl Pipeline {
             )
         });
         let prepared = match prepare::prepare(&self.shared, call) {
-            Ok(prepared) => prepared,
+            Ok(prepared) => PreparedCall { cancel, ..prepared },
             Err(err) => {
                 if let (Some(auditor), Some((name, principal, origin))) = (&self.shared.audit, who)
                 {
