@@ -1,4 +1,5 @@
-//! The `limits:` keys that bound a statement's local SQLite evaluation.
+//! The `limits:` keys that bound a statement's local SQLite evaluation, and admission: how
+//! many statements run at once, overall and per tenant.
 
 use std::time::Duration;
 
@@ -47,6 +48,61 @@ pub(super) fn check_eval_limits(
     }
 }
 
+/// How many SQL statements may be evaluated at once (per replica), and for how long a call
+/// waits for a slot before it is answered `server.busy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionLimits {
+    /// Statements evaluated at once over all tenants (`limits.max_concurrent_evaluations`).
+    pub max_concurrent_evaluations: usize,
+    /// Statements one tenant may have evaluated at once (`limits.max_tenant_evaluations`):
+    /// by default half the global cap (rounded up), so one tenant never takes every slot.
+    pub max_tenant_evaluations: usize,
+    /// How long a call waits for a slot (`limits.admission_wait`).
+    pub wait: Duration,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        AdmissionLimits {
+            max_concurrent_evaluations: 16,
+            max_tenant_evaluations: 8,
+            wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations` and
+/// `limits.admission_wait`, pushing each problem with its key.
+pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> AdmissionLimits {
+    let global = raw.max_concurrent_evaluations;
+    problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
+    let per_tenant = raw.max_tenant_evaluations.unwrap_or(global.div_ceil(2));
+    if raw.max_tenant_evaluations.is_some() {
+        if per_tenant == 0 {
+            problems.push("limits.max_tenant_evaluations", "must be greater than 0");
+        } else if per_tenant > global {
+            problems.push(
+                "limits.max_tenant_evaluations",
+                format!("{per_tenant} is more than limits.max_concurrent_evaluations ({global})"),
+            );
+        }
+    }
+    if raw.admission_wait > Duration::from_secs(3600) {
+        problems.push(
+            "limits.admission_wait",
+            format!(
+                "{} is more than the longest allowed, 1h",
+                humantime::format_duration(raw.admission_wait)
+            ),
+        );
+    }
+    AdmissionLimits {
+        max_concurrent_evaluations: global,
+        max_tenant_evaluations: per_tenant.max(1),
+        wait: raw.admission_wait,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +117,30 @@ mod tests {
         let short = check_eval_limits(&raw, Duration::from_secs(5), &mut problems);
         assert_eq!(short.max_time, Duration::from_secs(5));
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn admission_defaults_to_half_the_slots_per_tenant_and_checks_the_share() {
+        let mut problems = Problems::default();
+        let raw = RawLimits {
+            max_concurrent_evaluations: 5,
+            ..RawLimits::default()
+        };
+        let limits = check_admission(&raw, &mut problems);
+        assert_eq!(limits.max_tenant_evaluations, 3);
+        assert_eq!(limits.wait, Duration::from_secs(10));
+        assert!(problems.is_empty(), "{problems:?}");
+        let raw = RawLimits {
+            max_concurrent_evaluations: 4,
+            max_tenant_evaluations: Some(5),
+            ..RawLimits::default()
+        };
+        check_admission(&raw, &mut problems);
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            ["limits.max_tenant_evaluations: 5 is more than limits.max_concurrent_evaluations (4)"]
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod admission;
 mod audit_file;
 mod audit_pg;
 mod audit_pipeline;

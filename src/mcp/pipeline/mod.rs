@@ -6,6 +6,8 @@
 //!   Audit         one outcome record per call (refusals and approval prompts included),
 //!                 durable before the reply; audit.failure_mode decides about failures
 //!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
+//!   Admission     SQL statements: a slot of the tenant's share and a global one, or
+//!                 `server.busy` after limits.admission_wait
 //!   Intent        side effects only: an intent record, durable before anything runs
 //!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
 //!   Cancel        stops the call when nobody waits (disconnect, notifications/cancelled)
@@ -15,6 +17,7 @@
 //! Every layer sees the tenant, the principal, the class and exactly the statement that will
 //! run. No call reaches a tool, and so the engine, without passing the gate.
 
+pub(crate) mod admission;
 mod audit;
 mod cancel;
 mod dispatch;
@@ -264,6 +267,8 @@ impl Pipeline {
             .layer(audit::AuditLayer::new(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGateLayer::new(shared.clone()))
+            // A slot to evaluate in (statements only), before anything is written or sent.
+            .layer(admission::AdmissionLayer::new(shared.admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
             .layer(audit::IntentLayer::new(shared.clone()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
