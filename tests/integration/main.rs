@@ -20,6 +20,7 @@ mod drain;
 mod errors;
 mod eval_limits;
 mod fanout_joins;
+mod faults;
 mod gate;
 mod http_limits;
 mod identity;
