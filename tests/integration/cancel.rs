@@ -101,6 +101,7 @@ async fn an_http_client_that_disconnects_stops_the_pagination() {
     })
     .await;
     // The client goes away while the slow page is on its way.
+    let gone = std::time::Instant::now();
     client.abort();
     let _ = client.await;
 
@@ -109,6 +110,10 @@ async fn an_http_client_that_disconnects_stops_the_pagination() {
         cancelled_select(&audit)
     })
     .await;
+    eprintln!(
+        "cancelled and recorded {} ms after the client went away",
+        gone.elapsed().as_millis()
+    );
     // The call's work is dropped: the third page is never asked for.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!page_requested(&server.mock, "pageToken=t3"));
@@ -134,6 +139,7 @@ async fn notifications_cancelled_over_stdio_stops_the_pagination() {
     .await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 7, "reason": "the user moved on"}});
+    let sent = std::time::Instant::now();
     raw.send(format!("{cancel}\n").as_bytes()).await;
 
     let audit = dir.path().join("audit");
@@ -141,6 +147,10 @@ async fn notifications_cancelled_over_stdio_stops_the_pagination() {
         cancelled_select(&audit)
     })
     .await;
+    eprintln!(
+        "cancelled and recorded {} ms after notifications/cancelled",
+        sent.elapsed().as_millis()
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!page_requested(&mock, "pageToken=t3"));
 
