@@ -3,8 +3,8 @@
 //! Runs the real `querygate serve` (this profile's build) as a child process on 127.0.0.1,
 //! with two JWT tenants, `flood` and `small`, and an axum mock upstream in this process
 //! serving `bench.items.items`: 10 pages of 1,000 rows (a 10k-row call), or 10 rows for
-//! `WHERE page = 0` (a small call). Twice: with the default admission limits and with
-//! admission effectively off. Per run it prints
+//! `WHERE page = 0` (a small call). Three times: with the default admission limits, with
+//! tighter ones, and with admission effectively off. Per run it prints
 //! - the server's RSS (sampled every 20 ms, and the kernel's high-water mark) while 64
 //!   clients of `flood` make 10k-row calls at once (target: under 150 MiB);
 //! - `small`'s small-call p50/p99 alone, then while `flood` keeps 64 10k-row calls going
@@ -65,7 +65,11 @@ async fn run() -> Result<()> {
         .pool_max_idle_per_host(256)
         .build()?;
     for (label, limits) in [
-        ("admission defaults (16 slots, 8 per tenant)", ""),
+        ("admission defaults", ""),
+        (
+            "admission tighter (4 slots, 2 per tenant)",
+            "limits:\n  max_concurrent_evaluations: 4\n  max_tenant_evaluations: 2\n",
+        ),
         (
             "admission effectively off (1024 slots, 1024 per tenant)",
             "limits:\n  max_concurrent_evaluations: 1024\n  max_tenant_evaluations: 1024\n",

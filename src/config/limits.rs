@@ -52,7 +52,9 @@ pub(super) fn check_eval_limits(
 /// waits for a slot before it is answered `server.busy`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionLimits {
-    /// Statements evaluated at once over all tenants (`limits.max_concurrent_evaluations`).
+    /// Statements evaluated at once over all tenants (`limits.max_concurrent_evaluations`):
+    /// by default twice the CPU cores (more only adds memory and latency, not throughput:
+    /// evaluation is CPU-bound).
     pub max_concurrent_evaluations: usize,
     /// Statements one tenant may have evaluated at once (`limits.max_tenant_evaluations`):
     /// by default half the global cap (rounded up), so one tenant never takes every slot.
@@ -61,11 +63,22 @@ pub struct AdmissionLimits {
     pub wait: Duration,
 }
 
+impl AdmissionLimits {
+    /// The default global cap: twice the CPU cores this process may use (at least 2).
+    pub fn default_slots() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .saturating_mul(2)
+            .max(2)
+    }
+}
+
 impl Default for AdmissionLimits {
     fn default() -> Self {
+        let slots = Self::default_slots();
         AdmissionLimits {
-            max_concurrent_evaluations: 16,
-            max_tenant_evaluations: 8,
+            max_concurrent_evaluations: slots,
+            max_tenant_evaluations: slots.div_ceil(2),
             wait: Duration::from_secs(10),
         }
     }
@@ -74,8 +87,13 @@ impl Default for AdmissionLimits {
 /// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations` and
 /// `limits.admission_wait`, pushing each problem with its key.
 pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> AdmissionLimits {
-    let global = raw.max_concurrent_evaluations;
-    problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
+    let global = match raw.max_concurrent_evaluations {
+        Some(global) => {
+            problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
+            global.max(1)
+        }
+        None => AdmissionLimits::default_slots(),
+    };
     let per_tenant = raw.max_tenant_evaluations.unwrap_or(global.div_ceil(2));
     if raw.max_tenant_evaluations.is_some() {
         if per_tenant == 0 {
@@ -123,15 +141,21 @@ mod tests {
     fn admission_defaults_to_half_the_slots_per_tenant_and_checks_the_share() {
         let mut problems = Problems::default();
         let raw = RawLimits {
-            max_concurrent_evaluations: 5,
+            max_concurrent_evaluations: Some(5),
             ..RawLimits::default()
         };
         let limits = check_admission(&raw, &mut problems);
         assert_eq!(limits.max_tenant_evaluations, 3);
         assert_eq!(limits.wait, Duration::from_secs(10));
         assert!(problems.is_empty(), "{problems:?}");
+        let unset = check_admission(&RawLimits::default(), &mut problems);
+        assert_eq!(
+            unset.max_concurrent_evaluations,
+            AdmissionLimits::default_slots()
+        );
+        assert!(unset.max_concurrent_evaluations >= 2);
         let raw = RawLimits {
-            max_concurrent_evaluations: 4,
+            max_concurrent_evaluations: Some(4),
             max_tenant_evaluations: Some(5),
             ..RawLimits::default()
         };

@@ -67,7 +67,7 @@ pub(super) struct RawLimits {
     #[serde(with = "humantime_serde")]
     pub(super) max_eval_time: Option<Duration>,
     pub(super) max_eval_value_bytes: usize,
-    pub(super) max_concurrent_evaluations: usize,
+    pub(super) max_concurrent_evaluations: Option<usize>,
     pub(super) max_tenant_evaluations: Option<usize>,
     #[serde(with = "humantime_serde")]
     pub(super) admission_wait: Duration,
@@ -79,8 +79,7 @@ impl Default for RawLimits {
             max_result_rows: 100_000,
             max_eval_time: None,
             max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
-            max_concurrent_evaluations: super::limits::AdmissionLimits::default()
-                .max_concurrent_evaluations,
+            max_concurrent_evaluations: None,
             max_tenant_evaluations: None,
             admission_wait: super::limits::AdmissionLimits::default().wait,
         }
