@@ -79,3 +79,7 @@ if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
 fi
 
 cargo test
+
+# A 30-second soak of the server `cargo test` built: 16 clients, mixed calls, no errors
+# (the 10-minute, 64-client soak is `scripts/soak.sh`, not run here).
+QUERYGATE_BIN=target/debug/querygate scripts/soak.sh --short

@@ -83,6 +83,14 @@ pub enum Code {
     /// The call ran past `server.call_timeout` after a write may have been sent.
     #[serde(rename = "call.outcome_unknown")]
     CallOutcomeUnknown,
+    /// The client went away or cancelled the call (`notifications/cancelled`) before it
+    /// finished, and nothing was sent that changes anything.
+    #[serde(rename = "call.cancelled")]
+    CallCancelled,
+    /// The server's evaluation capacity (or the tenant's share of it) stayed full for the
+    /// whole admission wait: nothing ran; retry after the delay the error names.
+    #[serde(rename = "server.busy")]
+    ServerBusy,
     /// The call's audit record could not be written, and `audit.failure_mode` stops the
     /// call: refused before it ran (an intent), or its result withheld (an outcome).
     #[serde(rename = "audit.unavailable")]
@@ -94,7 +102,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 26] = [
+    pub const ALL: [Code; 28] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
@@ -119,6 +127,8 @@ impl Code {
         Code::NotFound,
         Code::CallTimeout,
         Code::CallOutcomeUnknown,
+        Code::CallCancelled,
+        Code::ServerBusy,
         Code::AuditUnavailable,
         Code::Internal,
     ];
@@ -150,6 +160,8 @@ impl Code {
             Code::NotFound => "not_found",
             Code::CallTimeout => "call.timeout",
             Code::CallOutcomeUnknown => "call.outcome_unknown",
+            Code::CallCancelled => "call.cancelled",
+            Code::ServerBusy => "server.busy",
             Code::AuditUnavailable => "audit.unavailable",
             Code::Internal => "internal",
         }

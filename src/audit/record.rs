@@ -75,8 +75,8 @@ pub enum Outcome {
     Ok,
     /// The call ended with an error (a refusal, a tool error, the audit itself).
     Error,
-    /// A timeout cut the call after a request may have reached the upstream: whether the
-    /// side effect happened is not known.
+    /// A timeout or the client's cancellation cut the call after a request may have reached
+    /// the upstream: whether the side effect happened is not known.
     Unknown,
 }
 

@@ -1,4 +1,5 @@
-//! The `limits:` keys that bound a statement's local SQLite evaluation.
+//! The `limits:` keys that bound a statement's local SQLite evaluation, and admission: how
+//! many statements run at once, overall and per tenant.
 
 use std::time::Duration;
 
@@ -47,6 +48,79 @@ pub(super) fn check_eval_limits(
     }
 }
 
+/// How many SQL statements may be evaluated at once (per replica), and for how long a call
+/// waits for a slot before it is answered `server.busy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionLimits {
+    /// Statements evaluated at once over all tenants (`limits.max_concurrent_evaluations`):
+    /// by default twice the CPU cores (more only adds memory and latency, not throughput:
+    /// evaluation is CPU-bound).
+    pub max_concurrent_evaluations: usize,
+    /// Statements one tenant may have evaluated at once (`limits.max_tenant_evaluations`):
+    /// by default half the global cap (rounded up), so one tenant never takes every slot.
+    pub max_tenant_evaluations: usize,
+    /// How long a call waits for a slot (`limits.admission_wait`).
+    pub wait: Duration,
+}
+
+impl AdmissionLimits {
+    /// The default global cap: twice the CPU cores this process may use (at least 2).
+    pub fn default_slots() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .saturating_mul(2)
+            .max(2)
+    }
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        let slots = Self::default_slots();
+        AdmissionLimits {
+            max_concurrent_evaluations: slots,
+            max_tenant_evaluations: slots.div_ceil(2),
+            wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations` and
+/// `limits.admission_wait`, pushing each problem with its key.
+pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> AdmissionLimits {
+    let global = match raw.max_concurrent_evaluations {
+        Some(global) => {
+            problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
+            global.max(1)
+        }
+        None => AdmissionLimits::default_slots(),
+    };
+    let per_tenant = raw.max_tenant_evaluations.unwrap_or(global.div_ceil(2));
+    if raw.max_tenant_evaluations.is_some() {
+        if per_tenant == 0 {
+            problems.push("limits.max_tenant_evaluations", "must be greater than 0");
+        } else if per_tenant > global {
+            problems.push(
+                "limits.max_tenant_evaluations",
+                format!("{per_tenant} is more than limits.max_concurrent_evaluations ({global})"),
+            );
+        }
+    }
+    if raw.admission_wait > Duration::from_secs(3600) {
+        problems.push(
+            "limits.admission_wait",
+            format!(
+                "{} is more than the longest allowed, 1h",
+                humantime::format_duration(raw.admission_wait)
+            ),
+        );
+    }
+    AdmissionLimits {
+        max_concurrent_evaluations: global,
+        max_tenant_evaluations: per_tenant.max(1),
+        wait: raw.admission_wait,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +135,36 @@ mod tests {
         let short = check_eval_limits(&raw, Duration::from_secs(5), &mut problems);
         assert_eq!(short.max_time, Duration::from_secs(5));
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn admission_defaults_to_half_the_slots_per_tenant_and_checks_the_share() {
+        let mut problems = Problems::default();
+        let raw = RawLimits {
+            max_concurrent_evaluations: Some(5),
+            ..RawLimits::default()
+        };
+        let limits = check_admission(&raw, &mut problems);
+        assert_eq!(limits.max_tenant_evaluations, 3);
+        assert_eq!(limits.wait, Duration::from_secs(10));
+        assert!(problems.is_empty(), "{problems:?}");
+        let unset = check_admission(&RawLimits::default(), &mut problems);
+        assert_eq!(
+            unset.max_concurrent_evaluations,
+            AdmissionLimits::default_slots()
+        );
+        assert!(unset.max_concurrent_evaluations >= 2);
+        let raw = RawLimits {
+            max_concurrent_evaluations: Some(4),
+            max_tenant_evaluations: Some(5),
+            ..RawLimits::default()
+        };
+        check_admission(&raw, &mut problems);
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            ["limits.max_tenant_evaluations: 5 is more than limits.max_concurrent_evaluations (4)"]
+        );
     }
 
     #[test]

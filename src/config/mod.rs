@@ -34,6 +34,7 @@ pub use identity::{
     AuthConfig, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource, MtlsConfig,
     TenantLimits, TlsConfig,
 };
+pub use limits::AdmissionLimits;
 pub use problems::{Problem, Problems};
 pub use raw::Render;
 pub use server::{DrainConfig, ServerConfig};
@@ -131,6 +132,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Metrics and traces.
     pub telemetry: TelemetryConfig,
+    /// How many statements run at once, overall and per tenant (`limits:`).
+    pub admission: AdmissionLimits,
 }
 
 impl Config {
@@ -173,6 +176,7 @@ impl Config {
         let providers = providers::check_providers(raw.providers, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
+        let admission = limits::check_admission(&raw.limits, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
         let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
         let mut server = server::check_server(raw.server, &mut problems);
@@ -253,6 +257,7 @@ impl Config {
             audit,
             log,
             telemetry,
+            admission,
         })
     }
 

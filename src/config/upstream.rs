@@ -67,6 +67,10 @@ pub(super) struct RawLimits {
     #[serde(with = "humantime_serde")]
     pub(super) max_eval_time: Option<Duration>,
     pub(super) max_eval_value_bytes: usize,
+    pub(super) max_concurrent_evaluations: Option<usize>,
+    pub(super) max_tenant_evaluations: Option<usize>,
+    #[serde(with = "humantime_serde")]
+    pub(super) admission_wait: Duration,
 }
 
 impl Default for RawLimits {
@@ -75,6 +79,9 @@ impl Default for RawLimits {
             max_result_rows: 100_000,
             max_eval_time: None,
             max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
+            max_concurrent_evaluations: None,
+            max_tenant_evaluations: None,
+            admission_wait: super::limits::AdmissionLimits::default().wait,
         }
     }
 }

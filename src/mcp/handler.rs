@@ -429,7 +429,8 @@ impl ServerHandler for QuerygateMcp {
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),
         };
-        match self.pipeline.call(call).await {
+        // Fired when the client disconnects (HTTP) or sends `notifications/cancelled`.
+        match self.pipeline.call_until(call, context.ct.clone()).await {
             Ok(reply) => match reply.body {
                 ReplyBody::Complete(outcome) => {
                     let mut result = if outcome.is_error() {

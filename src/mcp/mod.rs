@@ -99,6 +99,8 @@ pub(crate) struct Shared {
     pub(crate) audit: Option<Auditor>,
     /// The server's metrics (`None`: not collected, e.g. over stdio).
     pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
+    /// The evaluation slots statements wait for.
+    pub(crate) admission: Arc<pipeline::admission::Admission>,
 }
 
 impl Shared {
@@ -207,6 +209,9 @@ pub fn build_observed(
         approvals,
         audit,
         metrics,
+        admission: Arc::new(pipeline::admission::Admission::new(
+            config.admission.clone(),
+        )),
     });
     Ok(QuerygateMcp::new(shared))
 }

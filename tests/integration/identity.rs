@@ -346,27 +346,27 @@ async fn peer_certificate(ca_pem: &str, addr: &str) -> Vec<u8> {
 // === JWT ===
 
 /// An ES256 signing key and its JWK.
-struct SigningKey {
+pub(crate) struct SigningKey {
     kid: String,
     pair: KeyPair,
 }
 
 impl SigningKey {
-    fn new(kid: &str) -> Self {
+    pub(crate) fn new(kid: &str) -> Self {
         SigningKey {
             kid: kid.to_owned(),
             pair: KeyPair::generate().unwrap(),
         }
     }
 
-    fn jwk(&self) -> Value {
+    pub(crate) fn jwk(&self) -> Value {
         let raw = self.pair.public_key_raw();
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
         json!({"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]),
                "kid": self.kid, "alg": "ES256", "use": "sig"})
     }
 
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(self.kid.clone());
         let key = EncodingKey::from_ec_pem(self.pair.serialize_pem().as_bytes()).unwrap();
@@ -381,20 +381,20 @@ fn now() -> u64 {
         .as_secs()
 }
 
-fn claims(tenant: &str) -> Value {
+pub(crate) fn claims(tenant: &str) -> Value {
     json!({"iss": ISSUER, "aud": RESOURCE, "sub": format!("{tenant}-agent"), "tenant": tenant,
            "exp": now() + 600, "nbf": now() - 10, "iat": now()})
 }
 
 /// A JWKS endpoint on 127.0.0.1 serving `keys` (replaceable) and counting fetches.
-struct JwksServer {
+pub(crate) struct JwksServer {
     url: String,
     keys: Arc<Mutex<Value>>,
     fetches: Arc<AtomicUsize>,
 }
 
 impl JwksServer {
-    async fn start(keys: Value) -> Self {
+    pub(crate) async fn start(keys: Value) -> Self {
         let keys = Arc::new(Mutex::new(keys));
         let fetches = Arc::new(AtomicUsize::new(0));
         let (k, f) = (keys.clone(), fetches.clone());
@@ -419,7 +419,7 @@ impl JwksServer {
     }
 }
 
-async fn jwt_server(
+pub(crate) async fn jwt_server(
     jwks: &JwksServer,
     floor: &str,
     tenant_extra: &str,

@@ -3,10 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod admission;
 mod audit_file;
 mod audit_pg;
 mod audit_pipeline;
 mod auth;
+mod cancel;
 mod classes;
 mod compat;
 mod config_cli;
@@ -18,6 +20,7 @@ mod drain;
 mod errors;
 mod eval_limits;
 mod fanout_joins;
+mod faults;
 mod gate;
 mod http_limits;
 mod identity;

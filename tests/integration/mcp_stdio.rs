@@ -117,7 +117,7 @@ async fn legacy_client_over_stdio() {
 }
 
 /// The server as a raw process: bytes in, lines out.
-struct Raw {
+pub(crate) struct Raw {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -126,7 +126,7 @@ struct Raw {
 }
 
 impl Raw {
-    fn spawn(config: &Path) -> Raw {
+    pub(crate) fn spawn(config: &Path) -> Raw {
         let mut child = command(config)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -144,14 +144,14 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(bytes).await.unwrap();
         stdin.flush().await.unwrap();
     }
 
     /// The next stdout line, parsed; every line must be a JSON-RPC 2.0 message.
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         let mut line = String::new();
         let n = tokio::time::timeout(LIMIT, self.stdout.read_line(&mut line))
             .await
@@ -183,7 +183,7 @@ impl Raw {
     }
 
     /// Closes stdin and returns the exit code; stdout must then end with nothing more.
-    async fn finish(mut self) -> i32 {
+    pub(crate) async fn finish(mut self) -> i32 {
         drop(self.stdin.take());
         let mut rest = String::new();
         tokio::time::timeout(
@@ -202,8 +202,8 @@ impl Raw {
     }
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+pub(crate) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+pub(crate) const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
 
 async fn handshake_and_list(raw: &mut Raw, eol: &str) {

@@ -36,6 +36,17 @@ pub struct Reply {
     /// Append the request's header values (raw and base64) and query to the body, as APIs
     /// that echo credentials back do.
     pub echo: bool,
+    /// A failure while the body is sent.
+    pub fault: Option<BodyFault>,
+}
+
+/// How a body fails part-way (the headers, with the full `content-length`, go out first).
+#[derive(Clone, Copy, Debug)]
+pub enum BodyFault {
+    /// The connection is dropped after this many bytes of the body.
+    ResetAfter(usize),
+    /// This many bytes of the body are sent, then nothing more, ever.
+    StallAfter(usize),
 }
 
 impl Reply {
@@ -46,6 +57,7 @@ impl Reply {
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             delay: Default::default(),
             echo: false,
+            fault: None,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -55,6 +67,7 @@ impl Reply {
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             delay: Default::default(),
             echo: false,
+            fault: None,
         }
     }
     /// Raw bytes with a content type (registry packages, form bodies).
@@ -65,6 +78,7 @@ impl Reply {
             headers: vec![("content-type".to_owned(), content_type.to_owned())],
             delay: Default::default(),
             echo: false,
+            fault: None,
         }
     }
     pub fn status_code(mut self, status: u16) -> Self {
@@ -78,6 +92,11 @@ impl Reply {
     /// See [`Reply::echo`].
     pub fn echoing(mut self) -> Self {
         self.echo = true;
+        self
+    }
+    /// See [`BodyFault`].
+    pub fn failing(mut self, fault: BodyFault) -> Self {
+        self.fault = Some(fault);
         self
     }
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -224,5 +243,30 @@ fn answer(
     if reply.echo {
         body.extend_from_slice(echoed.as_bytes());
     }
-    (builder.body(Body::from(body)).unwrap(), reply.delay)
+    let body = match reply.fault {
+        None => Body::from(body),
+        Some(fault) => {
+            builder = builder.header("content-length", body.len());
+            let (cut, reset) = match fault {
+                BodyFault::ResetAfter(n) => (n, true),
+                BodyFault::StallAfter(n) => (n, false),
+            };
+            let head = body[..cut.min(body.len())].to_vec();
+            let first = futures::stream::once(async move { Ok::<_, std::io::Error>(head) });
+            let rest = futures::stream::once(async move {
+                if reset {
+                    // Let the first bytes go out before the connection is dropped.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "mock: connection reset mid-body",
+                    ))
+                } else {
+                    futures::future::pending().await
+                }
+            });
+            Body::from_stream(futures::StreamExt::chain(first, rest))
+        }
+    };
+    (builder.body(body).unwrap(), reply.delay)
 }

@@ -63,6 +63,19 @@ pub(crate) struct Database {
     interrupt: Arc<InterruptHandle>,
 }
 
+impl Command {
+    /// Whether the caller stopped waiting for the reply.
+    fn abandoned(&self) -> bool {
+        match self {
+            Command::Create { reply, .. } => reply.is_closed(),
+            Command::Load { reply, .. } => reply.is_closed(),
+            Command::Discover { reply, .. } => reply.is_closed(),
+            Command::Distinct { reply, .. } => reply.is_closed(),
+            Command::Query { reply, .. } => reply.is_closed(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Command")
@@ -219,6 +232,11 @@ fn worker(
     }
     let mut tables: HashMap<String, Table> = HashMap::new();
     while let Ok(command) = commands.recv() {
+        // Nobody waits for this reply (the statement was dropped: cancelled or timed out):
+        // skip the work instead of loading pages nobody reads.
+        if command.abandoned() {
+            continue;
+        }
         match command {
             Command::Create {
                 table,

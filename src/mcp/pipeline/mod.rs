@@ -6,15 +6,20 @@
 //!   Audit         one outcome record per call (refusals and approval prompts included),
 //!                 durable before the reply; audit.failure_mode decides about failures
 //!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
+//!   Admission     SQL statements: a slot of the tenant's share and a global one, or
+//!                 `server.busy` after limits.admission_wait
 //!   Intent        side effects only: an intent record, durable before anything runs
 //!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
+//!   Cancel        stops the call when nobody waits (disconnect, notifications/cancelled)
 //!   Dispatch      runs the tool on the parsed statement and renders its result
 //! ```
 //!
 //! Every layer sees the tenant, the principal, the class and exactly the statement that will
 //! run. No call reaches a tool, and so the engine, without passing the gate.
 
+pub(crate) mod admission;
 mod audit;
+mod cancel;
 mod dispatch;
 mod gate;
 mod observe;
@@ -27,6 +32,7 @@ use rmcp::RoleServer;
 use rmcp::model::{InputRequiredResult, InputResponses};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
@@ -261,10 +267,14 @@ impl Pipeline {
             .layer(audit::AuditLayer::new(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGateLayer::new(shared.clone()))
+            // A slot to evaluate in (statements only), before anything is written or sent.
+            .layer(admission::AdmissionLayer::new(shared.admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
             .layer(audit::IntentLayer::new(shared.clone()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
             .layer(timeout::CallTimeoutLayer::new(shared.server.call_timeout))
+            // Stops the call when its client went away or cancelled it.
+            .layer(cancel::CancelLayer)
             // Runs the tool on the prepared call and renders the result.
             .service(dispatch::Dispatch::new(shared.clone()));
         Pipeline {
@@ -275,10 +285,21 @@ impl Pipeline {
 
     /// Runs one call through every step, in its span and with its metrics.
     pub async fn call(&self, call: ToolCall) -> Result<ToolReply, CallError> {
-        observe::observed(&self.shared, call, |call| self.run(call)).await
+        self.call_until(call, CancellationToken::new()).await
     }
 
-    async fn run(&self, call: ToolCall) -> Result<ToolReply, CallError> {
+    /// Runs one call through every step, in its span and with its metrics, stopping its
+    /// work when `cancel` fires (the client went away or cancelled the call); the audit
+    /// still records its outcome.
+    pub async fn call_until(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<ToolReply, CallError> {
+        observe::observed(&self.shared, call, |call| self.run(call, cancel)).await
+    }
+
+    async fn run(&self, call: ToolCall, cancel: CancellationToken) -> Result<ToolReply, CallError> {
         use tower::ServiceExt as _;
         // What a record of a call refused by `prepare` needs (kept only when auditing).
         let who = self.shared.audit.as_ref().map(|_| {
@@ -289,7 +310,7 @@ impl Pipeline {
             )
         });
         let prepared = match prepare::prepare(&self.shared, call) {
-            Ok(prepared) => prepared,
+            Ok(prepared) => PreparedCall { cancel, ..prepared },
             Err(err) => {
                 if let (Some(auditor), Some((name, principal, origin))) = (&self.shared.audit, who)
                 {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalChannel, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
@@ -55,6 +56,9 @@ pub struct PreparedCall {
     pub approval_id: Option<String>,
     /// Where the call came from.
     pub origin: CallOrigin,
+    /// Cancelled when nobody waits for the reply any more (the client disconnected or sent
+    /// `notifications/cancelled`): the call stops (see the `cancel` layer).
+    pub cancel: CancellationToken,
 }
 
 impl PreparedCall {
@@ -125,6 +129,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         approval: call.approval,
         approval_id: None,
         origin: call.origin,
+        cancel: CancellationToken::new(),
     })
 }
 

@@ -1,0 +1,165 @@
+//! Work that stops when nobody waits: a paginated select whose second page is slow, and a
+//! client that goes away after the first page (an HTTP client that disconnects; a stdio
+//! client that sends `notifications/cancelled`). The mock never sees the third page, and the
+//! audit records the call as cancelled long before the slow page would have answered.
+
+use std::path::Path;
+use std::time::Duration;
+
+use querygate::audit::chain::{Stored, parse_line};
+use querygate::audit::{FileLocation, location};
+use serde_json::json;
+
+use crate::mcp_stdio::{INITIALIZE, INITIALIZED, Raw};
+use crate::mcp_support::{start, test_config};
+use crate::mock::{Mock, Reply};
+
+/// How long the second page takes: far longer than any wait below.
+const SLOW_PAGE: Duration = Duration::from_secs(60);
+/// A guard against hung tests (not a speed target).
+const LIMIT: Duration = Duration::from_secs(20);
+
+const SELECT: &str = "SELECT id FROM testapi.items.tokens";
+
+/// Three pages; the second is slow.
+fn route_pages(mock: &Mock) {
+    mock.route(
+        "/tokens",
+        Reply::json(json!({"items": [{"id": 1}], "nextPageToken": "t2"})),
+    );
+    mock.route(
+        "/tokens?pageToken=t2",
+        Reply::json(json!({"items": [{"id": 2}], "nextPageToken": "t3"})).delayed(SLOW_PAGE),
+    );
+    mock.route(
+        "/tokens?pageToken=t3",
+        Reply::json(json!({"items": [{"id": 3}]})),
+    );
+}
+
+fn page_requested(mock: &Mock, query: &str) -> bool {
+    mock.requests()
+        .iter()
+        .any(|r| r.path == "/tokens" && r.query.as_deref() == Some(query))
+}
+
+/// Waits until `what` holds, polling; panics after [`LIMIT`].
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The outcome records in the audit folder `dir` (none while it does not exist).
+fn outcomes(dir: &Path) -> Vec<Stored> {
+    let Ok(files) = location::files_of(&FileLocation::Dir(dir.to_owned())) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for file in files {
+        for line in std::fs::read_to_string(file).unwrap_or_default().lines() {
+            if let Ok(parsed) = parse_line(line)
+                && parsed.stored.record.phase.as_str() == "outcome"
+            {
+                out.push(parsed.stored);
+            }
+        }
+    }
+    out
+}
+
+fn cancelled_select(dir: &Path) -> bool {
+    outcomes(dir).iter().any(|r| {
+        r.record.tool == "run_select_query"
+            && r.record.error_code.as_deref() == Some("call.cancelled")
+    })
+}
+
+#[tokio::test]
+async fn an_http_client_that_disconnects_stops_the_pagination() {
+    let server = start("read_only", "").await;
+    route_pages(&server.mock);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_select_query", "arguments": {"sql": SELECT},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let request = reqwest::Client::new()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "run_select_query")
+        .body(body.to_string());
+    let client = tokio::spawn(request.send());
+
+    eventually("the second page is requested", || {
+        page_requested(&server.mock, "pageToken=t2")
+    })
+    .await;
+    // The client goes away while the slow page is on its way.
+    let gone = std::time::Instant::now();
+    client.abort();
+    let _ = client.await;
+
+    let audit = server._dir.path().join("audit");
+    eventually("the call is recorded as cancelled", || {
+        cancelled_select(&audit)
+    })
+    .await;
+    eprintln!(
+        "cancelled and recorded {} ms after the client went away",
+        gone.elapsed().as_millis()
+    );
+    // The call's work is dropped: the third page is never asked for.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!page_requested(&server.mock, "pageToken=t3"));
+}
+
+#[tokio::test]
+async fn notifications_cancelled_over_stdio_stops_the_pagination() {
+    let mock = Mock::start().await;
+    route_pages(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "read_only", "");
+    let mut raw = Raw::spawn(&config);
+    raw.send(format!("{INITIALIZE}\n{INITIALIZED}\n").as_bytes())
+        .await;
+    assert_eq!(raw.next().await["id"], 1);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "run_select_query", "arguments": {"sql": SELECT}}});
+    raw.send(format!("{call}\n").as_bytes()).await;
+
+    eventually("the second page is requested", || {
+        page_requested(&mock, "pageToken=t2")
+    })
+    .await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 7, "reason": "the user moved on"}});
+    let sent = std::time::Instant::now();
+    raw.send(format!("{cancel}\n").as_bytes()).await;
+
+    let audit = dir.path().join("audit");
+    eventually("the call is recorded as cancelled", || {
+        cancelled_select(&audit)
+    })
+    .await;
+    eprintln!(
+        "cancelled and recorded {} ms after notifications/cancelled",
+        sent.elapsed().as_millis()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!page_requested(&mock, "pageToken=t3"));
+
+    // A cancelled request gets no response; its id is free again, and the session goes on.
+    raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n")
+        .await;
+    assert_eq!(
+        raw.next().await,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {}})
+    );
+    assert_eq!(raw.finish().await, 0);
+}
