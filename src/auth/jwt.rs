@@ -3,7 +3,8 @@
 //! `jwks_refresh_floor`, when a token names an unknown `kid`) or static PEM keys; an
 //! allowlist of asymmetric algorithms per issuer (never `none`, never HMAC); `iss`, `aud`,
 //! `exp` and `nbf` checked with a leeway; the tenant from a configured claim; optional
-//! scopes that narrow the tools a token may call.
+//! scopes that narrow the tools a token may call. A token that verified is remembered for a
+//! while (`verified`), so the next request with it skips the signature check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
@@ -19,6 +20,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
+use super::verified::{Validity, VerifiedTokens};
 use super::{AuthError, AuthSetupError, Authenticator, Method, Principal};
 use crate::config::{IssuerConfig, JwtConfig, KeySource};
 
@@ -35,6 +37,8 @@ pub struct JwtAuthenticator {
     leeway: Duration,
     tenants: BTreeSet<String>,
     scopes: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Tokens verified recently: a repeated token skips the signature check.
+    verified: VerifiedTokens,
 }
 
 struct Issuer {
@@ -108,10 +112,21 @@ impl JwtAuthenticator {
             leeway: config.leeway,
             tenants,
             scopes: config.scopes.clone(),
+            verified: VerifiedTokens::new(config.leeway),
         })
     }
 
-    async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+    /// The token's principal: from the cache of verified tokens, else verified now.
+    async fn principal(&self, token: &str) -> Result<Principal, AuthError> {
+        if let Some(principal) = self.verified.get(token) {
+            return Ok(principal);
+        }
+        let (principal, validity) = self.verify(token).await?;
+        self.verified.insert(token, &principal, validity);
+        Ok(principal)
+    }
+
+    async fn verify(&self, token: &str) -> Result<(Principal, Validity), AuthError> {
         let invalid = |why: &str| AuthError::InvalidToken(why.to_owned());
         // `alg: none` and unknown algorithms fail here.
         let header =
@@ -178,13 +193,29 @@ impl JwtAuthenticator {
                     .collect::<BTreeSet<String>>(),
             )
         });
-        Ok(Principal {
+        // Whole seconds, rounded down (a fractional `exp` ends the cache entry early).
+        let claim_secs = |name: &str| {
+            let value = claims.get(name)?;
+            value.as_u64().or_else(|| {
+                value
+                    .as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+        };
+        let validity = Validity {
+            // `exp` is a required claim and `decode` checked it is a number.
+            expires: claim_secs("exp").unwrap_or(0),
+            not_before: claim_secs("nbf").unwrap_or(0),
+        };
+        let principal = Principal {
             subject,
             tenant: tenant.to_owned(),
             method: Method::Jwt,
             fingerprint: None,
             tools,
-        })
+        };
+        Ok((principal, validity))
     }
 }
 
@@ -209,7 +240,7 @@ impl Authenticator for JwtAuthenticator {
                 .ok_or_else(|| {
                     AuthError::InvalidToken("the Authorization header is not a Bearer token".into())
                 })?;
-            self.verify(token).await.map(Some)
+            self.principal(token).await.map(Some)
         })
     }
 }

@@ -11,6 +11,7 @@
 pub mod jwt;
 pub mod metadata;
 pub mod mtls;
+mod verified;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
