@@ -6,16 +6,14 @@
 //! tenant are bounded before this, at the HTTP level (`tenants[].limits`).
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower::{Layer, Service, ServiceExt as _};
+use tower::{Service, ServiceExt as _};
 
+use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
 use crate::config::AdmissionLimits;
@@ -116,54 +114,25 @@ impl Admission {
     }
 }
 
-/// Puts admission around a service.
+/// Admission in front of the rest of the pipeline.
 #[derive(Clone)]
-pub(super) struct AdmissionLayer {
+pub(super) struct Admit {
     admission: Arc<Admission>,
 }
 
-impl AdmissionLayer {
-    pub(super) fn new(admission: Arc<Admission>) -> Self {
-        AdmissionLayer { admission }
+impl Admit {
+    pub(super) fn layer(admission: Arc<Admission>) -> StepLayer<Self> {
+        StepLayer(Admit { admission })
     }
 }
 
-impl<S> Layer<S> for AdmissionLayer {
-    type Service = Admit<S>;
-
-    fn layer(&self, inner: S) -> Admit<S> {
-        Admit {
-            inner,
-            admission: self.admission.clone(),
-        }
-    }
-}
-
-/// Admission around `S`.
-#[derive(Clone)]
-pub(super) struct Admit<S> {
-    inner: S,
-    admission: Arc<Admission>,
-}
-
-impl<S> Service<PreparedCall> for Admit<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
+impl Step for Admit {
+    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
         let admission = self.admission.clone();
-        // Keep the service that was polled ready; the clone waits for the next call.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             if !call.spec.takes_sql {
                 return inner.oneshot(call).await;

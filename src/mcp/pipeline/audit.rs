@@ -5,14 +5,12 @@
 //! `audit.failure_mode` through [`Auditor::record`]: a failed intent refuses the call before
 //! the upstream sees a request; a failed outcome replaces the reply with the audit error.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::SystemTime;
 
-use tower::{Layer, Service, ServiceExt as _};
+use tower::{Service, ServiceExt as _};
 
+use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, GateOutcome, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
 use crate::audit::Auditor;
 use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
@@ -20,54 +18,24 @@ use crate::code::Code;
 use crate::mcp::{Shared, Transport};
 use crate::tenant::Principal;
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 /// The outcome record of every call.
 #[derive(Clone)]
-pub(super) struct AuditLayer {
+pub(super) struct Audit {
     shared: Arc<Shared>,
 }
 
-impl AuditLayer {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        AuditLayer { shared }
+impl Audit {
+    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
+        StepLayer(Audit { shared })
     }
 }
 
-impl<S> Layer<S> for AuditLayer {
-    type Service = Audit<S>;
-
-    fn layer(&self, inner: S) -> Audit<S> {
-        Audit {
-            inner,
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// Audits the calls of `S`.
-#[derive(Clone)]
-pub(super) struct Audit<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-impl<S> Service<PreparedCall> for Audit<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = BoxFuture<Result<ToolReply, CallError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+impl Step for Audit {
+    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
         let Some(auditor) = self.shared.audit.clone() else {
             return Box::pin(inner.oneshot(call));
         };
@@ -111,50 +79,22 @@ where
 
 /// The intent record of a call with side effects, durable before it runs.
 #[derive(Clone)]
-pub(super) struct IntentLayer {
+pub(super) struct Intent {
     shared: Arc<Shared>,
 }
 
-impl IntentLayer {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        IntentLayer { shared }
+impl Intent {
+    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
+        StepLayer(Intent { shared })
     }
 }
 
-impl<S> Layer<S> for IntentLayer {
-    type Service = Intent<S>;
-
-    fn layer(&self, inner: S) -> Intent<S> {
-        Intent {
-            inner,
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// Writes intents ahead of the side effects of `S`.
-#[derive(Clone)]
-pub(super) struct Intent<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-impl<S> Service<PreparedCall> for Intent<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = BoxFuture<Result<ToolReply, CallError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+impl Step for Intent {
+    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
         let auditor = match &self.shared.audit {
             Some(auditor) if call.has_side_effects() => auditor.clone(),
             _ => return Box::pin(inner.oneshot(call)),

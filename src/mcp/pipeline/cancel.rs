@@ -5,53 +5,25 @@
 //! outcome: `call.cancelled`, or `call.outcome_unknown` for a call that may already have
 //! sent a write.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use tower::{Service, ServiceExt as _};
 
-use tower::{Layer, Service, ServiceExt as _};
-
+use super::step::{Step, StepFuture};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
 
-/// Puts cancellation around a service.
+/// Cancellation around the rest of the pipeline.
 #[derive(Clone, Copy)]
-pub(super) struct CancelLayer;
+pub(super) struct Cancel;
 
-impl<S> Layer<S> for CancelLayer {
-    type Service = Cancel<S>;
-
-    fn layer(&self, inner: S) -> Cancel<S> {
-        Cancel { inner }
-    }
-}
-
-/// Cancellation around `S`.
-#[derive(Clone)]
-pub(super) struct Cancel<S> {
-    inner: S,
-}
-
-impl<S> Service<PreparedCall> for Cancel<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
+impl Step for Cancel {
+    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
         let name = call.tool();
         let side_effects = call.has_side_effects();
         let cancel = call.cancel.clone();
-        // Keep the service that was polled ready; the clone waits for the next call.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             tokio::select! {
                 biased;

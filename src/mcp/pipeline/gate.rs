@@ -4,17 +4,15 @@
 //! approval, and runs such a call only once its approval is redeemed.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequiredResult,
 };
-use tower::{Layer, Service, ServiceExt as _};
+use tower::{Service, ServiceExt as _};
 
+use super::step::{Step, StepFuture, StepLayer};
 use super::{ApprovalChannel, CallError, GateOutcome, PreparedCall, ReplyBody, ToolReply};
 use crate::approval::{ApprovalError, Binding};
 use crate::code::Code;
@@ -26,57 +24,25 @@ use crate::tenant::ToolAccess;
 /// The key of the approval prompt in `inputRequests` / `inputResponses`.
 pub(crate) const APPROVAL_KEY: &str = "approval";
 
-/// Puts the gate in front of a service.
+/// The gate, in front of the rest of the pipeline.
 #[derive(Clone)]
-pub(super) struct ModeGateLayer {
+pub(super) struct ModeGate {
     shared: Arc<Shared>,
 }
 
-impl ModeGateLayer {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        ModeGateLayer { shared }
+impl ModeGate {
+    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
+        StepLayer(ModeGate { shared })
     }
 }
 
-impl<S> Layer<S> for ModeGateLayer {
-    type Service = ModeGate<S>;
-
-    fn layer(&self, inner: S) -> ModeGate<S> {
-        ModeGate {
-            inner,
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// The gate around `S`.
-#[derive(Clone)]
-pub(super) struct ModeGate<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-impl<S> Service<PreparedCall> for ModeGate<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = BoxFuture<Result<ToolReply, CallError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
-        // Keep the service that was polled ready; the clone waits for the next call.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        Box::pin(gate(shared, inner, call))
+impl Step for ModeGate {
+    fn run<S>(&self, next: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
+        Box::pin(gate(self.shared.clone(), next, call))
     }
 }
 

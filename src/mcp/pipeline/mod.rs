@@ -24,6 +24,7 @@ mod dispatch;
 mod gate;
 mod observe;
 mod prepare;
+mod step;
 mod timeout;
 
 use std::sync::Arc;
@@ -264,17 +265,17 @@ impl Pipeline {
     pub(crate) fn build(shared: Arc<Shared>) -> Self {
         let stack = ServiceBuilder::new()
             // Outermost: an outcome record for every call, whatever the layers below decide.
-            .layer(audit::AuditLayer::new(shared.clone()))
+            .layer(audit::Audit::layer(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
-            .layer(gate::ModeGateLayer::new(shared.clone()))
+            .layer(gate::ModeGate::layer(shared.clone()))
             // A slot to evaluate in (statements only), before anything is written or sent.
-            .layer(admission::AdmissionLayer::new(shared.admission.clone()))
+            .layer(admission::Admit::layer(shared.admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
-            .layer(audit::IntentLayer::new(shared.clone()))
+            .layer(audit::Intent::layer(shared.clone()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
-            .layer(timeout::CallTimeoutLayer::new(shared.server.call_timeout))
+            .layer(timeout::CallTimeout::layer(shared.server.call_timeout))
             // Stops the call when its client went away or cancelled it.
-            .layer(cancel::CancelLayer)
+            .layer(step::StepLayer(cancel::Cancel))
             // Runs the tool on the prepared call and renders the result.
             .service(dispatch::Dispatch::new(shared.clone()));
         Pipeline {

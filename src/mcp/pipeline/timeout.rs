@@ -2,66 +2,35 @@
 //! future is dropped, which stops its upstream requests and SQLite work; a call that may
 //! already have sent a write says that its outcome is unknown.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tower::{Layer, Service, ServiceExt as _};
+use tower::{Service, ServiceExt as _};
 
+use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
 
-/// Puts the call timeout around a service.
+/// `server.call_timeout` around the rest of the pipeline.
 #[derive(Clone, Copy)]
-pub(super) struct CallTimeoutLayer {
+pub(super) struct CallTimeout {
     timeout: Duration,
 }
 
-impl CallTimeoutLayer {
-    pub(super) fn new(timeout: Duration) -> Self {
-        CallTimeoutLayer { timeout }
+impl CallTimeout {
+    pub(super) fn layer(timeout: Duration) -> StepLayer<Self> {
+        StepLayer(CallTimeout { timeout })
     }
 }
 
-impl<S> Layer<S> for CallTimeoutLayer {
-    type Service = CallTimeout<S>;
-
-    fn layer(&self, inner: S) -> CallTimeout<S> {
-        CallTimeout {
-            inner,
-            timeout: self.timeout,
-        }
-    }
-}
-
-/// The timeout around `S`.
-#[derive(Clone)]
-pub(super) struct CallTimeout<S> {
-    inner: S,
-    timeout: Duration,
-}
-
-impl<S> Service<PreparedCall> for CallTimeout<S>
-where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolReply;
-    type Error = CallError;
-    type Future = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), CallError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
+impl Step for CallTimeout {
+    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    where
+        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S::Future: Send,
+    {
         let name = call.tool();
         let side_effects = call.has_side_effects();
         let timeout = self.timeout;
-        // Keep the service that was polled ready; the clone waits for the next call.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             match tokio::time::timeout(timeout, inner.oneshot(call)).await {
                 Ok(result) => result,
