@@ -8,9 +8,10 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 
 use super::failure::{FailureMode, OnFailure};
-use super::record::{AuditRecord, Phase, hex};
+use super::record::{AuditRecord, Phase};
 use super::redact::{HmacKey, hmac_literals};
 use super::sink::{AuditError, AuditSink, Receipt, WriteObserver};
+use crate::digest::hex;
 
 /// The sink, the failure mode and the SQL policy, shared by all calls.
 #[derive(Clone, Debug)]

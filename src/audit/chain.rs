@@ -10,7 +10,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::record::{AuditRecord, hex};
+use super::record::AuditRecord;
+use crate::digest::hex;
 
 /// The record format version written in `v`.
 pub const FORMAT_VERSION: u32 = 1;

@@ -215,8 +215,7 @@ pub fn timestamp(at: std::time::SystemTime) -> String {
 
 /// A new random call id (128 bits, hex).
 pub fn new_call_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom_fill(&mut bytes).is_err() {
+    crate::digest::random_id().unwrap_or_else(|_| {
         // Fall back to time and a counter: unique within the process.
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
@@ -224,26 +223,8 @@ pub fn new_call_id() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return format!("{nanos:024x}{n:08x}");
-    }
-    hex(&bytes)
-}
-
-fn getrandom_fill(bytes: &mut [u8]) -> Result<(), ()> {
-    use std::io::Read as _;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(bytes))
-        .map_err(|_| ())
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+        format!("{nanos:024x}{n:08x}")
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use hmac::{Hmac, Mac as _};
 use sha2::Sha256;
 
-use super::record::hex;
+use crate::digest::hex;
 
 /// The key literals are HMACed with (at least 32 bytes).
 #[derive(Clone)]
