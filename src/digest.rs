@@ -1,5 +1,6 @@
 //! SHA-256 digests and random ids as lower-case hex, for approvals and audit.
 
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Lower-case hex of `bytes`.
@@ -32,40 +33,49 @@ pub fn random_id() -> Result<String, ring::error::Unspecified> {
 
 /// The canonical JSON text of `value`: object keys sorted at every depth, no whitespace. Two
 /// values that differ only in key order or spacing give the same text.
-pub fn canonical_json(value: &serde_json::Value) -> String {
-    use serde_json::Value;
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                out.push('{');
-                for (i, (key, value)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(key.clone()).to_string());
-                    out.push(':');
-                    write(value, out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
+pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    write(value, &mut out);
+    write_canonical(value, &mut out);
     out
+}
+
+/// [`canonical_json`] of the object `map`, without copying it into a [`Value`].
+pub fn canonical_json_object(map: &Map<String, Value>) -> String {
+    let mut out = String::new();
+    write_object(map, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => write_object(map, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        write_canonical(value, out);
+    }
+    out.push('}');
 }
 
 #[cfg(test)]

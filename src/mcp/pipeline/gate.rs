@@ -218,11 +218,19 @@ where
     S::Future: Send,
 {
     let approvals = &shared.approvals;
+    // `prepare` digests the arguments of every call `policy::decide` holds for approval.
+    let Some(arguments_sha256) = call.arguments_sha256.as_deref() else {
+        return Ok(ToolReply::stopped(
+            GateOutcome::RefuseImmediate,
+            Code::Internal,
+            refusal(&call, "its arguments were not digested for an approval"),
+        ));
+    };
     let binding = Binding {
         tenant: &call.cx.tenant,
         subject: &call.principal.subject,
         tool: call.tool(),
-        arguments_sha256: &call.arguments_sha256,
+        arguments_sha256,
     };
     let refused = |gate: GateOutcome, code: Code, why: String| {
         Ok(ToolReply::stopped(gate, code, refusal(&call, why)))

@@ -14,7 +14,7 @@ use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
 use crate::mcp::Shared;
 use crate::mcp::tools::{Effect, ToolSpec};
-use crate::policy::{self, Mode, QueryClass};
+use crate::policy::{self, Decision, Mode, QueryClass};
 use crate::tenant::{Principal, ToolAccess};
 
 /// A call ready for the layers.
@@ -40,8 +40,9 @@ pub struct PreparedCall {
     pub render: Result<Render, String>,
     /// The arguments, without `format`.
     pub arguments: Map<String, Value>,
-    /// SHA-256 of the canonical JSON of every argument sent (approvals are bound to it).
-    pub arguments_sha256: String,
+    /// SHA-256 of the canonical JSON of every argument sent, when the mode holds the call
+    /// for approval (approvals are bound to it; other calls need none).
+    pub arguments_sha256: Option<String>,
     /// The SQL text, for tools that take one.
     pub sql: Option<String>,
     /// The statement that will run, parsed once (SQL tools only).
@@ -87,9 +88,6 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
     let allow_pull_provider = tenant.is_some_and(|t| t.allow_pull_provider);
     let access = shared.tenants.tool_access(&principal, spec.name);
     let mut arguments = call.arguments;
-    let arguments_sha256 =
-        digest::sha256_hex(digest::canonical_json(&Value::Object(arguments.clone())).as_bytes());
-    let render = render_of(shared, spec, arguments.remove("format"));
     let invalid = |message: String| CallError::InvalidArguments {
         tool: spec.name.to_owned(),
         message,
@@ -110,8 +108,14 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
     } else {
         (None, None, 0, QueryClass::Select)
     };
+    // Only a call the mode holds for approval is bound to its arguments.
+    let needs_approval = matches!(spec.effect, Effect::Sql(_))
+        && matches!(policy::decide(mode, class), Decision::NeedsApproval(_));
+    let arguments_sha256 = needs_approval
+        .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
+    let render = render_of(shared, spec, arguments.remove("format"));
     Ok(PreparedCall {
-        call_id: digest::random_id().unwrap_or_else(|_| format!("{:?}", started)),
+        call_id: crate::audit::record::new_call_id(),
         started,
         spec,
         principal,
