@@ -13,7 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use super::chain::{self, ChainHead};
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
 use super::location::{self, FileLocation};
+use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
 
@@ -43,15 +44,9 @@ pub struct FileSinkConfig {
     pub max_age: Option<Duration>,
 }
 
-struct Job {
-    record: AuditRecord,
-    reply: oneshot::Sender<Result<Receipt, AuditError>>,
-}
-
 /// The JSONL file sink.
 pub struct FileSink {
-    jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    stopped: Mutex<Option<oneshot::Receiver<()>>>,
+    queue: WriterQueue<mpsc::Sender<Job>>,
     first_file: PathBuf,
 }
 
@@ -107,8 +102,7 @@ impl FileSink {
             })
             .map_err(|err| unavailable("cannot start the audit writer thread".to_owned(), err))?;
         Ok(FileSink {
-            jobs: Mutex::new(Some(jobs)),
-            stopped: Mutex::new(Some(stopped)),
+            queue: WriterQueue::new(jobs, stopped),
             first_file,
         })
     }
@@ -121,32 +115,11 @@ impl FileSink {
 
 impl AuditSink for FileSink {
     fn write(&self, record: AuditRecord) -> BoxFuture<'_, Result<Receipt, AuditError>> {
-        let (reply, answer) = oneshot::channel();
-        let sent = match self.jobs.lock() {
-            Ok(jobs) => jobs
-                .as_ref()
-                .map(|jobs| jobs.send(Job { record, reply }).is_ok())
-                .unwrap_or(false),
-            Err(_) => false,
-        };
-        Box::pin(async move {
-            if !sent {
-                return Err(AuditError::Closed);
-            }
-            answer.await.unwrap_or(Err(AuditError::Closed))
-        })
+        self.queue.write(record)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.take();
-        }
-        let stopped = self.stopped.lock().ok().and_then(|mut s| s.take());
-        Box::pin(async move {
-            if let Some(stopped) = stopped {
-                let _ = stopped.await;
-            }
-        })
+        self.queue.close()
     }
 
     fn describe(&self) -> String {

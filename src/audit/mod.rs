@@ -25,6 +25,7 @@ pub mod location;
 pub mod memory;
 pub mod open;
 pub mod postgres;
+mod queue;
 pub mod record;
 pub mod redact;
 pub mod settings;

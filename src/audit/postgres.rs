@@ -7,7 +7,6 @@
 //! batch (a failed or timed-out insert may still have committed), so the chain stays linear
 //! and a database that comes back is used again without a restart.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -18,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::chain::{self, ChainHead};
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
+use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
 
@@ -33,15 +33,9 @@ pub struct PgSinkConfig {
     pub write_timeout: Duration,
 }
 
-struct Job {
-    record: AuditRecord,
-    reply: oneshot::Sender<Result<Receipt, AuditError>>,
-}
-
 /// The PostgreSQL sink.
 pub struct PgSink {
-    jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
-    stopped: Mutex<Option<oneshot::Receiver<()>>>,
+    queue: WriterQueue<mpsc::UnboundedSender<Job>>,
     stream: String,
 }
 
@@ -76,8 +70,7 @@ impl PgSink {
             let _ = stopped_tx.send(());
         });
         Ok(PgSink {
-            jobs: Mutex::new(Some(jobs)),
-            stopped: Mutex::new(Some(stopped)),
+            queue: WriterQueue::new(jobs, stopped),
             stream,
         })
     }
@@ -85,31 +78,11 @@ impl PgSink {
 
 impl AuditSink for PgSink {
     fn write(&self, record: AuditRecord) -> BoxFuture<'_, Result<Receipt, AuditError>> {
-        let (reply, answer) = oneshot::channel();
-        let sent = match self.jobs.lock() {
-            Ok(jobs) => jobs
-                .as_ref()
-                .is_some_and(|jobs| jobs.send(Job { record, reply }).is_ok()),
-            Err(_) => false,
-        };
-        Box::pin(async move {
-            if !sent {
-                return Err(AuditError::Closed);
-            }
-            answer.await.unwrap_or(Err(AuditError::Closed))
-        })
+        self.queue.write(record)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.take();
-        }
-        let stopped = self.stopped.lock().ok().and_then(|mut s| s.take());
-        Box::pin(async move {
-            if let Some(stopped) = stopped {
-                let _ = stopped.await;
-            }
-        })
+        self.queue.close()
     }
 
     fn describe(&self) -> String {
