@@ -261,17 +261,7 @@ async fn roles_writer_inserts_only_auditor_reads_views_only_nobody_changes_a_row
     let sink = PgSink::start(service_pool.clone(), config("r1"))
         .await
         .unwrap();
-    for n in 0..3 {
-        sink.write(simple(
-            &format!("c{n}"),
-            "run_select_query",
-            Decision::Allow,
-            class::SELECT,
-            Phase::Outcome,
-        ))
-        .await
-        .unwrap();
-    }
+    write_selects(&sink, 3).await;
     sink.close().await;
     for statement in [
         "SELECT count(*) FROM audit_events",
@@ -544,17 +534,7 @@ async fn audit_verify_and_tail_read_the_database() {
     };
     let pool = migrated(&database).await;
     let sink = PgSink::start(pool.clone(), config("r1")).await.unwrap();
-    for n in 0..3 {
-        sink.write(simple(
-            &format!("c{n}"),
-            "run_select_query",
-            Decision::Allow,
-            class::SELECT,
-            Phase::Outcome,
-        ))
-        .await
-        .unwrap();
-    }
+    write_selects(&sink, 3).await;
     sink.close().await;
     let url = database.url.clone();
     let run = move |args: &[&str]| {
@@ -584,4 +564,19 @@ async fn audit_verify_and_tail_read_the_database() {
     let out = String::from_utf8_lossy(&tail.stdout);
     assert_eq!(out.lines().count(), 2, "{out}");
     assert!(out.contains("-- c2") && !out.contains("-- c0"), "{out}");
+}
+
+/// Writes `n` allowed select outcomes, call ids `c0`, `c1`, ….
+async fn write_selects(sink: &PgSink, n: usize) {
+    for i in 0..n {
+        sink.write(simple(
+            &format!("c{i}"),
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        ))
+        .await
+        .unwrap();
+    }
 }

@@ -160,13 +160,7 @@ async fn sigterm_drains_a_call_in_flight_then_exits_0_with_its_audit_on_disk() {
         .strip_prefix("querygate: admin listener (/healthz, /readyz) at ")
         .unwrap_or_else(|| panic!("{admin_line}"))
         .to_owned();
-    let lines = tokio::spawn(async move {
-        let mut lines = Vec::new();
-        while let Ok(Some(line)) = stderr.next_line().await {
-            lines.push(line);
-        }
-        lines
-    });
+    let lines = collect_lines(stderr);
     let main = base(&url);
     for probes in [&main, &admin] {
         let (status, connection, body) = get(&format!("{probes}/readyz")).await.unwrap();
@@ -300,14 +294,8 @@ async fn calls_past_the_drain_timeout_are_cut_and_the_process_still_exits() {
         "read_only",
         "  drain:\n    delay: 0s\n    timeout: 500ms\n",
     );
-    let (url, mut child, mut stderr) = spawn_serve(&config).await;
-    let lines = tokio::spawn(async move {
-        let mut lines = Vec::new();
-        while let Ok(Some(line)) = stderr.next_line().await {
-            lines.push(line);
-        }
-        lines
-    });
+    let (url, mut child, stderr) = spawn_serve(&config).await;
+    let lines = collect_lines(stderr);
     let client = modern_client(&url).await;
     let slow = tokio::spawn(async move {
         try_call(
@@ -350,14 +338,8 @@ async fn a_second_signal_ends_the_drain_at_once() {
         "read_only",
         "  drain:\n    delay: 30s\n    timeout: 30s\n",
     );
-    let (url, mut child, mut stderr) = spawn_serve(&config).await;
-    let lines = tokio::spawn(async move {
-        let mut lines = Vec::new();
-        while let Ok(Some(line)) = stderr.next_line().await {
-            lines.push(line);
-        }
-        lines
-    });
+    let (url, mut child, stderr) = spawn_serve(&config).await;
+    let lines = collect_lines(stderr);
     terminate(&child);
     // Draining (the first signal was taken), then the second.
     let started = Instant::now();

@@ -247,6 +247,19 @@ pub fn error_code(result: &CallToolResult) -> String {
         .to_owned()
 }
 
+/// Reads the rest of a served process's stderr in the background; the lines, once it ends.
+pub fn collect_lines(
+    mut stderr: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    tokio::spawn(async move {
+        let mut lines = Vec::new();
+        while let Ok(Some(line)) = stderr.next_line().await {
+            lines.push(line);
+        }
+        lines
+    })
+}
+
 /// Starts `querygate --config CONFIG serve --listen 127.0.0.1:0` and waits for the URL it
 /// announces on stderr; the rest of stderr is returned for the caller to read.
 pub async fn spawn_serve(
