@@ -85,6 +85,7 @@ pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod client_tls;
 pub mod code;
 pub mod config;
 pub mod db;

@@ -332,14 +332,7 @@ fn read_pem_keys(
 }
 
 fn jwks_client() -> Result<reqwest::Client, AuthSetupError> {
-    let provider = rustls::crypto::ring::default_provider();
-    let tls = rustls::ClientConfig::builder_with_provider(provider.into())
-        .with_safe_default_protocol_versions()
-        .map_err(|err| AuthSetupError::Client(format!("TLS set-up failed: {err}")))?
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
-        .with_no_client_auth();
+    let tls = crate::client_tls::web_pki().map_err(AuthSetupError::Client)?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(JWKS_TIMEOUT)

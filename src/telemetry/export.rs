@@ -23,14 +23,7 @@ impl OtlpClient {
     pub fn new(timeout: Duration) -> Result<Self, String> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "traces need the tokio runtime".to_owned())?;
-        let provider = rustls::crypto::ring::default_provider();
-        let tls = rustls::ClientConfig::builder_with_provider(provider.into())
-            .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS set-up failed: {err}"))?
-            .with_root_certificates(rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            })
-            .with_no_client_auth();
+        let tls = crate::client_tls::web_pki()?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(timeout)

@@ -79,12 +79,7 @@ const ERROR_BODY_LIMIT: usize = 1024;
 impl Upstream {
     /// A client with the given limits.
     pub(crate) fn new(settings: UpstreamSettings) -> Result<Self> {
-        let provider = rustls::crypto::ring::default_provider();
-        let tls = rustls::ClientConfig::builder_with_provider(provider.into())
-            .with_safe_default_protocol_versions()
-            .map_err(|err| Error::internal(format!("TLS set-up failed: {err}")))?
-            .with_root_certificates(root_store())
-            .with_no_client_auth();
+        let tls = crate::client_tls::web_pki().map_err(Error::internal)?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(settings.timeout)
@@ -395,12 +390,6 @@ fn status_error(
         body: text,
         request: describe(method, url),
     })
-}
-
-fn root_store() -> rustls::RootCertStore {
-    rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    }
 }
 
 /// An error with its sources: `outer: inner: innermost`.

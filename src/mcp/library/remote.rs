@@ -20,14 +20,7 @@ pub(crate) struct Fetcher {
 impl Fetcher {
     /// A client for `base` (a trailing `/` is dropped).
     pub(crate) fn new(base: &str) -> Result<Self, String> {
-        let provider = rustls::crypto::ring::default_provider();
-        let tls = rustls::ClientConfig::builder_with_provider(provider.into())
-            .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS set-up failed: {err}"))?
-            .with_root_certificates(rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            })
-            .with_no_client_auth();
+        let tls = crate::client_tls::web_pki()?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(TIMEOUT)
