@@ -13,7 +13,9 @@
 //! - `qg-mtls` and `qg-jwt`: the same `querygate serve` over HTTPS, authenticating a client
 //!   certificate (mTLS) or an ES256 bearer token (certificates and keys generated per run);
 //! - `qg-tenants`: the JWT server with two tenants, `acme` under per-tenant limits and
-//!   `globex` without: globex's latency alone and while acme floods past its limits;
+//!   `globex` without: globex's latency alone and while acme sends past its limits (a
+//!   bounded open-loop load at ten times its rate, clients honouring `Retry-After`, clients
+//!   ignoring it), acme's load sent from its own runtime thread (`bench-flood`);
 //!
 //! and a load generator (reqwest, keep-alive, HTTP/1.1) on another runtime thread. Every call
 //! is a raw JSON-RPC POST of MCP 2026-07-28 (per-request `_meta`, `Mcp-Method`/`Mcp-Name`
@@ -25,11 +27,17 @@
 //! divided by their number: the server's own CPU, without the load generator's or the
 //! mock's. The ratio full/bare for `server_info` is what our layers cost on top of rmcp's
 //! handling of the same call (target: at most 1.25).
+//!
+//! Sections: `calls` (full querygate against bare rmcp), `tls` (plain HTTP, mTLS, JWT) and
+//! `tenants` (isolation under per-tenant limits); `cargo bench --bench mcp_load -- tenants`
+//! runs only the named ones, no name runs all.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -194,16 +202,39 @@ fn main() -> Result<()> {
         }
         Ok(())
     });
+    let sections = Sections::from_args();
     let outcome = checks
         .and(tls_checks)
-        .and_then(|()| run(&client_rt, &client, &full, &bare))
         .and_then(|()| {
+            if !sections.wants("calls") {
+                return Ok(());
+            }
+            run(&client_rt, &client, &full, &bare)
+        })
+        .and_then(|()| {
+            if !sections.wants("tls") {
+                return Ok(());
+            }
             run_tls(
                 &client_rt,
                 &[(&client, &full), (&mtls_client, &mtls), (&tls_client, &jwt)],
             )
         })
-        .and_then(|()| run_tenants(&client_rt, &tls_client, &tenants, &flooder));
+        .and_then(|()| {
+            if !sections.wants("tenants") {
+                return Ok(());
+            }
+            let acme = Acme {
+                rt: tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name(FLOOD_THREADS)
+                    .enable_all()
+                    .build()?,
+                client: pki.client(false)?,
+                token: flooder,
+            };
+            run_tenants(&client_rt, &tls_client, &tenants, acme)
+        });
     drop(client);
     drop(mtls_client);
     drop(tls_client);
@@ -298,93 +329,386 @@ fn run_tls(
     Ok(())
 }
 
-/// Per-tenant limits keep one tenant's flood from slowing another: globex's `server_info`
-/// alone, then while acme's clients call as fast as they can, past acme's
-/// `tenants[].limits` (most of them answered `429`, which they ignore).
+/// Per-tenant limits keep one tenant's load from slowing another. globex (no limits) calls
+/// `server_info` from `CLIENTS` clients back to back on `bench-load`, alone and then while
+/// acme (100 req/s, burst 10, 2 in flight) sends from its own runtime (`bench-flood`, one
+/// worker, its own connections): a bounded open-loop load at ten times its rate, clients
+/// that honour `Retry-After`, and clients that ignore it (adversarial). Last, acme's
+/// adversarial load alone: what its answers, nearly all `429`, cost the server.
 fn run_tenants(
     rt: &tokio::runtime::Runtime,
     client: &reqwest::Client,
     server: &Background,
-    flooder_token: &str,
+    acme: Acme,
 ) -> Result<()> {
     const CLIENTS: usize = 4;
     const FLOODERS: usize = 32;
+    let loads = [
+        AcmeLoad::Open {
+            per_second: 1000,
+            outstanding: 64,
+        },
+        AcmeLoad::Honouring { clients: FLOODERS },
+        AcmeLoad::Flood { clients: FLOODERS },
+    ];
     println!();
     println!(
         "{:<44} {:>5} {:>9} {:>9} {:>9} {:>12}",
         "tenant isolation / globex server_info", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/call"
     );
     let args = json!({});
+    let cpu0 = Cpu::now(server.name)?;
+    let start = Instant::now();
     let alone = point(rt, client, server, "server_info", &args, CLIENTS)?;
+    let alone_cpu = Cpu::now(server.name)?.since(&cpu0, start.elapsed());
     alone.print("globex alone", CLIENTS);
-    let mut flood_request = request(server, "server_info", &args)?;
-    flood_request.headers.insert(
+    let mut acme_request = request(server, "server_info", &args)?;
+    acme_request.headers.insert(
         header::AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {flooder_token}"))?,
+        HeaderValue::from_str(&format!("Bearer {}", acme.token))?,
     );
+    let acme_request = Arc::new(acme_request);
+    let mut runs = Vec::new();
+    for load in loads {
+        let counts = Arc::new(AcmeCounts::default());
+        let stop = CancellationToken::new();
+        let cpu0 = Cpu::now(server.name)?;
+        let start = Instant::now();
+        let sending = acme.rt.spawn(acme_load(
+            acme.client.clone(),
+            acme_request.clone(),
+            load,
+            counts.clone(),
+            stop.clone(),
+        ));
+        let loaded = point(rt, client, server, "server_info", &args, CLIENTS);
+        stop.cancel();
+        acme.rt.block_on(sending)?;
+        let cpu = Cpu::now(server.name)?.since(&cpu0, start.elapsed());
+        let loaded = loaded?;
+        counts.check()?;
+        // The point's server CPU per call counts acme's requests too.
+        loaded.print(&format!("globex + acme {}", load.label()), CLIENTS);
+        runs.push((load, loaded, counts, cpu));
+    }
+
+    // acme's adversarial load alone, measured after a warm-up like a point.
+    let counts = Arc::new(AcmeCounts::default());
     let stop = CancellationToken::new();
-    let flooding = rt.spawn(flood(
-        client.clone(),
-        Arc::new(flood_request),
-        FLOODERS,
+    let sending = acme.rt.spawn(acme_load(
+        acme.client.clone(),
+        acme_request.clone(),
+        AcmeLoad::Flood { clients: FLOODERS },
+        counts.clone(),
         stop.clone(),
     ));
-    let loaded = point(rt, client, server, "server_info", &args, CLIENTS);
+    std::thread::sleep(WARMUP);
+    let (served0, limited0, _, _) = counts.get();
+    let cpu0 = Cpu::now(server.name)?;
+    let start = Instant::now();
+    std::thread::sleep(POINT);
+    let (served1, limited1, _, _) = counts.get();
+    let cpu = Cpu::now(server.name)?.since(&cpu0, start.elapsed());
     stop.cancel();
-    let (served, limited) = rt.block_on(flooding)??;
-    let loaded = loaded?;
-    loaded.print("globex while acme floods (CPU: both)", CLIENTS);
-    let p99 = |p: &Point| percentile(&p.latencies, 0.99);
+    acme.rt.block_on(sending)?;
+    counts.check()?;
+
+    let p99 = |p: &Point| percentile(&p.latencies, 0.99) / 1e6;
     println!(
-        "  acme (limits: 100 req/s, burst 10, 2 in flight; {FLOODERS} clients): {served} served, {limited} answered 429 during the run"
+        "  globex: {CLIENTS} clients back to back on bench-load (1 worker thread); acme: limits 100 req/s, burst 10, 2 in flight, sent from {FLOOD_THREADS} (1 worker thread)"
     );
     println!(
-        "  globex p99 {:+.0}% with acme flooding (target: at most +20%)",
-        (p99(&loaded) / p99(&alone) - 1.0) * 100.0
+        "  globex alone: p99 {:.3} ms; CPU in % of one core: {}",
+        p99(&alone),
+        alone_cpu
+    );
+    for (load, loaded, counts, cpu) in &runs {
+        let (served, limited, skipped, _) = counts.get();
+        let seconds = cpu.seconds;
+        let skipped = if matches!(load, AcmeLoad::Open { .. }) {
+            format!(", {skipped} not sent (too many unanswered)")
+        } else {
+            String::new()
+        };
+        println!(
+            "  acme {}: {:.0} served/s, {:.0} answered 429/s{skipped}; globex p99 {:.3} ms ({:+.0}% vs alone; target at most +20%); CPU in % of one core: {cpu}",
+            load.label(),
+            served as f64 / seconds,
+            limited as f64 / seconds,
+            p99(loaded),
+            (p99(loaded) / p99(&alone) - 1.0) * 100.0,
+        );
+    }
+    let (served, limited) = (served1 - served0, limited1 - limited0);
+    let per_answer = cpu.server_ns as f64 / 1e3 / (served + limited).max(1) as f64;
+    let per_refusal = (cpu.server_ns as f64 / 1e3 - served as f64 * alone.cpu_per_call_us())
+        / limited.max(1) as f64;
+    println!(
+        "  acme alone, {FLOODERS} clients ignoring Retry-After: {:.0} served/s, {:.0} answered 429/s; server CPU {per_answer:.1} µs per answer, about {per_refusal:.1} µs per 429 (served calls counted at globex's figure); CPU in % of one core: {cpu}",
+        served as f64 / cpu.seconds,
+        limited as f64 / cpu.seconds,
+    );
+    println!(
+        "  (CPU: schedstat growth of the server thread {} and of the load generators' threads bench-load and {FLOOD_THREADS}, over the whole run including the warm-up; the machine has {} cores)",
+        server.name,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     Ok(())
 }
 
-/// `c` clients sending `request` back to back until `stop`, ignoring `Retry-After`:
-/// (answers 2xx, answers 429).
-async fn flood(
+/// The name of the threads of the runtime that sends acme's load in the tenant section (one
+/// worker), apart from globex's measuring client on `bench-load`.
+const FLOOD_THREADS: &str = "bench-flood";
+
+/// CPU of the server's thread and of both load generators' threads.
+struct Cpu {
+    server_ns: u64,
+    globex_client_ns: u64,
+    acme_client_ns: u64,
+    /// Wall time the growth was measured over, in seconds (0 for a snapshot).
+    seconds: f64,
+}
+
+impl Cpu {
+    fn now(server: &str) -> Result<Cpu> {
+        Ok(Cpu {
+            server_ns: threads_cpu_ns(server)?,
+            globex_client_ns: threads_cpu_ns("bench-load")?,
+            acme_client_ns: threads_cpu_ns(FLOOD_THREADS)?,
+            seconds: 0.0,
+        })
+    }
+
+    /// The growth since `before`, over `elapsed`.
+    fn since(self, before: &Cpu, elapsed: Duration) -> Cpu {
+        Cpu {
+            server_ns: self.server_ns.saturating_sub(before.server_ns),
+            globex_client_ns: self
+                .globex_client_ns
+                .saturating_sub(before.globex_client_ns),
+            acme_client_ns: self.acme_client_ns.saturating_sub(before.acme_client_ns),
+            seconds: elapsed.as_secs_f64(),
+        }
+    }
+}
+
+impl std::fmt::Display for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let share = |ns: u64| ns as f64 / 1e9 / self.seconds.max(f64::MIN_POSITIVE) * 100.0;
+        write!(
+            f,
+            "server {:.0}%, globex's client {:.0}%, acme's client {:.0}%",
+            share(self.server_ns),
+            share(self.globex_client_ns),
+            share(self.acme_client_ns)
+        )
+    }
+}
+
+/// The sections of this benchmark to run: `cargo bench --bench mcp_load -- tenants` runs only
+/// the named ones (`calls`, `tls`, `tenants`); no name: all.
+struct Sections(Vec<String>);
+
+impl Sections {
+    fn from_args() -> Sections {
+        Sections(
+            std::env::args()
+                .skip(1)
+                .filter(|a| !a.starts_with('-'))
+                .collect(),
+        )
+    }
+
+    fn wants(&self, section: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|s| s == section)
+    }
+}
+
+/// The tenant over its limits: its own client runtime (`bench-flood`, one worker), its own
+/// connection pool and its token.
+struct Acme {
+    rt: tokio::runtime::Runtime,
+    client: reqwest::Client,
+    token: String,
+}
+
+/// How acme sends `server_info` during a tenant-isolation point.
+#[derive(Clone, Copy, Debug)]
+enum AcmeLoad {
+    /// A bounded over-rate load: `per_second` requests on a fixed schedule whatever the
+    /// answers (open loop), at most `outstanding` unanswered at once.
+    Open { per_second: u32, outstanding: usize },
+    /// `clients` sending back to back that wait out each `429`'s `Retry-After`.
+    Honouring { clients: usize },
+    /// `clients` sending back to back, ignoring `Retry-After` (closed loop, adversarial: as
+    /// many requests as the server and the load generator's thread can turn around).
+    Flood { clients: usize },
+}
+
+impl AcmeLoad {
+    fn label(self) -> String {
+        match self {
+            AcmeLoad::Open { per_second, .. } => format!("open loop {per_second} req/s"),
+            AcmeLoad::Honouring { clients } => format!("{clients} honour Retry-After"),
+            AcmeLoad::Flood { clients } => format!("{clients} ignore Retry-After"),
+        }
+    }
+}
+
+/// What acme's requests got.
+#[derive(Debug, Default)]
+struct AcmeCounts {
+    served: AtomicU64,
+    limited: AtomicU64,
+    /// Open loop: scheduled requests not sent because `outstanding` were unanswered.
+    skipped: AtomicU64,
+    /// Any other answer or a transport error (the first is kept).
+    failed: AtomicU64,
+    first_failure: std::sync::Mutex<Option<String>>,
+}
+
+impl AcmeCounts {
+    /// Counts an answer; for a `429`, its `Retry-After`.
+    fn answered(&self, status: reqwest::StatusCode, headers: &HeaderMap) -> Option<Duration> {
+        if status.is_success() {
+            self.served.fetch_add(1, Relaxed);
+            return None;
+        }
+        if status != reqwest::StatusCode::TOO_MANY_REQUESTS {
+            self.fail(format!("HTTP {status}"));
+            return None;
+        }
+        self.limited.fetch_add(1, Relaxed);
+        let seconds = headers
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if seconds.is_none() {
+            self.fail("429 without a Retry-After in seconds".to_owned());
+        }
+        Some(Duration::from_secs(seconds.unwrap_or(1)))
+    }
+
+    fn fail(&self, what: String) {
+        self.failed.fetch_add(1, Relaxed);
+        if let Ok(mut first) = self.first_failure.lock() {
+            first.get_or_insert(what);
+        }
+    }
+
+    /// (served, answered 429, not sent, failed).
+    fn get(&self) -> (u64, u64, u64, u64) {
+        (
+            self.served.load(Relaxed),
+            self.limited.load(Relaxed),
+            self.skipped.load(Relaxed),
+            self.failed.load(Relaxed),
+        )
+    }
+
+    /// An error if any request failed or got another answer than 2xx or 429.
+    fn check(&self) -> Result<()> {
+        let failed = self.failed.load(Relaxed);
+        if failed == 0 {
+            return Ok(());
+        }
+        let first = self.first_failure.lock().ok().and_then(|f| f.clone());
+        bail!(
+            "acme: {failed} requests failed, the first: {}",
+            first.unwrap_or_default()
+        )
+    }
+}
+
+/// One acme request: its status and headers, the body read.
+async fn exchange(
+    client: &reqwest::Client,
+    request: &Request,
+) -> reqwest::Result<(reqwest::StatusCode, HeaderMap)> {
+    let response = client
+        .post(&request.url)
+        .headers(request.headers.clone())
+        .body(request.body.clone())
+        .send()
+        .await?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    response.bytes().await?;
+    Ok((status, headers))
+}
+
+/// Sends acme's `request` with `load` until `stop`, counting the answers in `counts`.
+async fn acme_load(
     client: reqwest::Client,
     request: Arc<Request>,
-    c: usize,
+    load: AcmeLoad,
+    counts: Arc<AcmeCounts>,
     stop: CancellationToken,
-) -> Result<(u64, u64)> {
-    let mut workers = Vec::with_capacity(c);
-    for _ in 0..c {
-        let client = client.clone();
-        let request = request.clone();
-        let stop = stop.clone();
-        workers.push(tokio::spawn(async move {
-            let (mut served, mut limited) = (0u64, 0u64);
-            while !stop.is_cancelled() {
-                let response = client
-                    .post(&request.url)
-                    .headers(request.headers.clone())
-                    .body(request.body.clone())
-                    .send()
-                    .await?;
-                let status = response.status();
-                let _ = response.bytes().await?;
-                match status.as_u16() {
-                    200..=299 => served += 1,
-                    429 => limited += 1,
-                    other => bail!("flooder answered HTTP {other}"),
+) {
+    match load {
+        AcmeLoad::Open {
+            per_second,
+            outstanding,
+        } => {
+            let slots = Arc::new(tokio::sync::Semaphore::new(outstanding));
+            let mut ticks =
+                tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(per_second)));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let mut sent = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    _ = ticks.tick() => {}
                 }
+                while sent.try_join_next().is_some() {}
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    counts.skipped.fetch_add(1, Relaxed);
+                    continue;
+                };
+                let (client, request, counts) = (client.clone(), request.clone(), counts.clone());
+                sent.spawn(async move {
+                    match exchange(&client, &request).await {
+                        Ok((status, headers)) => {
+                            counts.answered(status, &headers);
+                        }
+                        Err(err) => counts.fail(format!("{err:#}")),
+                    }
+                    drop(slot);
+                });
             }
-            Ok::<_, anyhow::Error>((served, limited))
-        }));
+            sent.join_all().await;
+        }
+        AcmeLoad::Honouring { clients } | AcmeLoad::Flood { clients } => {
+            let honour = matches!(load, AcmeLoad::Honouring { .. });
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..clients {
+                let (client, request, counts, stop) = (
+                    client.clone(),
+                    request.clone(),
+                    counts.clone(),
+                    stop.clone(),
+                );
+                workers.spawn(async move {
+                    while !stop.is_cancelled() {
+                        let wait = match exchange(&client, &request).await {
+                            Ok((status, headers)) => counts.answered(status, &headers),
+                            Err(err) => {
+                                counts.fail(format!("{err:#}"));
+                                return;
+                            }
+                        };
+                        if let (true, Some(wait)) = (honour, wait) {
+                            tokio::select! {
+                                () = stop.cancelled() => {}
+                                () = tokio::time::sleep(wait) => {}
+                            }
+                        }
+                    }
+                });
+            }
+            workers.join_all().await;
+        }
     }
-    let (mut served, mut limited) = (0, 0);
-    for worker in workers {
-        let (s, l) = worker.await??;
-        served += s;
-        limited += l;
-    }
-    Ok((served, limited))
 }
 
 /// Certificates and a JWT key for the HTTPS servers, generated for this run.

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::Semaphore;
@@ -75,7 +76,10 @@ impl TenantLimiter {
     }
 }
 
-/// Applies the caller's tenant limits.
+/// Applies the caller's tenant limits. The in-flight cap is checked before the rate, so a
+/// request refused for either takes nothing from the other: a refusal costs the tenant no
+/// token and holds no slot. A refusal is decided from the principal alone, before the body
+/// is read and before the shared `server.max_in_flight` cap, and its answer is static.
 pub async fn limit(
     State(limiter): State<Arc<TenantLimiter>>,
     request: Request,
@@ -88,37 +92,56 @@ pub async fn limit(
     let Some(gate) = gate else {
         return next.run(request).await;
     };
+    let permit = match &gate.in_flight {
+        Some(slots) => match slots.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => return too_many(Refusal::InFlight, Duration::from_secs(1)),
+        },
+        None => None,
+    };
     if let Some(bucket) = &gate.bucket {
         let taken = bucket
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take(Instant::now());
         if let Err(wait) = taken {
-            return too_many("request rate", wait);
+            return too_many(Refusal::Rate, wait);
         }
     }
-    let _permit = match &gate.in_flight {
-        Some(slots) => match slots.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => return too_many("requests in flight", Duration::from_secs(1)),
-        },
-        None => None,
-    };
-    next.run(request).await
+    let response = next.run(request).await;
+    drop(permit);
+    response
 }
 
-fn too_many(what: &str, wait: Duration) -> Response {
+/// Which limit refused a request.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    Rate,
+    InFlight,
+}
+
+impl Refusal {
+    /// The JSON body of the `429`, the same bytes every time.
+    fn body(self) -> &'static str {
+        match self {
+            Refusal::Rate => {
+                r#"{"error":"Too Many Requests","message":"the tenant's request rate limit is reached; retry after the seconds in Retry-After"}"#
+            }
+            Refusal::InFlight => {
+                r#"{"error":"Too Many Requests","message":"the tenant's requests in flight limit is reached; retry after the seconds in Retry-After"}"#
+            }
+        }
+    }
+}
+
+/// `429` with `Retry-After` (`wait` rounded up to whole seconds, at least 1) and a static body.
+fn too_many(refusal: Refusal, wait: Duration) -> Response {
     let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
-    let body = serde_json::json!({
-        "error": "Too Many Requests",
-        "message": format!("the tenant's {what} limit is reached; retry after {seconds} s"),
-    });
-    let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    let mut response = Response::new(Body::from(refusal.body()));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-        headers.insert(RETRY_AFTER, value);
-    }
+    headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
     response
 }
 

@@ -4,11 +4,16 @@
 //!
 //! ```text
 //! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
-//!  └─ request id → sensitive headers → trace → propagate id → timeout → concurrency limit
+//!  └─ request id → sensitive headers → trace → propagate id → timeout
 //!      ├─ /healthz, /readyz, /metrics, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
-//!               → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
+//!               → concurrency limit → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
 //! ```
+//!
+//! The concurrency limit (`server.max_in_flight`) is shared by all tenants, so it comes after
+//! each tenant's own limits: a request refused by authentication or by its tenant's limits
+//! never holds or waits for one of its slots, and a tenant holds at most its own
+//! `max_in_flight` of them.
 //!
 //! The optional admin listener ([`admin`]) serves the probes over plain HTTP; [`drain`] is
 //! the stop sequence both listeners follow; [`ready`] is `/readyz`.
@@ -74,6 +79,9 @@ pub fn router(
             body_limits,
             body::read_body,
         ))
+        // Bound the requests handled at once over all tenants (`server.max_in_flight`); more
+        // wait for a slot. After the tenant limits: what they refuse takes no slot.
+        .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight))
         // The caller's tenant limits: rate and requests in flight (429).
         .layer(axum::middleware::from_fn_with_state(limiter, limits::limit))
         // Who is calling: a Principal in the extensions, or 401/403 before the body is read.
@@ -120,9 +128,7 @@ pub fn router(
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             settings.call_timeout + REQUEST_TIMEOUT_MARGIN,
-        ))
-        // Bound the requests handled at once (`server.max_in_flight`); more wait for a slot.
-        .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight));
+        ));
 
     public.merge(mcp).layer(stack)
 }

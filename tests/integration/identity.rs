@@ -787,3 +787,120 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
     );
     assert_eq!(slow_call.await.unwrap(), 200);
 }
+
+/// A `run_select_query` of `org` as `token`, in a task: its HTTP status.
+fn spawn_select(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    org: &str,
+) -> tokio::task::JoinHandle<u16> {
+    let (http, url, token) = (http.clone(), url.to_owned(), token.to_owned());
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_select_query",
+        "arguments": {"sql": format!("SELECT id FROM testapi.items.items WHERE org = '{org}'")},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    tokio::spawn(async move {
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "run_select_query")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    })
+}
+
+#[tokio::test]
+async fn requests_refused_by_their_tenant_or_auth_never_wait_on_the_shared_in_flight_cap() {
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+    let url = jwks.url.clone();
+    // Two requests at once over all tenants; acme may have one of them.
+    let server = start_yaml(|mock, dir| {
+        format!(
+            "{}server:\n  listen: 127.0.0.1:0\n  max_in_flight: 2\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {url}\n        algorithms: [ES256]\n",
+            base_yaml(mock, dir, "    limits:\n      max_in_flight: 1\n"),
+        )
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+    server.mock.route(
+        "/orgs/slow/items",
+        Reply::json(json!([])).delayed(std::time::Duration::from_secs(3)),
+    );
+    server
+        .mock
+        .route("/orgs/fast/items", Reply::json(json!([])));
+
+    // One slow call of each tenant fills the shared cap (and acme's own).
+    let slow_acme = spawn_select(&http, &server.url, &acme, "slow");
+    let slow_globex = spawn_select(&http, &server.url, &globex, "slow");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/orgs/slow/items")
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow calls did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // A third globex request waits for a slot of the shared cap.
+    let waiting = spawn_select(&http, &server.url, &globex, "fast");
+
+    // acme over its own limit: 429 at once, while the shared cap is still full; so do a
+    // flood of them, and a request with a bad token gets its 401 at once too.
+    let refusals: Vec<_> = (0..16)
+        .map(|_| {
+            let (http, url, acme) = (http.clone(), server.url.clone(), acme.clone());
+            tokio::spawn(async move { raw_call(&http, &url, Some(&acme)).await.unwrap() })
+        })
+        .collect();
+    for refusal in refusals {
+        let response = refusal.await.unwrap();
+        assert_eq!(response.status(), 429);
+        assert_eq!(response.headers()["retry-after"], "1");
+    }
+    let unauthenticated = raw_call(&http, &server.url, Some("not-a-token"))
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+    // The probes are not behind the cap.
+    assert_eq!(
+        http.get(server.url.replace("/mcp", "/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert!(
+        !slow_acme.is_finished() && !slow_globex.is_finished(),
+        "the refusals came only after the slow calls had freed the shared cap"
+    );
+    assert!(
+        !waiting.is_finished(),
+        "a request past server.max_in_flight did not wait"
+    );
+
+    assert_eq!(slow_acme.await.unwrap(), 200);
+    assert_eq!(slow_globex.await.unwrap(), 200);
+    assert_eq!(waiting.await.unwrap(), 200);
+}
