@@ -3,8 +3,16 @@
 //! `server/discover`); 2025-11-25 and 2025-06-18 clients `initialize` on the same endpoint.
 //! Host and Origin headers are checked, request bodies are bounded.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use http_body_util::combinators::BoxBody;
 
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -50,16 +58,45 @@ pub fn transport_config(
         .with_cancellation_token(shutdown)
 }
 
-/// rmcp's stateless streamable HTTP service over `handler`, configured by [`transport_config`].
+/// rmcp's stateless streamable HTTP service over `handler`, configured by [`transport_config`],
+/// behind an [`Endpoint`].
 pub fn service(
     handler: QuerygateMcp,
     settings: &ServerConfig,
     addr: SocketAddr,
     shutdown: CancellationToken,
-) -> StreamableHttpService<QuerygateMcp, NeverSessionManager> {
-    StreamableHttpService::new(
+) -> Endpoint {
+    Endpoint(Arc::new(StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
         transport_config(settings, addr, shutdown),
-    )
+    )))
+}
+
+/// rmcp's streamable HTTP service, shared: cloning it is one reference count. The layers in
+/// front of `/mcp` clone their inner service for every request (tower's ready-service
+/// pattern), and rmcp's own service copies its settings (the host and origin allowlists)
+/// on every clone; this one hands each request to the shared service instead.
+#[derive(Clone)]
+pub struct Endpoint(Arc<StreamableHttpService<QuerygateMcp, NeverSessionManager>>);
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").finish_non_exhaustive()
+    }
+}
+
+impl tower::Service<Request<Body>> for Endpoint {
+    type Response = Response<BoxBody<Bytes, Infallible>>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
 }

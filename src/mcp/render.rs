@@ -23,6 +23,12 @@ pub enum View {
         /// Records as ordered key/value pairs.
         records: Vec<Vec<(String, Value)>>,
     },
+    /// `# title`, then the structured result's fields as `key: value` lines (one record,
+    /// read from the structured result rather than held twice).
+    Record {
+        /// The block title.
+        title: String,
+    },
     /// A table of the structured result's `rows` (objects), in these column orders; the
     /// rows are not held twice.
     Rows {
@@ -47,25 +53,31 @@ pub fn text(render: Render, view: &View, structured: &Value) -> String {
 /// shows only the text still sees that rows are missing.
 pub fn markdown(view: &View, structured: &Value) -> String {
     let mut text = match view {
-        View::Table { columns, rows } => table(columns, rows),
+        View::Table { columns, rows } => table(columns, rows, |row, index| row.get(index)),
         View::Rows { columns } => {
             let objects = structured
                 .get("rows")
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            let rows: Vec<Vec<&Value>> = objects
-                .iter()
-                .map(|row| {
-                    columns
-                        .iter()
-                        .map(|c| row.get(c).unwrap_or(&Value::Null))
-                        .collect()
-                })
-                .collect();
-            table(columns, &rows)
+            table(columns, objects, |row, index| row.get(&columns[index]))
         }
-        View::Records { title, records } => return key_values(title, records),
+        View::Records { title, records } => {
+            let records: Vec<Vec<(&str, &Value)>> = records
+                .iter()
+                .map(|record| record.iter().map(|(k, v)| (k.as_str(), v)).collect())
+                .collect();
+            return key_values(title, &records);
+        }
+        View::Record { title } => {
+            let record: Vec<(&str, &Value)> = structured
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v))
+                .collect();
+            return key_values(title, &[record]);
+        }
         View::Markdown(text) => return text.clone(),
     };
     completeness_notes(structured, &mut text);
@@ -112,15 +124,16 @@ fn completeness_notes(structured: &Value, out: &mut String) {
     }
 }
 
-fn table<V: std::borrow::Borrow<Value>>(columns: &[String], rows: &[Vec<V>]) -> String {
+/// A markdown table of `rows`, whose cells `value(row, column index)` gives (absent: empty).
+fn table<R>(columns: &[String], rows: &[R], value: impl Fn(&R, usize) -> Option<&Value>) -> String {
     if rows.is_empty() || columns.is_empty() {
         return "**no results**".to_owned();
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(16 * columns.len() * (rows.len() + 2));
     out.push('|');
     for column in columns {
         out.push(' ');
-        out.push_str(&escape(column));
+        push_escaped(&mut out, column);
         out.push_str(" |");
     }
     out.push('\n');
@@ -130,8 +143,14 @@ fn table<V: std::borrow::Borrow<Value>>(columns: &[String], rows: &[Vec<V>]) -> 
         out.push('|');
         for index in 0..columns.len() {
             out.push(' ');
-            let value = row.get(index).map_or(&Value::Null, |v| v.borrow());
-            out.push_str(&escape(&cell(value)));
+            match value(row, index) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(text)) => push_escaped(&mut out, text),
+                Some(scalar @ (Value::Bool(_) | Value::Number(_))) => {
+                    push_display(&mut out, scalar)
+                }
+                Some(other) => push_escaped(&mut out, &other.to_string()),
+            }
             out.push_str(" |");
         }
         out.push('\n');
@@ -139,7 +158,7 @@ fn table<V: std::borrow::Borrow<Value>>(columns: &[String], rows: &[Vec<V>]) -> 
     out
 }
 
-fn key_values(title: &str, records: &[Vec<(String, Value)>]) -> String {
+fn key_values(title: &str, records: &[Vec<(&str, &Value)>]) -> String {
     let mut out = format!("# {title}\n\n");
     if records.is_empty() {
         out.push_str("**no results**");
@@ -147,13 +166,18 @@ fn key_values(title: &str, records: &[Vec<(String, Value)>]) -> String {
     }
     for (index, record) in records.iter().enumerate() {
         if records.len() > 1 {
-            out.push_str(&format!("## Record {}\n\n", index + 1));
+            push_display(&mut out, format_args!("## Record {}\n\n", index + 1));
         }
         for (key, value) in record {
-            out.push_str(&format!(
-                "{key}: {}\n",
-                cell(value).replace(['\r', '\n'], " ")
-            ));
+            out.push_str(key);
+            out.push_str(": ");
+            match value {
+                Value::Null => {}
+                Value::String(text) => push_one_line(&mut out, text),
+                Value::Bool(_) | Value::Number(_) => push_display(&mut out, value),
+                other => push_one_line(&mut out, &other.to_string()),
+            }
+            out.push('\n');
         }
         if index + 1 < records.len() {
             out.push('\n');
@@ -171,10 +195,44 @@ pub fn cell(value: &Value) -> String {
     }
 }
 
-fn escape(text: &str) -> String {
-    text.replace('|', "\\|")
-        .replace("\r\n", "<br>")
-        .replace(['\n', '\r'], "<br>")
+/// Appends `value`'s `Display` text.
+fn push_display(out: &mut String, value: impl std::fmt::Display) {
+    use std::fmt::Write as _;
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{value}");
+}
+
+/// Appends `text` so it cannot break a table row: `|` as `\|`, each line break (`\r\n`,
+/// `\n` or `\r`) as `<br>`.
+fn push_escaped(out: &mut String, text: &str) {
+    if !text.contains(['|', '\r', '\n']) {
+        out.push_str(text);
+        return;
+    }
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '\r' => {
+                chars.next_if_eq(&'\n');
+                out.push_str("<br>");
+            }
+            '\n' => out.push_str("<br>"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Appends `text` on one line: each `\r` and `\n` becomes a space.
+fn push_one_line(out: &mut String, text: &str) {
+    if !text.contains(['\r', '\n']) {
+        out.push_str(text);
+        return;
+    }
+    out.extend(
+        text.chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c }),
+    );
 }
 
 #[cfg(test)]
@@ -200,6 +258,37 @@ mod tests {
             rows: vec![],
         };
         assert_eq!(markdown(&empty, &Value::Null), "**no results**");
+        let odd = View::Table {
+            columns: vec!["a|b".into(), "v".into()],
+            rows: vec![
+                vec![json!("x\r\ny\rz\n\n"), json!(["p|q", {"k": "l\nm"}])],
+                vec![json!(true), json!(2.5)],
+            ],
+        };
+        assert_eq!(
+            markdown(&odd, &Value::Null),
+            "| a\\|b | v |\n|---|---|\n| x<br>y<br>z<br><br> | [\"p\\|q\",{\"k\":\"l\\nm\"}] |\n| true | 2.5 |\n"
+        );
+    }
+
+    #[test]
+    fn records_keep_each_value_on_its_line() {
+        let structured = json!({"name": "a\r\nb|c", "n": 3, "none": null, "list": ["x\ny"]});
+        let record = View::Record { title: "T".into() };
+        let text = "# T\n\nname: a  b|c\nn: 3\nnone: \nlist: [\"x\\ny\"]\n";
+        assert_eq!(markdown(&record, &structured), text);
+        let records = View::Records {
+            title: "T".into(),
+            records: vec![
+                structured
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ],
+        };
+        assert_eq!(markdown(&records, &Value::Null), text);
     }
 
     #[test]

@@ -31,27 +31,31 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
 #[derive(JsonSchema)]
 pub(crate) struct NoArguments {}
 
+/// Operating system and CPU architecture, e.g. `linux/x86_64`.
+static PLATFORM: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH));
+
 /// What `server_info` reports.
 #[derive(Serialize, JsonSchema)]
-pub(crate) struct ServerInfo {
+pub(crate) struct ServerInfo<'a> {
     /// querygate's version (the crate version).
-    version: String,
+    version: &'static str,
     /// The git commit it was built from.
-    commit: String,
+    commit: &'static str,
     /// When it was built (RFC 3339, UTC).
-    build_date: String,
+    build_date: &'static str,
     /// Operating system and CPU architecture.
-    platform: String,
+    platform: &'static str,
     /// `http` or `stdio`.
-    transport: String,
+    transport: &'static str,
     /// The SQL engine statements run on: `sqlite3`.
-    sql_backend: String,
+    sql_backend: &'static str,
     /// The local registry folder and the remote registry URL.
-    provider_registry: String,
+    provider_registry: &'a str,
     /// The caller's tenant.
-    tenant: String,
+    tenant: &'a str,
     /// The tenant's mode: read_only, safe, delete_safe or full_access.
-    mode: String,
+    mode: &'static str,
     /// Whether the tenant may only read.
     is_read_only: bool,
 }
@@ -60,27 +64,21 @@ fn run(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let shared = &invocation.shared;
         let info = ServerInfo {
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            commit: env!("QUERYGATE_COMMIT").to_owned(),
-            build_date: env!("QUERYGATE_BUILD_DATE").to_owned(),
-            platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-            transport: shared.transport.as_str().to_owned(),
-            sql_backend: "sqlite3".to_owned(),
-            provider_registry: shared.registry_description.clone(),
-            tenant: invocation.cx.tenant.clone(),
-            mode: invocation.mode.as_str().to_owned(),
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("QUERYGATE_COMMIT"),
+            build_date: env!("QUERYGATE_BUILD_DATE"),
+            platform: &PLATFORM,
+            transport: shared.transport.as_str(),
+            sql_backend: "sqlite3",
+            provider_registry: &shared.registry_description,
+            tenant: &invocation.cx.tenant,
+            mode: invocation.mode.as_str(),
             is_read_only: invocation.mode == Mode::ReadOnly,
         };
-        let structured = serde_json::to_value(&info).unwrap_or(Value::Null);
-        let record = match &structured {
-            Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            _ => Vec::new(),
-        };
         Ok(ToolResult {
-            structured,
-            view: View::Records {
+            structured: serde_json::to_value(&info).unwrap_or(Value::Null),
+            view: View::Record {
                 title: "Server Info".to_owned(),
-                records: vec![record],
             },
         })
     })
