@@ -16,7 +16,7 @@ use super::Inner;
 use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
-use super::eval::{Database, EvalLimits};
+use super::eval::{Database, EvalLimits, settled};
 use super::rows::RowLocator;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
@@ -641,9 +641,7 @@ async fn returned_rows(
     const TABLE: &str = "__qg_returning";
     db.create_table(TABLE, columns.clone(), &[]).await?;
     for body in bodies {
-        db.load(TABLE, body, locator.clone(), Vec::new())?
-            .await
-            .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        settled(db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new())?).await?;
     }
     let projection = match returning {
         Returning::All => "*".to_owned(),

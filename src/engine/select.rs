@@ -15,7 +15,7 @@ use super::Inner;
 use super::discovery::open_provider;
 use super::document::Param;
 use super::error::{Error, ErrorKind, Result};
-use super::eval::{Database, PendingLoad};
+use super::eval::{Database, PendingLoad, settled};
 use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards, referenced};
@@ -138,14 +138,14 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
         })
         .collect();
     let body = bytes::Bytes::from(Value::Array(rows).to_string());
-    db.load(
+    settled(db.load(
         table,
         body,
         Arc::new(RowLocator::Path(Vec::new())),
         Vec::new(),
-    )?
-    .await
-    .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        Vec::new(),
+    )?)
+    .await?;
     Ok(())
 }
 
@@ -453,21 +453,19 @@ async fn load_table(
         for page in pages {
             match page {
                 Page::Loading(load) => pending.push(load),
-                Page::Held(body, fixed) => held.push((body, fixed)),
+                Page::Loaded => {}
+                Page::Held(body, fixed, names) => held.push((body, fixed, names)),
             }
         }
     }
     for load in pending {
-        load.await
-            .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        settled(load).await?;
     }
     if plan.dynamic_columns {
         let mut columns: Vec<String> = Vec::new();
-        for (body, _) in &held {
-            for name in db.discover(body.clone(), job.locator.clone()).await? {
-                if !contains_ci(&columns, &name) {
-                    columns.push(name);
-                }
+        for name in held.iter().flat_map(|(_, _, names)| names) {
+            if !contains_ci(&columns, name) {
+                columns.push(name.clone());
             }
         }
         for name in &plan.columns {
@@ -477,17 +475,17 @@ async fn load_table(
         }
         db.create_table(&plan.local, columns, &plan.boolean_columns)
             .await?;
-        for (body, fixed) in held {
-            db.load(&plan.local, body, job.locator.clone(), fixed)?
-                .await
-                .map_err(|_| Error::internal("the SQLite thread has stopped"))??;
+        for (body, fixed, _) in held {
+            settled(db.load(&plan.local, body, job.locator.clone(), fixed, Vec::new())?).await?;
         }
     }
     Ok(warnings)
 }
 
-/// Fetches one leg's pages, loading them into SQLite as they arrive (or holding them when
-/// the columns come from the data). A named function rather than a closure, so the future's
+/// Fetches one leg's pages, loading them into SQLite as they arrive (or holding them, with
+/// their property names, when the columns come from the data). A page whose next-page token
+/// is in its body is loaded before the next request, which needs the token read in that
+/// pass; others load while the next page is fetched. A named function rather than a closure, so the future's
 /// lifetimes are explicit and it stays `Send` for callers that box it.
 async fn fetch_leg(
     inner: &Inner,
@@ -526,27 +524,66 @@ async fn fetch_leg(
             std::iter::once((p.name.clone(), v.sql.clone())).chain(alias)
         })
         .collect();
-    let mut pages: Vec<Page> = Vec::new();
-    let end = inner
+    inner
         .upstream
-        .fetch(&request, |body| {
-            if plan.dynamic_columns {
-                pages.push(Page::Held(body, fixed.clone()));
-            } else {
-                pages.push(Page::Loading(db.load(
+        .fetch(&request, |body, wanted| {
+            let fixed = fixed.clone();
+            let queued = if plan.dynamic_columns {
+                let discovering = db.discover_page(body.clone(), job.locator.clone(), wanted)?;
+                Queued::Discovering(body, discovering)
+            } else if wanted.is_empty() {
+                let load = db.load(
                     &plan.local,
                     body,
                     job.locator.clone(),
                     fixed.clone(),
-                )?));
-            }
-            Ok(())
+                    wanted,
+                )?;
+                Queued::Loading(load)
+            } else {
+                let load = db.load(
+                    &plan.local,
+                    body,
+                    job.locator.clone(),
+                    fixed.clone(),
+                    wanted,
+                )?;
+                Queued::Scanning(load)
+            };
+            Ok(async move {
+                match queued {
+                    Queued::Loading(load) => Ok((Page::Loading(load), Vec::new())),
+                    Queued::Scanning(load) => {
+                        let loaded = settled(load).await?;
+                        Ok((Page::Loaded, loaded.scalars))
+                    }
+                    Queued::Discovering(body, discovering) => {
+                        let (names, found) = settled(discovering).await?;
+                        Ok((Page::Held(body, fixed, names), found))
+                    }
+                }
+            })
         })
-        .await?;
-    Ok((end, pages))
+        .await
 }
 
-enum Page {
+/// A page handed to the SQLite thread.
+enum Queued {
+    /// Loading; its next page does not depend on its body.
     Loading(PendingLoad),
-    Held(bytes::Bytes, Vec<(String, SqlValue)>),
+    /// Loading; its next-page token comes from this load.
+    Scanning(PendingLoad),
+    /// Its property names (and next-page token) are being read; it is loaded once every
+    /// page's names are known.
+    Discovering(bytes::Bytes, super::eval::Pending<super::eval::Discovered>),
+}
+
+/// A fetched page.
+enum Page {
+    /// Loading; awaited once every leg is fetched.
+    Loading(PendingLoad),
+    /// Loaded.
+    Loaded,
+    /// Held with its parameter values and property names until the table is created.
+    Held(bytes::Bytes, Vec<(String, SqlValue)>, Vec<String>),
 }

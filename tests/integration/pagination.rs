@@ -201,3 +201,62 @@ async fn tokens_in_headers_both_ways() {
     assert!(requests[0].headers.get("x-page-token").is_none());
     assert_eq!(requests[1].headers["x-page-token"], "h2");
 }
+
+/// Tokens are read in the pass that loads the rows: before, between or after the rows, with
+/// a decoy of the same name inside a row, and nested (`info.page`) beside the rows.
+#[tokio::test]
+async fn tokens_are_found_wherever_they_sit_in_the_body() {
+    let mock = Mock::start().await;
+    let raw = |body: &str| Reply::bytes("application/json", body.as_bytes().to_vec());
+    mock.route(
+        "/tokens",
+        raw(r#"{"nextPageToken": "t2", "items": [{"id": 1}]}"#),
+    );
+    mock.route(
+        "/tokens?pageToken=t2",
+        raw(r#"{"kind": "k", "items": [{"id": 2}], "nextPageToken": "t\u00e93", "etag": "e"}"#),
+    );
+    mock.route(
+        "/tokens?pageToken=t%C3%A93",
+        raw(r#"{"items": [{"id": 3, "nextPageToken": "in-a-row"}], "x": {"nextPageToken": "deep"}, "nextPageToken": "t4"}"#),
+    );
+    mock.route(
+        "/tokens?pageToken=t4",
+        raw(r#"{"items": [{"id": 4, "nextPageToken": "in-a-row"}], "nextPageToken": ""}"#),
+    );
+    mock.route(
+        "/cursor",
+        raw(r#"{"next_cursor": "c2", "data": [{"id": 1}]}"#),
+    );
+    mock.route(
+        "/cursor?cursor=c2",
+        raw(r#"{"data": [{"id": 2}], "next_cursor": null}"#),
+    );
+    for page in 1..=3 {
+        let body = if page == 2 {
+            format!(r#"{{"rows": [{{"id": {page}}}], "info": {{"pages": 3, "page": {page}}}}}"#)
+        } else {
+            format!(r#"{{"info": {{"page": {page}, "pages": 3}}, "rows": [{{"id": {page}}}]}}"#)
+        };
+        let key = if page == 1 {
+            "/paged".to_owned()
+        } else {
+            format!("/paged?page={page}")
+        };
+        mock.route(&key, raw(&body));
+    }
+    let e = engine(&mock);
+    for (resource, ids) in [
+        ("tokens", vec![int(1), int(2), int(3), int(4)]),
+        ("cursor", vec![int(1), int(2)]),
+        ("paged", vec![int(1), int(2), int(3)]),
+    ] {
+        let out = query(
+            &e,
+            &format!("SELECT id FROM testapi.items.{resource} ORDER BY id"),
+        )
+        .await;
+        assert_eq!(column(&out, "id"), ids, "{resource}");
+    }
+    assert_eq!(mock.requests().len(), 4 + 2 + 3, "{:?}", mock.paths());
+}

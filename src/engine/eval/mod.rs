@@ -18,7 +18,7 @@ use rusqlite::{Connection, InterruptHandle};
 use tokio::sync::oneshot;
 
 use super::error::{Error, ErrorKind, Result};
-use super::rows::{self, ColumnBinder, RowLocator};
+use super::rows::{self, ColumnBinder, Loaded, RowLocator};
 use super::types::{Cell, QueryOutput};
 
 use self::limits::Budget;
@@ -38,12 +38,14 @@ enum Command {
         body: Bytes,
         locator: Arc<RowLocator>,
         fixed: Vec<(String, SqlValue)>,
-        reply: Reply<u64>,
+        wanted: Vec<Vec<String>>,
+        reply: Reply<Loaded>,
     },
     Discover {
         body: Bytes,
         locator: Arc<RowLocator>,
-        reply: Reply<Vec<String>>,
+        wanted: Vec<Vec<String>>,
+        reply: Reply<Discovered>,
     },
     Distinct {
         table: String,
@@ -95,8 +97,21 @@ impl Drop for Database {
     }
 }
 
-/// A load whose result is awaited later (loads are pipelined with fetching).
-pub(crate) type PendingLoad = oneshot::Receiver<Result<u64>>;
+/// A reply from the SQLite thread, awaited later (loads are pipelined with fetching).
+pub(crate) type Pending<T> = oneshot::Receiver<Result<T>>;
+
+/// A load whose result is awaited later.
+pub(crate) type PendingLoad = Pending<Loaded>;
+
+/// The property names of a page's rows, and the scalars at the wanted paths.
+pub(crate) type Discovered = (Vec<String>, Vec<Option<String>>);
+
+/// The reply of `pending`.
+pub(crate) async fn settled<T>(pending: Pending<T>) -> Result<T> {
+    pending
+        .await
+        .map_err(|_| Error::internal("the SQLite thread has stopped"))?
+}
 
 impl Database {
     /// Opens a fresh in-memory database on its own thread, bounded by `limits`.
@@ -126,9 +141,7 @@ impl Database {
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
-        self.send(make)?
-            .await
-            .map_err(|_| Error::internal("the SQLite thread has stopped"))?
+        settled(self.send(make)?).await
     }
 
     /// Creates a table with these columns (no declared types: values keep the type they
@@ -150,13 +163,15 @@ impl Database {
         .await
     }
 
-    /// Queues one response page for loading; the receiver yields the rows inserted.
+    /// Queues one response page for loading; the receiver yields the rows inserted and the
+    /// scalars at the `wanted` paths (read in the same pass).
     pub(crate) fn load(
         &self,
         table: &str,
         body: Bytes,
         locator: Arc<RowLocator>,
         fixed: Vec<(String, SqlValue)>,
+        wanted: Vec<Vec<String>>,
     ) -> Result<PendingLoad> {
         let table = table.to_owned();
         self.send(|reply| Command::Load {
@@ -164,6 +179,23 @@ impl Database {
             body,
             locator,
             fixed,
+            wanted,
+            reply,
+        })
+    }
+
+    /// Queues one page for reading the property names of its rows (for schemas that declare
+    /// none) and the scalars at the `wanted` paths, in one pass.
+    pub(crate) fn discover_page(
+        &self,
+        body: Bytes,
+        locator: Arc<RowLocator>,
+        wanted: Vec<Vec<String>>,
+    ) -> Result<Pending<Discovered>> {
+        self.send(|reply| Command::Discover {
+            body,
+            locator,
+            wanted,
             reply,
         })
     }
@@ -174,12 +206,8 @@ impl Database {
         body: Bytes,
         locator: Arc<RowLocator>,
     ) -> Result<Vec<String>> {
-        self.call(|reply| Command::Discover {
-            body,
-            locator,
-            reply,
-        })
-        .await
+        let (names, _) = settled(self.discover_page(body, locator, Vec::new())?).await?;
+        Ok(names)
     }
 
     /// Distinct non-null values of a column (to pass as another table's parameter).
@@ -251,18 +279,23 @@ fn worker(
                 body,
                 locator,
                 fixed,
+                wanted,
                 reply,
             } => {
-                let _ = reply.send(load(
-                    &conn, &tables, &table, &body, &locator, &fixed, &limits,
-                ));
+                let page = Page {
+                    body: &body,
+                    locator: &locator,
+                    wanted: &wanted,
+                };
+                let _ = reply.send(load(&conn, &tables, &table, page, &fixed, &limits));
             }
             Command::Discover {
                 body,
                 locator,
+                wanted,
                 reply,
             } => {
-                let found = rows::discover_columns(&body, &locator).map_err(|err| {
+                let found = rows::discover_columns(&body, &locator, &wanted).map_err(|err| {
                     Error::new(
                         ErrorKind::Upstream,
                         format!("upstream response is not valid JSON: {err}"),
@@ -362,15 +395,21 @@ fn create(
     Ok(())
 }
 
+/// A response page to load.
+struct Page<'a> {
+    body: &'a [u8],
+    locator: &'a RowLocator,
+    wanted: &'a [Vec<String>],
+}
+
 fn load(
     conn: &Connection,
     tables: &HashMap<String, Table>,
     table: &str,
-    body: &[u8],
-    locator: &RowLocator,
+    page: Page<'_>,
     fixed: &[(String, SqlValue)],
     limits: &EvalLimits,
-) -> Result<u64> {
+) -> Result<Loaded> {
     let state = tables
         .get(table)
         .ok_or_else(|| Error::internal(format!("no table {table}")))?;
@@ -387,13 +426,20 @@ fn load(
     let mut insert = conn
         .prepare_cached(&state.insert)
         .map_err(sqlite_internal)?;
-    rows::load_rows(body, locator, &state.binder, &fixed, &mut insert).map_err(|err| match err {
-        rows::RowsError::Json(err) => Error::new(
-            ErrorKind::Upstream,
-            format!("upstream response is not valid JSON: {err}"),
-        ),
-        rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
-        rows::RowsError::Sqlite(err) => sqlite_internal(err),
+    let Page {
+        body,
+        locator,
+        wanted,
+    } = page;
+    rows::load_rows(body, locator, &state.binder, &fixed, &mut insert, wanted).map_err(|err| {
+        match err {
+            rows::RowsError::Json(err) => Error::new(
+                ErrorKind::Upstream,
+                format!("upstream response is not valid JSON: {err}"),
+            ),
+            rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
+            rows::RowsError::Sqlite(err) => sqlite_internal(err),
+        }
     })
 }
 

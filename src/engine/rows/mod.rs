@@ -9,15 +9,16 @@
 //! [`IgnoredAny`](serde::de::IgnoredAny). On the common paths (unescaped strings, numbers,
 //! booleans, nested JSON) no heap allocation happens per row or per property.
 //!
-//! Besides [`load_rows`], the module offers two skims over the same bytes:
-//! [`extract_scalars`] (pagination tokens and similar) and [`discover_columns`] (column names
-//! for responses whose schema declares none).
+//! [`load_rows`] and [`discover_columns`] (column names for responses whose schema declares
+//! none) also return the scalars at requested paths (pagination tokens) from the same pass;
+//! [`extract_scalars`] is the skim that finds such scalars alone.
 //!
 //! Files: `locator` (where the rows are), `binder` (column name → bind position), `walk`
 //! (following the locator to the rows), `load` / `discover` (what to do with each row),
-//! `scalars` (the pagination skim).
+//! `capture` (scalars found during the walk), `scalars` (the skim).
 
 mod binder;
+mod capture;
 mod discover;
 mod load;
 mod locator;
@@ -34,6 +35,7 @@ use serde::de::DeserializeSeed;
 pub(crate) use self::binder::ColumnBinder;
 pub(crate) use self::locator::{RowLocator, Step};
 
+use self::capture::Captures;
 use self::discover::DiscoverSink;
 use self::load::LoadSink;
 use self::scalars::ScalarSeed;
@@ -56,8 +58,18 @@ pub(crate) enum RowsError {
     Sqlite(#[from] rusqlite::Error),
 }
 
+/// What [`load_rows`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Loaded {
+    /// Rows inserted (the sum of the statement's change counts).
+    pub(crate) rows: u64,
+    /// The scalar at each wanted path, as [`extract_scalars`] gives it.
+    pub(crate) scalars: Vec<Option<String>>,
+}
+
 /// Decodes the rows of `body` found at `locator` and inserts each into `insert`
-/// (a prepared `INSERT INTO t VALUES (?1, …, ?N)`).
+/// (a prepared `INSERT INTO t VALUES (?1, …, ?N)`), and reads the scalars at the `wanted`
+/// paths (pagination tokens) in the same pass.
 ///
 /// For each row: every column position is first set to NULL, then `fixed` values are bound
 /// (pairs of (1-based position, value): the request parameters of this call, e.g. `org`),
@@ -71,18 +83,26 @@ pub(crate) enum RowsError {
 /// an array's JSON text) to the column named `value` if the binder has one, else it is
 /// skipped. An empty (all-whitespace) body holds zero rows.
 ///
+/// The `wanted` scalars are those [`extract_scalars`] would find. One that sits beside the
+/// rows (a property off the rows' path: `nextPageToken` next to `items`) is taken during the
+/// same pass; one the rows' path runs into (through a `[*]`, or rows at the root) costs a
+/// separate skim.
+///
 /// Rows are inserted while the body is read, so on an error the rows before it have already
-/// been inserted: run this inside a transaction or savepoint. Returns the number of rows
-/// inserted (the sum of the statement's change counts).
+/// been inserted: run this inside a transaction or savepoint.
 pub(crate) fn load_rows(
     body: &[u8],
     locator: &RowLocator,
     binder: &ColumnBinder,
     fixed: &[(usize, Value)],
     insert: &mut Statement<'_>,
-) -> Result<u64, RowsError> {
+    wanted: &[Vec<String>],
+) -> Result<Loaded, RowsError> {
     if is_blank(body) {
-        return Ok(0);
+        return Ok(Loaded {
+            rows: 0,
+            scalars: vec![None; wanted.len()],
+        });
     }
     // Positions beyond the statement's parameters cannot be bound (SQLite reports them).
     let mut is_fixed = vec![false; insert.parameter_count().max(binder.len()) + 1];
@@ -100,12 +120,16 @@ pub(crate) fn load_rows(
         failure: None,
         recent_keys: Vec::new(),
     };
-    let walked = walk(body, locator, &mut sink);
+    let mut captures = Captures::plan(wanted, locator);
+    let walked = walk(body, locator, &mut sink, &mut captures);
     if let Some(failure) = sink.failure.take() {
         return Err(failure);
     }
     walked?;
-    Ok(sink.rows)
+    Ok(Loaded {
+        rows: sink.rows,
+        scalars: captures.finish(body, wanted)?,
+    })
 }
 
 /// Skims `body` once and returns, for each path (object keys from the root, e.g.
@@ -138,17 +162,21 @@ pub(crate) fn extract_scalars(
 /// whose schema declares no properties), in first-seen order, capped at 512 names. Names that
 /// differ only in ASCII case count as one (SQLite columns are case-insensitive); the first
 /// spelling seen is kept. Rows that are not objects contribute the column `value` (where
-/// [`load_rows`] binds them). An empty (all-whitespace) body → no names.
+/// [`load_rows`] binds them). An empty (all-whitespace) body → no names. Also returns the
+/// scalars at the `wanted` paths, found as [`load_rows`] finds them.
 pub(crate) fn discover_columns(
     body: &[u8],
     locator: &RowLocator,
-) -> Result<Vec<String>, serde_json::Error> {
+    wanted: &[Vec<String>],
+) -> Result<(Vec<String>, Vec<Option<String>>), serde_json::Error> {
     if is_blank(body) {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), vec![None; wanted.len()]));
     }
     let mut sink = DiscoverSink::default();
-    walk(body, locator, &mut sink)?;
-    Ok(sink.names.names.into_iter().map(String::from).collect())
+    let mut captures = Captures::plan(wanted, locator);
+    walk(body, locator, &mut sink, &mut captures)?;
+    let names = sink.names.names.into_iter().map(String::from).collect();
+    Ok((names, captures.finish(body, wanted)?))
 }
 
 fn is_blank(body: &[u8]) -> bool {

@@ -37,7 +37,7 @@ impl ScalarSeed<'_> {
 }
 
 /// The text of a raw JSON scalar (strings unescaped, numbers verbatim), None otherwise.
-fn scalar_text(raw: &str) -> serde_json::Result<Option<Cow<'_, str>>> {
+pub(super) fn scalar_text(raw: &str) -> serde_json::Result<Option<Cow<'_, str>>> {
     Ok(match raw.as_bytes().first() {
         Some(b'"') => {
             let inner = raw.get(1..raw.len() - 1).unwrap_or_default();

@@ -43,7 +43,9 @@ fn load_with(
                 placeholders.join(", ")
             ))
             .unwrap();
-        load_rows(body.as_bytes(), locator, &binder, fixed, &mut stmt).unwrap()
+        load_rows(body.as_bytes(), locator, &binder, fixed, &mut stmt, &[])
+            .unwrap()
+            .rows
     };
     (n, conn)
 }
@@ -498,7 +500,8 @@ fn invalid_json_is_an_error() {
         "{\"a\":}",
     ] {
         for locator in [RowLocator::Auto, RowLocator::parse("$.items").unwrap()] {
-            let err = load_rows(bad.as_bytes(), &locator, &binder, &[], &mut stmt).expect_err(bad);
+            let err =
+                load_rows(bad.as_bytes(), &locator, &binder, &[], &mut stmt, &[]).expect_err(bad);
             assert!(matches!(err, RowsError::Json(_)), "{bad}: {err}");
             assert!(
                 err.to_string()
@@ -517,15 +520,17 @@ fn invalid_utf8_fails_only_where_it_is_read() {
     let mut stmt = conn.prepare("INSERT INTO t VALUES (?1, ?2)").unwrap();
     let only_id = ColumnBinder::new(&cols(&["id"]));
     assert_eq!(
-        load_rows(body, &path(vec![]), &only_id, &[], &mut stmt).unwrap(),
+        load_rows(body, &path(vec![]), &only_id, &[], &mut stmt, &[])
+            .unwrap()
+            .rows,
         1
     );
     // In a bound value or a key: an error.
     let both = ColumnBinder::new(&cols(&["id", "junk"]));
-    let err = load_rows(body, &path(vec![]), &both, &[], &mut stmt).unwrap_err();
+    let err = load_rows(body, &path(vec![]), &both, &[], &mut stmt, &[]).unwrap_err();
     assert!(matches!(err, RowsError::Json(_)), "{err}");
     let bad_key = b"[{\"id\": 1, \"\xff\": 2}]";
-    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &mut stmt).is_err());
+    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &mut stmt, &[]).is_err());
 }
 
 #[test]
@@ -541,10 +546,19 @@ fn sqlite_errors_surface() {
         &binder,
         &[],
         &mut stmt,
+        &[],
     )
     .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
-    let err = load_rows(b"{\"x\": 1}", &RowLocator::Auto, &binder, &[], &mut stmt).unwrap_err();
+    let err = load_rows(
+        b"{\"x\": 1}",
+        &RowLocator::Auto,
+        &binder,
+        &[],
+        &mut stmt,
+        &[],
+    )
+    .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
     let err = load_rows(
         b"[{}]",
@@ -552,6 +566,7 @@ fn sqlite_errors_surface() {
         &binder,
         &[(5, text("x"))],
         &mut stmt,
+        &[],
     )
     .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
@@ -642,34 +657,144 @@ fn extract_scalars_edge_cases() {
 
 // --- discover_columns --------------------------------------------------------------------
 
+/// The names [`discover_columns`] finds (no scalars wanted).
+fn discover_names(body: &[u8], locator: &RowLocator) -> serde_json::Result<Vec<String>> {
+    discover_columns(body, locator, &[]).map(|(names, _)| names)
+}
+
 #[test]
 fn discovers_columns() {
     let body = br#"{"items": [{"id": 1, "name": "a"}, {"name": "b", "Labels": {"k": "v"}},
                               {"ID": 3, "extra": null}], "nextPageToken": "x"}"#;
     assert_eq!(
-        discover_columns(body, &RowLocator::Auto).unwrap(),
+        discover_names(body, &RowLocator::Auto).unwrap(),
         cols(&["id", "name", "Labels", "extra"])
     );
     assert_eq!(
-        discover_columns(body, &RowLocator::parse("$").unwrap()).unwrap(),
+        discover_names(body, &RowLocator::parse("$").unwrap()).unwrap(),
         cols(&["items", "nextPageToken"])
     );
     assert_eq!(
-        discover_columns(br#"["a", "b"]"#, &RowLocator::Auto).unwrap(),
+        discover_names(br#"["a", "b"]"#, &RowLocator::Auto).unwrap(),
         cols(&["value"])
     );
-    assert!(discover_columns(b"", &RowLocator::Auto).unwrap().is_empty());
-    assert!(
-        discover_columns(b"{}", &RowLocator::Auto)
-            .unwrap()
-            .is_empty()
-    );
+    assert!(discover_names(b"", &RowLocator::Auto).unwrap().is_empty());
+    assert!(discover_names(b"{}", &RowLocator::Auto).unwrap().is_empty());
     let wide: String = (0..600)
         .map(|i| format!("\"c{i}\": {i}"))
         .collect::<Vec<_>>()
         .join(",");
-    let got = discover_columns(format!("[{{{wide}}}]").as_bytes(), &RowLocator::Auto).unwrap();
+    let got = discover_names(format!("[{{{wide}}}]").as_bytes(), &RowLocator::Auto).unwrap();
     assert_eq!(got.len(), MAX_DISCOVERED_COLUMNS);
     assert_eq!(got[511], "c511");
-    assert!(discover_columns(b"[{\"a\": 1", &RowLocator::Auto).is_err());
+    assert!(discover_names(b"[{\"a\": 1", &RowLocator::Auto).is_err());
+}
+
+// --- scalars read while loading ----------------------------------------------------------
+
+/// Loads `body` into a table of `id` and returns the ids loaded and the scalars at `wanted`.
+fn load_scanning(
+    body: &str,
+    locator: &RowLocator,
+    wanted: &[Vec<String>],
+) -> (Vec<Vec<Value>>, Vec<Option<String>>) {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE t (id)").unwrap();
+    let binder = ColumnBinder::new(&cols(&["id"]));
+    let loaded = {
+        let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
+        load_rows(body.as_bytes(), locator, &binder, &[], &mut stmt, wanted).unwrap()
+    };
+    let ids = query(&conn, "SELECT id FROM t");
+    assert_eq!(loaded.rows as usize, ids.len());
+    let names = discover_columns(body.as_bytes(), locator, wanted).unwrap();
+    assert_eq!(names.1, loaded.scalars, "discover and load agree on {body}");
+    (ids, loaded.scalars)
+}
+
+#[test]
+fn scalars_are_found_wherever_they_sit_in_the_body() {
+    let wanted = vec![
+        cols(&["nextPageToken"]),
+        cols(&["@odata.nextLink"]),
+        cols(&["next_cursor"]),
+        cols(&["response_metadata", "next_cursor"]),
+        cols(&["result_info", "page"]),
+        cols(&["result_info", "total_pages"]),
+    ];
+    let rows = r#"[{"id": 1}, {"id": 2, "nextPageToken": "inside-a-row"}]"#;
+    let meta = r#""response_metadata": {"next_cursor": "c2"}, "result_info": {"page": 2, "total_pages": 7}"#;
+    let token = r#""nextPageToken": "t\"1""#;
+    let mut bodies = Vec::new();
+    for key in ["items", "value", "data"] {
+        bodies.push(format!(r#"{{{token}, "{key}": {rows}, {meta}}}"#));
+        bodies.push(format!(r#"{{"{key}": {rows}, {token}, {meta}}}"#));
+        bodies.push(format!(r#"{{{meta}, "{key}": {rows}, {token}}}"#));
+        bodies.push(format!(
+            r#"{{"other": [{rows}], "{key}": {rows}, {meta}, {token}, "x": null}}"#
+        ));
+    }
+    let expected = extract_scalars(bodies[0].as_bytes(), &wanted).unwrap();
+    assert_eq!(expected[0].as_deref(), Some("t\"1"));
+    assert_eq!(expected[3].as_deref(), Some("c2"));
+    assert_eq!(expected[4].as_deref(), Some("2"));
+    for body in &bodies {
+        let key = ["items", "value", "data"]
+            .into_iter()
+            .find(|k| body.contains(&format!("\"{k}\": [")))
+            .unwrap();
+        for locator in [
+            RowLocator::Auto,
+            RowLocator::parse(&format!("$.{key}")).unwrap(),
+            RowLocator::parse(&format!("$.{key}[*]")).unwrap(),
+        ] {
+            let (ids, found) = load_scanning(body, &locator, &wanted);
+            let skimmed = extract_scalars(body.as_bytes(), &wanted).unwrap();
+            assert_eq!(found, skimmed, "{body} at {locator:?}");
+            if locator != RowLocator::Auto || key == "items" {
+                assert_eq!(ids, vec![vec![Value::Integer(1)], vec![Value::Integer(2)]]);
+            }
+        }
+    }
+}
+
+#[test]
+fn scalars_beside_nested_rows_and_under_each_steps() {
+    let wanted = vec![
+        cols(&["nextPageToken"]),
+        cols(&["data", "next"]),
+        cols(&["data"]),
+    ];
+    // Rows two levels down: `data.next` leaves the rows' path at depth 1.
+    let body = r#"{"data": {"next": "n1", "items": [{"id": 1}]}, "nextPageToken": "p1"}"#;
+    let (ids, found) = load_scanning(body, &RowLocator::parse("$.data.items").unwrap(), &wanted);
+    assert_eq!(ids, vec![vec![Value::Integer(1)]]);
+    assert_eq!(
+        found,
+        vec![Some("p1".to_owned()), Some("n1".to_owned()), None]
+    );
+    // Aggregated lists: rows under `items[*].instances`; the token sits at the root.
+    let body = r#"{"items": {"zones/a": {"instances": [{"id": 7}]}, "zones/b": {}}, "nextPageToken": "z"}"#;
+    let locator = RowLocator::parse("$.items[*].instances[*]").unwrap();
+    let (ids, found) = load_scanning(body, &locator, &wanted);
+    assert_eq!(ids, vec![vec![Value::Integer(7)]]);
+    assert_eq!(found, vec![Some("z".to_owned()), None, None]);
+    // Rows at the root (a path into the rows is read by a separate skim).
+    let body = r#"{"id": 5, "nextPageToken": "root", "data": "d"}"#;
+    let (ids, found) = load_scanning(body, &RowLocator::parse("$").unwrap(), &wanted);
+    assert_eq!(ids, vec![vec![Value::Integer(5)]]);
+    assert_eq!(
+        found,
+        vec![Some("root".to_owned()), None, Some("d".to_owned())]
+    );
+    // Blank body: nothing found; later duplicates win.
+    assert_eq!(
+        load_scanning(" ", &RowLocator::Auto, &wanted).1,
+        vec![None, None, None]
+    );
+    let body = r#"{"nextPageToken": "a", "items": [], "nextPageToken": "b"}"#;
+    assert_eq!(
+        load_scanning(body, &RowLocator::Auto, &wanted).1[0].as_deref(),
+        Some("b")
+    );
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::capture::Captures;
 use super::locator::{RowLocator, Step};
 
 /// A non-object row, as delivered to [`RowSink::scalar_row`].
@@ -41,7 +42,8 @@ pub(super) trait RowSink<'de> {
     ) -> serde_json::Result<()>;
 }
 
-/// Parses the whole body, feeding the rows at `locator` into `sink`.
+/// Parses the whole body, feeding the rows at `locator` into `sink` and keeping the
+/// properties `captures` asks for.
 ///
 /// The body is validated as UTF-8 once, up front, and then parsed as text, so the parser
 /// does not validate each key and captured value again. A body that is not valid UTF-8
@@ -51,10 +53,21 @@ pub(super) fn walk<'de, S: RowSink<'de>>(
     body: &'de [u8],
     locator: &RowLocator,
     sink: &mut S,
+    captures: &mut Captures<'de>,
 ) -> serde_json::Result<()> {
     match std::str::from_utf8(body) {
-        Ok(text) => walk_with(serde_json::Deserializer::from_str(text), locator, sink),
-        Err(_) => walk_with(serde_json::Deserializer::from_slice(body), locator, sink),
+        Ok(text) => walk_with(
+            serde_json::Deserializer::from_str(text),
+            locator,
+            sink,
+            captures,
+        ),
+        Err(_) => walk_with(
+            serde_json::Deserializer::from_slice(body),
+            locator,
+            sink,
+            captures,
+        ),
     }
 }
 
@@ -62,14 +75,24 @@ fn walk_with<'de, R: serde_json::de::Read<'de>, S: RowSink<'de>>(
     mut de: serde_json::Deserializer<R>,
     locator: &RowLocator,
     sink: &mut S,
+    captures: &mut Captures<'de>,
 ) -> serde_json::Result<()> {
     match locator {
         RowLocator::Path(steps) => {
-            PathSeed { steps, sink }.deserialize(&mut de)?;
+            PathSeed {
+                steps,
+                depth: 0,
+                sink,
+                captures,
+            }
+            .deserialize(&mut de)?;
             de.end()
         }
         RowLocator::Auto => {
-            let outcome = de.deserialize_any(AutoVisitor { sink: &mut *sink })?;
+            let outcome = de.deserialize_any(AutoVisitor {
+                sink: &mut *sink,
+                captures,
+            })?;
             de.end()?;
             match outcome {
                 AutoOutcome::Done => Ok(()),
@@ -109,11 +132,6 @@ pub(super) fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Err
     Ok(())
 }
 
-fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
-    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-    Ok(())
-}
-
 /// Every element of an array is a row.
 fn rows_of_seq<'de, S: RowSink<'de>, A: SeqAccess<'de>>(
     sink: &mut S,
@@ -126,24 +144,41 @@ fn rows_of_seq<'de, S: RowSink<'de>, A: SeqAccess<'de>>(
     Ok(())
 }
 
-/// Follows the remaining `steps` from the value being deserialized.
-struct PathSeed<'a, S> {
+/// Follows the remaining `steps` from the value being deserialized, at `depth` steps from
+/// the root.
+struct PathSeed<'a, 'de, S> {
     steps: &'a [Step],
+    depth: usize,
     sink: &'a mut S,
+    captures: &'a mut Captures<'de>,
 }
 
-impl<'de, S: RowSink<'de>> DeserializeSeed<'de> for PathSeed<'_, S> {
+impl<'de, S: RowSink<'de>> DeserializeSeed<'de> for PathSeed<'_, 'de, S> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        let sink = self.sink;
-        match self.steps.split_first() {
+        let PathSeed {
+            steps,
+            depth,
+            sink,
+            captures,
+        } = self;
+        match steps.split_first() {
             None => deserializer.deserialize_any(ReachedVisitor { sink }),
             Some((Step::Each, [])) => deserializer.deserialize_any(EachRowVisitor { sink }),
-            Some((Step::Each, rest)) => deserializer.deserialize_any(EachVisitor { rest, sink }),
-            Some((Step::Key(key), rest)) => {
-                deserializer.deserialize_any(KeyVisitor { key, rest, sink })
-            }
+            Some((Step::Each, rest)) => deserializer.deserialize_any(EachVisitor {
+                rest,
+                depth: depth + 1,
+                sink,
+                captures,
+            }),
+            Some((Step::Key(key), rest)) => deserializer.deserialize_any(KeyVisitor {
+                key,
+                rest,
+                depth,
+                sink,
+                captures,
+            }),
         }
     }
 }
@@ -199,13 +234,15 @@ impl<'de, S: RowSink<'de>> Visitor<'de> for EachRowVisitor<'_, S> {
     }
 }
 
-/// A `[*]` with more steps after it.
-struct EachVisitor<'a, S> {
+/// A `[*]` with more steps after it (`depth`: that of the values it iterates).
+struct EachVisitor<'a, 'de, S> {
     rest: &'a [Step],
+    depth: usize,
     sink: &'a mut S,
+    captures: &'a mut Captures<'de>,
 }
 
-impl<'de, S: RowSink<'de>> Visitor<'de> for EachVisitor<'_, S> {
+impl<'de, S: RowSink<'de>> Visitor<'de> for EachVisitor<'_, 'de, S> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -218,7 +255,9 @@ impl<'de, S: RowSink<'de>> Visitor<'de> for EachVisitor<'_, S> {
         while seq
             .next_element_seed(PathSeed {
                 steps: self.rest,
+                depth: self.depth,
                 sink: &mut *self.sink,
+                captures: &mut *self.captures,
             })?
             .is_some()
         {}
@@ -229,21 +268,26 @@ impl<'de, S: RowSink<'de>> Visitor<'de> for EachVisitor<'_, S> {
         while map.next_key::<IgnoredAny>()?.is_some() {
             map.next_value_seed(PathSeed {
                 steps: self.rest,
+                depth: self.depth,
                 sink: &mut *self.sink,
+                captures: &mut *self.captures,
             })?;
         }
         Ok(())
     }
 }
 
-/// A `.key` step: descend into that property of an object; anything else holds no rows.
-struct KeyVisitor<'a, S> {
+/// A `.key` step from an object at `depth`: descend into that property; anything else holds
+/// no rows (other properties are skipped, or kept when `captures` asks for them).
+struct KeyVisitor<'a, 'de, S> {
     key: &'a str,
     rest: &'a [Step],
+    depth: usize,
     sink: &'a mut S,
+    captures: &'a mut Captures<'de>,
 }
 
-impl<'de, S: RowSink<'de>> Visitor<'de> for KeyVisitor<'_, S> {
+impl<'de, S: RowSink<'de>> Visitor<'de> for KeyVisitor<'_, 'de, S> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -257,40 +301,76 @@ impl<'de, S: RowSink<'de>> Visitor<'de> for KeyVisitor<'_, S> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(hit) = map.next_key_seed(KeyIs(self.key))? {
-            if hit {
-                map.next_value_seed(PathSeed {
+        loop {
+            let seed = KeyIs {
+                key: self.key,
+                depth: self.depth,
+                captures: &*self.captures,
+            };
+            let Some(hit) = map.next_key_seed(seed)? else {
+                break;
+            };
+            match hit {
+                KeyHit::Step => map.next_value_seed(PathSeed {
                     steps: self.rest,
+                    depth: self.depth + 1,
                     sink: &mut *self.sink,
-                })?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+                    captures: &mut *self.captures,
+                })?,
+                KeyHit::Capture(slot) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    self.captures.keep(slot, raw);
+                }
+                KeyHit::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(())
     }
 }
 
-/// Deserializes an object key and tells whether it equals the given name.
-struct KeyIs<'a>(&'a str);
+/// What an object key on the rows' path is.
+enum KeyHit {
+    /// The key of the next step.
+    Step,
+    /// A property to capture into this slot.
+    Capture(usize),
+    /// Anything else.
+    Other,
+}
 
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
+/// Deserializes an object key at `depth` and tells whether it is the step's key or one to
+/// capture.
+struct KeyIs<'a, 'de> {
+    key: &'a str,
+    depth: usize,
+    captures: &'a Captures<'de>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+impl<'de> DeserializeSeed<'de> for KeyIs<'_, '_> {
+    type Value = KeyHit;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<KeyHit, D::Error> {
         deserializer.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for KeyIs<'_> {
-    type Value = bool;
+impl<'de> Visitor<'de> for KeyIs<'_, '_> {
+    type Value = KeyHit;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-        Ok(v == self.0)
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<KeyHit, E> {
+        if v == self.key {
+            return Ok(KeyHit::Step);
+        }
+        Ok(match self.captures.slot(self.depth, v) {
+            Some(slot) => KeyHit::Capture(slot),
+            None => KeyHit::Other,
+        })
     }
 }
 
@@ -425,11 +505,12 @@ enum AutoOutcome<'de> {
 }
 
 /// [`RowLocator::Auto`] at the document root.
-struct AutoVisitor<'a, S> {
+struct AutoVisitor<'a, 'de, S> {
     sink: &'a mut S,
+    captures: &'a mut Captures<'de>,
 }
 
-impl<'de, S: RowSink<'de>> Visitor<'de> for AutoVisitor<'_, S> {
+impl<'de, S: RowSink<'de>> Visitor<'de> for AutoVisitor<'_, 'de, S> {
     type Value = AutoOutcome<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -475,17 +556,36 @@ impl<'de, S: RowSink<'de>> Visitor<'de> for AutoVisitor<'_, S> {
                     sink: &mut *self.sink,
                 })? {
                     None => {
-                        drain_map(map)?;
+                        self.skip_rest(map)?;
                         return Ok(AutoOutcome::Done);
                     }
                     Some(raw) => pairs.push((key, Cow::Owned(raw))),
                 }
             } else {
                 let raw: &'de RawValue = map.next_value()?;
+                self.captures.keep_root(&key, raw);
                 pairs.push((key, Cow::Borrowed(raw)));
             }
         }
         Ok(AutoOutcome::Object(pairs))
+    }
+}
+
+impl<'de, S> AutoVisitor<'_, 'de, S> {
+    /// The root properties after a streamed `items` array: skipped, or kept when captured.
+    fn skip_rest<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key_seed(KeyCow)? {
+            match self.captures.slot(0, &key) {
+                Some(slot) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    self.captures.keep(slot, raw);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

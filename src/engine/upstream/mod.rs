@@ -12,6 +12,7 @@ pub(crate) use auth::{
     session_token_var as aws_session_token_var,
 };
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -107,45 +108,55 @@ impl Upstream {
         &self.client
     }
 
-    /// Fetches every page of `leg`, handing each body to `on_page`.
-    pub(crate) async fn fetch(
+    /// Fetches every page of `leg`. Each body goes to `on_page` with the paths of the body
+    /// scalars the next-page decision needs (none when the headers decide), so that the pass
+    /// decoding its rows reads them too; its future yields the page's outcome and those
+    /// scalars, in order. The outcomes come back in page order.
+    pub(crate) async fn fetch<T, F>(
         &self,
         leg: &Leg<'_>,
-        mut on_page: impl FnMut(Bytes) -> Result<()>,
-    ) -> Result<LegEnd> {
+        mut on_page: impl FnMut(Bytes, Vec<Vec<String>>) -> Result<F>,
+    ) -> Result<(LegEnd, Vec<T>)>
+    where
+        F: Future<Output = Result<(T, Vec<Option<String>>)>>,
+    {
         let (mut url, mut headers) = build_request(leg)?;
         let method =
             reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
                 Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
             })?;
         let mut pages = 0u32;
+        let mut outcomes = Vec::new();
         let mut seen = std::collections::HashSet::new();
         loop {
             let (status, response_headers, body) = self
                 .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
                 .await?;
             if status == 404 {
-                return Ok(if pages == 0 {
+                let end = if pages == 0 {
                     LegEnd::NotFound
                 } else {
                     LegEnd::Complete { pages }
-                });
+                };
+                return Ok((end, outcomes));
             }
             if !(200..300).contains(&status) {
                 return Err(status_error(leg, &method, &url, status, &body));
             }
-            let next = pagination::next_page(leg.method, &url, &response_headers, &body)?;
-            on_page(body)?;
+            let wanted = pagination::wanted(leg.method, &response_headers);
+            let (outcome, found) = on_page(body, wanted)?.await?;
+            outcomes.push(outcome);
             pages += 1;
-            let Some(next) = next else {
-                return Ok(LegEnd::Complete { pages });
+            let Some(next) = pagination::next_page(leg.method, &url, &response_headers, &found)?
+            else {
+                return Ok((LegEnd::Complete { pages }, outcomes));
             };
             if self.settings.page_limit > 0 && pages >= self.settings.page_limit {
-                return Ok(LegEnd::PageLimit { pages });
+                return Ok((LegEnd::PageLimit { pages }, outcomes));
             }
             // A token or URL we already followed would loop forever.
             if !seen.insert(format!("{next:?}")) {
-                return Ok(LegEnd::Complete { pages });
+                return Ok((LegEnd::Complete { pages }, outcomes));
             }
             match next {
                 Next::Url(next_url) => url = next_url,

@@ -1,14 +1,15 @@
 //! Deciding the next page: the method's explicit `pagination` config (token in query or
 //! header, page number with terminator), or, without config, the conventions StackQL's
 //! documents rely on: `Link: <…>; rel="next"`, `nextPageToken` → `pageToken`,
-//! `@odata.nextLink`, and `next_cursor` → `cursor`.
+//! `@odata.nextLink`, and `next_cursor` → `cursor`. [`wanted`] names the body values a
+//! decision needs, so they are read in the pass that decodes the page's rows; [`next_page`]
+//! decides from them and the headers.
 
 use reqwest::header::HeaderMap;
 use url::Url;
 
 use crate::engine::document::{Method, Pagination, ParamLocation};
 use crate::engine::error::{Error, ErrorKind, Result};
-use crate::engine::rows;
 
 /// How to ask for the next page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,24 +20,53 @@ pub(crate) enum Next {
     Header(String, String),
 }
 
-/// The next page after a response with `headers` and `body` to a request for `current`.
+/// The scalars (paths of object keys from the root) the next-page decision after a response
+/// with `headers` needs from its body, in the order [`next_page`] takes them; empty when the
+/// headers decide alone. The caller reads them in the pass that decodes the rows.
+pub(crate) fn wanted(method: &Method, headers: &HeaderMap) -> Vec<Vec<String>> {
+    match &method.pagination {
+        Some(config) if config.algorithm.as_deref() == Some("page_number") => config
+            .response_token
+            .iter()
+            .chain(&config.terminator)
+            .map(|spec| key_path(&spec.key))
+            .collect(),
+        Some(config) => match &config.response_token {
+            Some(spec) if spec.location != "header" => vec![key_path(&spec.key)],
+            _ => Vec::new(),
+        },
+        None if link_next(headers).is_some() => Vec::new(),
+        None => CONVENTIONAL
+            .iter()
+            .map(|path| path.iter().map(|key| (*key).to_owned()).collect())
+            .collect(),
+    }
+}
+
+/// Body scalars of the conventions, in the order [`conventional`] reads them.
+const CONVENTIONAL: [&[&str]; 4] = [
+    &["nextPageToken"],
+    &["@odata.nextLink"],
+    &["next_cursor"],
+    &["response_metadata", "next_cursor"],
+];
+
+/// The next page after a response with `headers` to a request for `current`; `found` holds
+/// the body's scalars at the paths [`wanted`] named for it.
 pub(crate) fn next_page(
     method: &Method,
     current: &Url,
     headers: &HeaderMap,
-    body: &[u8],
+    found: &[Option<String>],
 ) -> Result<Option<Next>> {
+    // Empty values count as absent.
+    let mut found = found
+        .iter()
+        .map(|v| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned));
     match &method.pagination {
-        Some(config) => explicit(config, current, headers, body),
-        None => conventional(method, current, headers, body),
+        Some(config) => explicit(config, current, headers, &mut found),
+        None => conventional(method, current, headers, &mut found),
     }
-}
-
-fn body_error(err: serde_json::Error) -> Error {
-    Error::new(
-        ErrorKind::Upstream,
-        format!("upstream response is not valid JSON: {err}"),
-    )
 }
 
 /// `$.a.b`, `a.b`, `$['@odata.nextLink']` → ["a", "b"] / ["@odata.nextLink"].
@@ -57,27 +87,22 @@ fn key_path(key: &str) -> Vec<String> {
         .collect()
 }
 
-fn body_scalar(body: &[u8], key: &str) -> Result<Option<String>> {
-    let found = rows::extract_scalars(body, &[key_path(key)]).map_err(body_error)?;
-    Ok(found.into_iter().next().flatten().filter(|v| !v.is_empty()))
-}
-
 fn explicit(
     config: &Pagination,
     current: &Url,
     headers: &HeaderMap,
-    body: &[u8],
+    found: &mut impl Iterator<Item = Option<String>>,
 ) -> Result<Option<Next>> {
     let request = config.request_token.clone();
     let token = if config.algorithm.as_deref() == Some("page_number") {
-        let page = match &config.response_token {
-            Some(spec) => body_scalar(body, &spec.key)?,
-            None => None,
-        };
-        let total = match &config.terminator {
-            Some(spec) => body_scalar(body, &spec.key)?,
-            None => None,
-        };
+        let page = config
+            .response_token
+            .as_ref()
+            .and_then(|_| found.next().flatten());
+        let total = config
+            .terminator
+            .as_ref()
+            .and_then(|_| found.next().flatten());
         // Without a terminator (or a readable page number) one page is all we can trust.
         let (Some(page), Some(total)) = (
             page.and_then(|p| p.parse::<u64>().ok()),
@@ -92,7 +117,7 @@ fn explicit(
     } else {
         match &config.response_token {
             Some(spec) if spec.location == "header" => header_token(headers, &spec.key),
-            Some(spec) => body_scalar(body, &spec.key)?,
+            Some(_) => found.next().flatten(),
             None => None,
         }
     };
@@ -113,19 +138,11 @@ fn conventional(
     method: &Method,
     current: &Url,
     headers: &HeaderMap,
-    body: &[u8],
+    found: &mut impl Iterator<Item = Option<String>>,
 ) -> Result<Option<Next>> {
     if let Some(link) = link_next(headers) {
         return same_origin(current, &link).map(|u| Some(Next::Url(u)));
     }
-    let paths = vec![
-        vec!["nextPageToken".to_owned()],
-        vec!["@odata.nextLink".to_owned()],
-        vec!["next_cursor".to_owned()],
-        vec!["response_metadata".to_owned(), "next_cursor".to_owned()],
-    ];
-    let found = rows::extract_scalars(body, &paths).map_err(body_error)?;
-    let mut found = found.into_iter().map(|v| v.filter(|s| !s.is_empty()));
     let (page_token, odata, cursor, nested_cursor) = (
         found.next().flatten(),
         found.next().flatten(),
