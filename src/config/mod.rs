@@ -245,6 +245,7 @@ impl Config {
                 providers,
                 upstream,
                 document_cache_size: registry.document_cache_size,
+                registry_recheck: registry.recheck_interval,
                 max_result_rows,
                 remote: registry.remote,
                 eval,

@@ -2,18 +2,21 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::paths::PathResolver;
-use super::problems::{GIB, Problems};
-use crate::engine::RemoteRegistryConfig;
+use super::problems::{GIB, HOUR, Problems};
+use crate::engine::{DEFAULT_REGISTRY_RECHECK, RemoteRegistryConfig};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawRegistry {
     pub(super) root: Option<PathBuf>,
     pub(super) document_cache_size: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) recheck_interval: Duration,
     /// `null` or `""` disables listing and pulling.
     pub(super) url: Option<String>,
     pub(super) max_download_bytes: u64,
@@ -28,6 +31,7 @@ impl Default for RawRegistry {
         RawRegistry {
             root: None,
             document_cache_size: 64,
+            recheck_interval: DEFAULT_REGISTRY_RECHECK,
             url: remote.url,
             max_download_bytes: remote.max_download_bytes,
             max_unpacked_bytes: remote.max_unpacked_bytes,
@@ -42,6 +46,7 @@ impl Default for RawRegistry {
 pub(super) struct Registry {
     pub(super) root: PathBuf,
     pub(super) document_cache_size: usize,
+    pub(super) recheck_interval: Duration,
     pub(super) remote: RemoteRegistryConfig,
 }
 
@@ -64,6 +69,16 @@ pub(super) fn check_registry(
         raw.document_cache_size as u64,
         100_000,
     );
+    // Zero is allowed: the folder is looked at on every statement.
+    if raw.recheck_interval > HOUR {
+        problems.push(
+            "registry.recheck_interval",
+            format!(
+                "{} is more than the longest allowed, 1h",
+                humantime::format_duration(raw.recheck_interval)
+            ),
+        );
+    }
     for (key, value) in [
         ("registry.max_download_bytes", raw.max_download_bytes),
         ("registry.max_unpacked_bytes", raw.max_unpacked_bytes),
@@ -82,6 +97,7 @@ pub(super) fn check_registry(
     Registry {
         root,
         document_cache_size: raw.document_cache_size,
+        recheck_interval: raw.recheck_interval,
         remote: RemoteRegistryConfig {
             url,
             max_download_bytes: raw.max_download_bytes,

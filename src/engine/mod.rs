@@ -117,6 +117,9 @@ impl Default for UpstreamLimits {
     }
 }
 
+/// The default of [`EngineConfig::registry_recheck`] (`registry.recheck_interval`).
+pub const DEFAULT_REGISTRY_RECHECK: Duration = Duration::from_secs(2);
+
 /// What the engine needs to run.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -128,6 +131,9 @@ pub struct EngineConfig {
     pub upstream: UpstreamLimits,
     /// Parsed provider documents kept in memory.
     pub document_cache_size: usize,
+    /// How long a loaded provider document (and a resolved provider) is used without
+    /// looking at the registry folder; zero looks on every statement.
+    pub registry_recheck: Duration,
     /// Rows a statement may return.
     pub max_result_rows: usize,
     /// Bounds on a statement's local SQLite evaluation.
@@ -144,6 +150,7 @@ impl EngineConfig {
             providers: HashMap::new(),
             upstream: UpstreamLimits::default(),
             document_cache_size: 64,
+            registry_recheck: DEFAULT_REGISTRY_RECHECK,
             max_result_rows: 100_000,
             eval: EvalLimits::default(),
             remote: RemoteRegistryConfig::default(),
@@ -184,6 +191,7 @@ impl Engine {
         let store = Arc::new(DocumentStore::new(
             config.registry_root.join("src"),
             config.document_cache_size,
+            config.registry_recheck,
         ));
         let pins = config
             .providers
@@ -253,7 +261,7 @@ impl Engine {
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
             sql::Statement::Registry(command) => {
-                remote::statement(&self.inner.remote, &self.inner.store, cx, command).await
+                remote::statement(&self.inner.remote, &self.inner.registry, cx, command).await
             }
         }
     }
@@ -285,7 +293,7 @@ impl Engine {
     ) -> Result<PullOutcome> {
         self.inner
             .remote
-            .pull(provider, version, &self.inner.store)
+            .pull(provider, version, &self.inner.registry)
             .await
     }
 

@@ -2,10 +2,17 @@
 //!
 //! A provider's SQL name is `provider.yaml`'s `name` (the `googleapis.com` folder holds
 //! `google`). Several versions → the newest, unless configuration pins one.
+//!
+//! An opened provider is remembered by name: within the document store's recheck interval
+//! after it was resolved, opening it again reads nothing from the folder; after that, the
+//! next open resolves it afresh (a version added, removed or changed by hand is seen then).
+//! A pull forgets every opened provider and the pulled version's documents at once
+//! ([`LocalRegistry::forget`]).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -17,6 +24,8 @@ use super::error::{Error, ErrorKind, Result};
 pub(crate) struct LocalRegistry {
     store: Arc<DocumentStore>,
     pins: HashMap<String, String>,
+    /// Providers opened by SQL name, with when they were resolved from the folder.
+    opened: Mutex<HashMap<String, (Arc<Provider>, Instant)>>,
 }
 
 /// A provider folder and its versions, newest first.
@@ -31,7 +40,28 @@ pub(crate) struct Installed {
 impl LocalRegistry {
     /// A registry reading documents through `store`; `pins` maps SQL names to versions.
     pub(crate) fn new(store: Arc<DocumentStore>, pins: HashMap<String, String>) -> Self {
-        LocalRegistry { store, pins }
+        LocalRegistry {
+            store,
+            pins,
+            opened: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// After a version was installed into `prefix` (`googleapis.com/v0.1.2/`): forgets every
+    /// opened provider, so the next open of each resolves it from the folder, and drops the
+    /// cached documents under `prefix`, so they are read afresh whatever the files' times.
+    pub(crate) fn forget(&self, prefix: &str) {
+        if let Ok(mut opened) = self.opened.lock() {
+            opened.clear();
+        }
+        self.store.forget(prefix);
+    }
+
+    /// `name`'s provider when it was resolved within the recheck interval.
+    fn recently_opened(&self, name: &str) -> Option<Arc<Provider>> {
+        let opened = self.opened.lock().ok()?;
+        let (provider, resolved) = opened.get(name)?;
+        (resolved.elapsed() < self.store.recheck()).then(|| provider.clone())
     }
 
     /// Every installed provider, sorted by SQL name.
@@ -97,15 +127,28 @@ impl LocalRegistry {
         })
     }
 
-    /// Opens the provider whose SQL name is `name`. The folder of the same name is tried
-    /// first, so a query reads only its own provider's `provider.yaml`; other folders are
-    /// scanned only for aliases (`google` lives in `googleapis.com`).
+    /// Opens the provider whose SQL name is `name`: the one opened within the recheck
+    /// interval, without reading the folder, or else resolved from it. The folder of the
+    /// same name is tried first, so a query reads only its own provider's `provider.yaml`;
+    /// other folders are scanned only for aliases (`google` lives in `googleapis.com`).
     pub(crate) fn open(&self, name: &str) -> Result<Arc<Provider>> {
         if !is_safe_name(name) {
             return Err(Error::unknown(format!(
                 "provider '{name}' is not installed"
             )));
         }
+        if let Some(provider) = self.recently_opened(name) {
+            return Ok(provider);
+        }
+        let provider = self.resolve(name)?;
+        if let Ok(mut opened) = self.opened.lock() {
+            opened.insert(name.to_owned(), (provider.clone(), Instant::now()));
+        }
+        Ok(provider)
+    }
+
+    /// Finds `name`'s folder and chosen version and loads its `provider.yaml`.
+    fn resolve(&self, name: &str) -> Result<Arc<Provider>> {
         let same_folder = self.inspect(name.to_owned()).filter(|p| p.name == name);
         let found = match same_folder {
             Some(found) => found,

@@ -727,3 +727,59 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
     assert_eq!(all.columns, ["provider", "versions"]);
     assert_eq!(all.rows, vec![vec![text("evil"), text("v1, v2, v3")]]);
 }
+
+/// The services `SHOW SERVICES IN evil` lists, as one text (titles included).
+async fn evil_services(e: &Engine) -> Result<String, querygate::engine::Error> {
+    let out = e.execute(&context(), "SHOW SERVICES IN evil").await?;
+    Ok(format!("{:?}", out.rows))
+}
+
+/// Files changed by hand under the registry folder: within `registry_recheck` nothing is read
+/// from the folder (not even when the provider's folder is gone); with a zero interval every
+/// change is seen at once; a pull is seen at once whatever the interval.
+#[tokio::test]
+async fn hand_changes_follow_the_recheck_interval_and_pulls_are_seen_at_once() {
+    let mock = Mock::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let write_version = |version: &str, title: &str| {
+        let dir = root.path().join("src/evil").join(version);
+        std::fs::create_dir_all(dir.join("services")).unwrap();
+        let provider = PROVIDER_YAML
+            .replace("TITLE", title)
+            .replace("evil/v1/", &format!("evil/{version}/"));
+        std::fs::write(dir.join("provider.yaml"), provider).unwrap();
+        std::fs::write(
+            dir.join("services/things.yaml"),
+            "openapi: 3.0.0\ninfo: {title: t, version: v1}\npaths: {}\ncomponents:\n  x-stackQL-resources: {}\n",
+        )
+        .unwrap();
+    };
+    write_version("v1", "First");
+    let cached = registry_engine(root.path(), &mock, |c| {
+        c.registry_recheck = std::time::Duration::from_secs(3600)
+    });
+    let fresh = registry_engine(root.path(), &mock, |c| {
+        c.registry_recheck = std::time::Duration::ZERO
+    });
+    for e in [&cached, &fresh] {
+        assert!(evil_services(e).await.unwrap().contains("First"));
+    }
+
+    write_version("v1", "Second");
+    assert!(evil_services(&fresh).await.unwrap().contains("Second"));
+    assert!(evil_services(&cached).await.unwrap().contains("First"));
+
+    write_version("v2", "Third");
+    assert!(evil_services(&fresh).await.unwrap().contains("Third"));
+    assert!(evil_services(&cached).await.unwrap().contains("First"));
+
+    std::fs::rename(root.path().join("src/evil"), root.path().join("gone")).unwrap();
+    let err = evil_services(&fresh).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnknownTable, "{err}");
+    assert!(evil_services(&cached).await.unwrap().contains("First"));
+
+    serve_evil(&mock, tgz(good_items("Pulled")));
+    query(&cached, "REGISTRY PULL evil v1").await;
+    assert!(evil_services(&cached).await.unwrap().contains("Pulled"));
+    assert!(evil_services(&fresh).await.unwrap().contains("Pulled"));
+}

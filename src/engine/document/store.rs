@@ -2,13 +2,15 @@
 //!
 //! Documents are addressed by their path relative to the registry's `src/` folder, as
 //! StackQL's `$ref`s spell them (`github/v0.3.1/services/repos.yaml`). A cached document is
-//! reused while its file's modification time is unchanged, so a provider pulled over an old
-//! version is picked up without a restart.
+//! reused without touching its file for the store's recheck interval after it was read or
+//! last checked; after that, the next load compares the file's modification time and
+//! re-reads a changed file. A pull drops the pulled version's documents at once
+//! ([`DocumentStore::forget`]).
 
 use std::num::NonZeroUsize;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use lru::LruCache;
 use serde_json::Value;
@@ -41,12 +43,15 @@ impl Doc {
 
 struct Cached {
     modified: Option<SystemTime>,
+    /// When the file was last read or found unchanged.
+    checked: Instant,
     doc: Arc<Doc>,
 }
 
 /// Reads and caches documents under one registry `src/` folder.
 pub(crate) struct DocumentStore {
     src: PathBuf,
+    recheck: Duration,
     cache: Mutex<LruCache<String, Cached>>,
 }
 
@@ -62,13 +67,20 @@ impl std::fmt::Debug for DocumentStore {
 const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
 
 impl DocumentStore {
-    /// A store over `src` (the registry root's `src/` folder) keeping `capacity` documents.
-    pub(crate) fn new(src: PathBuf, capacity: usize) -> Self {
+    /// A store over `src` (the registry root's `src/` folder) keeping `capacity` documents,
+    /// each used without looking at its file for `recheck` after it was last read or checked.
+    pub(crate) fn new(src: PathBuf, capacity: usize, recheck: Duration) -> Self {
         let capacity = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
         DocumentStore {
             src,
+            recheck,
             cache: Mutex::new(LruCache::new(capacity)),
         }
+    }
+
+    /// How long a document (and an opened provider) is used without looking at its files.
+    pub(crate) fn recheck(&self) -> Duration {
+        self.recheck
     }
 
     /// The registry's `src/` folder.
@@ -76,22 +88,32 @@ impl DocumentStore {
         &self.src
     }
 
-    /// Loads `rel` (relative to `src/`), from the cache when its file is unchanged.
+    /// Loads `rel` (relative to `src/`): from the cache without any file access when it was
+    /// read or checked within the recheck interval, from the cache after a look at the
+    /// file's modification time when that is unchanged, else from the file.
     pub(crate) fn load(&self, rel: &str) -> Result<Arc<Doc>> {
         let path = self.checked_path(rel)?;
-        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        if let Ok(mut cache) = self.cache.lock()
-            && let Some(hit) = cache.get(rel)
-            && hit.modified == modified
+        let cached = self.cache.lock().ok().and_then(|mut cache| {
+            cache
+                .get(rel)
+                .map(|hit| (hit.doc.clone(), hit.modified, hit.checked.elapsed()))
+        });
+        if let Some((doc, _, age)) = &cached
+            && *age < self.recheck
         {
-            return Ok(hit.doc.clone());
+            return Ok(doc.clone());
         }
-        let doc = Arc::new(parse_file(&path, rel)?);
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let doc = match cached {
+            Some((doc, was, _)) if was == modified => doc,
+            _ => Arc::new(parse_file(&path, rel)?),
+        };
         if let Ok(mut cache) = self.cache.lock() {
             cache.put(
                 rel.to_owned(),
                 Cached {
                     modified,
+                    checked: Instant::now(),
                     doc: doc.clone(),
                 },
             );

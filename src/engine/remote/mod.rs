@@ -16,9 +16,8 @@ use tokio::sync::Mutex;
 use url::Url;
 
 use self::index::Index;
-use super::document::DocumentStore;
 use super::error::{Error, ErrorKind, Result};
-use super::registry::is_safe_name;
+use super::registry::{LocalRegistry, is_safe_name};
 use super::sql::RegistryCommand;
 use super::types::{Cell, ExecContext, QueryOutput};
 
@@ -151,12 +150,12 @@ impl Remote {
     }
 
     /// Downloads and installs `provider` at `version`, or at the newest usable version.
-    /// `store`'s cached documents of the installed folder are dropped afterwards.
+    /// `registry` forgets what it resolved and cached of the installed folder afterwards.
     pub(crate) async fn pull(
         &self,
         provider: &str,
         version: Option<&str>,
-        store: &DocumentStore,
+        registry: &LocalRegistry,
     ) -> Result<PullOutcome> {
         let provider = provider.trim();
         if provider.is_empty() {
@@ -213,7 +212,7 @@ impl Remote {
                 .await?;
             match installed {
                 Installed::Done => {
-                    store.forget(&format!("{folder}/{candidate}/"));
+                    registry.forget(&format!("{folder}/{candidate}/"));
                     let message = outcome_message(&name, &candidate, &skipped);
                     tracing::info!(provider = %name, version = %candidate, "provider installed");
                     return Ok(PullOutcome {
@@ -423,7 +422,7 @@ pub(crate) fn list_output(listed: Vec<RegistryProvider>, one: bool) -> QueryOutp
 /// refused for a provider the tenant may not use.
 pub(crate) async fn statement(
     remote: &Remote,
-    store: &DocumentStore,
+    registry: &LocalRegistry,
     cx: &ExecContext,
     command: RegistryCommand,
 ) -> Result<QueryOutput> {
@@ -435,7 +434,7 @@ pub(crate) async fn statement(
         }
         RegistryCommand::Pull { provider, version } => {
             check_pull_allowed(cx, &provider)?;
-            let outcome = remote.pull(&provider, version.as_deref(), store).await?;
+            let outcome = remote.pull(&provider, version.as_deref(), registry).await?;
             Ok(QueryOutput {
                 messages: vec![outcome.message],
                 timestamp: Some(
