@@ -492,6 +492,11 @@ async fn check_fidelity(engine: &Engine, cx: &ExecContext, row: &Value) -> Resul
     let mut notes = Vec::new();
     for (column, cell) in COLUMNS.iter().zip(cells) {
         let expected = match to_sql(row.get(*column)) {
+            // The schema types `active` boolean: selected as it is, it comes back as a
+            // boolean (StackQL gives true/false), though SQLite stores 1/0.
+            SqlValue::Integer(i) if row.get(*column).is_some_and(Value::is_boolean) => {
+                Cell::Boolean(i == 1)
+            }
             SqlValue::Null => Cell::Null,
             SqlValue::Integer(i) => Cell::Integer(i),
             SqlValue::Real(f) => Cell::Real(f),

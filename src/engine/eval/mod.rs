@@ -18,7 +18,7 @@ use rusqlite::{Connection, InterruptHandle};
 use tokio::sync::oneshot;
 
 use super::error::{Error, ErrorKind, Result};
-use super::rows::{self, ColumnBinder, Loaded, RowLocator};
+use super::rows::{self, ColumnBinder, Loaded, RowLocator, RowWriter};
 use super::types::{Cell, QueryOutput};
 
 use self::limits::Budget;
@@ -237,7 +237,6 @@ impl Database {
 struct Table {
     columns: Vec<String>,
     binder: ColumnBinder,
-    insert: String,
 }
 
 fn worker(
@@ -377,19 +376,12 @@ fn create(
         defs.join(", ")
     ))
     .map_err(sqlite_internal)?;
-    let placeholders: Vec<String> = (1..=unique.len()).map(|i| format!("?{i}")).collect();
-    let insert = format!(
-        "INSERT INTO {} VALUES ({})",
-        quote_ident(&table),
-        placeholders.join(", ")
-    );
     let binder = ColumnBinder::new(&unique);
     tables.insert(
         table,
         Table {
             columns: unique,
             binder,
-            insert,
         },
     );
     Ok(())
@@ -423,24 +415,22 @@ fn load(
             Some((position + 1, value.clone()))
         })
         .collect();
-    let mut insert = conn
-        .prepare_cached(&state.insert)
-        .map_err(sqlite_internal)?;
+    let writer = RowWriter::new(conn, table, state.columns.len());
     let Page {
         body,
         locator,
         wanted,
     } = page;
-    rows::load_rows(body, locator, &state.binder, &fixed, &mut insert, wanted).map_err(|err| {
-        match err {
+    rows::load_rows(body, locator, &state.binder, &fixed, &writer, wanted).map_err(
+        |err| match err {
             rows::RowsError::Json(err) => Error::new(
                 ErrorKind::Upstream,
                 format!("upstream response is not valid JSON: {err}"),
             ),
             rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
             rows::RowsError::Sqlite(err) => sqlite_internal(err),
-        }
-    })
+        },
+    )
 }
 
 fn distinct(

@@ -25,11 +25,6 @@ impl ColumnBinder {
         ColumnBinder { index, value_pos }
     }
 
-    /// Number of columns (the highest position this binder binds).
-    pub(crate) fn len(&self) -> usize {
-        self.index.names.len()
-    }
-
     /// The 1-based position of the column named `key`, if any.
     pub(super) fn position(&self, key: &str) -> Option<usize> {
         self.index.find(key).map(|i| i + 1)

@@ -1,9 +1,8 @@
-//! The sink that binds each row into the prepared `INSERT` statement.
+//! The sink that turns each row into cells and hands them to the [`RowWriter`] in batches.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use rusqlite::Statement;
 use rusqlite::types::Value;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -11,13 +10,16 @@ use serde_json::value::RawValue;
 use super::RowsError;
 use super::binder::ColumnBinder;
 use super::walk::{RowSink, Scalar};
+use super::writer::{Cell, RowWriter};
 
-pub(super) struct LoadSink<'s, 'c> {
-    pub(super) insert: &'s mut Statement<'c>,
+pub(super) struct LoadSink<'s, 'a> {
+    pub(super) writer: &'s RowWriter<'s>,
     pub(super) binder: &'s ColumnBinder,
-    pub(super) fixed: &'s [(usize, Value)],
-    /// Indexed by bind position: whether `fixed` binds it.
-    pub(super) is_fixed: Vec<bool>,
+    pub(super) fixed: &'a [(usize, Value)],
+    /// Buffered rows, row-major, `writer.width()` cells each.
+    pub(super) cells: Vec<Cell<'a>>,
+    /// Rows in `cells`.
+    pub(super) buffered: usize,
     pub(super) rows: u64,
     /// The real error behind a `custom` serde error raised to abort the parse.
     pub(super) failure: Option<RowsError>,
@@ -27,7 +29,7 @@ pub(super) struct LoadSink<'s, 'c> {
     pub(super) recent_keys: Vec<(String, Option<usize>)>,
 }
 
-impl LoadSink<'_, '_> {
+impl<'a> LoadSink<'_, 'a> {
     /// Records `failure` and returns the serde error that aborts the parse.
     fn abort<E: de::Error>(&mut self, failure: impl Into<RowsError>) -> E {
         let failure = failure.into();
@@ -36,93 +38,133 @@ impl LoadSink<'_, '_> {
         error
     }
 
-    /// NULLs every position, then binds the fixed values.
+    /// The cell of 1-based position `pos` in the row being built.
+    fn cell(&mut self, pos: usize) -> Option<&mut Cell<'a>> {
+        let width = self.writer.width();
+        if pos == 0 || pos > width {
+            return None;
+        }
+        self.cells.get_mut(self.buffered * width + pos - 1)
+    }
+
+    /// Starts a row: every position NULL, then the fixed values. A fixed position outside
+    /// the table is an error, as binding it would be.
     fn begin_row(&mut self) -> rusqlite::Result<()> {
-        self.insert.clear_bindings();
-        for (pos, value) in self.fixed {
-            self.insert.raw_bind_parameter(*pos, value)?;
+        let width = self.writer.width();
+        let start = self.buffered * width;
+        let fixed = self.fixed;
+        match self.cells.get_mut(start..start + width) {
+            Some(row) => row.fill(Cell::Null),
+            None => return Err(rusqlite::Error::InvalidParameterCount(start, width)),
+        }
+        for (pos, value) in fixed {
+            match self.cell(*pos) {
+                Some(cell) => *cell = Cell::Fixed(value),
+                None => return Err(rusqlite::Error::InvalidParameterCount(*pos, width)),
+            }
         }
         Ok(())
     }
 
+    /// Ends a row; a full batch is inserted.
     fn finish_row(&mut self) -> rusqlite::Result<()> {
-        let changed = self.insert.raw_execute()?;
-        self.rows += changed as u64;
+        self.buffered += 1;
+        if self.buffered == self.writer.per_insert() {
+            self.flush()?;
+        }
         Ok(())
     }
 
-    fn is_fixed(&self, pos: usize) -> bool {
-        self.is_fixed.get(pos).copied().unwrap_or(false)
+    /// Inserts the buffered rows.
+    pub(super) fn flush(&mut self) -> rusqlite::Result<()> {
+        let rows = std::mem::take(&mut self.buffered);
+        self.rows += self.writer.insert(&self.cells, rows)?;
+        Ok(())
     }
 
-    fn bind_null(&mut self, pos: usize) -> rusqlite::Result<()> {
-        // A fixed value survives a JSON null; otherwise NULL (a later duplicate key wins).
-        if self.is_fixed(pos) {
-            Ok(())
-        } else {
-            self.insert.raw_bind_parameter(pos, rusqlite::types::Null)
+    fn set(&mut self, pos: usize, value: Cell<'a>) {
+        if let Some(cell) = self.cell(pos) {
+            *cell = value;
         }
     }
 
-    /// Binds one property value given as its raw JSON text.
-    fn bind_raw(&mut self, pos: usize, raw: &str) -> Result<(), RowsError> {
+    fn set_null(&mut self, pos: usize) {
+        // A fixed value survives a JSON null; otherwise NULL (a later duplicate key wins).
+        if let Some(cell) = self.cell(pos)
+            && !matches!(cell, Cell::Fixed(_))
+        {
+            *cell = Cell::Null;
+        }
+    }
+
+    /// Sets one property value given as its raw JSON text.
+    fn set_raw(&mut self, pos: usize, raw: Cow<'a, str>) -> Result<(), RowsError> {
         match raw.as_bytes().first() {
             Some(b'"') => {
                 let inner = raw.get(1..raw.len() - 1).unwrap_or_default();
-                if inner.as_bytes().contains(&b'\\') {
-                    let unescaped: String = serde_json::from_str(raw)?;
-                    self.insert.raw_bind_parameter(pos, unescaped.as_str())?;
+                let text = if inner.as_bytes().contains(&b'\\') {
+                    Cow::Owned(serde_json::from_str::<String>(&raw)?)
                 } else {
-                    self.insert.raw_bind_parameter(pos, inner)?;
-                }
+                    match raw {
+                        Cow::Borrowed(raw) => {
+                            Cow::Borrowed(raw.get(1..raw.len() - 1).unwrap_or_default())
+                        }
+                        Cow::Owned(ref raw) => {
+                            Cow::Owned(raw.get(1..raw.len() - 1).unwrap_or_default().to_owned())
+                        }
+                    }
+                };
+                self.set(pos, Cell::Text(text));
             }
-            Some(b'{' | b'[') => self.insert.raw_bind_parameter(pos, raw)?,
-            Some(b't') => self.insert.raw_bind_parameter(pos, 1_i64)?,
-            Some(b'f') => self.insert.raw_bind_parameter(pos, 0_i64)?,
-            Some(b'n') | None => self.bind_null(pos)?,
-            Some(_) => self.bind_number(pos, raw)?,
+            Some(b'{' | b'[') => self.set(pos, Cell::Text(raw)),
+            Some(b't') => self.set(pos, Cell::Integer(1)),
+            Some(b'f') => self.set(pos, Cell::Integer(0)),
+            Some(b'n') | None => self.set_null(pos),
+            Some(_) => {
+                let cell = number(raw);
+                self.set(pos, cell);
+            }
         }
         Ok(())
     }
 
-    fn bind_number(&mut self, pos: usize, raw: &str) -> rusqlite::Result<()> {
-        let integral = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
-        if integral {
-            if let Ok(i) = raw.parse::<i64>() {
-                return self.insert.raw_bind_parameter(pos, i);
-            }
-            if raw.parse::<u64>().is_ok() {
-                return self.insert.raw_bind_parameter(pos, raw);
-            }
-        }
-        match raw.parse::<f64>() {
-            Ok(f) if f.is_finite() => self.insert.raw_bind_parameter(pos, f),
-            // Beyond f64 range: keep the digits rather than store an infinity.
-            _ => self.insert.raw_bind_parameter(pos, raw),
-        }
-    }
-
-    fn bind_scalar(&mut self, pos: usize, value: Scalar<'_>) -> rusqlite::Result<()> {
-        match value {
-            Scalar::Null => self.bind_null(pos),
-            Scalar::Bool(b) => self.insert.raw_bind_parameter(pos, i64::from(b)),
-            Scalar::I64(i) => self.insert.raw_bind_parameter(pos, i),
+    fn set_scalar(&mut self, pos: usize, value: Scalar<'_>) {
+        let cell = match value {
+            Scalar::Null => return self.set_null(pos),
+            Scalar::Bool(b) => Cell::Integer(i64::from(b)),
+            Scalar::I64(i) => Cell::Integer(i),
             Scalar::U64(u) => match i64::try_from(u) {
-                Ok(i) => self.insert.raw_bind_parameter(pos, i),
-                Err(_) => self.insert.raw_bind_parameter(pos, u.to_string()),
+                Ok(i) => Cell::Integer(i),
+                Err(_) => Cell::Text(Cow::Owned(u.to_string())),
             },
-            Scalar::F64(f) => self.insert.raw_bind_parameter(pos, f),
-            Scalar::Str(s) | Scalar::Json(s) => self.insert.raw_bind_parameter(pos, s),
-        }
+            Scalar::F64(f) => Cell::Real(f),
+            Scalar::Str(s) | Scalar::Json(s) => Cell::Text(Cow::Owned(s.to_owned())),
+        };
+        self.set(pos, cell);
     }
 }
 
-impl<'de> RowSink<'de> for LoadSink<'_, '_> {
-    fn map_row<A: MapAccess<'de>>(
-        &mut self,
-        mut map: A,
-        allow_empty: bool,
-    ) -> Result<(), A::Error> {
+/// A JSON number: INTEGER when it fits i64, the exact digits as TEXT for larger integers,
+/// else REAL (TEXT of the digits beyond f64's range).
+fn number(raw: Cow<'_, str>) -> Cell<'_> {
+    let integral = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    if integral {
+        if let Ok(i) = raw.parse::<i64>() {
+            return Cell::Integer(i);
+        }
+        if raw.parse::<u64>().is_ok() {
+            return Cell::Text(raw);
+        }
+    }
+    match raw.parse::<f64>() {
+        Ok(f) if f.is_finite() => Cell::Real(f),
+        // Beyond f64 range: keep the digits rather than store an infinity.
+        _ => Cell::Text(raw),
+    }
+}
+
+impl<'a> RowSink<'a> for LoadSink<'_, 'a> {
+    fn map_row<A: MapAccess<'a>>(&mut self, mut map: A, allow_empty: bool) -> Result<(), A::Error> {
         if let Err(e) = self.begin_row() {
             return Err(self.abort(e));
         }
@@ -135,8 +177,8 @@ impl<'de> RowSink<'de> for LoadSink<'_, '_> {
             at += 1;
             match pos {
                 Some(pos) => {
-                    let raw: &'de RawValue = map.next_value()?;
-                    if let Err(e) = self.bind_raw(pos, raw.get()) {
+                    let raw: &'a RawValue = map.next_value()?;
+                    if let Err(e) = self.set_raw(pos, Cow::Borrowed(raw.get())) {
                         return Err(self.abort(e));
                     }
                 }
@@ -161,24 +203,26 @@ impl<'de> RowSink<'de> for LoadSink<'_, '_> {
         let Some(pos) = self.binder.value_pos else {
             return Ok(());
         };
-        let result = self
-            .begin_row()
-            .and_then(|()| self.bind_scalar(pos, value))
-            .and_then(|()| self.finish_row());
-        result.map_err(|e| self.abort(e))
+        if let Err(e) = self.begin_row() {
+            return Err(self.abort(e));
+        }
+        self.set_scalar(pos, value);
+        self.finish_row().map_err(|e| self.abort(e))
     }
 
-    fn pairs_row(
-        &mut self,
-        pairs: &[(Cow<'de, str>, Cow<'de, RawValue>)],
-    ) -> serde_json::Result<()> {
+    fn pairs_row(&mut self, pairs: &[(Cow<'a, str>, Cow<'a, RawValue>)]) -> serde_json::Result<()> {
         if let Err(e) = self.begin_row() {
             return Err(self.abort(e));
         }
         for (key, raw) in pairs {
-            if let Some(pos) = self.binder.position(key)
-                && let Err(e) = self.bind_raw(pos, raw.get())
-            {
+            let Some(pos) = self.binder.position(key) else {
+                continue;
+            };
+            let text = match raw {
+                Cow::Borrowed(raw) => Cow::Borrowed(raw.get()),
+                Cow::Owned(raw) => Cow::Owned(raw.get().to_owned()),
+            };
+            if let Err(e) = self.set_raw(pos, text) {
                 return Err(self.abort(e));
             }
         }

@@ -24,16 +24,17 @@ mod load;
 mod locator;
 mod scalars;
 mod walk;
+mod writer;
 
 #[cfg(test)]
 mod tests;
 
-use rusqlite::Statement;
 use rusqlite::types::Value;
 use serde::de::DeserializeSeed;
 
 pub(crate) use self::binder::ColumnBinder;
 pub(crate) use self::locator::{RowLocator, Step};
+pub(crate) use self::writer::RowWriter;
 
 use self::capture::Captures;
 use self::discover::DiscoverSink;
@@ -67,9 +68,9 @@ pub(crate) struct Loaded {
     pub(crate) scalars: Vec<Option<String>>,
 }
 
-/// Decodes the rows of `body` found at `locator` and inserts each into `insert`
-/// (a prepared `INSERT INTO t VALUES (?1, …, ?N)`), and reads the scalars at the `wanted`
-/// paths (pagination tokens) in the same pass.
+/// Decodes the rows of `body` found at `locator` and inserts them through `writer` (into a
+/// table whose columns are the binder's positions 1…N, several rows per INSERT), and reads
+/// the scalars at the `wanted` paths (pagination tokens) in the same pass.
 ///
 /// For each row: every column position is first set to NULL, then `fixed` values are bound
 /// (pairs of (1-based position, value): the request parameters of this call, e.g. `org`),
@@ -88,14 +89,15 @@ pub(crate) struct Loaded {
 /// same pass; one the rows' path runs into (through a `[*]`, or rows at the root) costs a
 /// separate skim.
 ///
-/// Rows are inserted while the body is read, so on an error the rows before it have already
-/// been inserted: run this inside a transaction or savepoint.
+/// Rows are inserted in batches while the body is read, so on an error some rows before it
+/// may have been inserted: run this inside a transaction or savepoint. A fixed position
+/// outside the table is an error once a row is built.
 pub(crate) fn load_rows(
     body: &[u8],
     locator: &RowLocator,
     binder: &ColumnBinder,
     fixed: &[(usize, Value)],
-    insert: &mut Statement<'_>,
+    writer: &RowWriter<'_>,
     wanted: &[Vec<String>],
 ) -> Result<Loaded, RowsError> {
     if is_blank(body) {
@@ -104,18 +106,12 @@ pub(crate) fn load_rows(
             scalars: vec![None; wanted.len()],
         });
     }
-    // Positions beyond the statement's parameters cannot be bound (SQLite reports them).
-    let mut is_fixed = vec![false; insert.parameter_count().max(binder.len()) + 1];
-    for (pos, _) in fixed {
-        if let Some(flag) = is_fixed.get_mut(*pos) {
-            *flag = true;
-        }
-    }
     let mut sink = LoadSink {
-        insert,
+        writer,
         binder,
         fixed,
-        is_fixed,
+        cells: vec![writer::Cell::Null; writer.width() * writer.per_insert()],
+        buffered: 0,
         rows: 0,
         failure: None,
         recent_keys: Vec::new(),
@@ -126,6 +122,7 @@ pub(crate) fn load_rows(
         return Err(failure);
     }
     walked?;
+    sink.flush()?;
     Ok(Loaded {
         rows: sink.rows,
         scalars: captures.finish(body, wanted)?,

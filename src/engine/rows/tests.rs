@@ -35,15 +35,9 @@ fn load_with(
     conn.execute_batch(&format!("CREATE TABLE t ({})", all.join(", ")))
         .unwrap();
     let binder = ColumnBinder::new(&cols(columns));
-    let placeholders: Vec<String> = (1..=all.len()).map(|i| format!("?{i}")).collect();
     let n = {
-        let mut stmt = conn
-            .prepare(&format!(
-                "INSERT INTO t VALUES ({})",
-                placeholders.join(", ")
-            ))
-            .unwrap();
-        load_rows(body.as_bytes(), locator, &binder, fixed, &mut stmt, &[])
+        let writer = RowWriter::new(&conn, "t", all.len());
+        load_rows(body.as_bytes(), locator, &binder, fixed, &writer, &[])
             .unwrap()
             .rows
     };
@@ -134,7 +128,6 @@ fn rejects_unsupported_object_keys() {
 #[test]
 fn binder_is_case_insensitive_and_prefers_exact() {
     let binder = ColumnBinder::new(&cols(&["id", "selfLink", "ID", "Name", "id"]));
-    assert_eq!(binder.len(), 5);
     assert_eq!(binder.position("id"), Some(1));
     assert_eq!(binder.position("ID"), Some(3));
     assert_eq!(binder.position("Id"), Some(1));
@@ -489,7 +482,7 @@ fn non_object_rows_bind_to_value() {
 fn invalid_json_is_an_error() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id)").unwrap();
-    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
+    let stmt = RowWriter::new(&conn, "t", 1);
     let binder = ColumnBinder::new(&cols(&["id"]));
     for bad in [
         "[{\"id\": 1},",
@@ -500,8 +493,7 @@ fn invalid_json_is_an_error() {
         "{\"a\":}",
     ] {
         for locator in [RowLocator::Auto, RowLocator::parse("$.items").unwrap()] {
-            let err =
-                load_rows(bad.as_bytes(), &locator, &binder, &[], &mut stmt, &[]).expect_err(bad);
+            let err = load_rows(bad.as_bytes(), &locator, &binder, &[], &stmt, &[]).expect_err(bad);
             assert!(matches!(err, RowsError::Json(_)), "{bad}: {err}");
             assert!(
                 err.to_string()
@@ -517,20 +509,20 @@ fn invalid_utf8_fails_only_where_it_is_read() {
     let body = b"[{\"id\": 1, \"junk\": \"\xff\xfe\"}]";
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id, junk)").unwrap();
-    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1, ?2)").unwrap();
+    let stmt = RowWriter::new(&conn, "t", 2);
     let only_id = ColumnBinder::new(&cols(&["id"]));
     assert_eq!(
-        load_rows(body, &path(vec![]), &only_id, &[], &mut stmt, &[])
+        load_rows(body, &path(vec![]), &only_id, &[], &stmt, &[])
             .unwrap()
             .rows,
         1
     );
     // In a bound value or a key: an error.
     let both = ColumnBinder::new(&cols(&["id", "junk"]));
-    let err = load_rows(body, &path(vec![]), &both, &[], &mut stmt, &[]).unwrap_err();
+    let err = load_rows(body, &path(vec![]), &both, &[], &stmt, &[]).unwrap_err();
     assert!(matches!(err, RowsError::Json(_)), "{err}");
     let bad_key = b"[{\"id\": 1, \"\xff\": 2}]";
-    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &mut stmt, &[]).is_err());
+    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &stmt, &[]).is_err());
 }
 
 #[test]
@@ -538,34 +530,26 @@ fn sqlite_errors_surface() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id INTEGER NOT NULL)")
         .unwrap();
-    let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
+    let stmt = RowWriter::new(&conn, "t", 1);
     let binder = ColumnBinder::new(&cols(&["id"]));
     let err = load_rows(
         b"[{\"id\": 1}, {}]",
         &RowLocator::Auto,
         &binder,
         &[],
-        &mut stmt,
+        &stmt,
         &[],
     )
     .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
-    let err = load_rows(
-        b"{\"x\": 1}",
-        &RowLocator::Auto,
-        &binder,
-        &[],
-        &mut stmt,
-        &[],
-    )
-    .unwrap_err();
+    let err = load_rows(b"{\"x\": 1}", &RowLocator::Auto, &binder, &[], &stmt, &[]).unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
     let err = load_rows(
         b"[{}]",
         &RowLocator::Auto,
         &binder,
         &[(5, text("x"))],
-        &mut stmt,
+        &stmt,
         &[],
     )
     .unwrap_err();
@@ -702,8 +686,8 @@ fn load_scanning(
     conn.execute_batch("CREATE TABLE t (id)").unwrap();
     let binder = ColumnBinder::new(&cols(&["id"]));
     let loaded = {
-        let mut stmt = conn.prepare("INSERT INTO t VALUES (?1)").unwrap();
-        load_rows(body.as_bytes(), locator, &binder, &[], &mut stmt, wanted).unwrap()
+        let stmt = RowWriter::new(&conn, "t", 1);
+        load_rows(body.as_bytes(), locator, &binder, &[], &stmt, wanted).unwrap()
     };
     let ids = query(&conn, "SELECT id FROM t");
     assert_eq!(loaded.rows as usize, ids.len());
@@ -797,4 +781,40 @@ fn scalars_beside_nested_rows_and_under_each_steps() {
         load_scanning(body, &RowLocator::Auto, &wanted).1[0].as_deref(),
         Some("b")
     );
+}
+
+#[test]
+fn rows_across_insert_batches_keep_their_own_values() {
+    // 150 rows: two full batches and a remainder; absent and null properties stay NULL in
+    // their own row, fixed values fill every row unless the row has a non-null value.
+    let rows: Vec<String> = (0..150)
+        .map(|i| match i % 3 {
+            0 => format!(r#"{{"id": {i}, "name": "n{i}", "org": "own"}}"#),
+            1 => format!(r#"{{"id": {i}, "org": null}}"#),
+            _ => format!(r#"{{"name": "only{i}"}}"#),
+        })
+        .collect();
+    let body = format!("[{}]", rows.join(","));
+    let (n, conn) = load_with(
+        &body,
+        &RowLocator::Auto,
+        &["id", "name", "org"],
+        &[],
+        &[(3, text("acme"))],
+    );
+    assert_eq!(n, 150);
+    let got = query(&conn, "SELECT rowid, id, name, org FROM t ORDER BY rowid");
+    assert_eq!(got.len(), 150);
+    for (i, row) in got.iter().enumerate() {
+        let expected = match i % 3 {
+            0 => vec![
+                Value::Integer(i as i64),
+                text(&format!("n{i}")),
+                text("own"),
+            ],
+            1 => vec![Value::Integer(i as i64), Value::Null, text("acme")],
+            _ => vec![Value::Null, text(&format!("only{i}")), text("acme")],
+        };
+        assert_eq!(row[1..], expected[..], "row {i}");
+    }
 }

@@ -1,0 +1,104 @@
+//! Inserting decoded rows: many rows per `INSERT … VALUES (…), (…), …` statement, so SQLite
+//! runs one statement (one step and reset) per batch of rows rather than per row.
+
+use std::borrow::Cow;
+
+use rusqlite::Connection;
+use rusqlite::limits::Limit;
+use rusqlite::types::Value;
+
+/// Most rows one INSERT statement carries.
+const ROWS_PER_INSERT: usize = 64;
+
+/// One column value of a buffered row.
+#[derive(Debug, Clone)]
+pub(super) enum Cell<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(Cow<'a, str>),
+    /// A request parameter's value (`fixed`).
+    Fixed(&'a Value),
+}
+
+/// Where the rows of a load go: a table of `width` columns, filled through `conn`.
+#[derive(Debug)]
+pub(crate) struct RowWriter<'c> {
+    conn: &'c Connection,
+    /// The table's name, quoted for SQL.
+    table: String,
+    width: usize,
+    per_insert: usize,
+    /// The SQL of an INSERT of `per_insert` rows.
+    full: String,
+}
+
+impl<'c> RowWriter<'c> {
+    /// A writer into `table` (an unquoted name) with `width` columns, bound in order.
+    pub(crate) fn new(conn: &'c Connection, table: &str, width: usize) -> Self {
+        let width = width.max(1);
+        let variables = conn
+            .limit(Limit::SQLITE_LIMIT_VARIABLE_NUMBER)
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(999)
+            .max(1);
+        let per_insert = (variables / width).clamp(1, ROWS_PER_INSERT);
+        let table = format!("\"{}\"", table.replace('"', "\"\""));
+        let full = insert_sql(&table, width, per_insert);
+        RowWriter {
+            conn,
+            table,
+            width,
+            per_insert,
+            full,
+        }
+    }
+
+    /// Number of columns of a row.
+    pub(super) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Rows buffered before they are inserted together.
+    pub(super) fn per_insert(&self) -> usize {
+        self.per_insert
+    }
+
+    /// Inserts the `rows` rows held in `cells` (row-major, `width` cells each); returns the
+    /// number of rows inserted.
+    pub(super) fn insert(&self, cells: &[Cell<'_>], rows: usize) -> rusqlite::Result<u64> {
+        if rows == 0 {
+            return Ok(0);
+        }
+        let sql;
+        let sql = if rows == self.per_insert {
+            &self.full
+        } else {
+            sql = insert_sql(&self.table, self.width, rows);
+            &sql
+        };
+        let mut statement = self.conn.prepare_cached(sql)?;
+        statement.clear_bindings();
+        for (index, cell) in cells.iter().take(rows * self.width).enumerate() {
+            let position = index + 1;
+            match cell {
+                Cell::Null => {}
+                Cell::Integer(i) => statement.raw_bind_parameter(position, *i)?,
+                Cell::Real(f) => statement.raw_bind_parameter(position, *f)?,
+                Cell::Text(text) => statement.raw_bind_parameter(position, text.as_ref())?,
+                Cell::Fixed(value) => statement.raw_bind_parameter(position, *value)?,
+            }
+        }
+        Ok(statement.raw_execute()? as u64)
+    }
+}
+
+/// `INSERT INTO table VALUES (?, …), …` with `rows` groups of `width` variables.
+fn insert_sql(table: &str, width: usize, rows: usize) -> String {
+    let group = format!("({})", vec!["?"; width].join(","));
+    format!(
+        "INSERT INTO {table} VALUES {}",
+        vec![group.as_str(); rows].join(",")
+    )
+}
