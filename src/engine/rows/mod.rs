@@ -4,8 +4,9 @@
 //! [`DeserializeSeed`]s walks a [`serde_json::Deserializer`] over the body to the rows named by
 //! a [`RowLocator`]; each row object is then read key by key, matching keys are looked up in a
 //! [`ColumnBinder`] and their values are captured as borrowed
-//! [`RawValue`](serde_json::value::RawValue) slices and bound directly into a prepared
-//! `INSERT` statement. Unknown properties are skipped with
+//! [`RawValue`](serde_json::value::RawValue) slices, kept as cells borrowing the body and
+//! bound into an `INSERT` of many rows ([`RowWriter`]) once a batch is full. Unknown
+//! properties are skipped with
 //! [`IgnoredAny`](serde::de::IgnoredAny). On the common paths (unescaped strings, numbers,
 //! booleans, nested JSON) no heap allocation happens per row or per property.
 //!
@@ -15,7 +16,8 @@
 //!
 //! Files: `locator` (where the rows are), `binder` (column name → bind position), `walk`
 //! (following the locator to the rows), `load` / `discover` (what to do with each row),
-//! `capture` (scalars found during the walk), `scalars` (the skim).
+//! `writer` (batched INSERTs), `capture` (scalars found during the walk), `scalars` (the
+//! skim).
 
 mod binder;
 mod capture;
