@@ -143,7 +143,11 @@ fn queued(listener: TcpListener) -> Vec<(TcpStream, SocketAddr)> {
     let mut queued = Vec::new();
     // The socket is non-blocking: `accept` answers `WouldBlock` once the queue is empty.
     while let Ok((stream, peer)) = listener.accept() {
-        match TcpStream::from_std(stream) {
+        // An accepted socket does not inherit the listener's non-blocking mode; tokio needs it.
+        match stream
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(stream))
+        {
             Ok(stream) => queued.push((stream, peer)),
             Err(err) => tracing::warn!(%peer, "a queued connection was lost: {err}"),
         }
@@ -206,4 +210,22 @@ async fn refuse(stream: TcpStream, tls: Option<Tls>) {
 async fn write_refusal<S: AsyncWrite + Unpin>(mut stream: S) -> std::io::Result<()> {
     stream.write_all(OVER_CAPACITY).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn queued_connections_are_taken_as_non_blocking_sockets() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let clients: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        // An accepted socket left blocking is refused by tokio's registration check (debug
+        // builds panic; release builds would run a blocking socket on the runtime).
+        let queued = queued(listener);
+        assert_eq!(queued.len(), clients.len());
+    }
 }
