@@ -1,5 +1,6 @@
 //! The `limits:` keys that bound a statement's local SQLite evaluation, and admission: how
-//! many statements run at once, overall and per tenant.
+//! many statements run at once and how many rendered response bytes may be in flight,
+//! overall and per tenant.
 
 use std::time::Duration;
 
@@ -61,9 +62,21 @@ pub struct AdmissionLimits {
     pub max_tenant_evaluations: usize,
     /// How long a call waits for a slot (`limits.admission_wait`).
     pub wait: Duration,
+    /// Rendered response bytes in flight over all tenants under which statements are
+    /// admitted (`limits.max_response_bytes_in_flight`): by default 64 MiB.
+    pub max_response_bytes: usize,
+    /// Rendered response bytes in flight of one tenant under which its statements are
+    /// admitted (`limits.max_tenant_response_bytes_in_flight`): by default half the global
+    /// cap.
+    pub max_tenant_response_bytes: usize,
 }
 
 impl AdmissionLimits {
+    /// The default cap on response bytes in flight: 64 MiB.
+    pub const DEFAULT_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+    /// The smallest cap on response bytes in flight accepted: 64 KiB.
+    pub const MIN_RESPONSE_BYTES: usize = 64 * 1024;
+
     /// The default global cap: twice the CPU cores this process may use (at least 2).
     pub fn default_slots() -> usize {
         std::thread::available_parallelism()
@@ -80,12 +93,15 @@ impl Default for AdmissionLimits {
             max_concurrent_evaluations: slots,
             max_tenant_evaluations: slots.div_ceil(2),
             wait: Duration::from_secs(10),
+            max_response_bytes: Self::DEFAULT_RESPONSE_BYTES,
+            max_tenant_response_bytes: Self::DEFAULT_RESPONSE_BYTES / 2,
         }
     }
 }
 
-/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations` and
-/// `limits.admission_wait`, pushing each problem with its key.
+/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations`,
+/// `limits.admission_wait` and the response bytes in flight, pushing each problem with its
+/// key.
 pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> AdmissionLimits {
     let global = match raw.max_concurrent_evaluations {
         Some(global) => {
@@ -114,11 +130,49 @@ pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> Admis
             ),
         );
     }
+    let (max_response_bytes, max_tenant_response_bytes) = check_response_bytes(raw, problems);
     AdmissionLimits {
         max_concurrent_evaluations: global,
         max_tenant_evaluations: per_tenant.max(1),
         wait: raw.admission_wait,
+        max_response_bytes,
+        max_tenant_response_bytes,
     }
+}
+
+/// Checks `limits.max_response_bytes_in_flight` and
+/// `limits.max_tenant_response_bytes_in_flight` (the share defaults to half the cap).
+fn check_response_bytes(raw: &RawLimits, problems: &mut Problems) -> (usize, usize) {
+    const MAX: usize = 1 << 40;
+    let global = raw
+        .max_response_bytes_in_flight
+        .unwrap_or(AdmissionLimits::DEFAULT_RESPONSE_BYTES);
+    if !(AdmissionLimits::MIN_RESPONSE_BYTES..=MAX).contains(&global) {
+        problems.push(
+            "limits.max_response_bytes_in_flight",
+            format!(
+                "{global} is out of range: at least {} (64 KiB) and at most {MAX} (1 TiB)",
+                AdmissionLimits::MIN_RESPONSE_BYTES
+            ),
+        );
+    }
+    let share = raw
+        .max_tenant_response_bytes_in_flight
+        .unwrap_or(global / 2);
+    if raw.max_tenant_response_bytes_in_flight.is_some() {
+        if share == 0 {
+            problems.push(
+                "limits.max_tenant_response_bytes_in_flight",
+                "must be greater than 0",
+            );
+        } else if share > global {
+            problems.push(
+                "limits.max_tenant_response_bytes_in_flight",
+                format!("{share} is more than limits.max_response_bytes_in_flight ({global})"),
+            );
+        }
+    }
+    (global.max(1), share.max(1))
 }
 
 #[cfg(test)]
@@ -164,6 +218,37 @@ mod tests {
         assert_eq!(
             problems,
             ["limits.max_tenant_evaluations: 5 is more than limits.max_concurrent_evaluations (4)"]
+        );
+    }
+
+    #[test]
+    fn response_bytes_default_to_64_mib_and_half_per_tenant_and_are_checked() {
+        let mut problems = Problems::default();
+        let unset = check_admission(&RawLimits::default(), &mut problems);
+        assert_eq!(unset.max_response_bytes, 64 * 1024 * 1024);
+        assert_eq!(unset.max_tenant_response_bytes, 32 * 1024 * 1024);
+        let raw = RawLimits {
+            max_response_bytes_in_flight: Some(1_000_000),
+            ..RawLimits::default()
+        };
+        assert_eq!(
+            check_admission(&raw, &mut problems).max_tenant_response_bytes,
+            500_000
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let raw = RawLimits {
+            max_response_bytes_in_flight: Some(1000),
+            max_tenant_response_bytes_in_flight: Some(2000),
+            ..RawLimits::default()
+        };
+        check_admission(&raw, &mut problems);
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "limits.max_response_bytes_in_flight: 1000 is out of range: at least 65536 (64 KiB) and at most 1099511627776 (1 TiB)",
+                "limits.max_tenant_response_bytes_in_flight: 2000 is more than limits.max_response_bytes_in_flight (1000)"
+            ]
         );
     }
 

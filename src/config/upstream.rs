@@ -71,6 +71,8 @@ pub(super) struct RawLimits {
     pub(super) max_tenant_evaluations: Option<usize>,
     #[serde(with = "humantime_serde")]
     pub(super) admission_wait: Duration,
+    pub(super) max_response_bytes_in_flight: Option<usize>,
+    pub(super) max_tenant_response_bytes_in_flight: Option<usize>,
 }
 
 impl Default for RawLimits {
@@ -82,6 +84,8 @@ impl Default for RawLimits {
             max_concurrent_evaluations: None,
             max_tenant_evaluations: None,
             admission_wait: super::limits::AdmissionLimits::default().wait,
+            max_response_bytes_in_flight: None,
+            max_tenant_response_bytes_in_flight: None,
         }
     }
 }

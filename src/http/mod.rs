@@ -7,7 +7,8 @@
 //!  └─ request id → sensitive headers → trace → propagate id → timeout
 //!      ├─ /healthz, /readyz, /metrics, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
-//!               → concurrency limit → body read (408, JSON-RPC 400s) → rmcp StreamableHttpService
+//!               → concurrency limit → body read (408, JSON-RPC 400s) → response bytes held
+//!               until sent → rmcp StreamableHttpService
 //! ```
 //!
 //! The concurrency limit (`server.max_in_flight`) is shared by all tenants, so it comes after
@@ -24,6 +25,7 @@ pub mod drain;
 pub mod limits;
 pub mod mcp;
 pub mod ready;
+mod response_hold;
 pub mod server;
 pub mod tls;
 
@@ -74,6 +76,8 @@ pub fn router(
     // Layers added later wrap the earlier ones: a request meets them bottom to top.
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
+        // A tool result's bytes stay counted until its response body is sent.
+        .layer(axum::middleware::from_fn(response_hold::hold_until_sent))
         // Read the whole body in time (408), answer unparsable JSON-RPC with 400.
         .layer(axum::middleware::from_fn_with_state(
             body_limits,

@@ -17,6 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use super::Shared;
 use super::Transport;
 use super::content::{INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
+use super::pipeline::response_bytes::ResponseSlot;
 use super::pipeline::{ApprovalChannel, CallError, CallOrigin, Pipeline, ReplyBody, ToolCall};
 use crate::tenant::Principal;
 
@@ -161,6 +162,16 @@ fn principal_of(context: &RequestContext<RoleServer>, transport: Transport) -> O
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned(),
     }
+}
+
+/// Where the HTTP layer keeps a result's counted bytes until the response is sent (none
+/// over stdio: there the count ends when the result is handed to the transport).
+fn response_slot(context: &RequestContext<RoleServer>) -> Option<ResponseSlot> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ResponseSlot>())
+        .cloned()
 }
 
 /// Where a call came from, for its audit record: the HTTP `x-request-id` (else the JSON-RPC
@@ -432,7 +443,12 @@ impl ServerHandler for QuerygateMcp {
         // Fired when the client disconnects (HTTP) or sends `notifications/cancelled`.
         match self.pipeline.call_until(call, context.ct.clone()).await {
             Ok(reply) => match reply.body {
-                ReplyBody::Complete(outcome) => {
+                ReplyBody::Complete(mut outcome) => {
+                    // The result's bytes stay counted until the HTTP response is sent.
+                    if let (Some(held), Some(slot)) = (outcome.held.take(), response_slot(&context))
+                    {
+                        slot.keep(held);
+                    }
                     let mut result = if outcome.is_error() {
                         CallToolResult::error(vec![ContentBlock::text(outcome.text)])
                     } else {

@@ -12,6 +12,7 @@ pub mod content;
 mod handler;
 mod library;
 mod malformed;
+mod offload;
 mod output_schema;
 pub mod pipeline;
 pub mod render;

@@ -147,3 +147,132 @@ async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_
         2
     );
 }
+
+/// Sends a `tools/call` over a raw TCP connection with a tiny receive buffer, reads the
+/// response's status line and then stops reading: a client that does not take its response.
+async fn stalled_select(url: &str, token: &str, sql: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let url = reqwest::Url::parse(url).unwrap();
+    let host = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_select_query", "arguments": {"sql": sql, "format": "json"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: run_select_query\r\ncontent-length: {}\r\n\r\n{body}",
+        url.path(),
+        body.len()
+    );
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(host.parse().unwrap()).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0_u8; 2048];
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut head))
+        .await
+        .expect("no response in time")
+        .unwrap();
+    let status = String::from_utf8_lossy(&head[..read]).into_owned();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    stream
+}
+
+#[tokio::test]
+async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_away() {
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+    let server = jwt_server(
+        &jwks,
+        "30s",
+        "",
+        "limits:\n  max_response_bytes_in_flight: 1048576\n  max_tenant_response_bytes_in_flight: 65536\n  admission_wait: 300ms\n",
+    )
+    .await;
+    // 64 rows of 128 KiB: a response of about 16 MiB, far more than the socket buffers hold.
+    let big: Vec<Value> = (0..64)
+        .map(|i| json!({"id": i, "name": "x".repeat(128 * 1024)}))
+        .collect();
+    server
+        .mock
+        .route("/orgs/big/items", Reply::json(json!(big)));
+    server.mock.route(
+        "/orgs/small/items",
+        Reply::json(json!([{"id": 1, "name": "small"}])),
+    );
+    server.mock.route(
+        "/orgs/probe/items",
+        Reply::json(json!([{"id": 2, "name": "probe"}])),
+    );
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+    let probe = "SELECT name FROM testapi.items.items WHERE org = 'probe'";
+    let probes_sent = || {
+        server
+            .mock
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/orgs/probe/items")
+            .count()
+    };
+
+    // acme's client asks for the large result and does not read it.
+    let stalled = stalled_select(
+        &server.url,
+        &acme,
+        "SELECT id, name FROM testapi.items.items WHERE org = 'big'",
+    )
+    .await;
+
+    // acme's next statement waits for its bytes, then is busy; nothing was sent upstream.
+    let busy = select(&http, &server.url, &acme, probe).await;
+    assert_eq!(error_code(&busy), "server.busy", "{busy}");
+    let error = &busy["result"]["structuredContent"]["error"];
+    assert_eq!(error["retry_after_seconds"], 1);
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "server busy: tenant 'acme' already has 64.0 KiB of responses being sent (limits.max_tenant_response_bytes_in_flight) and they were not sent within 300ms"
+        ),
+        "{message}"
+    );
+    assert_eq!(probes_sent(), 0);
+
+    // globex is served meanwhile.
+    let small = select(
+        &http,
+        &server.url,
+        &globex,
+        "SELECT name FROM testapi.items.items WHERE org = 'small'",
+    )
+    .await;
+    assert_eq!(
+        small["result"]["structuredContent"],
+        json!({"rows": [{"name": "small"}]}),
+        "{small}"
+    );
+
+    // The client goes away: its response is dropped and acme is served again.
+    drop(stalled);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = select(&http, &server.url, &acme, probe).await;
+        match error_code(&reply) {
+            "" => {
+                assert_eq!(
+                    reply["result"]["structuredContent"],
+                    json!({"rows": [{"name": "probe"}]})
+                );
+                break;
+            }
+            "server.busy" => assert!(
+                tokio::time::Instant::now() < deadline,
+                "acme's bytes were never released"
+            ),
+            other => panic!("unexpected {other}: {reply}"),
+        }
+    }
+    assert_eq!(probes_sent(), 1);
+}

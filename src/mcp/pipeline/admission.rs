@@ -1,8 +1,11 @@
 //! Admission: a cap on the SQL statements evaluated at once (per replica), with a share per
-//! tenant so that one tenant's flood leaves slots for the others. A call that takes an `sql`
-//! argument waits for its tenant's slot and then a global one, up to `limits.admission_wait`;
-//! then it is answered `server.busy` (a tool error, nothing ran) with a retry delay. Calls
-//! that run no statement are not counted. Request rates and HTTP requests in flight per
+//! tenant so that one tenant's flood leaves slots for the others, and a cap on the rendered
+//! response bytes in flight, with a share per tenant (see [`super::response_bytes`]). A call
+//! that takes an `sql` argument waits for room under its tenant's bytes share and the
+//! replica's bytes cap, then for its tenant's slot and a global one, all within
+//! `limits.admission_wait`; then it is answered `server.busy` (a tool error, nothing ran)
+//! with a retry delay. Calls that run no statement take no slot (their responses are
+//! counted all the same). Request rates and HTTP requests in flight per
 //! tenant are bounded before this, at the HTTP level (`tenants[].limits`).
 
 use std::collections::HashMap;
@@ -13,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Service, ServiceExt as _};
 
+use super::response_bytes::{Full, ResponseBytes};
 use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
@@ -28,6 +32,8 @@ pub(crate) struct Admission {
     global: Arc<Semaphore>,
     /// One semaphore per tenant seen (tenants come from configuration: a closed set).
     tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The rendered response bytes in flight.
+    responses: Arc<ResponseBytes>,
 }
 
 /// Slots held while a statement runs; dropping it frees them.
@@ -44,6 +50,10 @@ pub(crate) enum Busy {
     Tenant,
     /// Every slot stayed taken.
     Global,
+    /// The tenant's response bytes in flight stayed at its share.
+    TenantBytes,
+    /// The response bytes in flight stayed at the replica's cap.
+    GlobalBytes,
 }
 
 impl Admission {
@@ -52,8 +62,17 @@ impl Admission {
         Admission {
             global: Arc::new(Semaphore::new(limits.max_concurrent_evaluations)),
             tenants: Mutex::default(),
+            responses: ResponseBytes::new(
+                limits.max_response_bytes,
+                limits.max_tenant_response_bytes,
+            ),
             limits,
         }
+    }
+
+    /// The count of rendered response bytes in flight.
+    pub(crate) fn responses(&self) -> &Arc<ResponseBytes> {
+        &self.responses
     }
 
     fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
@@ -64,10 +83,17 @@ impl Admission {
             .clone()
     }
 
-    /// Waits (first come, first served) for one of `tenant`'s slots and then a global one,
-    /// up to the admission wait.
+    /// Waits for room under the response bytes caps, then (first come, first served) for
+    /// one of `tenant`'s slots and a global one, up to the admission wait.
     pub(crate) async fn admit(&self, tenant: &str) -> Result<Slot, Busy> {
         let deadline = tokio::time::Instant::now() + self.limits.wait;
+        self.responses
+            .room(tenant, deadline)
+            .await
+            .map_err(|full| match full {
+                Full::Tenant => Busy::TenantBytes,
+                Full::Global => Busy::GlobalBytes,
+            })?;
         let share = self.tenant(tenant);
         let own = tokio::time::timeout_at(deadline, share.acquire_owned())
             .await
@@ -91,18 +117,26 @@ impl Admission {
         let retry = RETRY_AFTER.as_secs();
         let full = match why {
             Busy::Tenant => format!(
-                "tenant '{tenant}' already has {} statements running (limits.max_tenant_evaluations)",
+                "tenant '{tenant}' already has {} statements running (limits.max_tenant_evaluations) and none came free",
                 self.limits.max_tenant_evaluations
             ),
             Busy::Global => format!(
-                "all {} evaluation slots are taken (limits.max_concurrent_evaluations)",
+                "all {} evaluation slots are taken (limits.max_concurrent_evaluations) and none came free",
                 self.limits.max_concurrent_evaluations
+            ),
+            Busy::TenantBytes => format!(
+                "tenant '{tenant}' already has {} of responses being sent (limits.max_tenant_response_bytes_in_flight) and they were not sent",
+                bytes(self.limits.max_tenant_response_bytes)
+            ),
+            Busy::GlobalBytes => format!(
+                "{} of responses are being sent (limits.max_response_bytes_in_flight) and they were not sent",
+                bytes(self.limits.max_response_bytes)
             ),
         };
         let mut outcome = ToolOutcome::error(
             Code::ServerBusy,
             format!(
-                "server busy: {full} and none came free within {wait} (limits.admission_wait); tool '{tool}' did not run: retry after {retry}s"
+                "server busy: {full} within {wait} (limits.admission_wait); tool '{tool}' did not run: retry after {retry}s"
             ),
         );
         if let Some(Value::Object(error)) =
@@ -111,6 +145,19 @@ impl Admission {
             error.insert("retry_after_seconds".into(), Value::from(retry));
         }
         outcome
+    }
+}
+
+/// A byte count for people: `1.5 MiB`, `640 KiB`, `512 bytes`.
+fn bytes(count: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    if count >= MIB {
+        format!("{:.1} MiB", count as f64 / MIB as f64)
+    } else if count >= KIB {
+        format!("{:.1} KiB", count as f64 / KIB as f64)
+    } else {
+        format!("{count} bytes")
     }
 }
 
@@ -165,6 +212,8 @@ mod tests {
             max_concurrent_evaluations: global,
             max_tenant_evaluations: per_tenant,
             wait: Duration::from_millis(50),
+            max_response_bytes: 1000,
+            max_tenant_response_bytes: 600,
         })
     }
 
@@ -181,6 +230,27 @@ mod tests {
         assert!(slots.admit("c").await.is_ok());
     }
 
+    #[tokio::test]
+    async fn a_tenant_whose_responses_are_not_sent_waits_without_a_slot() {
+        let slots = admission(3, 2);
+        let held = slots.responses().hold("a", 600);
+        assert_eq!(slots.admit("a").await.unwrap_err(), Busy::TenantBytes);
+        assert!(slots.admit("b").await.is_ok());
+        let more = slots.responses().hold("b", 400);
+        assert_eq!(slots.admit("c").await.unwrap_err(), Busy::GlobalBytes);
+        drop((held, more));
+        assert!(slots.admit("a").await.is_ok());
+        let outcome = slots.busy("run_select_query", "acme", Busy::TenantBytes);
+        let message = outcome.structured.as_ref().unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            message.starts_with("server busy: tenant 'acme' already has 600 bytes of responses being sent (limits.max_tenant_response_bytes_in_flight) and they were not sent within 50ms"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn the_busy_error_names_the_limit_and_the_retry_delay() {
         let slots = admission(3, 2);
@@ -191,7 +261,7 @@ mod tests {
         assert_eq!(error["retry_after_seconds"], 1);
         let message = error["message"].as_str().unwrap();
         assert!(
-            message.contains("tenant 'acme' already has 2 statements running"),
+            message.contains("tenant 'acme' already has 2 statements running (limits.max_tenant_evaluations) and none came free within 50ms"),
             "{message}"
         );
     }

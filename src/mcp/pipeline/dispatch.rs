@@ -1,5 +1,7 @@
-//! The innermost service: runs the tool on the prepared call and renders its result. No
-//! tenant, format or policy logic here: `prepare` and the gate did that.
+//! The innermost service: runs the tool on the prepared call and renders its result (a large
+//! one off the async workers, see `mcp::offload`), counting the result's bytes as in flight
+//! (see `response_bytes`). No tenant, format or policy logic here: `prepare` and the gate
+//! did that.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,11 +11,11 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tower::Service;
 
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{CallError, PreparedCall, ToolOutcome, ToolReply, response_bytes};
+use crate::code::Code;
 use crate::config::Render;
-use crate::mcp::Shared;
-use crate::mcp::render;
-use crate::mcp::tools::{Invocation, ToolError};
+use crate::mcp::tools::{Invocation, ToolError, ToolResult};
+use crate::mcp::{Shared, offload, render};
 
 /// Runs tools.
 #[derive(Clone)]
@@ -45,6 +47,7 @@ impl Service<PreparedCall> for Dispatch {
 async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, CallError> {
     let spec = call.spec;
     let render = call.render.clone().unwrap_or(Render::Markdown);
+    let shared_responses = shared.admission.responses().clone();
     let invocation = Invocation {
         shared,
         cx: call.cx,
@@ -52,14 +55,33 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
         arguments: call.arguments,
         statement: call.statement,
     };
+    let tenant = invocation.cx.tenant.clone();
     let outcome = match (spec.run)(invocation).await {
-        Ok(result) => ToolOutcome {
-            text: render::text(render, &result.view, &result.structured),
-            rows: rows_in(&result.structured),
-            structured: Some(result.structured),
-            code: None,
-            upstream_status: None,
-        },
+        Ok(result) => {
+            let cells = cells_in(&result.structured);
+            let rendered = offload::run(cells, move || rendered(render, result)).await;
+            let Rendered {
+                structured,
+                text,
+                bytes,
+            } = match rendered {
+                Ok(rendered) => rendered,
+                Err(err) => {
+                    return Ok(ToolReply::allowed(ToolOutcome::error(
+                        Code::Internal,
+                        err.to_string(),
+                    )));
+                }
+            };
+            ToolOutcome {
+                held: Some(shared_responses.hold(&tenant, bytes)),
+                text,
+                rows: rows_in(&structured),
+                structured: Some(structured),
+                code: None,
+                upstream_status: None,
+            }
+        }
         Err(ToolError::InvalidArguments(message)) => {
             return Err(CallError::InvalidArguments {
                 tool: spec.name.to_owned(),
@@ -76,6 +98,41 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
         },
     };
     Ok(ToolReply::allowed(outcome))
+}
+
+/// A result with its text, and about the bytes both take in the response.
+struct Rendered {
+    structured: Value,
+    text: String,
+    bytes: usize,
+}
+
+fn rendered(render: Render, result: ToolResult) -> Rendered {
+    let text = render::text(render, &result.view, &result.structured);
+    let structured_bytes = match render {
+        // The text is the structured result serialized.
+        Render::Json => text.len(),
+        Render::Markdown => response_bytes::json_len(&result.structured),
+    };
+    Rendered {
+        bytes: text.len() + structured_bytes,
+        structured: result.structured,
+        text,
+    }
+}
+
+/// How many values a result's rows hold (rows × the first row's columns).
+fn cells_in(structured: &Value) -> usize {
+    structured
+        .get("rows")
+        .and_then(Value::as_array)
+        .map_or(0, |rows| {
+            rows.len()
+                * rows
+                    .first()
+                    .and_then(Value::as_object)
+                    .map_or(1, serde_json::Map::len)
+        })
 }
 
 /// How many rows a result carries (`rows` of the structured payload).

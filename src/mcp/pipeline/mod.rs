@@ -24,6 +24,7 @@ mod dispatch;
 mod gate;
 mod observe;
 mod prepare;
+pub(crate) mod response_bytes;
 mod step;
 mod timeout;
 
@@ -127,6 +128,9 @@ pub struct ToolOutcome {
     pub rows: Option<usize>,
     /// The upstream HTTP status of an upstream error.
     pub upstream_status: Option<u16>,
+    /// The result's bytes, counted as in flight until this (and every clone) is dropped:
+    /// the transport keeps it until the response is sent.
+    pub held: Option<response_bytes::HeldBytes>,
 }
 
 impl ToolOutcome {
@@ -141,6 +145,7 @@ impl ToolOutcome {
             code: Some(code),
             rows: None,
             upstream_status: None,
+            held: None,
         }
     }
 

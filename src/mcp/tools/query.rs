@@ -122,10 +122,12 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
         let (input, statement) = parse(&mut invocation)?;
         let shared = &invocation.shared;
         let output = shared.engine.run(&invocation.cx, statement).await?;
-        Ok(rows_result(
-            output,
-            row_cap(input.row_limit, shared.server.max_rows),
-        ))
+        let cap = row_cap(input.row_limit, shared.server.max_rows);
+        // Thousands of rows become JSON values off the async workers.
+        let cells = output.rows.len().min(cap) * output.columns.len();
+        crate::mcp::offload::run(cells, move || rows_result(output, cap))
+            .await
+            .map_err(|err| ToolError::failed(Code::Internal, err.to_string()))
     })
 }
 
