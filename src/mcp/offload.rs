@@ -1,39 +1,75 @@
 //! CPU-heavy work of large results — turning thousands of rows into JSON values, rendering
-//! their text — runs off the async workers, on tokio's blocking threads, at most
-//! [`threads`] at once. An async worker busy for milliseconds with one large result would
-//! hold up every small call queued behind it on that worker; and capping the rendering
-//! threads leaves cores for the workers and the SQLite threads. Results under
-//! [`INLINE_CELLS`] values stay on the worker: the hop to another thread costs more than
-//! they take.
+//! their text — runs off the async workers, on a small pool of dedicated threads
+//! ([`threads`] of them, first come, first served). An async worker busy for milliseconds
+//! with one large result would hold up every small call queued behind it on that worker;
+//! and few rendering threads leave cores for the workers and the SQLite threads. The
+//! threads live as long as the process: each allocates from one malloc arena, where
+//! tokio's blocking pool would spread large results over an arena per short-lived thread
+//! and keep far more memory resident. Results under [`INLINE_CELLS`] values stay on the
+//! worker: the hop to another thread costs more than they take.
 
-use std::sync::OnceLock;
+use std::panic::AssertUnwindSafe;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 /// Results with fewer values (rows × columns) than this are rendered where they are.
 pub(crate) const INLINE_CELLS: usize = 2048;
 
-/// How many large results are worked on at once: half the cores the process may use, at
-/// least 1.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// How many threads work on large results: half the cores the process may use, at least 1.
 pub(crate) fn threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .div_ceil(2)
 }
 
-fn permits() -> &'static Semaphore {
-    static PERMITS: OnceLock<Semaphore> = OnceLock::new();
-    PERMITS.get_or_init(|| Semaphore::new(threads()))
+/// The pool's queue, its threads started on first use (`None`: no thread could start).
+fn queue() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
+    static QUEUE: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (sender, receiver) = mpsc::channel::<Job>();
+            let receiver = Arc::new(Mutex::new(receiver));
+            let mut started = 0;
+            for index in 0..threads() {
+                let receiver = receiver.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("querygate-render-{index}"))
+                    .spawn(move || serve(&receiver));
+                match spawned {
+                    Ok(_) => started += 1,
+                    Err(err) => tracing::warn!(error = %err, "cannot start a render thread"),
+                }
+            }
+            (started > 0).then(|| Mutex::new(sender))
+        })
+        .as_ref()
 }
 
-/// The work on a blocking thread failed to finish (it panicked, or the runtime is
-/// shutting down).
+fn serve(receiver: &Mutex<mpsc::Receiver<Job>>) {
+    loop {
+        let job = receiver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recv();
+        let Ok(job) = job else {
+            return;
+        };
+        // A job that panics loses only its own result (its caller sees the reply dropped).
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+    }
+}
+
+/// The work on a render thread did not finish (it panicked, or no thread could start).
 #[derive(Debug, thiserror::Error)]
 #[error("rendering the result failed: {0}")]
-pub(crate) struct OffloadError(String);
+pub(crate) struct OffloadError(&'static str);
 
-/// Runs `work` over a result of `cells` values: inline when it is small, else on a blocking
-/// thread once one of the [`threads`] permits is free (first come, first served).
+/// Runs `work` over a result of `cells` values: inline when it is small, else on a render
+/// thread.
 pub(crate) async fn run<T, F>(cells: usize, work: F) -> Result<T, OffloadError>
 where
     T: Send + 'static,
@@ -42,13 +78,19 @@ where
     if cells < INLINE_CELLS {
         return Ok(work());
     }
-    let _permit = permits()
-        .acquire()
+    let queue = queue().ok_or(OffloadError("no render thread could be started"))?;
+    let (reply, result) = oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = reply.send(work());
+    });
+    queue
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .send(job)
+        .map_err(|_| OffloadError("the render threads have stopped"))?;
+    result
         .await
-        .map_err(|err| OffloadError(err.to_string()))?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| OffloadError(err.to_string()))
+        .map_err(|_| OffloadError("the render work stopped before it finished"))
 }
 
 #[cfg(test)]
@@ -60,10 +102,15 @@ mod tests {
         let here = std::thread::current().id();
         let small = run(10, move || std::thread::current().id()).await.unwrap();
         assert_eq!(small, here);
-        let large = run(INLINE_CELLS, move || std::thread::current().id())
-            .await
-            .unwrap();
-        assert_ne!(large, here);
-        assert!(threads() >= 1);
+        let large = run(INLINE_CELLS, || {
+            std::thread::current().name().map(str::to_owned)
+        })
+        .await
+        .unwrap();
+        assert!(large.unwrap().starts_with("querygate-render-"));
+        // A job that panics fails alone; the threads go on.
+        let failed = run(INLINE_CELLS, || -> usize { panic!("boom") }).await;
+        assert!(failed.is_err());
+        assert_eq!(run(INLINE_CELLS, || 7).await.unwrap(), 7);
     }
 }
