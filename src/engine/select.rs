@@ -531,16 +531,9 @@ async fn fetch_leg(
             let queued = if plan.dynamic_columns {
                 let discovering = db.discover_page(body.clone(), job.locator.clone(), wanted)?;
                 Queued::Discovering(body, discovering)
-            } else if wanted.is_empty() {
-                let load = db.load(
-                    &plan.local,
-                    body,
-                    job.locator.clone(),
-                    fixed.clone(),
-                    wanted,
-                )?;
-                Queued::Loading(load)
             } else {
+                // With fields wanted, the next-page token comes from this load.
+                let scanning = !wanted.is_empty();
                 let load = db.load(
                     &plan.local,
                     body,
@@ -548,7 +541,11 @@ async fn fetch_leg(
                     fixed.clone(),
                     wanted,
                 )?;
-                Queued::Scanning(load)
+                if scanning {
+                    Queued::Scanning(load)
+                } else {
+                    Queued::Loading(load)
+                }
             };
             Ok(async move {
                 match queued {
