@@ -750,31 +750,7 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
         "/orgs/slow/items",
         Reply::json(json!([])).delayed(std::time::Duration::from_millis(800)),
     );
-    let slow_call = {
-        let http = http.clone();
-        let url = server.url.clone();
-        let acme = acme.clone();
-        tokio::spawn(async move {
-            let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                "name": "run_select_query",
-                "arguments": {"sql": "SELECT id FROM testapi.items.items WHERE org = 'slow'"},
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                          "io.modelcontextprotocol/clientCapabilities": {}}}});
-            http.post(&url)
-                .bearer_auth(&acme)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", "run_select_query")
-                .body(body.to_string())
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
+    let slow_call = spawn_select(&http, &server.url, &acme, "slow");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let second = raw_call(&http, &server.url, Some(&acme)).await.unwrap();
     assert_eq!(second.status(), 429);
