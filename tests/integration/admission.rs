@@ -96,18 +96,7 @@ async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_
     }
 
     // globex is served while acme's flood runs.
-    let small = select(
-        &http,
-        &server.url,
-        &globex,
-        "SELECT name FROM testapi.items.items WHERE org = 'small'",
-    )
-    .await;
-    assert_eq!(
-        small["result"]["structuredContent"],
-        json!({"rows": [{"name": "small"}]}),
-        "{small}"
-    );
+    assert_small_select_served(&http, &server.url, &globex).await;
 
     let mut served = 0;
     let mut busy = Vec::new();
@@ -241,18 +230,7 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
     assert_eq!(probes_sent(), 0);
 
     // globex is served meanwhile.
-    let small = select(
-        &http,
-        &server.url,
-        &globex,
-        "SELECT name FROM testapi.items.items WHERE org = 'small'",
-    )
-    .await;
-    assert_eq!(
-        small["result"]["structuredContent"],
-        json!({"rows": [{"name": "small"}]}),
-        "{small}"
-    );
+    assert_small_select_served(&http, &server.url, &globex).await;
 
     // The client goes away: its response is dropped and acme is served again.
     drop(stalled);
@@ -275,4 +253,20 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
         }
     }
     assert_eq!(probes_sent(), 1);
+}
+
+/// `token`'s small select (`org = 'small'`) is answered with its one row.
+async fn assert_small_select_served(http: &reqwest::Client, url: &str, token: &str) {
+    let small = select(
+        http,
+        url,
+        token,
+        "SELECT name FROM testapi.items.items WHERE org = 'small'",
+    )
+    .await;
+    assert_eq!(
+        small["result"]["structuredContent"],
+        json!({"rows": [{"name": "small"}]}),
+        "{small}"
+    );
 }
