@@ -29,6 +29,7 @@ use tokio::io::AsyncBufReadExt as _;
 use crate::gate::{Approver, ApproverClient, SELECT, params};
 use crate::mcp_support::{error_code, install_crypto_provider, text_of};
 use crate::mock::{Mock, Reply};
+use crate::support::ports::restartable_port;
 use crate::support::{SECRET, fixture_registry, pg};
 
 /// Whether a missing prerequisite must fail the test (CI) rather than skip it.
@@ -47,15 +48,6 @@ fn nginx_binary() -> Option<PathBuf> {
         let debian = PathBuf::from("/usr/sbin/nginx");
         debian.is_file().then_some(debian)
     })
-}
-
-/// A free port on 127.0.0.1 (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A running `nginx -p DIR -c nginx.conf` (`daemon off`), killed when dropped.
@@ -458,9 +450,9 @@ async fn three_replicas_behind_nginx_restart_one_at_a_time_without_losing_a_call
         querygate::digest::hex(&querygate::digest::random_bytes(32).unwrap()),
     )
     .unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| restartable_port()).collect();
     // The replicas accept nginx's Host header (the clients'), so its port comes first.
-    let nginx_port = free_port();
+    let nginx_port = restartable_port();
     let fleet = Fleet {
         mock,
         key,

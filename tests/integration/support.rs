@@ -1,6 +1,8 @@
-//! Engines over the test registry, wired to a mock upstream; `pg`: PostgreSQL for tests.
+//! Engines over the test registry, wired to a mock upstream; `pg`: PostgreSQL for tests;
+//! `ports`: ports for servers that restart on the same port.
 
 pub mod pg;
+pub mod ports;
 
 use std::path::PathBuf;
 use std::sync::Arc;

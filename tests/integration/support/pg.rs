@@ -116,7 +116,7 @@ impl PrivateCluster {
         .unwrap();
         let cluster = PrivateCluster {
             bin,
-            port: free_port(),
+            port: super::ports::restartable_port(),
             dir,
         };
         if is_root() {
@@ -191,8 +191,13 @@ impl PrivateCluster {
             out.status.success(),
             "pg_ctl start: {}\n{}",
             String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(&log).unwrap_or_default()
+            self.server_log()
         );
+    }
+
+    /// What the server wrote to its log so far (for failure messages).
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
     fn data(&self) -> String {
@@ -226,12 +231,4 @@ fn is_root() -> bool {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
         .unwrap_or(false)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
