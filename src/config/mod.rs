@@ -344,6 +344,23 @@ mod tests {
     }
 
     #[test]
+    fn registry_recheck_interval_is_zero_to_an_hour() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.engine.registry_recheck, Duration::from_secs(2));
+        let config = load("registry:\n  recheck_interval: 0s\n", &[]).unwrap();
+        assert_eq!(config.engine.registry_recheck, Duration::ZERO);
+        let config = load("registry:\n  recheck_interval: 1h\n", &[]).unwrap();
+        assert_eq!(config.engine.registry_recheck, Duration::from_secs(3600));
+        let err = load("", &[("QUERYGATE_REGISTRY__RECHECK_INTERVAL", "61m")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("registry.recheck_interval: 1h 1m is more than the longest allowed, 1h"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn file_and_environment_are_layered() {
         let yaml = "registry:\n  root: /reg\nupstream:\n  timeout: 5s\n  page_limit: 3\nproviders:\n  github:\n    base_url: http://127.0.0.1:1\ntenants:\n  - id: acme\n    mode: safe\n    allowed_providers: [github]\n";
         let config = load(

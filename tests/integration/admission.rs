@@ -79,21 +79,15 @@ async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_
         })
         .collect();
     // Wait until acme's share is in use (its two admitted statements reached the upstream).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while server
+    server
         .mock
-        .requests()
-        .iter()
-        .filter(|r| r.path == "/orgs/slow/items")
-        .count()
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the flood never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        .wait_for(
+            "/orgs/slow/items",
+            2,
+            Duration::from_secs(20),
+            "the flood never ran",
+        )
+        .await;
 
     // globex is served while acme's flood runs.
     assert_small_select_served(&http, &server.url, &globex).await;
@@ -126,15 +120,7 @@ async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_
         assert!(message.contains("retry after 1s"), "{message}");
     }
     // The busy calls never reached the upstream.
-    assert_eq!(
-        server
-            .mock
-            .requests()
-            .iter()
-            .filter(|r| r.path == "/orgs/slow/items")
-            .count(),
-        2
-    );
+    assert_eq!(server.mock.count("/orgs/slow/items"), 2);
 }
 
 /// Sends a `tools/call` over a raw TCP connection with a tiny receive buffer, reads the
@@ -198,14 +184,7 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
     let acme = key.sign(&claims("acme"));
     let globex = key.sign(&claims("globex"));
     let probe = "SELECT name FROM testapi.items.items WHERE org = 'probe'";
-    let probes_sent = || {
-        server
-            .mock
-            .requests()
-            .iter()
-            .filter(|r| r.path == "/orgs/probe/items")
-            .count()
-    };
+    let probes_sent = || server.mock.count("/orgs/probe/items");
 
     // acme's client asks for the large result and does not read it.
     let stalled = stalled_select(

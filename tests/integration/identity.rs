@@ -822,21 +822,15 @@ async fn requests_refused_by_their_tenant_or_auth_never_wait_on_the_shared_in_fl
     // One slow call of each tenant fills the shared cap (and acme's own).
     let slow_acme = spawn_select(&http, &server.url, &acme, "slow");
     let slow_globex = spawn_select(&http, &server.url, &globex, "slow");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while server
+    server
         .mock
-        .requests()
-        .iter()
-        .filter(|r| r.path == "/orgs/slow/items")
-        .count()
-        < 2
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slow calls did not start"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        .wait_for(
+            "/orgs/slow/items",
+            2,
+            std::time::Duration::from_secs(10),
+            "the slow calls did not start",
+        )
+        .await;
 
     // A third globex request waits for a slot of the shared cap.
     let waiting = spawn_select(&http, &server.url, &globex, "fast");

@@ -384,13 +384,7 @@ async fn a_remote_index_is_served_and_its_sql_runs() {
 
     // The index is cached: a second search does not fetch it again.
     call(&client, "query_library_search", json!({"intent": "items"})).await;
-    let index_fetches = server
-        .mock
-        .requests()
-        .iter()
-        .filter(|r| r.path == "/library/index.json")
-        .count();
-    assert_eq!(index_fetches, 1);
+    assert_eq!(server.mock.count("/library/index.json"), 1);
 }
 
 #[tokio::test]

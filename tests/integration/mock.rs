@@ -165,6 +165,26 @@ impl Mock {
         self.log.lock().unwrap().clone()
     }
 
+    /// How many requests reached `path` (query ignored).
+    pub fn count(&self, path: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == path)
+            .count()
+    }
+
+    /// Waits until at least `n` requests reached `path`; fails the test with `what` after
+    /// `within`.
+    pub async fn wait_for(&self, path: &str, n: usize, within: std::time::Duration, what: &str) {
+        let deadline = std::time::Instant::now() + within;
+        while self.count(path) < n {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn paths(&self) -> Vec<String> {
         let mut paths: Vec<String> = self
             .requests()
