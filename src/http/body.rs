@@ -7,8 +7,7 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, StatusCode};
@@ -23,11 +22,22 @@ pub struct BodyLimits {
     pub max_bytes: usize,
 }
 
-/// Reads a POST body within `limits`, hands it on, and turns rmcp's refusal of an
-/// unparsable JSON body (`415`) into `400` with a JSON-RPC error.
-pub async fn read_body(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+/// A request whose body has been read into memory.
+pub(super) struct ReadRequest {
+    /// The request, its body now the bytes read.
+    pub request: Request,
+    /// The body, when it was a POST declared `application/json` (for [`answer_refusal`]).
+    pub json_body: Option<bytes::Bytes>,
+}
+
+/// Reads a POST body within `limits`; other methods pass as they are. A body too large, too
+/// slow or broken gets its response (`413`, `408`, `400`) instead.
+pub(super) async fn read(request: Request, limits: BodyLimits) -> Result<ReadRequest, Response> {
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return Ok(ReadRequest {
+            request,
+            json_body: None,
+        });
     }
     let json = request
         .headers()
@@ -48,7 +58,7 @@ pub async fn read_body(State(limits): State<BodyLimits>, request: Request, next:
                     e.source()
                 })
                 .any(|e| e.is::<http_body_util::LengthLimitError>());
-            return if too_large {
+            return Err(if too_large {
                 plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!("request body exceeds {} bytes", limits.max_bytes),
@@ -58,25 +68,33 @@ pub async fn read_body(State(limits): State<BodyLimits>, request: Request, next:
                     StatusCode::BAD_REQUEST,
                     "the request body could not be read".into(),
                 )
-            };
+            });
         }
         Err(_) => {
-            return plain(
+            return Err(plain(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "the request body did not arrive within {}",
                     humantime::format_duration(limits.read_timeout)
                 ),
-            );
+            ));
         }
     };
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes.clone())))
-        .await;
-    if json && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return not_a_message(&bytes);
+    Ok(ReadRequest {
+        json_body: json.then(|| bytes.clone()),
+        request: Request::from_parts(parts, Body::from(bytes)),
+    })
+}
+
+/// rmcp's answer to a request read by [`read`], with its refusal of an unparsable JSON body
+/// (`415`) turned into `400` with a JSON-RPC error.
+pub(super) fn answer_refusal(json_body: Option<&[u8]>, response: Response) -> Response {
+    match json_body {
+        Some(bytes) if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            not_a_message(bytes)
+        }
+        _ => response,
     }
-    response
 }
 
 /// `400` with the JSON-RPC error for a body rmcp could not take as one message.

@@ -7,13 +7,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
+use futures::future::BoxFuture;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::{Layer, Service, ServiceExt as _};
 
 use crate::auth::Principal;
 use crate::config::TenantConfig;
@@ -76,41 +80,101 @@ impl TenantLimiter {
     }
 }
 
-/// Applies the caller's tenant limits. The in-flight cap is checked before the rate, so a
-/// request refused for either takes nothing from the other: a refusal costs the tenant no
-/// token and holds no slot. A refusal is decided from the principal alone, before the body
-/// is read and before the shared `server.max_in_flight` cap, and its answer is static.
-pub async fn limit(
-    State(limiter): State<Arc<TenantLimiter>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let gate = request
-        .extensions()
-        .get::<Principal>()
-        .and_then(|p| limiter.tenants.get(&p.tenant));
-    let Some(gate) = gate else {
-        return next.run(request).await;
-    };
-    let permit = match &gate.in_flight {
-        Some(slots) => match slots.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => return too_many(Refusal::InFlight, Duration::from_secs(1)),
-        },
-        None => None,
-    };
-    if let Some(bucket) = &gate.bucket {
-        let taken = bucket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take(Instant::now());
-        if let Err(wait) = taken {
-            return too_many(Refusal::Rate, wait);
+impl TenantLimiter {
+    /// Applies the limits of `principal`'s tenant: a slot of its in-flight cap (held until
+    /// dropped) and a token of its rate, or the limit that refuses the request and how long
+    /// until it may pass. The in-flight
+    /// cap is checked before the rate, so a request refused for either takes nothing from the
+    /// other: a refusal costs the tenant no token and holds no slot.
+    fn admit(
+        &self,
+        principal: Option<&Principal>,
+    ) -> Result<Option<OwnedSemaphorePermit>, (Refusal, Duration)> {
+        let Some(gate) = principal.and_then(|p| self.tenants.get(&p.tenant)) else {
+            return Ok(None);
+        };
+        let permit = match &gate.in_flight {
+            Some(slots) => match slots.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => return Err((Refusal::InFlight, Duration::from_secs(1))),
+            },
+            None => None,
+        };
+        if let Some(bucket) = &gate.bucket {
+            let taken = bucket
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(Instant::now());
+            if let Err(wait) = taken {
+                return Err((Refusal::Rate, wait));
+            }
+        }
+        Ok(permit)
+    }
+}
+
+/// Applies the caller's tenant limits ([`TenantLimiter`]) to every request, after
+/// authentication. A refusal is decided from the principal alone, before the body is read
+/// and before the layers below are asked to be ready (the shared `server.max_in_flight` cap
+/// among them), and its answer is static.
+#[derive(Clone, Debug)]
+pub struct TenantLimitLayer {
+    limiter: Arc<TenantLimiter>,
+}
+
+impl TenantLimitLayer {
+    /// A layer applying `limiter`.
+    pub fn new(limiter: Arc<TenantLimiter>) -> Self {
+        TenantLimitLayer { limiter }
+    }
+}
+
+impl<S> Layer<S> for TenantLimitLayer {
+    type Service = TenantLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TenantLimit {
+            inner,
+            limiter: self.limiter.clone(),
         }
     }
-    let response = next.run(request).await;
-    drop(permit);
-    response
+}
+
+/// The service [`TenantLimitLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct TenantLimit<S> {
+    inner: S,
+    limiter: Arc<TenantLimiter>,
+}
+
+impl<S> Service<Request> for TenantLimit<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    /// Always ready: the service below is made ready only for an admitted request.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let permit = match self.limiter.admit(request.extensions().get::<Principal>()) {
+            Ok(permit) => permit,
+            Err((refusal, wait)) => {
+                return Box::pin(std::future::ready(Ok(too_many(refusal, wait))));
+            }
+        };
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let response = inner.oneshot(request).await;
+            drop(permit);
+            response
+        })
+    }
 }
 
 /// Which limit refused a request.

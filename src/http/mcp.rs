@@ -1,7 +1,9 @@
 //! The MCP endpoint of `querygate serve`: streamable HTTP at `/mcp`, stateless (no `Mcp-Session-Id`; any replica
 //! answers any request). 2026-07-28 clients send per-request `_meta` (and may call
 //! `server/discover`); 2025-11-25 and 2025-06-18 clients `initialize` on the same endpoint.
-//! Host and Origin headers are checked, request bodies are bounded.
+//! Host and Origin headers are checked, request bodies are read within their bounds
+//! ([`super::body`]), and a tool result's counted bytes stay held until its response body
+//! has been sent ([`super::response_hold`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -9,15 +11,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
-use http_body_util::combinators::BoxBody;
 
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::body::{self, BodyLimits, ReadRequest};
+use super::response_hold;
 use crate::config::ServerConfig;
 use crate::mcp::QuerygateMcp;
 
@@ -59,35 +61,49 @@ pub fn transport_config(
 }
 
 /// rmcp's stateless streamable HTTP service over `handler`, configured by [`transport_config`],
-/// behind an [`Endpoint`].
+/// behind an [`Endpoint`] that reads bodies within `settings`' bounds.
 pub fn service(
     handler: QuerygateMcp,
     settings: &ServerConfig,
     addr: SocketAddr,
     shutdown: CancellationToken,
 ) -> Endpoint {
-    Endpoint(Arc::new(StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(NeverSessionManager::default()),
-        transport_config(settings, addr, shutdown),
-    )))
+    Endpoint {
+        rmcp: Arc::new(StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(NeverSessionManager::default()),
+            transport_config(settings, addr, shutdown),
+        )),
+        body_limits: BodyLimits {
+            read_timeout: settings.body_read_timeout,
+            max_bytes: settings.max_request_bytes,
+        },
+    }
 }
 
-/// rmcp's streamable HTTP service, shared: cloning it is one reference count. The layers in
+/// The `/mcp` service: reads the request body within its bounds, hands the request to rmcp's
+/// streamable HTTP service, and ties a tool result's held bytes to the response body.
+///
+/// rmcp's service is shared: cloning an `Endpoint` is one reference count. The layers in
 /// front of `/mcp` clone their inner service for every request (tower's ready-service
 /// pattern), and rmcp's own service copies its settings (the host and origin allowlists)
-/// on every clone; this one hands each request to the shared service instead.
+/// on every clone.
 #[derive(Clone)]
-pub struct Endpoint(Arc<StreamableHttpService<QuerygateMcp, NeverSessionManager>>);
+pub struct Endpoint {
+    rmcp: Arc<StreamableHttpService<QuerygateMcp, NeverSessionManager>>,
+    body_limits: BodyLimits,
+}
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").finish_non_exhaustive()
+        f.debug_struct("Endpoint")
+            .field("body_limits", &self.body_limits)
+            .finish_non_exhaustive()
     }
 }
 
 impl tower::Service<Request<Body>> for Endpoint {
-    type Response = Response<BoxBody<Bytes, Infallible>>;
+    type Response = Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
 
@@ -96,7 +112,20 @@ impl tower::Service<Request<Body>> for Endpoint {
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let service = self.0.clone();
-        Box::pin(async move { Ok(service.handle(request).await) })
+        let rmcp = self.rmcp.clone();
+        let limits = self.body_limits;
+        Box::pin(async move {
+            let ReadRequest {
+                mut request,
+                json_body,
+            } = match body::read(request, limits).await {
+                Ok(read) => read,
+                Err(refusal) => return Ok(refusal),
+            };
+            let slot = response_hold::give_slot(&mut request);
+            let response = rmcp.handle(request).await.map(Body::new);
+            let response = body::answer_refusal(json_body.as_deref(), response);
+            Ok(response_hold::hold_until_sent(&slot, response))
+        })
     }
 }

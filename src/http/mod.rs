@@ -68,26 +68,17 @@ pub fn router(
     metrics: Option<Arc<Metrics>>,
 ) -> Router {
     let settings = &config.server;
-    let body_limits = body::BodyLimits {
-        read_timeout: settings.body_read_timeout,
-        max_bytes: settings.max_request_bytes,
-    };
     let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
     // Layers added later wrap the earlier ones: a request meets them bottom to top.
     let mcp = Router::new()
+        // Reads the whole body in time (408), answers unparsable JSON-RPC with 400, keeps a
+        // tool result's bytes counted until its response body is sent.
         .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
-        // A tool result's bytes stay counted until its response body is sent.
-        .layer(axum::middleware::from_fn(response_hold::hold_until_sent))
-        // Read the whole body in time (408), answer unparsable JSON-RPC with 400.
-        .layer(axum::middleware::from_fn_with_state(
-            body_limits,
-            body::read_body,
-        ))
         // Bound the requests handled at once over all tenants (`server.max_in_flight`); more
         // wait for a slot. After the tenant limits: what they refuse takes no slot.
         .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight))
         // The caller's tenant limits: rate and requests in flight (429).
-        .layer(axum::middleware::from_fn_with_state(limiter, limits::limit))
+        .layer(limits::TenantLimitLayer::new(limiter))
         // Who is calling: a Principal in the extensions, or 401/403 before the body is read.
         .layer(AuthLayer::new(authentication))
         // Refuse bodies over `server.max_request_bytes` by Content-Length (413).

@@ -1,6 +1,6 @@
 //! Keeps a tool result's counted bytes (`limits.max_response_bytes_in_flight`) until its
 //! HTTP response has been sent: each `/mcp` request gets an empty [`ResponseSlot`] in its
-//! extensions, the MCP handler leaves the result's hold in it, and the hold then lives as
+//! extensions ([`give_slot`]), the MCP handler leaves the result's hold in it, and the hold then lives as
 //! long as the unsent part of the response body. The body is handed to hyper in pieces of
 //! [`PIECE`] bytes, so hyper asks for the next piece only once it has written out the ones
 //! before: the hold is released when the last piece has been taken (at most one piece
@@ -11,7 +11,6 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -21,11 +20,15 @@ use crate::mcp::pipeline::response_bytes::{HeldBytes, ResponseSlot};
 /// The largest piece of a held body handed to hyper at once.
 const PIECE: usize = 64 * 1024;
 
-/// The middleware: a slot in, the slot's hold tied to the response body out.
-pub(super) async fn hold_until_sent(mut request: Request, next: Next) -> Response {
+/// Puts an empty slot into `request` for the MCP handler to leave a result's hold in.
+pub(super) fn give_slot(request: &mut Request) -> ResponseSlot {
     let slot = ResponseSlot::default();
     request.extensions_mut().insert(slot.clone());
-    let response = next.run(request).await;
+    slot
+}
+
+/// `response` with the hold left in `slot` (if any) tied to its body.
+pub(super) fn hold_until_sent(slot: &ResponseSlot, response: Response) -> Response {
     match slot.take() {
         None => response,
         Some(held) => response.map(|inner| {
