@@ -441,7 +441,9 @@ impl ServerHandler for QuerygateMcp {
             arguments: request.arguments.unwrap_or_default(),
         };
         // Fired when the client disconnects (HTTP) or sends `notifications/cancelled`.
-        match self.pipeline.call_until(call, context.ct.clone()).await {
+        // Boxed: rmcp moves its request future (which holds this one) several times while it
+        // spawns and polls it, and the pipeline's future is several KiB.
+        match Box::pin(self.pipeline.call_until(call, context.ct.clone())).await {
             Ok(reply) => match reply.body {
                 ReplyBody::Complete(mut outcome) => {
                     // The result's bytes stay counted until the HTTP response is sent.
