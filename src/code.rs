@@ -80,7 +80,9 @@ pub enum Code {
     /// The call ran past `server.call_timeout` and nothing was sent that changes anything.
     #[serde(rename = "call.timeout")]
     CallTimeout,
-    /// The call ran past `server.call_timeout` after a write may have been sent.
+    /// A write may have been applied, but whether it was is not known: the call ran past
+    /// `server.call_timeout` or was cancelled after a write may have been sent, or the
+    /// upstream connection broke after a write was sent.
     #[serde(rename = "call.outcome_unknown")]
     CallOutcomeUnknown,
     /// The client went away or cancelled the call (`notifications/cancelled`) before it
@@ -185,6 +187,7 @@ impl From<ErrorKind> for Code {
             ErrorKind::BadDocument => Code::ProviderBadDocument,
             ErrorKind::Upstream => Code::UpstreamRejected,
             ErrorKind::UpstreamUnavailable => Code::UpstreamUnavailable,
+            ErrorKind::UpstreamOutcomeUnknown => Code::CallOutcomeUnknown,
             ErrorKind::LimitExceeded => Code::LimitExceeded,
             ErrorKind::Credentials => Code::CredentialsUnresolved,
             ErrorKind::Registry => Code::RegistryUnavailable,

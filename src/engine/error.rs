@@ -24,6 +24,9 @@ pub enum ErrorKind {
     Upstream,
     /// The upstream could not be reached or did not answer in time.
     UpstreamUnavailable,
+    /// A write's request went out, but no complete answer came back (the connection broke
+    /// or timed out after sending): the change may have been applied.
+    UpstreamOutcomeUnknown,
     /// A configured limit was hit (requests per statement, response size).
     LimitExceeded,
     /// Credentials the provider needs could not be resolved.
@@ -94,6 +97,12 @@ impl Error {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The same error as another kind.
+    pub(crate) fn into_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// The typed upstream failure, when the upstream answered with an error status.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::gate::{Approver, DELETE, SELECT, approver_client, params, run};
 use crate::mcp_support::{error_code, install_crypto_provider, test_config};
-use crate::mock::{Mock, Reply};
+use crate::mock::{BodyFault, Mock, Reply};
 use crate::support::{SECRET, pg};
 
 /// An in-process server whose tool calls are audited by `auditor`.
@@ -211,6 +211,28 @@ async fn a_timeout_after_a_write_may_have_gone_out_is_recorded_as_unknown() {
     server.mock.route(
         "DELETE /orgs/acme/widgets/w-1",
         Reply::status(204, "").delayed(Duration::from_secs(3)),
+    );
+    let client = approver_client(&server.url, Approver::new(None)).await;
+    let result = run(&client, "run_mutation_query", DELETE).await;
+    assert_eq!(error_code(&result), "call.outcome_unknown");
+    let all: Vec<String> = records(audit_dir.path()).iter().map(summary).collect();
+    assert_eq!(
+        all,
+        vec![
+            "intent run_mutation_query allow - -",
+            "outcome run_mutation_query allow unknown call.outcome_unknown"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_write_whose_answer_broke_off_after_sending_is_recorded_as_unknown() {
+    let audit_dir = tempfile::tempdir().unwrap();
+    let (auditor, _sink) = file_auditor(audit_dir.path(), FailureMode::Strict);
+    let server = start("full_access", "", auditor).await;
+    server.mock.route(
+        "DELETE /orgs/acme/widgets/w-1",
+        Reply::status(200, r#"{"id": "w-1", "deleted": true}"#).failing(BodyFault::ResetAfter(5)),
     );
     let client = approver_client(&server.url, Approver::new(None)).await;
     let result = run(&client, "run_mutation_query", DELETE).await;

@@ -2,7 +2,8 @@
 //! stalls, truncated JSON, a gzip body that does not decompress, 5xx and 429 storms with
 //! `Retry-After`, a host name that does not resolve. Each call ends, well within its guard,
 //! in a tool error with a stable code; reads are retried within bounds and writes never
-//! (the mock counts the requests).
+//! (the mock counts the requests), and a write whose answer broke off after it was sent is
+//! `call.outcome_unknown`.
 
 use std::time::Duration;
 
@@ -89,9 +90,18 @@ async fn broken_bodies_end_in_classified_errors_and_writes_are_sent_once() {
         let sent = requests_to(mock, "GET", &format!("/orgs/{org}/items"));
         assert!((1..=3).contains(&sent), "{org}: {sent} requests");
     }
-    for org in ["reset", "stall"] {
+    // A write whose answer broke off after it was sent may have been applied.
+    for (org, says) in [
+        ("reset", "failed after it was sent"),
+        ("stall", "timed out"),
+    ] {
         let (code, message) = write(&client, org).await;
-        assert_eq!(code, "upstream.unavailable", "{org}: {message}");
+        assert_eq!(code, "call.outcome_unknown", "{org}: {message}");
+        assert!(message.contains(says), "{org}: {message}");
+        assert!(
+            message.contains("the change may have been applied"),
+            "{org}: {message}"
+        );
         assert_eq!(
             requests_to(mock, "POST", &format!("/orgs/{org}/widgets")),
             1
@@ -156,6 +166,8 @@ async fn a_host_that_does_not_resolve_is_upstream_unavailable() {
     let client = modern_client(&server.url).await;
     let (code, message) = read(&client, "acme").await;
     assert_eq!(code, "upstream.unavailable", "{message}");
+    // Nothing was sent: the outcome is known.
     let (code, message) = write(&client, "acme").await;
     assert_eq!(code, "upstream.unavailable", "{message}");
+    assert!(!message.contains("may have been applied"), "{message}");
 }

@@ -227,7 +227,14 @@ impl Upstream {
             }
             _ => {
                 let body = body.as_ref().map(|(_, bytes)| bytes);
-                self.send(&method, &url, &headers, body, leg.auth).await?
+                self.send(&method, &url, &headers, body, leg.auth)
+                    .await
+                    .map_err(|err| match err.kind() {
+                        ErrorKind::UpstreamOutcomeUnknown => err.with_note(
+                            "the change may have been applied: check the provider before sending it again",
+                        ),
+                        _ => err,
+                    })?
             }
         };
         if !(200..300).contains(&status) {
@@ -253,7 +260,16 @@ impl Upstream {
         let mut backoff = policy.initial_backoff;
         let mut attempt = 1u32;
         loop {
-            let outcome = self.send(method, url, headers, None, auth).await;
+            // A read changes nothing: a broken answer is the upstream being unavailable.
+            let outcome =
+                self.send(method, url, headers, None, auth)
+                    .await
+                    .map_err(|err| match err.kind() {
+                        ErrorKind::UpstreamOutcomeUnknown => {
+                            err.into_kind(ErrorKind::UpstreamUnavailable)
+                        }
+                        _ => err,
+                    });
             let wait = match &outcome {
                 Ok((status, response_headers, _)) if policy.retries_status(*status) => {
                     retry::retry_after(response_headers).unwrap_or(backoff)
@@ -306,8 +322,10 @@ impl Upstream {
                 UpstreamResult::Status(*status)
             }
             Err(err)
-                if err.kind() == ErrorKind::UpstreamUnavailable
-                    && err.to_string().contains(TIMED_OUT) =>
+                if matches!(
+                    err.kind(),
+                    ErrorKind::UpstreamUnavailable | ErrorKind::UpstreamOutcomeUnknown
+                ) && err.to_string().contains(TIMED_OUT) =>
             {
                 UpstreamResult::Timeout
             }
@@ -340,16 +358,23 @@ impl Upstream {
             .build()
             .map_err(|err| Error::internal(format!("cannot build upstream request: {err}")))?;
         auth.apply(&mut request)?;
-        let unavailable = |err: reqwest::Error| {
+        // `sent`: the request may have reached the upstream (anything but a failure to
+        // connect), so a write may have been applied.
+        let unavailable = |err: reqwest::Error, sent: bool| {
             // reqwest's text names the URL with its query, which may carry a key.
             let err = err.without_url();
-            let what = if err.is_timeout() {
-                TIMED_OUT
+            let what = match (err.is_timeout(), sent) {
+                (true, _) => TIMED_OUT,
+                (false, true) => "failed after it was sent",
+                (false, false) => "failed",
+            };
+            let kind = if sent {
+                ErrorKind::UpstreamOutcomeUnknown
             } else {
-                "failed"
+                ErrorKind::UpstreamUnavailable
             };
             Error::new(
-                ErrorKind::UpstreamUnavailable,
+                kind,
                 format!(
                     "upstream request {} {what}: {}",
                     describe(method, url),
@@ -357,11 +382,18 @@ impl Upstream {
                 ),
             )
         };
-        let mut response = self.client.execute(request).await.map_err(unavailable)?;
+        let mut response = self.client.execute(request).await.map_err(|err| {
+            let sent = !err.is_connect();
+            unavailable(err, sent)
+        })?;
         let status = response.status().as_u16();
         let response_headers = response.headers().clone();
         let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| unavailable(err, true))?
+        {
             if body.len() + chunk.len() > self.settings.max_response_bytes {
                 return Err(Error::new(
                     ErrorKind::LimitExceeded,
