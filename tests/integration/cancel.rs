@@ -163,3 +163,55 @@ async fn notifications_cancelled_over_stdio_stops_the_pagination() {
     );
     assert_eq!(raw.finish().await, 0);
 }
+
+#[tokio::test]
+async fn notifications_cancelled_over_stdio_withdraws_an_open_approval_prompt() {
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "safe", "");
+    let mut raw = Raw::spawn(&config);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    raw.send(format!("{initialize}\n{INITIALIZED}\n").as_bytes())
+        .await;
+    assert_eq!(raw.next().await["id"], 1);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "run_mutation_query", "arguments": {"sql": crate::gate::INSERT}}});
+    raw.send(format!("{call}\n").as_bytes()).await;
+    let prompt = raw.next().await;
+    assert_eq!(prompt["method"], "elicitation/create", "{prompt}");
+
+    // The client cancels the call instead of answering the prompt.
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 7, "reason": "the user moved on"}});
+    raw.send(format!("{cancel}\n").as_bytes()).await;
+    // The prompt is withdrawn, and the call gets no response.
+    let withdrawn = raw.next().await;
+    assert_eq!(
+        withdrawn["method"], "notifications/cancelled",
+        "{withdrawn}"
+    );
+    assert_eq!(
+        withdrawn["params"]["requestId"], prompt["id"],
+        "{withdrawn}"
+    );
+
+    let audit = dir.path().join("audit");
+    eventually("the call is recorded as cancelled", || {
+        outcomes(&audit).iter().any(|r| {
+            r.record.tool == "run_mutation_query"
+                && r.record.error_code.as_deref() == Some("call.cancelled")
+        })
+    })
+    .await;
+    assert!(mock.requests().is_empty(), "nothing was sent");
+    // The session goes on.
+    raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n")
+        .await;
+    assert_eq!(
+        raw.next().await,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {}})
+    );
+    assert_eq!(raw.finish().await, 0);
+}

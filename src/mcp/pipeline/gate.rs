@@ -6,10 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use rmcp::RoleServer;
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequiredResult,
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, InputRequest, InputRequiredResult, ServerRequest,
 };
+use rmcp::service::{Peer, PeerRequestOptions};
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
@@ -294,20 +298,17 @@ where
         }
         ApprovalChannel::Inline(peer) => {
             let id = crate::digest::random_id().unwrap_or_default();
-            let asked =
-                tokio::time::timeout(approvals.ttl(), peer.create_elicitation(elicitation(&call)))
-                    .await;
-            match asked {
-                Ok(Ok(result)) if result.action == ElicitationAction::Accept => {
+            match ask_inline(peer, &call, approvals.ttl()).await {
+                InlineAnswer::Answered(result) if result.action == ElicitationAction::Accept => {
                     run_approved(inner, call, id).await
                 }
-                Ok(Ok(result)) => Ok(not_approved(&call, Some(result.action), id)),
-                Ok(Err(err)) => refused(
+                InlineAnswer::Answered(result) => Ok(not_approved(&call, Some(result.action), id)),
+                InlineAnswer::Failed(err) => refused(
                     GateOutcome::ApprovalDeclined(id),
                     Code::PolicyApprovalDeclined,
                     format!("elicitation transport error: {err}"),
                 ),
-                Err(_) => refused(
+                InlineAnswer::Expired => refused(
                     GateOutcome::ApprovalCancelled(id),
                     Code::PolicyApprovalCancelled,
                     format!(
@@ -315,7 +316,61 @@ where
                         humantime::format_duration(approvals.ttl())
                     ),
                 ),
+                InlineAnswer::CallCancelled => refused(
+                    GateOutcome::ApprovalCancelled(id),
+                    Code::CallCancelled,
+                    "the client cancelled the call while its approval prompt was open; nothing was done".to_owned(),
+                ),
             }
+        }
+    }
+}
+
+/// How an approval prompt in the client's session ended.
+enum InlineAnswer {
+    /// The client answered.
+    Answered(ElicitResult),
+    /// The request could not be sent, or its answer could not be read.
+    Failed(rmcp::ServiceError),
+    /// Nobody answered within the approval TTL.
+    Expired,
+    /// The client cancelled the tool call (or went away) while the prompt was open.
+    CallCancelled,
+}
+
+/// Asks for approval in the client's session and waits for the answer, at most `ttl` and
+/// no longer than the client waits for the tool call. A prompt that is no longer wanted (it
+/// expired, or the call was cancelled) is withdrawn with `notifications/cancelled`.
+async fn ask_inline(peer: &Peer<RoleServer>, call: &PreparedCall, ttl: Duration) -> InlineAnswer {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(call)));
+    let mut handle = match peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+    {
+        Ok(handle) => handle,
+        Err(err) => return InlineAnswer::Failed(err),
+    };
+    let answer = tokio::select! {
+        biased;
+        () = call.cancel.cancelled() => None,
+        answer = tokio::time::timeout(ttl, &mut handle.rx) => Some(answer),
+    };
+    match answer {
+        Some(Ok(Ok(Ok(ClientResult::ElicitResult(result))))) => InlineAnswer::Answered(result),
+        Some(Ok(Ok(Ok(_)))) => InlineAnswer::Failed(rmcp::ServiceError::UnexpectedResponse),
+        Some(Ok(Ok(Err(err)))) => InlineAnswer::Failed(err),
+        Some(Ok(Err(_))) => InlineAnswer::Failed(rmcp::ServiceError::TransportClosed),
+        Some(Err(_)) => {
+            let _ = handle
+                .cancel(Some("the approval prompt expired".to_owned()))
+                .await;
+            InlineAnswer::Expired
+        }
+        None => {
+            let _ = handle
+                .cancel(Some("the tool call was cancelled".to_owned()))
+                .await;
+            InlineAnswer::CallCancelled
         }
     }
 }
