@@ -15,6 +15,10 @@
 //! while the query runs and keeps their last value. The mock's thread and the probe are excluded and
 //! reported separately. A coarse cross-check from `/proc/self/stat` (clock ticks, includes
 //! exited threads) is printed for the whole batch.
+//!
+//! With `QUERYGATE_BENCH_PROFILE=N` only point a runs: one cold query, then N more, checked
+//! but neither timed nor reported (for a profiler: the instructions of N calls are the
+//! difference between two runs with different N, e.g. under `valgrind --tool=callgrind`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -77,18 +81,21 @@ fn main() -> Result<()> {
     println!("  query: {QUERY}");
 
     let mock = Mock::start(data.pages.clone())?;
-    let result = run(crate_root, &data, &mock);
+    let result = match std::env::var("QUERYGATE_BENCH_PROFILE") {
+        Ok(n) => match n.parse() {
+            Ok(n) => profile(crate_root, &data, &mock, n),
+            Err(_) => Err(anyhow!(
+                "QUERYGATE_BENCH_PROFILE={n}: not a number of queries"
+            )),
+        },
+        Err(_) => run(crate_root, &data, &mock),
+    };
     mock.stop();
     result
 }
 
-fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("building the engine runtime")?;
-
-    // ---- a. engine ------------------------------------------------------------------
+/// The engine of point a, calling the mock.
+fn bench_engine(crate_root: &Path, mock: &Mock) -> Result<Engine> {
     let mut config = EngineConfig::new(crate_root.join("benches/fixtures/registry"));
     config.providers.insert(
         "bench".into(),
@@ -100,7 +107,38 @@ fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
     config.upstream.page_limit = 100;
     config.upstream.timeout = Duration::from_secs(20);
     config.upstream.connect_timeout = Duration::from_secs(5);
-    let engine = Engine::new(config)?;
+    Ok(Engine::new(config)?)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the engine runtime")
+}
+
+/// Point a only: a cold query, then `queries` more, each result checked.
+fn profile(crate_root: &Path, data: &Dataset, mock: &Mock, queries: usize) -> Result<()> {
+    let runtime = runtime()?;
+    let engine = bench_engine(crate_root, mock)?;
+    let cx = ExecContext::anonymous_default();
+    for _ in 0..=queries {
+        let out = runtime
+            .block_on(engine.execute(&cx, QUERY))
+            .map_err(|err| anyhow!("engine query failed: {err} ({:?})", err.kind()))?;
+        check_engine_output(&out.columns, &out.rows, &data.expected)?;
+    }
+    println!("  profile: 1 + {queries} queries, results as generated");
+    drop(engine);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    Ok(())
+}
+
+fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
+    let runtime = runtime()?;
+
+    // ---- a. engine ------------------------------------------------------------------
+    let engine = bench_engine(crate_root, mock)?;
     let cx = ExecContext::anonymous_default();
 
     let hwm_before = vm_status("VmHWM")?;
