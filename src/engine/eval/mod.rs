@@ -415,22 +415,22 @@ fn load(
             Some((position + 1, value.clone()))
         })
         .collect();
-    let writer = RowWriter::new(conn, table, state.columns.len());
+    let mut writer = RowWriter::new(conn, table, state.columns.len());
     let Page {
         body,
         locator,
         wanted,
     } = page;
-    rows::load_rows(body, locator, &state.binder, &fixed, &writer, wanted).map_err(
-        |err| match err {
+    rows::load_rows(body, locator, &state.binder, &fixed, &mut writer, wanted).map_err(|err| {
+        match err {
             rows::RowsError::Json(err) => Error::new(
                 ErrorKind::Upstream,
                 format!("upstream response is not valid JSON: {err}"),
             ),
             rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
             rows::RowsError::Sqlite(err) => sqlite_internal(err),
-        },
-    )
+        }
+    })
 }
 
 fn distinct(

@@ -12,8 +12,8 @@ use super::binder::ColumnBinder;
 use super::walk::{RowSink, Scalar};
 use super::writer::{Cell, RowWriter};
 
-pub(super) struct LoadSink<'s, 'a> {
-    pub(super) writer: &'s RowWriter<'s>,
+pub(super) struct LoadSink<'s, 'w, 'a> {
+    pub(super) writer: &'s mut RowWriter<'w>,
     pub(super) binder: &'s ColumnBinder,
     pub(super) fixed: &'a [(usize, Value)],
     /// Buffered rows, row-major, `writer.width()` cells each.
@@ -29,7 +29,7 @@ pub(super) struct LoadSink<'s, 'a> {
     pub(super) recent_keys: Vec<(String, Option<usize>)>,
 }
 
-impl<'a> LoadSink<'_, 'a> {
+impl<'a> LoadSink<'_, '_, 'a> {
     /// Records `failure` and returns the serde error that aborts the parse.
     fn abort<E: de::Error>(&mut self, failure: impl Into<RowsError>) -> E {
         let failure = failure.into();
@@ -163,7 +163,7 @@ fn number(raw: Cow<'_, str>) -> Cell<'_> {
     }
 }
 
-impl<'a> RowSink<'a> for LoadSink<'_, 'a> {
+impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
     fn map_row<A: MapAccess<'a>>(&mut self, mut map: A, allow_empty: bool) -> Result<(), A::Error> {
         if let Err(e) = self.begin_row() {
             return Err(self.abort(e));

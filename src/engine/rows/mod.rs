@@ -99,7 +99,7 @@ pub(crate) fn load_rows(
     locator: &RowLocator,
     binder: &ColumnBinder,
     fixed: &[(usize, Value)],
-    writer: &RowWriter<'_>,
+    writer: &mut RowWriter<'_>,
     wanted: &[Vec<String>],
 ) -> Result<Loaded, RowsError> {
     if is_blank(body) {
@@ -108,11 +108,12 @@ pub(crate) fn load_rows(
             scalars: vec![None; wanted.len()],
         });
     }
+    let cells = vec![writer::Cell::Null; writer.width() * writer.per_insert()];
     let mut sink = LoadSink {
         writer,
         binder,
         fixed,
-        cells: vec![writer::Cell::Null; writer.width() * writer.per_insert()],
+        cells,
         buffered: 0,
         rows: 0,
         failure: None,

@@ -36,8 +36,8 @@ fn load_with(
         .unwrap();
     let binder = ColumnBinder::new(&cols(columns));
     let n = {
-        let writer = RowWriter::new(&conn, "t", all.len());
-        load_rows(body.as_bytes(), locator, &binder, fixed, &writer, &[])
+        let mut writer = RowWriter::new(&conn, "t", all.len());
+        load_rows(body.as_bytes(), locator, &binder, fixed, &mut writer, &[])
             .unwrap()
             .rows
     };
@@ -482,7 +482,7 @@ fn non_object_rows_bind_to_value() {
 fn invalid_json_is_an_error() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id)").unwrap();
-    let stmt = RowWriter::new(&conn, "t", 1);
+    let mut stmt = RowWriter::new(&conn, "t", 1);
     let binder = ColumnBinder::new(&cols(&["id"]));
     for bad in [
         "[{\"id\": 1},",
@@ -493,7 +493,8 @@ fn invalid_json_is_an_error() {
         "{\"a\":}",
     ] {
         for locator in [RowLocator::Auto, RowLocator::parse("$.items").unwrap()] {
-            let err = load_rows(bad.as_bytes(), &locator, &binder, &[], &stmt, &[]).expect_err(bad);
+            let err =
+                load_rows(bad.as_bytes(), &locator, &binder, &[], &mut stmt, &[]).expect_err(bad);
             assert!(matches!(err, RowsError::Json(_)), "{bad}: {err}");
             assert!(
                 err.to_string()
@@ -509,20 +510,20 @@ fn invalid_utf8_fails_only_where_it_is_read() {
     let body = b"[{\"id\": 1, \"junk\": \"\xff\xfe\"}]";
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id, junk)").unwrap();
-    let stmt = RowWriter::new(&conn, "t", 2);
+    let mut stmt = RowWriter::new(&conn, "t", 2);
     let only_id = ColumnBinder::new(&cols(&["id"]));
     assert_eq!(
-        load_rows(body, &path(vec![]), &only_id, &[], &stmt, &[])
+        load_rows(body, &path(vec![]), &only_id, &[], &mut stmt, &[])
             .unwrap()
             .rows,
         1
     );
     // In a bound value or a key: an error.
     let both = ColumnBinder::new(&cols(&["id", "junk"]));
-    let err = load_rows(body, &path(vec![]), &both, &[], &stmt, &[]).unwrap_err();
+    let err = load_rows(body, &path(vec![]), &both, &[], &mut stmt, &[]).unwrap_err();
     assert!(matches!(err, RowsError::Json(_)), "{err}");
     let bad_key = b"[{\"id\": 1, \"\xff\": 2}]";
-    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &stmt, &[]).is_err());
+    assert!(load_rows(bad_key, &path(vec![]), &only_id, &[], &mut stmt, &[]).is_err());
 }
 
 #[test]
@@ -530,26 +531,34 @@ fn sqlite_errors_surface() {
     let conn = Connection::open_in_memory().unwrap();
     conn.execute_batch("CREATE TABLE t (id INTEGER NOT NULL)")
         .unwrap();
-    let stmt = RowWriter::new(&conn, "t", 1);
+    let mut stmt = RowWriter::new(&conn, "t", 1);
     let binder = ColumnBinder::new(&cols(&["id"]));
     let err = load_rows(
         b"[{\"id\": 1}, {}]",
         &RowLocator::Auto,
         &binder,
         &[],
-        &stmt,
+        &mut stmt,
         &[],
     )
     .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
-    let err = load_rows(b"{\"x\": 1}", &RowLocator::Auto, &binder, &[], &stmt, &[]).unwrap_err();
+    let err = load_rows(
+        b"{\"x\": 1}",
+        &RowLocator::Auto,
+        &binder,
+        &[],
+        &mut stmt,
+        &[],
+    )
+    .unwrap_err();
     assert!(matches!(err, RowsError::Sqlite(_)), "{err}");
     let err = load_rows(
         b"[{}]",
         &RowLocator::Auto,
         &binder,
         &[(5, text("x"))],
-        &stmt,
+        &mut stmt,
         &[],
     )
     .unwrap_err();
@@ -686,8 +695,8 @@ fn load_scanning(
     conn.execute_batch("CREATE TABLE t (id)").unwrap();
     let binder = ColumnBinder::new(&cols(&["id"]));
     let loaded = {
-        let stmt = RowWriter::new(&conn, "t", 1);
-        load_rows(body.as_bytes(), locator, &binder, &[], &stmt, wanted).unwrap()
+        let mut stmt = RowWriter::new(&conn, "t", 1);
+        load_rows(body.as_bytes(), locator, &binder, &[], &mut stmt, wanted).unwrap()
     };
     let ids = query(&conn, "SELECT id FROM t");
     assert_eq!(loaded.rows as usize, ids.len());

@@ -1,11 +1,13 @@
 //! Inserting decoded rows: many rows per `INSERT … VALUES (…), (…), …` statement, so SQLite
-//! runs one statement (one step and reset) per batch of rows rather than per row.
+//! runs one statement (one step and reset) per batch of rows rather than per row. The
+//! statement of a full batch is prepared (or taken from the connection's cache) once per
+//! writer and kept for every batch it inserts.
 
 use std::borrow::Cow;
 
-use rusqlite::Connection;
 use rusqlite::limits::Limit;
 use rusqlite::types::Value;
+use rusqlite::{CachedStatement, Connection};
 
 /// Most rows one INSERT statement carries.
 const ROWS_PER_INSERT: usize = 64;
@@ -22,7 +24,6 @@ pub(super) enum Cell<'a> {
 }
 
 /// Where the rows of a load go: a table of `width` columns, filled through `conn`.
-#[derive(Debug)]
 pub(crate) struct RowWriter<'c> {
     conn: &'c Connection,
     /// The table's name, quoted for SQL.
@@ -31,6 +32,8 @@ pub(crate) struct RowWriter<'c> {
     per_insert: usize,
     /// The SQL of an INSERT of `per_insert` rows.
     full: String,
+    /// That INSERT, once a full batch has been inserted.
+    full_statement: Option<CachedStatement<'c>>,
 }
 
 impl<'c> RowWriter<'c> {
@@ -52,6 +55,7 @@ impl<'c> RowWriter<'c> {
             width,
             per_insert,
             full,
+            full_statement: None,
         }
     }
 
@@ -67,30 +71,50 @@ impl<'c> RowWriter<'c> {
 
     /// Inserts the `rows` rows held in `cells` (row-major, `width` cells each); returns the
     /// number of rows inserted.
-    pub(super) fn insert(&self, cells: &[Cell<'_>], rows: usize) -> rusqlite::Result<u64> {
+    pub(super) fn insert(&mut self, cells: &[Cell<'_>], rows: usize) -> rusqlite::Result<u64> {
         if rows == 0 {
             return Ok(0);
         }
-        let sql;
-        let sql = if rows == self.per_insert {
-            &self.full
-        } else {
-            sql = insert_sql(&self.table, self.width, rows);
-            &sql
-        };
-        let mut statement = self.conn.prepare_cached(sql)?;
-        statement.clear_bindings();
-        for (index, cell) in cells.iter().take(rows * self.width).enumerate() {
-            let position = index + 1;
-            match cell {
-                Cell::Null => {}
-                Cell::Integer(i) => statement.raw_bind_parameter(position, *i)?,
-                Cell::Real(f) => statement.raw_bind_parameter(position, *f)?,
-                Cell::Text(text) => statement.raw_bind_parameter(position, text.as_ref())?,
-                Cell::Fixed(value) => statement.raw_bind_parameter(position, *value)?,
-            }
+        if rows != self.per_insert {
+            let sql = insert_sql(&self.table, self.width, rows);
+            let mut statement = self.conn.prepare_cached(&sql)?;
+            return execute(&mut statement, cells, rows * self.width);
         }
-        Ok(statement.raw_execute()? as u64)
+        let statement = match &mut self.full_statement {
+            Some(statement) => statement,
+            empty => empty.insert(self.conn.prepare_cached(&self.full)?),
+        };
+        execute(statement, cells, rows * self.width)
+    }
+}
+
+/// Binds the first `count` of `cells` to `statement`'s variables 1… and runs it.
+fn execute(
+    statement: &mut CachedStatement<'_>,
+    cells: &[Cell<'_>],
+    count: usize,
+) -> rusqlite::Result<u64> {
+    statement.clear_bindings();
+    for (index, cell) in cells.iter().take(count).enumerate() {
+        let position = index + 1;
+        match cell {
+            Cell::Null => {}
+            Cell::Integer(i) => statement.raw_bind_parameter(position, *i)?,
+            Cell::Real(f) => statement.raw_bind_parameter(position, *f)?,
+            Cell::Text(text) => statement.raw_bind_parameter(position, text.as_ref())?,
+            Cell::Fixed(value) => statement.raw_bind_parameter(position, *value)?,
+        }
+    }
+    Ok(statement.raw_execute()? as u64)
+}
+
+impl std::fmt::Debug for RowWriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowWriter")
+            .field("table", &self.table)
+            .field("width", &self.width)
+            .field("per_insert", &self.per_insert)
+            .finish_non_exhaustive()
     }
 }
 
