@@ -78,7 +78,8 @@ impl<'de> Captures<'de> {
     }
 
     /// The scalar found for each wanted path, in order: captured ones from their slices,
-    /// the others by one skim of `body`.
+    /// the others by one skim of `body` (none when `body`, which the walk has parsed, is an
+    /// array).
     pub(super) fn finish(
         self,
         body: &[u8],
@@ -90,7 +91,9 @@ impl<'de> Captures<'de> {
             .filter(|(_, source)| matches!(source, Source::Skim))
             .map(|(path, _)| path.clone())
             .collect();
-        let mut skimmed = if skim.is_empty() {
+        let mut skimmed = if skim.is_empty() || root_is_array(body) {
+            // The walk has parsed the body: a root array has no properties, and is no
+            // scalar itself, so every path finds nothing (what a skim would say).
             Vec::new()
         } else {
             super::extract_scalars(body, &skim)?
@@ -115,6 +118,11 @@ impl<'de> Captures<'de> {
         }
         Ok(out)
     }
+}
+
+/// Whether the JSON text `body` is an array.
+fn root_is_array(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
 }
 
 /// The depth at which `path` leaves the rows' path at an object property: every step before

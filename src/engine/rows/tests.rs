@@ -780,6 +780,15 @@ fn scalars_beside_nested_rows_and_under_each_steps() {
         found,
         vec![Some("root".to_owned()), None, Some("d".to_owned())]
     );
+    // Rows in a root array (the last page of a Link-paged list): no property to find,
+    // whether the rows carry the names or not.
+    let body = r#" [{"id": 1, "nextPageToken": "in-a-row"}, {"id": 2, "data": "d"}]"#;
+    for locator in ["$", "$[*]"] {
+        let (ids, found) = load_scanning(body, &RowLocator::parse(locator).unwrap(), &wanted);
+        assert_eq!(ids, vec![vec![Value::Integer(1)], vec![Value::Integer(2)]]);
+        assert_eq!(found, vec![None, None, None], "{locator}");
+        assert_eq!(found, extract_scalars(body.as_bytes(), &wanted).unwrap());
+    }
     // Blank body: nothing found; later duplicates win.
     assert_eq!(
         load_scanning(" ", &RowLocator::Auto, &wanted).1,
