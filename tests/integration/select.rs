@@ -357,3 +357,29 @@ async fn configured_auth_overrides_reach_the_upstream() {
     let last = mock.requests().pop().unwrap();
     assert!(last.headers.get("authorization").is_none() && last.headers.get("x-api-key").is_none());
 }
+
+#[tokio::test]
+async fn a_body_is_read_whole_up_to_the_response_size_limit() {
+    let mock = Mock::start().await;
+    // Larger than one read from the socket, so the body arrives in many chunks.
+    let rows: Vec<serde_json::Value> = (0..3000)
+        .map(|i| json!({"id": i, "name": format!("item-{i:05}")}))
+        .collect();
+    let body = serde_json::to_vec(&rows).expect("serialises");
+    let size = body.len();
+    mock.route("/orgs/acme/items", Reply::bytes("application/json", body));
+    let sql = "SELECT count(*) AS n, sum(id) AS ids, max(name) AS last FROM testapi.items.items WHERE org = 'acme'";
+    // Exactly at the limit: every row, every byte.
+    let at_limit = engine_with(&mock, |c| c.upstream.max_response_bytes = size);
+    let out = query(&at_limit, sql).await;
+    assert_eq!(column(&out, "n"), vec![int(3000)]);
+    assert_eq!(column(&out, "ids"), vec![int(2999 * 3000 / 2)]);
+    assert_eq!(column(&out, "last"), vec![Cell::Text("item-02999".into())]);
+    // One byte over it: a clear error, no rows.
+    let under = engine_with(&mock, |c| c.upstream.max_response_bytes = size - 1);
+    let err = query_err(&under, sql).await;
+    assert!(
+        err.to_string().contains("upstream.max_response_bytes"),
+        "{err}"
+    );
+}
