@@ -147,14 +147,12 @@ impl<'a> LoadSink<'_, '_, 'a> {
 /// A JSON number: INTEGER when it fits i64, the exact digits as TEXT for larger integers,
 /// else REAL (TEXT of the digits beyond f64's range).
 fn number(raw: Cow<'_, str>) -> Cell<'_> {
-    let integral = !raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
-    if integral {
-        if let Ok(i) = raw.parse::<i64>() {
-            return Cell::Integer(i);
-        }
-        if raw.parse::<u64>().is_ok() {
-            return Cell::Text(raw);
-        }
+    // Integer parsing fails on a fraction or an exponent, so no separate check for them.
+    if let Ok(i) = raw.parse::<i64>() {
+        return Cell::Integer(i);
+    }
+    if raw.parse::<u64>().is_ok() {
+        return Cell::Text(raw);
     }
     match raw.parse::<f64>() {
         Ok(f) if f.is_finite() => Cell::Real(f),
@@ -276,5 +274,29 @@ impl<'de> Visitor<'de> for ColumnSeed<'_> {
                 Ok(pos)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_their_kind() {
+        let cell = |raw: &'static str| number(Cow::Borrowed(raw));
+        assert!(matches!(cell("-42"), Cell::Integer(-42)));
+        assert!(matches!(
+            cell("9223372036854775807"),
+            Cell::Integer(i64::MAX)
+        ));
+        assert!(
+            matches!(cell("18446744073709551615"), Cell::Text(t) if t == "18446744073709551615")
+        );
+        assert!(matches!(cell("1.5"), Cell::Real(f) if f == 1.5));
+        assert!(matches!(cell("1e3"), Cell::Real(f) if f == 1000.0));
+        assert!(matches!(cell("2E-1"), Cell::Real(f) if f == 0.2));
+        assert!(matches!(cell("-0.0"), Cell::Real(f) if f == 0.0));
+        assert!(matches!(cell("99999999999999999999999"), Cell::Real(f) if f == 1e23));
+        assert!(matches!(cell("1e999"), Cell::Text(t) if t == "1e999"));
     }
 }
