@@ -257,9 +257,10 @@ impl<'de> Visitor<'de> for ColumnSeed<'_> {
         f.write_str("an object key")
     }
 
+    #[inline]
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         match self.recent.get_mut(self.at) {
-            Some((key, pos)) if key == v => Ok(*pos),
+            Some((key, pos)) if same_key(key.as_bytes(), v.as_bytes()) => Ok(*pos),
             Some((key, pos)) => {
                 key.clear();
                 key.push_str(v);
@@ -277,9 +278,49 @@ impl<'de> Visitor<'de> for ColumnSeed<'_> {
     }
 }
 
+/// Whether two keys are the same bytes. Row keys are short: up to 16 bytes they are
+/// compared as two (overlapping) words each, without a call to `memcmp`.
+#[inline]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0..4 => a == b,
+        4..8 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        _ => a == b,
+    }
+}
+
+/// The `N` bytes of `bytes` from `at` (zeros past its end, which [`same_key`] never reads).
+#[inline]
+fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    bytes
+        .get(at..at + N)
+        .and_then(|w| <[u8; N]>::try_from(w).ok())
+        .unwrap_or([0; N])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_key_is_byte_equality() {
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789";
+        for n in 0..=long.len() {
+            let key = &long.as_bytes()[..n];
+            assert!(same_key(key, key), "{n}");
+            assert!(!same_key(key, &long.as_bytes()[..n.saturating_sub(1)]) || n == 0);
+            for at in 0..n {
+                let mut other = key.to_vec();
+                other[at] ^= 0x20;
+                assert!(!same_key(key, &other), "{n} bytes, differing at {at}");
+            }
+        }
+    }
 
     #[test]
     fn numbers_keep_their_kind() {
