@@ -10,6 +10,16 @@
 //! - `small`'s small-call p50/p99 alone, then while `flood` keeps 64 10k-row calls going
 //!   (target: p99 at most +20%).
 //!
+//! The small calls and the mock upstream run on their own threads and runtimes, and the
+//! flood's clients check each reply without building its JSON tree, so the small calls'
+//! latency is the server's and not this process's own work on the flood's replies (clients
+//! of another tenant and the upstream API are on other machines).
+//!
+//! Runs run alone when named (`cargo bench --bench admission -- defaults`).
+//! `QUERYGATE_BENCH_BIN` names another `querygate` binary to run (e.g. an earlier build);
+//! `QUERYGATE_BENCH_LIMITS` adds `limits:` keys to every run (`;`-separated, e.g.
+//! `bulk_work_nice: 0`).
+//!
 //! Bounded in time: every phase ends after a fixed duration.
 
 use std::path::Path;
@@ -53,6 +63,9 @@ async fn run() -> Result<()> {
         PAGES * PAGE_ROWS,
         humantime::format_duration(PHASE)
     );
+    if let Some(binary) = std::env::var_os("QUERYGATE_BENCH_BIN") {
+        println!("  server binary: {}", Path::new(&binary).display());
+    }
     let mock = start_mock().await?;
     let dir = tempfile::tempdir()?;
     let key = rcgen::KeyPair::generate()?;
@@ -64,6 +77,10 @@ async fn run() -> Result<()> {
         .http1_only()
         .pool_max_idle_per_host(256)
         .build()?;
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
     for (label, limits) in [
         ("admission defaults", ""),
         (
@@ -75,6 +92,19 @@ async fn run() -> Result<()> {
             "limits:\n  max_concurrent_evaluations: 1024\n  max_tenant_evaluations: 1024\n",
         ),
     ] {
+        if !only.is_empty() && !only.iter().any(|name| label.contains(name.as_str())) {
+            continue;
+        }
+        // More `limits:` keys for every run, `;`-separated (e.g. `bulk_work_nice: 0`).
+        let mut limits = limits.to_owned();
+        if let Ok(extra) = std::env::var("QUERYGATE_BENCH_LIMITS") {
+            if limits.is_empty() {
+                limits.push_str("limits:\n");
+            }
+            for key in extra.split(';').map(str::trim).filter(|k| !k.is_empty()) {
+                limits.push_str(&format!("  {key}\n"));
+            }
+        }
         let config = dir.path().join("querygate.yaml");
         std::fs::write(
             &config,
@@ -86,7 +116,15 @@ async fn run() -> Result<()> {
                 public = public.display(),
             ),
         )?;
-        println!("\n{label}");
+        println!(
+            "\n{label} (load average {})",
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .split(' ')
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         let server = Server::spawn(&config).await?;
         let outcome = measure(&http, &server, &flood, &small).await;
         server.stop().await;
@@ -135,7 +173,7 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
     let outcomes = futures::future::join_all((0..FLOOD_CLIENTS).map(|_| async {
         let mut codes = Vec::new();
         for _ in 0..2 {
-            codes.push(outcome_code(call(http, &server.url, flood, HEAVY).await));
+            codes.push(flood_call(http, &server.url, flood).await);
         }
         codes
     }))
@@ -156,7 +194,7 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
     );
 
     // The small tenant's latency, alone and beside the flood.
-    let alone = small_calls(http, &server.url, small).await?;
+    let alone = small_calls(&server.url, small).await?;
     let flooding = Arc::new(AtomicBool::new(true));
     let flooders: Vec<_> = (0..FLOOD_CLIENTS)
         .map(|_| {
@@ -169,14 +207,14 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
             tokio::spawn(async move {
                 let mut codes = Vec::new();
                 while on.load(Ordering::Relaxed) {
-                    codes.push(outcome_code(call(&http, &url, &token, HEAVY).await));
+                    codes.push(flood_call(&http, &url, &token).await);
                 }
                 codes
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let beside = small_calls(http, &server.url, small).await?;
+    let beside = small_calls(&server.url, small).await?;
     flooding.store(false, Ordering::Relaxed);
     let mut flood_codes = Vec::new();
     for flooder in flooders {
@@ -212,7 +250,23 @@ struct SmallPoint {
     errors: Vec<String>,
 }
 
-async fn small_calls(http: &reqwest::Client, url: &str, token: &str) -> Result<SmallPoint> {
+/// `small`'s calls for one phase, from their own thread and runtime (and HTTP client), so
+/// that this process's work on the flood's replies does not delay them.
+async fn small_calls(url: &str, token: &str) -> Result<SmallPoint> {
+    let (url, token) = (url.to_owned(), token.to_owned());
+    tokio::task::spawn_blocking(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(async {
+                let http = reqwest::Client::builder().http1_only().build()?;
+                small_phase(&http, &url, &token).await
+            })
+    })
+    .await?
+}
+
+async fn small_phase(http: &reqwest::Client, url: &str, token: &str) -> Result<SmallPoint> {
     let until = Instant::now() + PHASE;
     let clients = (0..SMALL_CLIENTS).map(|_| async move {
         let mut latencies = Vec::new();
@@ -269,8 +323,63 @@ fn outcome_code(reply: Result<Value>) -> String {
     }
 }
 
+/// The outcome of one flood call (`ok`, the tool error's code, or what failed), read
+/// without building the reply's JSON tree.
+async fn flood_call(http: &reqwest::Client, url: &str, token: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        result: Option<Outcome>,
+        error: Option<Message>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Outcome {
+        #[serde(rename = "structuredContent")]
+        structured: Option<Structured>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Structured {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Message {
+        message: String,
+    }
+    let body = match send(http, url, token, HEAVY).await {
+        Ok(response) => response.bytes().await.map_err(anyhow::Error::from),
+        Err(err) => Err(err),
+    };
+    match body.and_then(|body| Ok(serde_json::from_slice::<Reply>(&body)?)) {
+        Ok(Reply {
+            result: Some(outcome),
+            ..
+        }) => match outcome.structured.and_then(|s| s.error) {
+            Some(error) => error.code,
+            None => "ok".to_owned(),
+        },
+        Ok(Reply { error, .. }) => format!(
+            "protocol: {}",
+            error.map_or_else(String::new, |e| e.message)
+        ),
+        Err(err) => format!("transport: {err}"),
+    }
+}
+
 /// A `tools/call` of `run_select_query` as a 2026-07-28 client sends it.
 async fn call(http: &reqwest::Client, url: &str, token: &str, sql: &str) -> Result<Value> {
+    Ok(send(http, url, token, sql).await?.json().await?)
+}
+
+/// Sends a `tools/call` of `run_select_query`: the response, its status checked.
+async fn send(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    sql: &str,
+) -> Result<reqwest::Response> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "run_select_query", "arguments": {"sql": sql, "format": "json"},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -291,7 +400,7 @@ async fn call(http: &reqwest::Client, url: &str, token: &str, sql: &str) -> Resu
     if !status.is_success() {
         bail!("HTTP {status}");
     }
-    Ok(response.json().await?)
+    Ok(response)
 }
 
 fn token(key: &rcgen::KeyPair, tenant: &str) -> Result<String> {
@@ -309,8 +418,11 @@ fn token(key: &rcgen::KeyPair, tenant: &str) -> Result<String> {
 }
 
 /// The mock upstream: `/items` pages 1..=10 of 1,000 rows linked by `Link`; `?page=0`: 10 rows.
+/// It serves from its own thread and runtime (it stands for a remote API: this process's
+/// work on the flood's replies must not delay it).
 async fn start_mock() -> Result<String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
     let base = format!("http://{}", listener.local_addr()?);
     let page = |n: usize, count: usize| -> Result<Bytes> {
         let rows: Vec<Value> = (0..count)
@@ -354,7 +466,18 @@ async fn start_mock() -> Result<String> {
             },
         ),
     );
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("mock-upstream".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                if let Ok(listener) = tokio::net::TcpListener::from_std(listener) {
+                    let _ = axum::serve(listener, app).await;
+                }
+            });
+        })?;
     Ok(base)
 }
 
@@ -380,7 +503,9 @@ struct Server {
 
 impl Server {
     async fn spawn(config: &Path) -> Result<Server> {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        let binary = std::env::var_os("QUERYGATE_BENCH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_querygate").into());
+        let mut child = tokio::process::Command::new(binary)
             .args(["--config", &config.display().to_string(), "serve"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -19,6 +19,7 @@
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                ├─ telemetry (Prometheus /metrics, log format, OpenTelemetry traces over OTLP)
+//!                ├─ thread_priority (bulk work's threads lower their own OS priority)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! http/
@@ -97,3 +98,4 @@ pub mod policy;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tenant;
+pub mod thread_priority;

@@ -1,6 +1,6 @@
 //! The `limits:` keys that bound a statement's local SQLite evaluation, and admission: how
 //! many statements run at once and how many rendered response bytes may be in flight,
-//! overall and per tenant.
+//! overall and per tenant; and how much lower the OS priority of bulk work is.
 
 use std::time::Duration;
 
@@ -46,7 +46,23 @@ pub(super) fn check_eval_limits(
     EvalLimits {
         max_time,
         max_value_bytes,
+        bulk_nice: check_bulk_work_nice(raw, problems),
     }
+}
+
+/// Checks `limits.bulk_work_nice`: 0 (off) to 19 (the lowest priority there is).
+fn check_bulk_work_nice(raw: &RawLimits, problems: &mut Problems) -> u8 {
+    let max = crate::thread_priority::LOWEST;
+    if raw.bulk_work_nice > max {
+        problems.push(
+            "limits.bulk_work_nice",
+            format!(
+                "{} is out of range: 0 (bulk work at the process's priority) to {max}",
+                raw.bulk_work_nice
+            ),
+        );
+    }
+    raw.bulk_work_nice
 }
 
 /// How many SQL statements may be evaluated at once (per replica), and for how long a call
@@ -69,6 +85,9 @@ pub struct AdmissionLimits {
     /// admitted (`limits.max_tenant_response_bytes_in_flight`): by default half the global
     /// cap.
     pub max_tenant_response_bytes: usize,
+    /// Nice steps by which threads rendering large results lower their OS priority
+    /// (`limits.bulk_work_nice`; 0: none).
+    pub bulk_work_nice: u8,
 }
 
 impl AdmissionLimits {
@@ -95,6 +114,7 @@ impl Default for AdmissionLimits {
             wait: Duration::from_secs(10),
             max_response_bytes: Self::DEFAULT_RESPONSE_BYTES,
             max_tenant_response_bytes: Self::DEFAULT_RESPONSE_BYTES / 2,
+            bulk_work_nice: crate::thread_priority::DEFAULT_LOWER_BY,
         }
     }
 }
@@ -137,6 +157,7 @@ pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> Admis
         wait: raw.admission_wait,
         max_response_bytes,
         max_tenant_response_bytes,
+        bulk_work_nice: raw.bulk_work_nice.min(crate::thread_priority::LOWEST),
     }
 }
 
@@ -248,6 +269,35 @@ mod tests {
             [
                 "limits.max_response_bytes_in_flight: 1000 is out of range: at least 65536 (64 KiB) and at most 1099511627776 (1 TiB)",
                 "limits.max_tenant_response_bytes_in_flight: 2000 is more than limits.max_response_bytes_in_flight (1000)"
+            ]
+        );
+    }
+
+    #[test]
+    fn bulk_work_nice_defaults_to_10_and_is_checked() {
+        let mut problems = Problems::default();
+        let raw = RawLimits::default();
+        let eval = check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
+        assert_eq!(eval.bulk_nice, 10);
+        assert_eq!(check_admission(&raw, &mut problems).bulk_work_nice, 10);
+        let off = RawLimits {
+            bulk_work_nice: 0,
+            ..RawLimits::default()
+        };
+        let eval = check_eval_limits(&off, Duration::from_secs(120), &mut problems);
+        assert_eq!(eval.bulk_nice, 0);
+        assert_eq!(check_admission(&off, &mut problems).bulk_work_nice, 0);
+        assert!(problems.is_empty(), "{problems:?}");
+        let raw = RawLimits {
+            bulk_work_nice: 20,
+            ..RawLimits::default()
+        };
+        check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "limits.bulk_work_nice: 20 is out of range: 0 (bulk work at the process's priority) to 19"
             ]
         );
     }

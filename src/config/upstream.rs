@@ -73,6 +73,7 @@ pub(super) struct RawLimits {
     pub(super) admission_wait: Duration,
     pub(super) max_response_bytes_in_flight: Option<usize>,
     pub(super) max_tenant_response_bytes_in_flight: Option<usize>,
+    pub(super) bulk_work_nice: u8,
 }
 
 impl Default for RawLimits {
@@ -86,6 +87,7 @@ impl Default for RawLimits {
             admission_wait: super::limits::AdmissionLimits::default().wait,
             max_response_bytes_in_flight: None,
             max_tenant_response_bytes_in_flight: None,
+            bulk_work_nice: crate::thread_priority::DEFAULT_LOWER_BY,
         }
     }
 }

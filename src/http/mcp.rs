@@ -123,7 +123,11 @@ impl tower::Service<Request<Body>> for Endpoint {
                 Err(refusal) => return Ok(refusal),
             };
             let slot = response_hold::give_slot(&mut request);
-            let response = rmcp.handle(request).await.map(Body::new);
+            // A large result is serialized off this worker's queue.
+            let handling = std::pin::pin!(rmcp.handle(request));
+            let response = response_hold::off_queue_when_large(&slot, handling)
+                .await
+                .map(Body::new);
             let response = body::answer_refusal(json_body.as_deref(), response);
             Ok(response_hold::hold_until_sent(&slot, response))
         })

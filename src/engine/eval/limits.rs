@@ -26,6 +26,10 @@ pub struct EvalLimits {
     /// Bytes of the largest string, blob or row SQLite may build; larger values fail the
     /// statement (`limits.max_eval_value_bytes`, SQLite's `SQLITE_LIMIT_LENGTH`).
     pub max_value_bytes: usize,
+    /// Nice steps by which a statement's SQLite thread lowers its OS priority once the
+    /// statement has loaded [`EvalLimits::BULK_BYTES`] of response bodies
+    /// (`limits.bulk_work_nice`; 0: none).
+    pub bulk_nice: u8,
 }
 
 impl Default for EvalLimits {
@@ -33,6 +37,7 @@ impl Default for EvalLimits {
         EvalLimits {
             max_time: Duration::from_secs(30),
             max_value_bytes: 16 * 1024 * 1024,
+            bulk_nice: crate::thread_priority::DEFAULT_LOWER_BY,
         }
     }
 }
@@ -40,6 +45,10 @@ impl Default for EvalLimits {
 impl EvalLimits {
     /// The largest `max_value_bytes` SQLite can enforce.
     pub const MAX_VALUE_BYTES: usize = SQLITE_MAX_LENGTH;
+
+    /// The response bodies a statement loads (over all its pages) from which its SQLite
+    /// work is bulk work, at the priority `bulk_nice` lowers it to: 256 KiB.
+    pub const BULK_BYTES: usize = 256 * 1024;
 
     /// Applies the value-size bound to a fresh connection.
     pub(super) fn apply(&self, conn: &Connection) -> rusqlite::Result<()> {

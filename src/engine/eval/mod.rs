@@ -239,6 +239,16 @@ struct Table {
     binder: ColumnBinder,
 }
 
+/// The response bytes loaded after `more`; past [`EvalLimits::BULK_BYTES`] this thread's
+/// priority is lowered (once) by `limits.bulk_nice`.
+fn bulk_after(loaded: usize, more: usize, limits: &EvalLimits) -> usize {
+    let loaded = loaded.saturating_add(more);
+    if loaded >= EvalLimits::BULK_BYTES {
+        crate::thread_priority::lower(limits.bulk_nice);
+    }
+    loaded
+}
+
 fn worker(
     commands: mpsc::Receiver<Command>,
     ready: oneshot::Sender<Result<Arc<InterruptHandle>>>,
@@ -258,6 +268,9 @@ fn worker(
         return;
     }
     let mut tables: HashMap<String, Table> = HashMap::new();
+    // Response bytes loaded so far: past `EvalLimits::BULK_BYTES` this thread's work is
+    // bulk work, at a lower priority until the statement ends (see `threads`).
+    let mut loaded = 0_usize;
     while let Ok(command) = commands.recv() {
         // Nobody waits for this reply (the statement was dropped: cancelled or timed out):
         // skip the work instead of loading pages nobody reads.
@@ -281,6 +294,7 @@ fn worker(
                 wanted,
                 reply,
             } => {
+                loaded = bulk_after(loaded, body.len(), &limits);
                 let page = Page {
                     body: &body,
                     locator: &locator,
@@ -294,6 +308,7 @@ fn worker(
                 wanted,
                 reply,
             } => {
+                loaded = bulk_after(loaded, body.len(), &limits);
                 let found = rows::discover_columns(&body, &locator, &wanted).map_err(|err| {
                     Error::new(
                         ErrorKind::Upstream,

@@ -62,12 +62,19 @@ impl Admission {
         Admission {
             global: Arc::new(Semaphore::new(limits.max_concurrent_evaluations)),
             tenants: Mutex::default(),
-            responses: ResponseBytes::new(
+            responses: ResponseBytes::with_bulk_nice(
                 limits.max_response_bytes,
                 limits.max_tenant_response_bytes,
+                limits.bulk_work_nice,
             ),
             limits,
         }
+    }
+
+    /// Nice steps by which threads rendering large results lower their priority
+    /// (`limits.bulk_work_nice`).
+    pub(crate) fn bulk_work_nice(&self) -> u8 {
+        self.limits.bulk_work_nice
     }
 
     /// The count of rendered response bytes in flight.
@@ -214,6 +221,7 @@ mod tests {
             wait: Duration::from_millis(50),
             max_response_bytes: 1000,
             max_tenant_response_bytes: 600,
+            bulk_work_nice: 0,
         })
     }
 

@@ -35,6 +35,9 @@ pub(crate) enum Full {
 pub(crate) struct ResponseBytes {
     max_global: usize,
     max_tenant: usize,
+    /// Nice steps by which large responses are serialized at a lower priority
+    /// (`limits.bulk_work_nice`).
+    bulk_nice: u8,
     counts: Mutex<Counts>,
     /// Woken whenever bytes are released.
     released: Notify,
@@ -62,10 +65,18 @@ impl Counts {
 
 impl ResponseBytes {
     /// A count with these caps (bytes).
+    #[cfg(test)]
     pub(crate) fn new(max_global: usize, max_tenant: usize) -> Arc<Self> {
+        Self::with_bulk_nice(max_global, max_tenant, 0)
+    }
+
+    /// A count with these caps (bytes), whose holds say to serialize large responses at a
+    /// priority lowered by `bulk_nice` steps.
+    pub(crate) fn with_bulk_nice(max_global: usize, max_tenant: usize, bulk_nice: u8) -> Arc<Self> {
         Arc::new(ResponseBytes {
             max_global,
             max_tenant,
+            bulk_nice,
             counts: Mutex::default(),
             released: Notify::new(),
         })
@@ -145,6 +156,12 @@ impl HeldBytes {
     pub fn bytes(&self) -> usize {
         self.0.bytes
     }
+
+    /// Nice steps by which the response is serialized at a lower priority when it is large
+    /// (`limits.bulk_work_nice`).
+    pub fn bulk_nice(&self) -> u8 {
+        self.0.count.bulk_nice
+    }
 }
 
 #[derive(Debug)]
@@ -171,6 +188,15 @@ impl ResponseSlot {
     pub fn keep(&self, held: HeldBytes) {
         let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         *slot = Some(held);
+    }
+
+    /// The bytes of the hold kept here (0: none) and its `bulk_nice`.
+    pub fn bytes(&self) -> (usize, u8) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or((0, 0), |held| (held.bytes(), held.bulk_nice()))
     }
 
     /// What was kept.
@@ -275,8 +301,10 @@ mod tests {
     fn a_slot_keeps_the_last_hold() {
         let count = ResponseBytes::new(100, 100);
         let slot = ResponseSlot::default();
+        assert_eq!(slot.bytes(), (0, 0));
         slot.clone().keep(count.hold("a", 10));
         assert_eq!(count.in_flight("a"), (10, 10));
+        assert_eq!(slot.bytes(), (10, 0));
         let held = slot.take().unwrap();
         assert_eq!(held.bytes(), 10);
         assert!(slot.take().is_none());
