@@ -84,7 +84,7 @@ total="$(awk '/^totals:/ {print $2}' "$dump")"
 callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null | grep -E '^\s*[0-9,]+ \(' >"$work/inclusive.txt"
 # The largest inclusive count of the frames matching a pattern (a function can appear
 # under several source files when parts of it were inlined).
-part() { grep -E "$1" "$work/inclusive.txt" | awk '{gsub(",","",$1); v = $1 + 0; if (v > max) max = v} END {print max + 0}'; }
+part() { { grep -E "$1" "$work/inclusive.txt" || true; } | awk '{gsub(",","",$1); v = $1 + 0; if (v > max) max = v} END {print max + 0}'; }
 echo "querygate server_info, $calls calls, $(basename "$binary"): instructions per call"
 printf '%10d  total (every thread, the runtime included)\n' $((total / calls))
 while IFS='|' read -r label pattern; do
@@ -95,6 +95,6 @@ the HTTP connection (hyper, tower-http layers, router)|src/http/server.rs:queryg
 authentication and everything after it|src/auth/mod.rs:<querygate::auth::Auth<S> as tower_service::Service<.*>>::call::\{\{closure\}\}( |$)
 rmcp's handling of the POST|StreamableHttpService<S,M>::handle_post::\{\{closure\}\}( |$)
 rmcp's request task (the handler inside)|rmcp::service::serve_inner::\{\{closure\}\}( |$)
-the tool-call pipeline (prepare, layers, tool)|observe.rs:rmcp::handler::server::<impl rmcp::service::Service
+the tool-call pipeline (prepare, layers, tool)|pipeline/observe.rs:(rmcp::handler::server::<impl rmcp::service::Service|<core::pin::Pin<P> as core::future::future::Future>::poll)
 the tool and its rendering (dispatch)|dispatch.rs:querygate::mcp::pipeline::dispatch::dispatch::\{\{closure\}\}( |$)
 EOF
