@@ -140,18 +140,15 @@ impl Admission {
                 bytes(self.limits.max_response_bytes)
             ),
         };
-        let mut outcome = ToolOutcome::error(
+        let mut fields = serde_json::Map::new();
+        fields.insert("retry_after_seconds".into(), Value::from(retry));
+        ToolOutcome::error_with(
             Code::ServerBusy,
             format!(
                 "server busy: {full} within {wait} (limits.admission_wait); tool '{tool}' did not run: retry after {retry}s"
             ),
-        );
-        if let Some(Value::Object(error)) =
-            outcome.structured.as_mut().and_then(|s| s.get_mut("error"))
-        {
-            error.insert("retry_after_seconds".into(), Value::from(retry));
-        }
-        outcome
+            fields,
+        )
     }
 }
 

@@ -136,11 +136,23 @@ pub struct ToolOutcome {
 impl ToolOutcome {
     /// A tool error: text `<message> [<code>]`, structured `{"error": {code, message}}`.
     pub fn error(code: Code, message: impl Into<String>) -> Self {
+        Self::error_with(code, message, serde_json::Map::new())
+    }
+
+    /// A tool error as [`ToolOutcome::error`], with `fields` added beside `code` and
+    /// `message` in `structuredContent.error` (e.g. `retry_after_seconds`).
+    pub fn error_with(
+        code: Code,
+        message: impl Into<String>,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
         let message = message.into();
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), code.as_str().into());
+        error.insert("message".into(), message.clone().into());
+        error.extend(fields);
         ToolOutcome {
-            structured: Some(serde_json::json!({
-                "error": {"code": code.as_str(), "message": message}
-            })),
+            structured: Some(serde_json::json!({ "error": error })),
             text: format!("{message} [{code}]"),
             code: Some(code),
             rows: None,
