@@ -171,6 +171,8 @@ struct Inner {
     registry: LocalRegistry,
     upstream: Upstream,
     remote: Remote,
+    /// Providers already warned about running without settings (warned once each).
+    warned_unconfigured: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Engine {
@@ -219,6 +221,7 @@ impl Engine {
                 registry,
                 upstream,
                 remote,
+                warned_unconfigured: Default::default(),
             }),
         })
     }
@@ -559,9 +562,15 @@ impl Inner {
     /// The auth a provider's requests use: the configured override, else the document's
     /// `config.auth`, else `null`. A provider without settings while some settings name no
     /// installed provider (a typo would send the real API the real credentials) is warned
-    /// about.
+    /// about, once per provider: the registry is listed for it only then.
     fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
-        if !self.config.providers.is_empty() && !self.config.providers.contains_key(&provider.name)
+        if !self.config.providers.is_empty()
+            && !self.config.providers.contains_key(&provider.name)
+            && self
+                .warned_unconfigured
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(provider.name.clone())
         {
             for name in self.unmatched_provider_settings() {
                 tracing::warn!(

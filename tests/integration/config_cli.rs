@@ -215,6 +215,68 @@ async fn settings_for_no_installed_provider_are_warned_about_without_colours() {
 }
 
 #[tokio::test]
+async fn a_provider_without_settings_is_warned_about_once_per_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("querygate.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "registry:\n  root: {}\n  url: null\nproviders:\n  testap:\n    base_url: http://127.0.0.1:1\naudit:\n  enabled: false\n",
+            fixture_registry().display()
+        ),
+    )
+    .unwrap();
+    let call = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_select_query","arguments":{{"sql":"SELECT id FROM testapi.items.items WHERE org = 'acme'"}}}}}}"#
+        )
+    };
+    let input = format!(
+        "{}\n{}\n{}\n{}\n",
+        crate::mcp_stdio::INITIALIZE,
+        crate::mcp_stdio::INITIALIZED,
+        call(2),
+        call(3)
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        let mut child = querygate()
+            .args(["--config", config.to_str().unwrap(), "stdio"])
+            .env("TESTAPI_KEY", SECRET)
+            .env("QUERYGATE_UPSTREAM__CONNECT_TIMEOUT", "1s")
+            .env("QUERYGATE_UPSTREAM__RETRY__ATTEMPTS", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        // Both calls answered before stdin closes (EOF ends the session).
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut answered = 0;
+        let mut line = String::new();
+        while answered < 3 {
+            line.clear();
+            assert!(std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0);
+            answered += usize::from(line.contains(r#""id":"#));
+        }
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr
+            .matches("'testapi' runs without configured settings while providers.testap names no installed provider")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn a_fifo_env_file_is_refused_at_start_up() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("creds.env");
