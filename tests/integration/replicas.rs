@@ -50,7 +50,7 @@ fn nginx_binary() -> Option<PathBuf> {
     })
 }
 
-/// A running `nginx -p DIR -c nginx.conf` (`daemon off`), killed when dropped.
+/// A running `nginx -p DIR -c nginx.conf` (`daemon off`), stopped when dropped.
 struct Nginx {
     dir: tempfile::TempDir,
     port: u16,
@@ -127,7 +127,21 @@ impl Nginx {
 }
 
 impl Drop for Nginx {
+    /// Stops nginx with TERM, so its master stops the worker first: a KILL of the master
+    /// would leave the worker running, holding the port. KILL only if it has not ended.
     fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.start_kill();
     }
 }
