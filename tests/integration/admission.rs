@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::identity::{JwksServer, SigningKey, claims, jwt_server};
+use crate::mcp_support::TestServer;
 use crate::mock::Reply;
 
 /// A `tools/call` of `run_select_query` as a 2026-07-28 client sends it; the JSON-RPC reply.
@@ -39,14 +40,18 @@ fn error_code(reply: &Value) -> &str {
         .unwrap_or("")
 }
 
-#[tokio::test]
-async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_wait() {
+/// A server whose tenants come from ES256 tokens signed by the returned key (its JWKS
+/// server must live as long as the test), with `limits` (YAML) added.
+async fn jwt_server_with(limits: &str) -> (TestServer, SigningKey, JwksServer) {
     let key = SigningKey::new("k1");
     let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
-    let server = jwt_server(
-        &jwks,
-        "30s",
-        "",
+    let server = jwt_server(&jwks, "30s", "", limits).await;
+    (server, key, jwks)
+}
+
+#[tokio::test]
+async fn a_flooding_tenant_holds_only_its_share_and_the_rest_get_busy_after_the_wait() {
+    let (server, key, _jwks) = jwt_server_with(
         "limits:\n  max_concurrent_evaluations: 3\n  max_tenant_evaluations: 2\n  admission_wait: 400ms\n",
     )
     .await;
@@ -156,12 +161,7 @@ async fn stalled_select(url: &str, token: &str, sql: &str) -> tokio::net::TcpStr
 
 #[tokio::test]
 async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_away() {
-    let key = SigningKey::new("k1");
-    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
-    let server = jwt_server(
-        &jwks,
-        "30s",
-        "",
+    let (server, key, _jwks) = jwt_server_with(
         "limits:\n  max_response_bytes_in_flight: 1048576\n  max_tenant_response_bytes_in_flight: 65536\n  admission_wait: 300ms\n",
     )
     .await;
