@@ -623,7 +623,7 @@ async fn returned_rows(
     max_rows: usize,
     eval: EvalLimits,
 ) -> Result<QueryOutput> {
-    let db = Database::open(eval).await?;
+    let db = Database::open(eval)?;
     for body in &bodies {
         // A body that is not JSON carries no rows; the messages still report success.
         let Ok(found) = db.discover(body.clone(), locator.clone()).await else {
@@ -639,7 +639,7 @@ async fn returned_rows(
         return Ok(QueryOutput::default());
     }
     const TABLE: &str = "__qg_returning";
-    db.create_table(TABLE, columns.clone(), &[]).await?;
+    db.create_table(TABLE, columns.clone(), &[])?;
     for body in bodies {
         settled(db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new())?).await?;
     }

@@ -57,7 +57,7 @@ pub(crate) async fn run_with(
         .await
         .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
 
-    let db = Database::open(inner.config.eval).await?;
+    let db = Database::open(inner.config.eval)?;
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
     }
@@ -114,8 +114,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
         })
         .map(|(_, name)| name.clone())
         .collect();
-    db.create_table(table, output.columns.clone(), &booleans)
-        .await?;
+    db.create_table(table, output.columns.clone(), &booleans)?;
     let rows: Vec<Value> = output
         .rows
         .into_iter()
@@ -166,14 +165,13 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());
     }
-    let db = Database::open(inner.config.eval).await?;
+    let db = Database::open(inner.config.eval)?;
     for job in &jobs {
         db.create_table(
             &job.plan.local,
             job.plan.columns.clone(),
             &job.plan.boolean_columns,
-        )
-        .await?;
+        )?;
     }
     // EXPLAIN compiles the statement (names, columns, functions) without running it.
     db.query(format!("EXPLAIN {sql}"), usize::MAX).await?;
@@ -423,8 +421,7 @@ async fn load_table(
         Some(resolve_auth(&inner.upstream, provider, &job.auth, &cx.credentials).await?)
     };
     if !plan.dynamic_columns {
-        db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)
-            .await?;
+        db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)?;
     }
 
     // Collected first: a closure held across awaits would make the future's `Send` proof
@@ -473,8 +470,7 @@ async fn load_table(
                 columns.push(name.clone());
             }
         }
-        db.create_table(&plan.local, columns, &plan.boolean_columns)
-            .await?;
+        db.create_table(&plan.local, columns, &plan.boolean_columns)?;
         for (body, fixed, _) in held {
             settled(db.load(&plan.local, body, job.locator.clone(), fixed, Vec::new())?).await?;
         }

@@ -203,3 +203,29 @@ async fn eval_limits_are_validated_with_their_keys() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_statement_sees_nothing_of_the_statements_before_it() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1, "name": "alpha"}, {"id": 2, "name": "beta"}])),
+    );
+    let engine = engine_with(&mock, bounded);
+    // Statements run one after another reuse the SQLite threads and their connections.
+    for _ in 0..4 {
+        let out = query(
+            &engine,
+            "SELECT name FROM testapi.items.items WHERE org = 'acme' ORDER BY name",
+        )
+        .await;
+        assert_eq!(out.rows.len(), 2);
+        let left = query(&engine, "SELECT name FROM sqlite_master").await;
+        assert!(left.rows.is_empty(), "{left:?}");
+        for counter in ["changes()", "total_changes()", "last_insert_rowid()"] {
+            let err = query_err(&engine, &format!("SELECT {counter} AS n")).await;
+            assert_eq!(err.kind(), ErrorKind::InvalidSql, "{err}");
+            assert!(err.message().contains("not available"), "{err}");
+        }
+    }
+}

@@ -26,6 +26,10 @@
 //! Non-text arguments are read as SQLite would read them as text (`12` → `'12'`, `2.5` →
 //! `'2.5'`), and `split_part`'s index is read the way `sqlite3_value_int64` reads it (`'2'` →
 //! 2, `2.9` → 2, `'x'` → 0).
+//!
+//! SQLite's `changes()`, `total_changes()` and `last_insert_rowid()` count the connection's own
+//! inserts, which here are the engine's loading of fetched rows, over every statement the
+//! connection has served: they raise an error instead.
 
 use std::borrow::Cow;
 use std::os::raw::c_int;
@@ -67,8 +71,19 @@ pub(crate) fn register(conn: &Connection) -> Result<()> {
     conn.create_scalar_function("regexp_substr", 2, flags, regexp_substr)?;
     conn.create_scalar_function("regexp_replace", 3, flags, regexp_replace)?;
     conn.create_scalar_function("json_equal", 2, flags, json_equal)?;
+    for counter in CONNECTION_COUNTERS {
+        conn.create_scalar_function(counter, 0, FunctionFlags::SQLITE_UTF8, move |_| {
+            Err::<i64, _>(user_error(format!(
+                "{counter}() is not available: the rows a statement reads are loaded by querygate, not by the statement"
+            )))
+        })?;
+    }
     Ok(())
 }
+
+/// SQLite's functions reporting the connection's own writes, which span statements on a
+/// connection kept for reuse.
+const CONNECTION_COUNTERS: [&str; 3] = ["changes", "total_changes", "last_insert_rowid"];
 
 /// `split_part(source, sep, n)`: the `n`th `sep`-separated part of `source`.
 fn split_part(ctx: &mut Context<'_>) -> Result<Option<String>> {

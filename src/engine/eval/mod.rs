@@ -1,16 +1,18 @@
-//! The embedded SQLite a statement is evaluated in: one in-memory database per statement,
-//! owned by a dedicated thread (one of a pool of reusable threads) so decoding and SQL never
-//! block the async runtime. The async side sends commands (create a table, load a response
-//! page, read a join column, run the final SQL) and awaits replies; dropping the
-//! [`Database`] interrupts a running query, closes the connection and frees the thread.
+//! The embedded SQLite a statement is evaluated in: an in-memory database per statement, run
+//! by a dedicated thread (one of a pool of reusable threads) so decoding and SQL never block
+//! the async runtime. The async side sends commands (create a table, load a response page,
+//! read a join column, run the final SQL) and awaits the replies it needs; dropping the
+//! [`Database`] interrupts a running query and frees the thread. A thread keeps its
+//! connection for its next small statement, emptied (see `connection`).
 
+mod connection;
 mod functions;
 mod limits;
 mod threads;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use rusqlite::types::{Value as SqlValue, ValueRef};
@@ -27,11 +29,11 @@ pub use self::limits::EvalLimits;
 type Reply<T> = oneshot::Sender<Result<T>>;
 
 enum Command {
+    /// Not answered: a failure fails the statement's next command that is.
     Create {
         table: String,
         columns: Vec<String>,
         booleans: Vec<String>,
-        reply: Reply<()>,
     },
     Load {
         table: String,
@@ -62,14 +64,15 @@ enum Command {
 /// Handle to a statement's SQLite database.
 pub(crate) struct Database {
     commands: mpsc::Sender<Command>,
-    interrupt: Arc<InterruptHandle>,
+    /// Set by the thread once its connection is ready.
+    interrupt: Arc<OnceLock<InterruptHandle>>,
 }
 
 impl Command {
     /// Whether the caller stopped waiting for the reply.
     fn abandoned(&self) -> bool {
         match self {
-            Command::Create { reply, .. } => reply.is_closed(),
+            Command::Create { .. } => false,
             Command::Load { reply, .. } => reply.is_closed(),
             Command::Discover { reply, .. } => reply.is_closed(),
             Command::Distinct { reply, .. } => reply.is_closed(),
@@ -92,8 +95,12 @@ impl std::fmt::Debug for Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        // Stops a long-running final query when the caller goes away.
-        self.interrupt.interrupt();
+        // Stops a long-running final query when the caller goes away. This runs before the
+        // thread can see the statement end (the command channel closes after it), so it never
+        // reaches the thread's next statement.
+        if let Some(interrupt) = self.interrupt.get() {
+            interrupt.interrupt();
+        }
     }
 }
 
@@ -114,15 +121,14 @@ pub(crate) async fn settled<T>(pending: Pending<T>) -> Result<T> {
 }
 
 impl Database {
-    /// Opens a fresh in-memory database on its own thread, bounded by `limits`.
-    pub(crate) async fn open(limits: EvalLimits) -> Result<Self> {
+    /// Starts an empty in-memory database on its own thread, bounded by `limits`. A failure
+    /// to open it is the reply to the first command that is answered.
+    pub(crate) fn open(limits: EvalLimits) -> Result<Self> {
         let (commands, receiver) = mpsc::channel::<Command>();
-        let (ready, ready_rx) = oneshot::channel();
-        threads::run(Box::new(move || worker(receiver, ready, limits)))
+        let interrupt = Arc::new(OnceLock::new());
+        let ready = interrupt.clone();
+        threads::run(Box::new(move || worker(receiver, &ready, limits)))
             .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
-        let interrupt = ready_rx
-            .await
-            .map_err(|_| Error::internal("the SQLite thread stopped during start-up"))??;
         Ok(Database {
             commands,
             interrupt,
@@ -144,23 +150,22 @@ impl Database {
         settled(self.send(make)?).await
     }
 
-    /// Creates a table with these columns (no declared types: values keep the type they
-    /// were bound with), those in `booleans` declared BOOLEAN.
-    pub(crate) async fn create_table(
+    /// Queues the creation of a table with these columns (no declared types: values keep
+    /// the type they were bound with), those in `booleans` declared BOOLEAN. Its failure is
+    /// the reply to the next command that is answered.
+    pub(crate) fn create_table(
         &self,
         table: &str,
         columns: Vec<String>,
         booleans: &[String],
     ) -> Result<()> {
-        let table = table.to_owned();
-        let booleans = booleans.to_vec();
-        self.call(|reply| Command::Create {
-            table,
-            columns,
-            booleans,
-            reply,
-        })
-        .await
+        self.commands
+            .send(Command::Create {
+                table: table.to_owned(),
+                columns,
+                booleans: booleans.to_vec(),
+            })
+            .map_err(|_| Error::internal("the SQLite thread has stopped"))
     }
 
     /// Queues one response page for loading; the receiver yields the rows inserted and the
@@ -251,22 +256,17 @@ fn bulk_after(loaded: usize, more: usize, limits: &EvalLimits) -> usize {
 
 fn worker(
     commands: mpsc::Receiver<Command>,
-    ready: oneshot::Sender<Result<Arc<InterruptHandle>>>,
+    ready: &OnceLock<InterruptHandle>,
     limits: EvalLimits,
 ) {
-    let mut conn = match open_connection(&limits) {
+    let mut conn = match connection::begin(&limits) {
         Ok(conn) => conn,
         Err(err) => {
-            let _ = ready.send(Err(err));
+            fail_all(&commands, sqlite_internal(err));
             return;
         }
     };
-    if ready
-        .send(Ok(Arc::new(conn.get_interrupt_handle())))
-        .is_err()
-    {
-        return;
-    }
+    let _ = ready.set(conn.get_interrupt_handle());
     let mut tables: HashMap<String, Table> = HashMap::new();
     // Response bytes loaded so far: past `EvalLimits::BULK_BYTES` this thread's work is
     // bulk work, at a lower priority until the statement ends (see `threads`).
@@ -282,9 +282,12 @@ fn worker(
                 table,
                 columns,
                 booleans,
-                reply,
             } => {
-                let _ = reply.send(create(&conn, &mut tables, table, columns, &booleans));
+                if let Err(err) = create(&conn, &mut tables, table, columns, &booleans) {
+                    // The statement cannot go on: its next answered command gets the error.
+                    fail_all(&commands, err);
+                    break;
+                }
             }
             Command::Load {
                 table,
@@ -333,16 +336,26 @@ fn worker(
             }
         }
     }
+    drop(tables);
+    connection::end(conn, loaded);
 }
 
-fn open_connection(limits: &EvalLimits) -> Result<Connection> {
-    let conn = Connection::open_in_memory().map_err(sqlite_internal)?;
-    limits.apply(&conn).map_err(sqlite_internal)?;
-    functions::register(&conn).map_err(sqlite_internal)?;
-    // One transaction for the whole statement: loads are cheap and nothing is persisted.
-    conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")
-        .map_err(sqlite_internal)?;
-    Ok(conn)
+/// Answers the first answered command still to come with `err`, and any after it with a
+/// note that the statement's database failed.
+fn fail_all(commands: &mpsc::Receiver<Command>, err: Error) {
+    let mut first = Some(err);
+    while let Ok(command) = commands.recv() {
+        let err = first
+            .take()
+            .unwrap_or_else(|| Error::internal("the statement's SQLite database failed earlier"));
+        match command {
+            Command::Create { .. } => first = Some(err),
+            Command::Load { reply, .. } => drop(reply.send(Err(err))),
+            Command::Discover { reply, .. } => drop(reply.send(Err(err))),
+            Command::Distinct { reply, .. } => drop(reply.send(Err(err))),
+            Command::Query { reply, .. } => drop(reply.send(Err(err))),
+        }
+    }
 }
 
 fn sqlite_internal(err: rusqlite::Error) -> Error {
