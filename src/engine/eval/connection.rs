@@ -110,4 +110,23 @@ mod tests {
         assert_eq!(conn.limit(Limit::SQLITE_LIMIT_LENGTH).unwrap(), 1000);
         end(conn, 0);
     }
+
+    #[test]
+    fn an_interrupt_after_the_last_command_does_not_reach_the_next_statement() {
+        // `Database` interrupts its connection whenever it is dropped, also after a
+        // statement that ended normally.
+        let limits = EvalLimits::default();
+        let conn = begin(&limits).unwrap();
+        conn.execute_batch("PRAGMA cache_size = -4321; CREATE TABLE t (a);")
+            .unwrap();
+        conn.get_interrupt_handle().interrupt();
+        end(conn, 0);
+        let conn = begin(&limits).unwrap();
+        let cache: i64 = conn
+            .query_row("PRAGMA cache_size", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(cache, -4321, "the connection was kept");
+        assert_eq!(tables(&conn), 0);
+        end(conn, 0);
+    }
 }
