@@ -44,7 +44,7 @@ pub use self::types::{
 };
 pub use self::upstream::RetryPolicy;
 
-use self::document::DocumentStore;
+use self::document::{DocumentStore, ModelCache};
 use self::registry::LocalRegistry;
 use self::remote::Remote;
 use self::upstream::{Upstream, UpstreamSettings};
@@ -168,6 +168,8 @@ pub struct Engine {
 struct Inner {
     config: EngineConfig,
     store: Arc<DocumentStore>,
+    /// Opened resource models, reused while their documents are unchanged.
+    models: ModelCache,
     registry: LocalRegistry,
     upstream: Upstream,
     remote: Remote,
@@ -201,6 +203,8 @@ impl Engine {
             .filter_map(|(name, p)| Some((name.clone(), p.version.clone()?)))
             .collect();
         let registry = LocalRegistry::new(store.clone(), pins);
+        // As many resource models as documents: a model keeps its operations' documents.
+        let models = ModelCache::new(config.document_cache_size);
         let upstream = Upstream::new(UpstreamSettings {
             timeout: config.upstream.timeout,
             connect_timeout: config.upstream.connect_timeout,
@@ -218,6 +222,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 config,
                 store,
+                models,
                 registry,
                 upstream,
                 remote,
