@@ -462,8 +462,9 @@ impl PreparedStatement {
         ParsedSql::parse(sql).into_single()
     }
 
-    fn parse_one(sql: &str) -> Result<Self> {
-        let (statement, nested) = sql::parse_nested(sql)?;
+    /// Parses one statement of `sql`, given the text's tokens.
+    fn parse_one(sql: &str, tokens: sql::Tokens) -> Result<Self> {
+        let (statement, nested) = sql::parse_nested(sql, tokens)?;
         let kind = match &statement {
             sql::Statement::Query(_) => StatementKind::Select,
             // The EXECs run whatever their methods do: the statement is as dangerous as they.
@@ -514,15 +515,17 @@ pub struct ParsedSql {
 }
 
 impl ParsedSql {
-    /// Splits and parses `sql`. A text of one statement is parsed whole.
+    /// Splits and parses `sql`. A text of one statement is parsed whole, from the tokens
+    /// the split read (the text is tokenized once).
     pub fn parse(sql: &str) -> Self {
-        let pieces = sql::split(sql);
+        let tokens = sql::tokenize(sql);
+        let pieces = sql::split(sql, &tokens);
         let parts = if pieces.len() <= 1 {
-            vec![PreparedStatement::parse_one(sql)]
+            vec![PreparedStatement::parse_one(sql, tokens)]
         } else {
             pieces
                 .into_iter()
-                .map(PreparedStatement::parse_one)
+                .map(|piece| PreparedStatement::parse_one(piece, sql::tokenize(piece)))
                 .collect()
         };
         ParsedSql { parts }
