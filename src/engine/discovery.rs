@@ -34,8 +34,20 @@ pub(crate) fn open_resource(
 ) -> Result<Arc<Resource>> {
     let [provider, service, resource] = names;
     let provider = open_provider(inner, cx, provider)?;
-    let service = provider.service(&inner.store, service)?;
-    Ok(Arc::new(service.resource(&inner.store, resource)?))
+    provider_resource(inner, &provider, service, resource)
+}
+
+/// Opens `service.resource` of an opened provider: the model built for an earlier
+/// statement while its documents are unchanged, else built now.
+pub(crate) fn provider_resource(
+    inner: &Inner,
+    provider: &Arc<Provider>,
+    service: &str,
+    resource: &str,
+) -> Result<Arc<Resource>> {
+    inner
+        .models
+        .resource(&inner.store, provider, service, resource)
 }
 
 pub(crate) fn providers(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {

@@ -44,7 +44,7 @@ pub use self::types::{
 };
 pub use self::upstream::RetryPolicy;
 
-use self::document::DocumentStore;
+use self::document::{DocumentStore, ModelCache};
 use self::registry::LocalRegistry;
 use self::remote::Remote;
 use self::upstream::{Upstream, UpstreamSettings};
@@ -168,6 +168,8 @@ pub struct Engine {
 struct Inner {
     config: EngineConfig,
     store: Arc<DocumentStore>,
+    /// Opened resource models, reused while their documents are unchanged.
+    models: ModelCache,
     registry: LocalRegistry,
     upstream: Upstream,
     remote: Remote,
@@ -201,6 +203,8 @@ impl Engine {
             .filter_map(|(name, p)| Some((name.clone(), p.version.clone()?)))
             .collect();
         let registry = LocalRegistry::new(store.clone(), pins);
+        // As many resource models as documents: a model keeps its operations' documents.
+        let models = ModelCache::new(config.document_cache_size);
         let upstream = Upstream::new(UpstreamSettings {
             timeout: config.upstream.timeout,
             connect_timeout: config.upstream.connect_timeout,
@@ -218,6 +222,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 config,
                 store,
+                models,
                 registry,
                 upstream,
                 remote,
@@ -457,8 +462,9 @@ impl PreparedStatement {
         ParsedSql::parse(sql).into_single()
     }
 
-    fn parse_one(sql: &str) -> Result<Self> {
-        let (statement, nested) = sql::parse_nested(sql)?;
+    /// Parses one statement of `sql`, given the text's tokens.
+    fn parse_one(sql: &str, tokens: sql::Tokens) -> Result<Self> {
+        let (statement, nested) = sql::parse_nested(sql, tokens)?;
         let kind = match &statement {
             sql::Statement::Query(_) => StatementKind::Select,
             // The EXECs run whatever their methods do: the statement is as dangerous as they.
@@ -509,15 +515,17 @@ pub struct ParsedSql {
 }
 
 impl ParsedSql {
-    /// Splits and parses `sql`. A text of one statement is parsed whole.
+    /// Splits and parses `sql`. A text of one statement is parsed whole, from the tokens
+    /// the split read (the text is tokenized once).
     pub fn parse(sql: &str) -> Self {
-        let pieces = sql::split(sql);
+        let tokens = sql::tokenize(sql);
+        let pieces = sql::split(sql, &tokens);
         let parts = if pieces.len() <= 1 {
-            vec![PreparedStatement::parse_one(sql)]
+            vec![PreparedStatement::parse_one(sql, tokens)]
         } else {
             pieces
                 .into_iter()
-                .map(PreparedStatement::parse_one)
+                .map(|piece| PreparedStatement::parse_one(piece, sql::tokenize(piece)))
                 .collect()
         };
         ParsedSql { parts }

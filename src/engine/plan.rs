@@ -154,13 +154,14 @@ fn plan_one(
         }
     }
 
-    let (locator, schema_columns) = method.rows_and_columns(store)?;
-    let boolean_columns = schema_columns
+    let shape = method.row_shape(store)?;
+    let boolean_columns = shape
+        .columns
         .iter()
         .filter(|c| c.type_name == "boolean")
         .map(|c| c.name.clone())
         .collect();
-    let schema_columns: Vec<String> = schema_columns.into_iter().map(|c| c.name).collect();
+    let schema_columns: Vec<String> = shape.columns.iter().map(|c| c.name.clone()).collect();
     let dynamic_columns = schema_columns.is_empty();
     // The chosen method neither takes nor returns the filtered parameter: the filter could
     // only fail after a request to the wrong endpoint.
@@ -197,7 +198,7 @@ fn plan_one(
         star_columns,
         boolean_columns,
         dynamic_columns,
-        locator,
+        locator: shape.locator.clone(),
         params,
         depends_on,
         pushdown: Vec::new(),

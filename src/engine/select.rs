@@ -12,7 +12,7 @@ use sqlparser::ast::Query;
 use tokio::sync::Semaphore;
 
 use super::Inner;
-use super::discovery::open_provider;
+use super::discovery::{open_provider, provider_resource};
 use super::document::Param;
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, settled};
@@ -237,10 +237,12 @@ fn prepare(
     let mut providers = Vec::with_capacity(analysis.occurrences.len());
     for occurrence in &analysis.occurrences {
         let provider = open_provider(inner, cx, &occurrence.provider)?;
-        let service = provider.service(&inner.store, &occurrence.service)?;
-        resources.push(Arc::new(
-            service.resource(&inner.store, &occurrence.resource)?,
-        ));
+        resources.push(provider_resource(
+            inner,
+            &provider,
+            &occurrence.service,
+            &occurrence.resource,
+        )?);
         providers.push(provider);
     }
     let mut plans = plan_tables(&inner.store, &analysis, resources)?;

@@ -783,3 +783,148 @@ async fn hand_changes_follow_the_recheck_interval_and_pulls_are_seen_at_once() {
     assert!(evil_services(&cached).await.unwrap().contains("Pulled"));
     assert!(evil_services(&fresh).await.unwrap().contains("Pulled"));
 }
+
+/// A service document whose rows' schema lives in another document, `schemas.yaml`.
+const THINGS_WITH_ROWS: &str = r#"openapi: 3.0.0
+info: {title: t, version: v1}
+paths:
+  /things:
+    get:
+      parameters:
+        - {name: org, in: query, required: true, schema: {type: string}}
+      responses:
+        '200':
+          content:
+            application/json:
+              schema: {$ref: 'evil/v1/services/schemas.yaml#/components/schemas/Things'}
+components:
+  x-stackQL-resources:
+    things:
+      methods:
+        list:
+          operation: {$ref: '#/paths/~1things/get'}
+      sqlVerbs:
+        select:
+          - $ref: '#/components/x-stackQL-resources/things/methods/list'
+"#;
+
+/// `schemas.yaml` with rows of `id` and `column`.
+fn row_schemas(column: &str) -> String {
+    format!(
+        "components:\n  schemas:\n    Things:\n      type: array\n      items:\n        type: object\n        properties:\n          id: {{type: integer}}\n          {column}: {{type: string}}\n"
+    )
+}
+
+/// The column names `DESCRIBE evil.things.things` lists.
+async fn evil_columns(e: &Engine) -> Vec<String> {
+    query(e, "DESCRIBE evil.things.things")
+        .await
+        .rows
+        .into_iter()
+        .map(|row| match &row[0] {
+            querygate::engine::Cell::Text(name) => name.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// The resource models reused across statements follow their documents as the documents
+/// themselves do: a hand change to a document reached only through a `$ref` is seen at once
+/// with a zero recheck interval and not within a long one; a pull is seen at once.
+#[tokio::test]
+async fn resource_models_follow_their_documents() {
+    let mock = Mock::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("src/evil/v1");
+    std::fs::create_dir_all(dir.join("services")).unwrap();
+    std::fs::write(
+        dir.join("provider.yaml"),
+        PROVIDER_YAML.replace("TITLE", "t"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("services/things.yaml"), THINGS_WITH_ROWS).unwrap();
+    // Written with times in the past, so that a rewrite within one clock tick still differs.
+    let write_schemas = |column: &str, age: u64| {
+        let path = dir.join("services/schemas.yaml");
+        std::fs::write(&path, row_schemas(column)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(age))
+            .unwrap();
+    };
+    write_schemas("name", 100);
+    let evil_upstream = |c: &mut EngineConfig| {
+        c.providers.insert(
+            "evil".to_owned(),
+            ProviderSettings {
+                base_url: Some(mock.url()),
+                auth: Some(json!({"type": "null_auth"})),
+                ..Default::default()
+            },
+        );
+    };
+    let cached = registry_engine(root.path(), &mock, |c| {
+        evil_upstream(c);
+        c.registry_recheck = std::time::Duration::from_secs(3600)
+    });
+    let fresh = registry_engine(root.path(), &mock, |c| {
+        evil_upstream(c);
+        c.registry_recheck = std::time::Duration::ZERO
+    });
+    mock.route(
+        "/things",
+        Reply::json(json!([{"id": 1, "name": "n1", "title": "t1", "label": "l1"}])),
+    );
+    for e in [&cached, &fresh] {
+        for _ in 0..2 {
+            assert_eq!(evil_columns(e).await, ["id", "name"]);
+            let out = query(e, "SELECT name FROM evil.things.things WHERE org = 'a'").await;
+            assert_eq!(out.rows, vec![vec![text("n1")]]);
+        }
+    }
+
+    write_schemas("title", 50);
+    assert_eq!(evil_columns(&fresh).await, ["id", "title"]);
+    let out = query(
+        &fresh,
+        "SELECT title FROM evil.things.things WHERE org = 'a'",
+    )
+    .await;
+    assert_eq!(out.rows, vec![vec![text("t1")]]);
+    let err = query_err(
+        &fresh,
+        "SELECT name FROM evil.things.things WHERE org = 'a'",
+    )
+    .await;
+    assert!(err.message().contains("name"), "{err}");
+    assert_eq!(evil_columns(&cached).await, ["id", "name"]);
+    let out = query(
+        &cached,
+        "SELECT name FROM evil.things.things WHERE org = 'a'",
+    )
+    .await;
+    assert_eq!(out.rows, vec![vec![text("n1")]]);
+
+    let mut package = good_items("t");
+    package.retain(|item| !matches!(item, Item::File("v1/services/things.yaml", _)));
+    package.push(Item::File(
+        "v1/services/things.yaml",
+        THINGS_WITH_ROWS.as_bytes().to_vec(),
+    ));
+    package.push(Item::File(
+        "v1/services/schemas.yaml",
+        row_schemas("label").into_bytes(),
+    ));
+    serve_evil(&mock, tgz(package));
+    query(&cached, "REGISTRY PULL evil v1").await;
+    assert_eq!(evil_columns(&cached).await, ["id", "label"]);
+    let out = query(
+        &cached,
+        "SELECT label FROM evil.things.things WHERE org = 'a'",
+    )
+    .await;
+    assert_eq!(out.rows, vec![vec![text("l1")]]);
+    assert_eq!(evil_columns(&fresh).await, ["id", "label"]);
+}

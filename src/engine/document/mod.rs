@@ -1,9 +1,11 @@
 //! Provider documents: loading, caching and the model read from them.
 
+mod cache;
 mod model;
 mod schema;
 mod store;
 
+pub(crate) use cache::ModelCache;
 pub(crate) use model::{
     Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };

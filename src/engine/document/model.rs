@@ -2,12 +2,12 @@
 //! parameters, response shape and pagination. Built on demand from cached documents.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
 use super::schema::{SchemaAt, deref};
-use super::store::{Doc, DocumentStore, split_ref};
+use super::store::{Doc, DocumentStore, Reads, split_ref};
 use crate::engine::error::{Error, Result};
 use crate::engine::rows::RowLocator;
 use crate::engine::types::SqlVerb;
@@ -400,6 +400,14 @@ pub(crate) struct ColumnSpec {
     pub(crate) description: Option<String>,
 }
 
+/// Where rows sit in a method's response, and the columns of a row.
+#[derive(Debug)]
+pub(crate) struct RowShape {
+    pub(crate) locator: RowLocator,
+    /// The row schema's properties (empty when the schema declares none).
+    pub(crate) columns: Vec<ColumnSpec>,
+}
+
 /// One method: an OpenAPI operation plus StackQL's response and pagination settings.
 #[derive(Debug)]
 pub(crate) struct Method {
@@ -429,6 +437,9 @@ pub(crate) struct Method {
     /// `request.nativeCasing` (`pascal`, `camel`, `kebab`): the wire names of parameters and
     /// body fields also answer to their snake_case form in SQL.
     pub(crate) native_casing: Option<String>,
+    /// The row shape once worked out, with the documents it was worked out from beyond
+    /// those of the method itself.
+    shape: OnceLock<(Arc<RowShape>, Reads)>,
 }
 
 struct MethodContext<'a> {
@@ -618,6 +629,7 @@ impl Method {
                 .filter_map(Value::as_str)
                 .map(str::to_owned)
                 .collect(),
+            shape: OnceLock::new(),
         })
     }
 
@@ -758,7 +770,7 @@ impl Method {
     }
 
     /// Where rows sit in a response, and the schema of one row.
-    fn row_shape(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
+    fn row_schema(&self, store: &DocumentStore) -> Result<(RowLocator, Option<SchemaAt>)> {
         let schema = self.response_schema(store)?;
         if let Some(key) = &self.response.object_key {
             let locator = RowLocator::parse(key).map_err(|err| {
@@ -786,14 +798,35 @@ impl Method {
     }
 
     /// Where rows sit in a response, and the columns of a row: the row schema's
-    /// properties (empty when the schema declares none).
-    pub(crate) fn rows_and_columns(
-        &self,
-        store: &DocumentStore,
-    ) -> Result<(RowLocator, Vec<ColumnSpec>)> {
-        let (locator, row_schema) = self.row_shape(store)?;
+    /// properties (empty when the schema declares none). Worked out once per method; the
+    /// documents read for it beyond the method's own are kept for [`Self::shape_unchanged`].
+    pub(crate) fn row_shape(&self, store: &DocumentStore) -> Result<Arc<RowShape>> {
+        if let Some((shape, _)) = self.shape.get() {
+            return Ok(shape.clone());
+        }
+        let (shape, reads) = store.recording(|| self.work_out_shape(store));
+        let shape = Arc::new(shape?);
+        if reads.complete() {
+            let _ = self.shape.set((shape.clone(), reads));
+        }
+        Ok(shape)
+    }
+
+    /// Whether the row shape, if worked out, still stands: the documents it was read from
+    /// load as the same documents.
+    pub(crate) fn shape_unchanged(&self, store: &DocumentStore) -> bool {
+        self.shape
+            .get()
+            .is_none_or(|(_, reads)| store.unchanged(reads))
+    }
+
+    fn work_out_shape(&self, store: &DocumentStore) -> Result<RowShape> {
+        let (locator, row_schema) = self.row_schema(store)?;
         let Some(row_schema) = row_schema else {
-            return Ok((locator, Vec::new()));
+            return Ok(RowShape {
+                locator,
+                columns: Vec::new(),
+            });
         };
         let columns = row_schema
             .properties(store)?
@@ -804,12 +837,21 @@ impl Method {
                 name,
             })
             .collect();
-        Ok((locator, columns))
+        Ok(RowShape { locator, columns })
+    }
+
+    /// [`Self::row_shape`] as owned values.
+    pub(crate) fn rows_and_columns(
+        &self,
+        store: &DocumentStore,
+    ) -> Result<(RowLocator, Vec<ColumnSpec>)> {
+        let shape = self.row_shape(store)?;
+        Ok((shape.locator.clone(), shape.columns.clone()))
     }
 
     /// The resource's columns as this method returns them.
     pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
-        Ok(self.rows_and_columns(store)?.1)
+        Ok(self.row_shape(store)?.columns.clone())
     }
 }
 

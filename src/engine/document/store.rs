@@ -6,10 +6,16 @@
 //! last checked; after that, the next load compares the file's modification time and
 //! re-reads a changed file. A pull drops the pulled version's documents at once
 //! ([`DocumentStore::forget`]).
+//!
+//! Work derived from documents (a resource model) can be remembered across statements:
+//! [`DocumentStore::recording`] notes every document a piece of work loads, and
+//! [`DocumentStore::unchanged`] tells later whether loading them now gives the very same
+//! documents (the same `Arc`s), in which case the work would come out the same.
 
+use std::cell::RefCell;
 use std::num::NonZeroUsize;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use lru::LruCache;
@@ -46,6 +52,74 @@ struct Cached {
     /// When the file was last read or found unchanged.
     checked: Instant,
     doc: Arc<Doc>,
+}
+
+/// The documents a piece of work loaded through a store, in first-load order.
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    /// Each document's path and the document as loaded; weak, so that remembering what was
+    /// read keeps no document alive.
+    docs: Vec<(String, Weak<Doc>)>,
+    /// Some load failed: the work's outcome depended on a file that could not be read or
+    /// parsed, which a later load may read.
+    failed: bool,
+}
+
+impl Reads {
+    /// Whether every load succeeded, so that the same documents give the same outcome.
+    pub(crate) fn complete(&self) -> bool {
+        !self.failed
+    }
+
+    fn note(&mut self, loaded: Result<&Arc<Doc>, ()>) {
+        match loaded {
+            Ok(doc) => {
+                let weak = Arc::downgrade(doc);
+                if !self.docs.iter().any(|(_, seen)| seen.ptr_eq(&weak)) {
+                    self.docs.push((doc.rel.clone(), weak));
+                }
+            }
+            Err(()) => self.failed = true,
+        }
+    }
+}
+
+thread_local! {
+    /// The recordings under way on this thread, innermost last, each with the address of
+    /// the store it records.
+    static RECORDINGS: RefCell<Vec<(usize, Reads)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Ends its recording when dropped (also when the recorded work panics).
+struct Recording {
+    store: usize,
+}
+
+impl Recording {
+    fn start(store: usize) -> Self {
+        RECORDINGS.with(|r| r.borrow_mut().push((store, Reads::default())));
+        Recording { store }
+    }
+
+    fn finish(self) -> Reads {
+        let reads = RECORDINGS.with(|r| match r.borrow_mut().pop() {
+            Some((store, reads)) if store == self.store => reads,
+            _ => Reads {
+                docs: Vec::new(),
+                failed: true,
+            },
+        });
+        std::mem::forget(self);
+        reads
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        RECORDINGS.with(|r| {
+            r.borrow_mut().pop();
+        });
+    }
 }
 
 /// Reads and caches documents under one registry `src/` folder.
@@ -90,19 +164,57 @@ impl DocumentStore {
 
     /// Loads `rel` (relative to `src/`): from the cache without any file access when it was
     /// read or checked within the recheck interval, from the cache after a look at the
-    /// file's modification time when that is unchanged, else from the file.
+    /// file's modification time when that is unchanged, else from the file. Every
+    /// recording of this store under way on this thread notes the outcome.
     pub(crate) fn load(&self, rel: &str) -> Result<Arc<Doc>> {
-        let path = self.checked_path(rel)?;
+        let loaded = self.load_uncounted(rel);
+        RECORDINGS.with(|r| {
+            if let Ok(mut recordings) = r.try_borrow_mut() {
+                for (_, reads) in recordings.iter_mut().filter(|(s, _)| *s == self.id()) {
+                    reads.note(loaded.as_ref().map_err(|_| ()));
+                }
+            }
+        });
+        loaded
+    }
+
+    /// Runs `work`, noting every document it loads through this store (on this thread).
+    pub(crate) fn recording<T>(&self, work: impl FnOnce() -> T) -> (T, Reads) {
+        let recording = Recording::start(self.id());
+        let out = work();
+        (out, recording.finish())
+    }
+
+    /// Whether loading the documents of `reads` now gives the very documents recorded (so
+    /// work done from them would come out the same). Loading them follows [`Self::load`]'s
+    /// rules: a file is looked at again after the recheck interval, and a changed, evicted
+    /// or forgotten document is a new one.
+    pub(crate) fn unchanged(&self, reads: &Reads) -> bool {
+        reads.complete()
+            && reads.docs.iter().all(|(rel, recorded)| {
+                self.load(rel)
+                    .is_ok_and(|now| std::ptr::eq(Arc::as_ptr(&now), recorded.as_ptr()))
+            })
+    }
+
+    /// This store's identity for recordings.
+    fn id(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    fn load_uncounted(&self, rel: &str) -> Result<Arc<Doc>> {
         let cached = self.cache.lock().ok().and_then(|mut cache| {
             cache
                 .get(rel)
                 .map(|hit| (hit.doc.clone(), hit.modified, hit.checked.elapsed()))
         });
+        // A cached path was checked when it was first read.
         if let Some((doc, _, age)) = &cached
             && *age < self.recheck
         {
             return Ok(doc.clone());
         }
+        let path = self.checked_path(rel)?;
         let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         let doc = match cached {
             Some((doc, was, _)) if was == modified => doc,

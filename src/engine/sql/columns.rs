@@ -32,7 +32,10 @@ impl Referenced {
     pub(crate) fn includes(&self, column: &str) -> bool {
         match self {
             Referenced::All => true,
-            Referenced::Names(names) => names.contains(&column.to_ascii_lowercase()),
+            Referenced::Names(names) if column.bytes().any(|b| b.is_ascii_uppercase()) => {
+                names.contains(&column.to_ascii_lowercase())
+            }
+            Referenced::Names(names) => names.contains(column),
         }
     }
 }

@@ -2,8 +2,7 @@
 //! StackQL allows. Each parenthesised EXEC is cut out of the text and replaced by a local
 //! table name (`__qg_exec0`, …); the EXECs run first and their rows fill those tables.
 
-use sqlparser::dialect::SQLiteDialect;
-use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::mutation::{Exec, exec};
 use crate::engine::error::{Error, Result};
@@ -14,11 +13,8 @@ pub(crate) fn exec_table(index: usize) -> String {
 }
 
 /// The text with every `(EXEC …)` replaced by its table name, and the EXECs in order;
-/// `None` when the text has no EXEC source.
-pub(crate) fn extract(sql: &str) -> Result<Option<(String, Vec<Exec>)>> {
-    let Ok(tokens) = Tokenizer::new(&SQLiteDialect {}, sql).tokenize_with_location() else {
-        return Ok(None);
-    };
+/// `None` when the text has no EXEC source. `tokens` are the text's.
+pub(crate) fn extract(sql: &str, tokens: &[TokenWithSpan]) -> Result<Option<(String, Vec<Exec>)>> {
     let significant: Vec<&TokenWithSpan> = tokens
         .iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_)))
@@ -85,13 +81,18 @@ mod tests {
 
     #[test]
     fn exec_sources_are_cut_out() {
-        let (sql, execs) =
-            extract("SELECT x.a FROM (EXEC p.s.r.m @id = 'a(b)', @n = 2) AS x WHERE x.a > (1)")
-                .unwrap()
-                .unwrap();
+        let text = "SELECT x.a FROM (EXEC p.s.r.m @id = 'a(b)', @n = 2) AS x WHERE x.a > (1)";
+        let (sql, execs) = extract(text, &super::super::tokenize(text).unwrap())
+            .unwrap()
+            .unwrap();
         assert_eq!(sql, "SELECT x.a FROM __qg_exec0 AS x WHERE x.a > (1)");
         assert_eq!(execs[0].target, ["p", "s", "r", "m"].map(String::from));
         assert_eq!(execs[0].args.len(), 2);
-        assert!(extract("SELECT 1").unwrap().is_none());
+        let text = "SELECT 1";
+        assert!(
+            extract(text, &super::super::tokenize(text).unwrap())
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -24,7 +24,7 @@ pub(crate) fn literal_of(expr: &sqlparser::ast::Expr) -> Option<Literal> {
 use sqlparser::ast::{Query, Statement as SqlStatement};
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, TokenizerError};
 
 use super::error::{Error, Result};
 
@@ -82,17 +82,26 @@ pub(crate) enum ShowWhat {
     },
 }
 
+/// The tokens of a text with their positions, as the parser reads them. A text is
+/// tokenized once: the tokens are split, inspected and parsed.
+pub(crate) type Tokens = std::result::Result<Vec<TokenWithSpan>, TokenizerError>;
+
+/// Tokenizes `sql` (SQLite dialect, as the parser does).
+pub(crate) fn tokenize(sql: &str) -> Tokens {
+    Tokenizer::new(&SQLiteDialect {}, sql).tokenize_with_location()
+}
+
 /// The statements of a text, split at top-level semicolons (never inside a string, a quoted
 /// name or a comment); pieces holding only whitespace and comments are dropped. A text the
 /// tokenizer cannot read is one piece (its parse reports the problem).
-pub(crate) fn split(sql: &str) -> Vec<&str> {
-    let Ok(tokens) = Tokenizer::new(&SQLiteDialect {}, sql).tokenize_with_location() else {
+pub(crate) fn split<'a>(sql: &'a str, tokens: &Tokens) -> Vec<&'a str> {
+    let Ok(tokens) = tokens else {
         return vec![sql];
     };
     let mut pieces = Vec::new();
     let mut start = 0;
     let mut significant = false;
-    for token in &tokens {
+    for token in tokens {
         match &token.token {
             Token::SemiColon => {
                 let Some(end) = byte_offset(sql, token.span.start.line, token.span.start.column)
@@ -126,27 +135,24 @@ fn nests_statements(statement: &SqlStatement) -> bool {
     seen > 1
 }
 
-/// Parses one statement and tells whether other statements are nested inside it. Several
-/// statements in one call are refused.
-pub(crate) fn parse_nested(sql: &str) -> Result<(Statement, bool)> {
+/// Parses one statement (`tokens` are [`tokenize`]'s of `sql`) and tells whether other
+/// statements are nested inside it. Several statements in one call are refused.
+pub(crate) fn parse_nested(sql: &str, tokens: Tokens) -> Result<(Statement, bool)> {
     let mut nested = false;
-    let statement = parse_with(sql, &mut |s| nested |= nests_statements(s))?;
+    let statement = parse_with(sql, tokens, &mut |s| nested |= nests_statements(s))?;
     Ok((statement, nested))
 }
 
 /// Parses one statement. Several statements in one call are refused.
 #[cfg(test)]
 pub(crate) fn parse(sql: &str) -> Result<Statement> {
-    parse_with(sql, &mut |_| {})
+    parse_with(sql, tokenize(sql), &mut |_| {})
 }
 
 /// Whether the statement carries StackQL's `/*+ AWAIT */` hint (a `/*+ … */` comment
 /// naming AWAIT).
-fn has_await_hint(sql: &str) -> bool {
-    let Ok(tokens) = Tokenizer::new(&SQLiteDialect {}, sql).tokenize() else {
-        return false;
-    };
-    tokens.iter().any(|token| match token {
+fn has_await_hint(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|token| match &token.token {
         Token::Whitespace(sqlparser::tokenizer::Whitespace::MultiLineComment(text)) => {
             text.trim_start().strip_prefix('+').is_some_and(|hint| {
                 hint.split(|c: char| !c.is_ascii_alphanumeric())
@@ -157,36 +163,52 @@ fn has_await_hint(sql: &str) -> bool {
     })
 }
 
-/// Parses one statement, showing `inspect` every sqlparser statement it is built from; a
-/// write or EXEC records the `/*+ AWAIT */` hint.
-fn parse_with(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
-    let statement = parse_statement(sql, inspect)?;
+/// Parses one statement (`tokens` are [`tokenize`]'s of `sql`), showing `inspect` every
+/// sqlparser statement it is built from; a write or EXEC records the `/*+ AWAIT */` hint.
+/// A REGISTRY statement is read from the raw text.
+fn parse_with(
+    sql: &str,
+    tokens: Tokens,
+    inspect: &mut dyn FnMut(&SqlStatement),
+) -> Result<Statement> {
+    if let Some(rest) = strip_keyword(sql.trim_start(), "REGISTRY") {
+        return parse_registry(rest).map(Statement::Registry);
+    }
+    let tokens = tokens.map_err(does_not_parse)?;
+    let await_operation = has_await_hint(&tokens);
+    let statement = parse_statement(sql, tokens, inspect)?;
     Ok(match statement {
         Statement::Mutation(mut mutation) => {
-            mutation.await_operation = has_await_hint(sql);
+            mutation.await_operation = await_operation;
             Statement::Mutation(mutation)
         }
         Statement::Exec(mut exec) => {
-            exec.await_operation = has_await_hint(sql);
+            exec.await_operation = await_operation;
             Statement::Exec(exec)
         }
         other => other,
     })
 }
 
-fn parse_statement(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
-    if let Some(rest) = strip_keyword(sql.trim_start(), "REGISTRY") {
-        return parse_registry(rest).map(Statement::Registry);
-    }
-    let tokens = significant_tokens(sql)?;
-    let Some(first) = tokens.first() else {
+fn does_not_parse(err: impl std::fmt::Display) -> Error {
+    Error::invalid_sql(format!("SQL does not parse: {err}"))
+}
+
+fn parse_statement(
+    sql: &str,
+    tokens: Vec<TokenWithSpan>,
+    inspect: &mut dyn FnMut(&SqlStatement),
+) -> Result<Statement> {
+    let Some(first) = tokens.iter().map(|t| &t.token).find(|t| is_significant(t)) else {
         return Err(Error::invalid_sql("empty statement: no SQL provided"));
     };
     match keyword(first).as_deref() {
-        Some("SHOW") => return parse_show(&tokens[1..]),
-        Some("DESCRIBE" | "DESC") => return parse_describe(&tokens[1..]),
-        Some("EXEC") => return mutation::exec(&tokens[1..]).map(Statement::Exec),
-        Some("REPLACE") => return parse_replace(sql, inspect),
+        Some("SHOW") => return parse_show(&significant_tokens(&tokens)[1..]),
+        Some("DESCRIBE" | "DESC") => return parse_describe(&significant_tokens(&tokens)[1..]),
+        Some("EXEC") => {
+            return mutation::exec(&significant_tokens(&tokens)[1..]).map(Statement::Exec);
+        }
+        Some("REPLACE") => return parse_replace(sql, &tokens, inspect),
         Some("REGISTRY") => {
             return Err(Error::invalid_sql(
                 "a REGISTRY statement must start with the word REGISTRY (no comment before it)",
@@ -194,16 +216,20 @@ fn parse_statement(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<
         }
         _ => {}
     }
-    if let Some((rewritten, execs)) = exec_source::extract(sql)? {
-        return match parse_statement(&rewritten, inspect)? {
+    if let Some((rewritten, execs)) = exec_source::extract(sql, &tokens)? {
+        let rewritten_tokens = tokenize(&rewritten).map_err(does_not_parse)?;
+        return match parse_statement(&rewritten, rewritten_tokens, inspect)? {
             Statement::Query(query) => Ok(Statement::QueryOverExec { query, execs }),
             _ => Err(Error::invalid_sql(
                 "(EXEC …) is a row source of a SELECT: SELECT … FROM (EXEC p.s.r.method @a = 'v') AS x",
             )),
         };
     }
-    let mut statements = Parser::parse_sql(&SQLiteDialect {}, sql)
-        .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
+    let dialect = SQLiteDialect {};
+    let mut statements = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(does_not_parse)?;
     if statements.len() != 1 {
         return Err(Error::invalid_sql(format!(
             "expected exactly one statement, found {}",
@@ -228,10 +254,11 @@ fn parse_statement(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<
 
 /// StackQL's `REPLACE p.s.r SET … WHERE …` (PUT) is an UPDATE with another verb: the
 /// leading keyword is swapped and the rest parsed as UPDATE.
-fn parse_replace(sql: &str, inspect: &mut dyn FnMut(&SqlStatement)) -> Result<Statement> {
-    let tokens = Tokenizer::new(&SQLiteDialect {}, sql)
-        .tokenize_with_location()
-        .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
+fn parse_replace(
+    sql: &str,
+    tokens: &[TokenWithSpan],
+    inspect: &mut dyn FnMut(&SqlStatement),
+) -> Result<Statement> {
     let first = tokens
         .iter()
         .find(|t| !matches!(t.token, Token::Whitespace(_)))
@@ -366,15 +393,18 @@ fn first_word(s: &str) -> String {
         .to_ascii_uppercase()
 }
 
-fn significant_tokens(sql: &str) -> Result<Vec<Token>> {
-    let tokens = Tokenizer::new(&SQLiteDialect {}, sql)
-        .tokenize()
-        .map_err(|err| Error::invalid_sql(format!("SQL does not parse: {err}")))?;
-    Ok(tokens
-        .into_iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .filter(|t| !matches!(t, Token::SemiColon))
-        .collect())
+/// Tokens other than whitespace, comments and semicolons.
+fn is_significant(token: &Token) -> bool {
+    !matches!(token, Token::Whitespace(_) | Token::SemiColon)
+}
+
+fn significant_tokens(tokens: &[TokenWithSpan]) -> Vec<Token> {
+    tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| is_significant(t))
+        .cloned()
+        .collect()
 }
 
 fn keyword(token: &Token) -> Option<String> {
@@ -553,6 +583,48 @@ mod tests {
             parse("registryx list"),
             Ok(Statement::Registry(_))
         ));
+    }
+
+    #[test]
+    fn one_tokenization_serves_split_hint_replace_and_exec_sources() {
+        let text = "SELECT ';' AS a; /* ; */ SELECT 2;";
+        let tokens = tokenize(text);
+        assert_eq!(
+            split(text, &tokens),
+            ["SELECT ';' AS a", " /* ; */ SELECT 2"]
+        );
+        let unreadable = "SELECT 'open; SELECT 2";
+        assert_eq!(split(unreadable, &tokenize(unreadable)), [unreadable]);
+        assert!(
+            parse(unreadable)
+                .unwrap_err()
+                .message()
+                .starts_with("SQL does not parse: ")
+        );
+        match parse("INSERT /*+ AWAIT */ INTO p.s.r (a) VALUES (1)").unwrap() {
+            Statement::Mutation(m) => assert!(m.await_operation),
+            other => panic!("{other:?}"),
+        }
+        match parse("DELETE FROM p.s.r WHERE a = 1").unwrap() {
+            Statement::Mutation(m) => assert!(!m.await_operation),
+            other => panic!("{other:?}"),
+        }
+        match parse("  /* c */ REPLACE p.s.r SET a = 1 WHERE b = 2").unwrap() {
+            Statement::Mutation(m) => assert_eq!(m.verb, crate::engine::types::SqlVerb::Replace),
+            other => panic!("{other:?}"),
+        }
+        match parse("EXEC /*+ AWAIT */ p.s.r.m @a = 1").unwrap() {
+            Statement::Exec(exec) => assert!(exec.await_operation),
+            other => panic!("{other:?}"),
+        }
+        match parse("SELECT x.a FROM (EXEC p.s.r.m @id = 'v') AS x").unwrap() {
+            Statement::QueryOverExec { query, execs } => {
+                assert_eq!(query.to_string(), "SELECT x.a FROM __qg_exec0 AS x");
+                assert_eq!(execs.len(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse("SELECT 1;"), Ok(Statement::Query(_))));
     }
 
     #[test]

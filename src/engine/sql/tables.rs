@@ -149,19 +149,19 @@ impl VisitorMut for Collector {
         if in_scope.is_empty() {
             return ControlFlow::Continue(());
         }
-        let mut conjuncts: Vec<Expr> = Vec::new();
+        let mut conjuncts: Vec<&Expr> = Vec::new();
         for table in &select.from {
             for join in &table.joins {
                 if let Some(JoinConstraint::On(on)) = join_constraint(&join.join_operator) {
-                    split_and(on, &mut conjuncts);
+                    conjuncts_of(on, &mut conjuncts);
                 }
             }
         }
         if let Some(selection) = &select.selection {
-            split_and(selection, &mut conjuncts);
+            conjuncts_of(selection, &mut conjuncts);
         }
         let aliases = projection_aliases(&select.projection);
-        for conjunct in &conjuncts {
+        for conjunct in conjuncts {
             self.bind(conjunct, &in_scope, &aliases);
         }
         ControlFlow::Continue(())
@@ -538,16 +538,23 @@ pub(super) fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
 }
 
 pub(super) fn split_and(expr: &Expr, out: &mut Vec<Expr>) {
+    let mut conjuncts = Vec::new();
+    conjuncts_of(expr, &mut conjuncts);
+    out.extend(conjuncts.into_iter().cloned());
+}
+
+/// The conjuncts of `a AND b AND …`, borrowed.
+fn conjuncts_of<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
     match unnest(expr) {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            split_and(left, out);
-            split_and(right, out);
+            conjuncts_of(left, out);
+            conjuncts_of(right, out);
         }
-        other => out.push(other.clone()),
+        other => out.push(other),
     }
 }
 
