@@ -20,6 +20,10 @@
 //! but neither timed nor reported (for a profiler: the instructions of N calls are the
 //! difference between two runs with different N, e.g. under `valgrind --tool=callgrind`).
 
+/// The server binary's allocator (see `src/main.rs`), so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

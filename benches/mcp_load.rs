@@ -32,6 +32,10 @@
 //! `tenants` (isolation under per-tenant limits); `cargo bench --bench mcp_load -- tenants`
 //! runs only the named ones, no name runs all.
 
+/// The server binary's allocator (see `src/main.rs`), so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
