@@ -5,10 +5,11 @@ use sha2::{Digest, Sha256};
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
 }
@@ -99,7 +100,11 @@ mod tests {
     #[test]
     fn hex_and_random_ids() {
         assert_eq!(hex(&[0, 15, 255]), "000fff");
-        assert_eq!(sha256_hex(b"abc").len(), 64);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(hex(&[0x12, 0x9a, 0xf0]), "129af0");
         let (a, b) = (random_id().unwrap(), random_id().unwrap());
         assert_eq!(a.len(), 32);
         assert_ne!(a, b);
