@@ -360,10 +360,10 @@ fn prepare(
         .providers
         .get(&resource.provider)
         .and_then(|p| p.base_url.clone());
-    let (locator, columns) = method.rows_and_columns(&inner.store)?;
+    let shape = method.row_shape(&inner.store)?;
     Ok(Prepared {
-        locator: Arc::new(locator),
-        columns: columns.into_iter().map(|c| c.name).collect(),
+        locator: Arc::new(shape.locator.clone()),
+        columns: shape.columns.iter().map(|c| c.name.clone()).collect(),
         auth: inner.effective_auth(&provider),
         base_url,
         media_type,

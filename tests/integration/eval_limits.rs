@@ -10,6 +10,14 @@ use serde_json::json;
 use crate::mock::{Mock, Reply};
 use crate::support::*;
 
+/// acme's items: two rows.
+fn serve_two_items(mock: &Mock) {
+    mock.route(
+        "/orgs/acme/items",
+        Reply::json(json!([{"id": 1, "name": "alpha"}, {"id": 2, "name": "beta"}])),
+    );
+}
+
 fn bounded(config: &mut EngineConfig) {
     config.eval.max_time = Duration::from_millis(500);
     config.eval.max_value_bytes = 1024 * 1024;
@@ -43,10 +51,7 @@ async fn a_recursive_cte_without_end_stops_at_the_time_budget() {
 #[tokio::test]
 async fn a_statement_over_fetched_rows_stops_at_the_time_budget() {
     let mock = Mock::start().await;
-    mock.route(
-        "/orgs/acme/items",
-        Reply::json(json!([{"id": 1, "name": "alpha"}, {"id": 2, "name": "beta"}])),
-    );
+    serve_two_items(&mock);
     let engine = engine_with(&mock, bounded);
     let err = query_err(
         &engine,
@@ -61,10 +66,7 @@ async fn a_statement_over_fetched_rows_stops_at_the_time_budget() {
 #[tokio::test]
 async fn values_past_the_length_limit_fail_clearly_and_the_next_statement_runs() {
     let mock = Mock::start().await;
-    mock.route(
-        "/orgs/acme/items",
-        Reply::json(json!([{"id": 1, "name": "alpha"}, {"id": 2, "name": "beta"}])),
-    );
+    serve_two_items(&mock);
     let engine = engine_with(&mock, bounded);
     for sql in [
         "SELECT length(zeroblob(100000000)) AS n",
@@ -207,10 +209,7 @@ async fn eval_limits_are_validated_with_their_keys() {
 #[tokio::test]
 async fn a_statement_sees_nothing_of_the_statements_before_it() {
     let mock = Mock::start().await;
-    mock.route(
-        "/orgs/acme/items",
-        Reply::json(json!([{"id": 1, "name": "alpha"}, {"id": 2, "name": "beta"}])),
-    );
+    serve_two_items(&mock);
     let engine = engine_with(&mock, bounded);
     // Statements run one after another reuse the SQLite threads and their connections.
     for _ in 0..4 {

@@ -840,15 +840,6 @@ impl Method {
         Ok(RowShape { locator, columns })
     }
 
-    /// [`Self::row_shape`] as owned values.
-    pub(crate) fn rows_and_columns(
-        &self,
-        store: &DocumentStore,
-    ) -> Result<(RowLocator, Vec<ColumnSpec>)> {
-        let shape = self.row_shape(store)?;
-        Ok((shape.locator.clone(), shape.columns.clone()))
-    }
-
     /// The resource's columns as this method returns them.
     pub(crate) fn columns(&self, store: &DocumentStore) -> Result<Vec<ColumnSpec>> {
         Ok(self.row_shape(store)?.columns.clone())

@@ -67,22 +67,29 @@ mod tests {
             .unwrap()
     }
 
+    /// Marks `conn` with a connection setting that a rollback does not undo.
+    fn mark(conn: &Connection, marker: i64) {
+        conn.execute_batch(&format!("PRAGMA cache_size = {marker}"))
+            .unwrap();
+    }
+
+    /// The mark of `conn` (SQLite's default cache size when unmarked).
+    fn marker(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA cache_size", [], |row| row.get(0))
+            .unwrap()
+    }
+
     #[test]
     fn a_kept_connection_starts_empty() {
         let limits = EvalLimits::default();
         let conn = begin(&limits).unwrap();
-        // A connection setting (not undone by the rollback) marks this connection.
-        conn.execute_batch(
-            "PRAGMA cache_size = -1234; CREATE TABLE t (a); INSERT INTO t VALUES (1), (2);",
-        )
-        .unwrap();
+        mark(&conn, -1234);
+        conn.execute_batch("CREATE TABLE t (a); INSERT INTO t VALUES (1), (2);")
+            .unwrap();
         end(conn, 10);
 
         let conn = begin(&limits).unwrap();
-        let cache: i64 = conn
-            .query_row("PRAGMA cache_size", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(cache, -1234, "the connection was kept");
+        assert_eq!(marker(&conn), -1234, "the connection was kept");
         assert_eq!(tables(&conn), 0, "the last statement's table is gone");
         conn.execute_batch("CREATE TABLE t (b, c)").unwrap();
         assert_eq!(tables(&conn), 1);
@@ -101,12 +108,14 @@ mod tests {
     fn limits_apply_to_a_kept_connection() {
         use rusqlite::limits::Limit;
         let conn = begin(&EvalLimits::default()).unwrap();
+        mark(&conn, -2345);
         end(conn, 0);
         let small = EvalLimits {
             max_value_bytes: 1000,
             ..EvalLimits::default()
         };
         let conn = begin(&small).unwrap();
+        assert_eq!(marker(&conn), -2345, "the connection was kept");
         assert_eq!(conn.limit(Limit::SQLITE_LIMIT_LENGTH).unwrap(), 1000);
         end(conn, 0);
     }
@@ -117,15 +126,12 @@ mod tests {
         // statement that ended normally.
         let limits = EvalLimits::default();
         let conn = begin(&limits).unwrap();
-        conn.execute_batch("PRAGMA cache_size = -4321; CREATE TABLE t (a);")
-            .unwrap();
+        mark(&conn, -4321);
+        conn.execute_batch("CREATE TABLE t (a)").unwrap();
         conn.get_interrupt_handle().interrupt();
         end(conn, 0);
         let conn = begin(&limits).unwrap();
-        let cache: i64 = conn
-            .query_row("PRAGMA cache_size", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(cache, -4321, "the connection was kept");
+        assert_eq!(marker(&conn), -4321, "the connection was kept");
         assert_eq!(tables(&conn), 0);
         end(conn, 0);
     }
