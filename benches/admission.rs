@@ -7,8 +7,10 @@
 //! tighter ones, and with admission effectively off. Per run it prints
 //! - the server's RSS (sampled every 20 ms, and the kernel's high-water mark) while 64
 //!   clients of `flood` make 10k-row calls at once (target: under 150 MiB);
-//! - `small`'s small-call p50/p99 alone, then while `flood` keeps 64 10k-row calls going
-//!   (target: p99 at most +20%).
+//! - `small`'s small-call p50/p99 alone, beside a busy loop in Linux's idle scheduling class
+//!   on every core (no request of its own: the floor any priority scheme can reach on this
+//!   machine and kernel), then while `flood` keeps 64 10k-row calls going (target: p99 at
+//!   most +20%).
 //!
 //! The small calls and the mock upstream run on their own threads and runtimes, and the
 //! flood's clients check each reply without building its JSON tree, so the small calls'
@@ -18,7 +20,7 @@
 //! Runs run alone when named (`cargo bench --bench admission -- defaults`).
 //! `QUERYGATE_BENCH_BIN` names another `querygate` binary to run (e.g. an earlier build);
 //! `QUERYGATE_BENCH_LIMITS` adds `limits:` keys to every run (`;`-separated, e.g.
-//! `bulk_work_nice: 0`).
+//! `bulk_work_priority: nice`).
 //!
 //! Bounded in time: every phase ends after a fixed duration.
 
@@ -95,7 +97,7 @@ async fn run() -> Result<()> {
         if !only.is_empty() && !only.iter().any(|name| label.contains(name.as_str())) {
             continue;
         }
-        // More `limits:` keys for every run, `;`-separated (e.g. `bulk_work_nice: 0`).
+        // More `limits:` keys for every run, `;`-separated (e.g. `bulk_work_priority: nice`).
         let mut limits = limits.to_owned();
         if let Ok(extra) = std::env::var("QUERYGATE_BENCH_LIMITS") {
             if limits.is_empty() {
@@ -195,6 +197,25 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
 
     // The small tenant's latency, alone and beside the flood.
     let alone = small_calls(&server.url, small).await?;
+    let spinning = Arc::new(AtomicBool::new(true));
+    let spinners: Vec<_> = (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .map(|_| {
+            let on = spinning.clone();
+            std::thread::spawn(move || {
+                querygate::thread_priority::lower(querygate::thread_priority::BulkPriority::Idle);
+                let idle = querygate::thread_priority::lowered();
+                while on.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                idle
+            })
+        })
+        .collect();
+    let spun = small_calls(&server.url, small).await?;
+    spinning.store(false, Ordering::Relaxed);
+    let idle_class = spinners
+        .into_iter()
+        .all(|spinner| spinner.join().unwrap_or(false));
     let flooding = Arc::new(AtomicBool::new(true));
     let flooders: Vec<_> = (0..FLOOD_CLIENTS)
         .map(|_| {
@@ -221,6 +242,7 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
         flood_codes.extend(flooder.await?);
     }
     let (p50a, p99a) = percentiles(&alone.latencies);
+    let (p50s, p99s) = percentiles(&spun.latencies);
     let (p50b, p99b) = percentiles(&beside.latencies);
     println!(
         "  small calls alone:          {} calls, p50 {:.1} ms, p99 {:.1} ms, errors {:?}",
@@ -230,12 +252,26 @@ async fn measure(http: &reqwest::Client, server: &Server, flood: &str, small: &s
         summarize(&alone.errors)
     );
     println!(
-        "  small calls beside flood:   {} calls, p50 {:.1} ms, p99 {:.1} ms, errors {:?}; p99 {:+.0}% (target at most +20%)",
+        "  small calls beside a busy loop{}: {} calls, p50 {:.1} ms, p99 {:.1} ms, errors {:?}; p99 {:+.0}% (the floor)",
+        if idle_class {
+            " (SCHED_IDLE)"
+        } else {
+            " (NOT in SCHED_IDLE: not a floor)"
+        },
+        spun.latencies.len(),
+        p50s,
+        p99s,
+        summarize(&spun.errors),
+        (p99s / p99a - 1.0) * 100.0
+    );
+    println!(
+        "  small calls beside flood:   {} calls, p50 {:.1} ms, p99 {:.1} ms, errors {:?}; p99 {:+.0}% (target at most +20%), {:+.0}% over the floor",
         beside.latencies.len(),
         p50b,
         p99b,
         summarize(&beside.errors),
-        (p99b / p99a - 1.0) * 100.0
+        (p99b / p99a - 1.0) * 100.0,
+        (p99b / p99s - 1.0) * 100.0
     );
     println!(
         "  flood meanwhile: {} calls finished, {:?}",

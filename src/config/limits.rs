@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use super::Problems;
-use super::upstream::RawLimits;
+use super::upstream::{RawBulkPriority, RawLimits};
 use crate::engine::EvalLimits;
+use crate::thread_priority::{BulkPriority, DEFAULT_LOWER_BY, LOWEST};
 
 /// Checks `limits.max_eval_time` and `limits.max_eval_value_bytes`, pushing each problem
 /// with its key. Unset, the time budget is 30 s or the call timeout, whichever is shorter.
@@ -46,23 +47,53 @@ pub(super) fn check_eval_limits(
     EvalLimits {
         max_time,
         max_value_bytes,
-        bulk_nice: check_bulk_work_nice(raw, problems),
+        bulk_priority: check_bulk_work_priority(raw, problems),
     }
 }
 
-/// Checks `limits.bulk_work_nice`: 0 (off) to 19 (the lowest priority there is).
-fn check_bulk_work_nice(raw: &RawLimits, problems: &mut Problems) -> u8 {
-    let max = crate::thread_priority::LOWEST;
-    if raw.bulk_work_nice > max {
-        problems.push(
-            "limits.bulk_work_nice",
-            format!(
-                "{} is out of range: 0 (bulk work at the process's priority) to {max}",
-                raw.bulk_work_nice
-            ),
-        );
+/// Checks `limits.bulk_work_priority` (`idle`, the default; `nice`; `normal`) and
+/// `limits.bulk_work_nice` (1 to 19 nice steps, default 10; 0: not lowered), which applies
+/// with `nice` only. `bulk_work_nice` without `bulk_work_priority` means `nice`.
+fn check_bulk_work_priority(raw: &RawLimits, problems: &mut Problems) -> BulkPriority {
+    let nice = |problems: &mut Problems| {
+        let by = raw.bulk_work_nice.unwrap_or(DEFAULT_LOWER_BY);
+        if by > LOWEST {
+            problems.push(
+                "limits.bulk_work_nice",
+                format!(
+                    "{by} is out of range: 0 (bulk work at the process's priority) to {LOWEST}"
+                ),
+            );
+        }
+        match by.min(LOWEST) {
+            0 => BulkPriority::Normal,
+            by => BulkPriority::Nice(by),
+        }
+    };
+    match raw.bulk_work_priority {
+        None if raw.bulk_work_nice.is_some() => nice(problems),
+        Some(RawBulkPriority::Nice) => nice(problems),
+        written => {
+            let (priority, name) = match written {
+                Some(RawBulkPriority::Normal) => (BulkPriority::Normal, "normal"),
+                _ => (BulkPriority::Idle, "idle"),
+            };
+            if raw.bulk_work_nice.is_some() {
+                problems.push(
+                    "limits.bulk_work_nice",
+                    format!(
+                        "applies only with limits.bulk_work_priority: nice (it is {name}{})",
+                        if written.is_none() {
+                            ", the default"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+            }
+            priority
+        }
     }
-    raw.bulk_work_nice
 }
 
 /// How many SQL statements may be evaluated at once (per replica), and for how long a call
@@ -85,9 +116,9 @@ pub struct AdmissionLimits {
     /// admitted (`limits.max_tenant_response_bytes_in_flight`): by default half the global
     /// cap.
     pub max_tenant_response_bytes: usize,
-    /// Nice steps by which threads rendering large results lower their OS priority
-    /// (`limits.bulk_work_nice`; 0: none).
-    pub bulk_work_nice: u8,
+    /// How threads rendering and sending large results lower their OS priority
+    /// (`limits.bulk_work_priority`, `limits.bulk_work_nice`).
+    pub bulk_work_priority: BulkPriority,
 }
 
 impl AdmissionLimits {
@@ -114,7 +145,7 @@ impl Default for AdmissionLimits {
             wait: Duration::from_secs(10),
             max_response_bytes: Self::DEFAULT_RESPONSE_BYTES,
             max_tenant_response_bytes: Self::DEFAULT_RESPONSE_BYTES / 2,
-            bulk_work_nice: crate::thread_priority::DEFAULT_LOWER_BY,
+            bulk_work_priority: BulkPriority::default(),
         }
     }
 }
@@ -157,7 +188,8 @@ pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> Admis
         wait: raw.admission_wait,
         max_response_bytes,
         max_tenant_response_bytes,
-        bulk_work_nice: raw.bulk_work_nice.min(crate::thread_priority::LOWEST),
+        // Its problems are reported by `check_eval_limits`.
+        bulk_work_priority: check_bulk_work_priority(raw, &mut Problems::default()),
     }
 }
 
@@ -274,31 +306,60 @@ mod tests {
     }
 
     #[test]
-    fn bulk_work_nice_defaults_to_10_and_is_checked() {
-        let mut problems = Problems::default();
-        let raw = RawLimits::default();
-        let eval = check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
-        assert_eq!(eval.bulk_nice, 10);
-        assert_eq!(check_admission(&raw, &mut problems).bulk_work_nice, 10);
-        let off = RawLimits {
-            bulk_work_nice: 0,
-            ..RawLimits::default()
+    fn bulk_work_priority_defaults_to_idle_and_is_checked() {
+        let check = |priority, nice| {
+            let raw = RawLimits {
+                bulk_work_priority: priority,
+                bulk_work_nice: nice,
+                ..RawLimits::default()
+            };
+            let mut problems = Problems::default();
+            let eval = check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
+            let admission = check_admission(&raw, &mut problems);
+            assert_eq!(eval.bulk_priority, admission.bulk_work_priority);
+            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            (eval.bulk_priority, problems)
         };
-        let eval = check_eval_limits(&off, Duration::from_secs(120), &mut problems);
-        assert_eq!(eval.bulk_nice, 0);
-        assert_eq!(check_admission(&off, &mut problems).bulk_work_nice, 0);
-        assert!(problems.is_empty(), "{problems:?}");
-        let raw = RawLimits {
-            bulk_work_nice: 20,
-            ..RawLimits::default()
-        };
-        check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
-        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let none: Vec<String> = Vec::new();
+        assert_eq!(check(None, None), (BulkPriority::Idle, none.clone()));
         assert_eq!(
-            problems,
-            [
-                "limits.bulk_work_nice: 20 is out of range: 0 (bulk work at the process's priority) to 19"
-            ]
+            check(Some(RawBulkPriority::Idle), None),
+            (BulkPriority::Idle, none.clone())
+        );
+        assert_eq!(
+            check(Some(RawBulkPriority::Normal), None),
+            (BulkPriority::Normal, none.clone())
+        );
+        assert_eq!(
+            check(Some(RawBulkPriority::Nice), None),
+            (BulkPriority::Nice(10), none.clone())
+        );
+        assert_eq!(
+            check(Some(RawBulkPriority::Nice), Some(3)),
+            (BulkPriority::Nice(3), none.clone())
+        );
+        // `bulk_work_nice` alone means `nice`; 0 there means not lowered.
+        assert_eq!(check(None, Some(7)), (BulkPriority::Nice(7), none.clone()));
+        assert_eq!(check(None, Some(0)), (BulkPriority::Normal, none));
+        assert_eq!(
+            check(None, Some(20)),
+            (
+                BulkPriority::Nice(19),
+                vec![
+                    "limits.bulk_work_nice: 20 is out of range: 0 (bulk work at the process's priority) to 19"
+                        .to_owned()
+                ]
+            )
+        );
+        assert_eq!(
+            check(Some(RawBulkPriority::Idle), Some(5)),
+            (
+                BulkPriority::Idle,
+                vec![
+                    "limits.bulk_work_nice: applies only with limits.bulk_work_priority: nice (it is idle)"
+                        .to_owned()
+                ]
+            )
         );
     }
 

@@ -73,7 +73,17 @@ pub(super) struct RawLimits {
     pub(super) admission_wait: Duration,
     pub(super) max_response_bytes_in_flight: Option<usize>,
     pub(super) max_tenant_response_bytes_in_flight: Option<usize>,
-    pub(super) bulk_work_nice: u8,
+    pub(super) bulk_work_priority: Option<RawBulkPriority>,
+    pub(super) bulk_work_nice: Option<u8>,
+}
+
+/// `limits.bulk_work_priority` as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawBulkPriority {
+    Idle,
+    Nice,
+    Normal,
 }
 
 impl Default for RawLimits {
@@ -87,7 +97,8 @@ impl Default for RawLimits {
             admission_wait: super::limits::AdmissionLimits::default().wait,
             max_response_bytes_in_flight: None,
             max_tenant_response_bytes_in_flight: None,
-            bulk_work_nice: crate::thread_priority::DEFAULT_LOWER_BY,
+            bulk_work_priority: None,
+            bulk_work_nice: None,
         }
     }
 }

@@ -13,7 +13,7 @@
 //! [`tokio::task::block_in_place`]: the worker's queue moves to another thread meanwhile.
 //! Where the process may raise a thread's priority back (see
 //! [`crate::thread_priority::can_raise`]), that poll also runs at the priority of bulk work
-//! (`limits.bulk_work_nice`).
+//! (`limits.bulk_work_priority`).
 
 use std::future::Future;
 use std::ops::DerefMut;
@@ -90,10 +90,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let (bytes, nice) = this.slot.bytes();
+        let (bytes, priority) = this.slot.bytes();
         if this.may_block && bytes >= BLOCKING_BYTES {
             tokio::task::block_in_place(|| {
-                crate::thread_priority::lowered_while(nice, || this.inner.as_mut().poll(cx))
+                crate::thread_priority::lowered_while(priority, || this.inner.as_mut().poll(cx))
             })
         } else {
             this.inner.as_mut().poll(cx)
@@ -242,7 +242,11 @@ mod tests {
             .build()
             .unwrap();
         let (thread, during) = runtime.block_on(async {
-            let count = ResponseBytes::with_bulk_nice(1 << 30, 1 << 30, 4);
+            let count = ResponseBytes::with_bulk_priority(
+                1 << 30,
+                1 << 30,
+                crate::thread_priority::BulkPriority::Nice(4),
+            );
             let slot = ResponseSlot::default();
             slot.keep(count.hold("a", BLOCKING_BYTES));
             tokio::spawn(LargeOffQueue {

@@ -7,7 +7,7 @@
 //! tokio's blocking pool would spread large results over an arena per short-lived thread
 //! and keep far more memory resident. Results under [`INLINE_CELLS`] values stay on the
 //! worker: the hop to another thread costs more than they take. The render threads run at
-//! a lower OS priority (`limits.bulk_work_nice`, see [`crate::thread_priority`]), so that on
+//! a lower OS priority (`limits.bulk_work_priority`, see [`crate::thread_priority`]), so that on
 //! a busy machine the threads serving small calls get the cores first.
 
 use std::panic::AssertUnwindSafe;
@@ -71,8 +71,12 @@ fn serve(receiver: &Mutex<mpsc::Receiver<Job>>) {
 pub(crate) struct OffloadError(&'static str);
 
 /// Runs `work` over a result of `cells` values: inline when it is small, else on a render
-/// thread whose priority is lowered by `nice` steps first (once: it stays lowered).
-pub(crate) async fn run<T, F>(cells: usize, nice: u8, work: F) -> Result<T, OffloadError>
+/// thread whose priority is lowered as `priority` says first (once: it stays lowered).
+pub(crate) async fn run<T, F>(
+    cells: usize,
+    priority: crate::thread_priority::BulkPriority,
+    work: F,
+) -> Result<T, OffloadError>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -83,7 +87,7 @@ where
     let queue = queue().ok_or(OffloadError("no render thread could be started"))?;
     let (reply, result) = oneshot::channel();
     let job: Job = Box::new(move || {
-        crate::thread_priority::lower(nice);
+        crate::thread_priority::lower(priority);
         let _ = reply.send(work());
     });
     queue
@@ -99,24 +103,33 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::thread_priority::BulkPriority;
 
     #[tokio::test]
     async fn small_work_stays_on_the_caller_and_large_work_moves() {
         let here = std::thread::current().id();
-        let small = run(10, 0, move || std::thread::current().id())
-            .await
-            .unwrap();
+        let small = run(10, BulkPriority::Normal, move || {
+            std::thread::current().id()
+        })
+        .await
+        .unwrap();
         assert_eq!(small, here);
-        let large = run(INLINE_CELLS, 0, || {
+        let large = run(INLINE_CELLS, BulkPriority::Normal, || {
             std::thread::current().name().map(str::to_owned)
         })
         .await
         .unwrap();
         assert!(large.unwrap().starts_with("querygate-render-"));
         // A job that panics fails alone; the threads go on.
-        let failed = run(INLINE_CELLS, 0, || -> usize { panic!("boom") }).await;
+        let failed = run(INLINE_CELLS, BulkPriority::Normal, || -> usize {
+            panic!("boom")
+        })
+        .await;
         assert!(failed.is_err());
-        assert_eq!(run(INLINE_CELLS, 0, || 7).await.unwrap(), 7);
+        assert_eq!(
+            run(INLINE_CELLS, BulkPriority::Normal, || 7).await.unwrap(),
+            7
+        );
     }
 
     #[cfg(target_os = "linux")]
@@ -124,11 +137,15 @@ mod tests {
     async fn large_work_runs_at_a_lower_priority_and_small_work_keeps_the_callers() {
         use crate::thread_priority::tests::{nice_of, tid};
         let caller = nice_of(tid());
-        let small = run(10, 5, || nice_of(tid())).await.unwrap();
+        let small = run(10, BulkPriority::Nice(5), || nice_of(tid()))
+            .await
+            .unwrap();
         assert_eq!(small, caller);
         // Every large job runs at the lowered priority, whichever render thread takes it.
         for _ in 0..threads() * 4 {
-            let nice = run(INLINE_CELLS, 5, || nice_of(tid())).await.unwrap();
+            let nice = run(INLINE_CELLS, BulkPriority::Nice(5), || nice_of(tid()))
+                .await
+                .unwrap();
             assert!(
                 nice >= (caller + 5).min(i32::from(crate::thread_priority::LOWEST)),
                 "a render thread at nice {nice}, the caller at {caller}"

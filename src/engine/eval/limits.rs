@@ -2,6 +2,7 @@
 //! single value SQLite may build, so one statement cannot hold a core or grow the heap
 //! without end.
 
+use crate::thread_priority::BulkPriority;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,10 +27,10 @@ pub struct EvalLimits {
     /// Bytes of the largest string, blob or row SQLite may build; larger values fail the
     /// statement (`limits.max_eval_value_bytes`, SQLite's `SQLITE_LIMIT_LENGTH`).
     pub max_value_bytes: usize,
-    /// Nice steps by which a statement's SQLite thread lowers its OS priority once the
-    /// statement has loaded [`EvalLimits::BULK_BYTES`] of response bodies
-    /// (`limits.bulk_work_nice`; 0: none).
-    pub bulk_nice: u8,
+    /// How a statement's SQLite thread lowers its OS priority once the statement has
+    /// loaded [`EvalLimits::BULK_BYTES`] of response bodies (`limits.bulk_work_priority`,
+    /// `limits.bulk_work_nice`).
+    pub bulk_priority: BulkPriority,
 }
 
 impl Default for EvalLimits {
@@ -37,7 +38,7 @@ impl Default for EvalLimits {
         EvalLimits {
             max_time: Duration::from_secs(30),
             max_value_bytes: 16 * 1024 * 1024,
-            bulk_nice: crate::thread_priority::DEFAULT_LOWER_BY,
+            bulk_priority: BulkPriority::default(),
         }
     }
 }
@@ -47,7 +48,7 @@ impl EvalLimits {
     pub const MAX_VALUE_BYTES: usize = SQLITE_MAX_LENGTH;
 
     /// The response bodies a statement loads (over all its pages) from which its SQLite
-    /// work is bulk work, at the priority `bulk_nice` lowers it to: 256 KiB.
+    /// work is bulk work, at the priority `bulk_priority` lowers it to: 256 KiB.
     pub const BULK_BYTES: usize = 256 * 1024;
 
     /// Applies the value-size bound to a fresh connection.

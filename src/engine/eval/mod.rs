@@ -245,11 +245,11 @@ struct Table {
 }
 
 /// The response bytes loaded after `more`; past [`EvalLimits::BULK_BYTES`] this thread's
-/// priority is lowered (once) by `limits.bulk_nice`.
+/// priority is lowered (once) as `limits.bulk_priority` says.
 fn bulk_after(loaded: usize, more: usize, limits: &EvalLimits) -> usize {
     let loaded = loaded.saturating_add(more);
     if loaded >= EvalLimits::BULK_BYTES {
-        crate::thread_priority::lower(limits.bulk_nice);
+        crate::thread_priority::lower(limits.bulk_priority);
     }
     loaded
 }

@@ -62,19 +62,19 @@ impl Admission {
         Admission {
             global: Arc::new(Semaphore::new(limits.max_concurrent_evaluations)),
             tenants: Mutex::default(),
-            responses: ResponseBytes::with_bulk_nice(
+            responses: ResponseBytes::with_bulk_priority(
                 limits.max_response_bytes,
                 limits.max_tenant_response_bytes,
-                limits.bulk_work_nice,
+                limits.bulk_work_priority,
             ),
             limits,
         }
     }
 
     /// Nice steps by which threads rendering large results lower their priority
-    /// (`limits.bulk_work_nice`).
-    pub(crate) fn bulk_work_nice(&self) -> u8 {
-        self.limits.bulk_work_nice
+    /// (`limits.bulk_work_priority`).
+    pub(crate) fn bulk_work_priority(&self) -> crate::thread_priority::BulkPriority {
+        self.limits.bulk_work_priority
     }
 
     /// The count of rendered response bytes in flight.
@@ -218,7 +218,7 @@ mod tests {
             wait: Duration::from_millis(50),
             max_response_bytes: 1000,
             max_tenant_response_bytes: 600,
-            bulk_work_nice: 0,
+            bulk_work_priority: crate::thread_priority::BulkPriority::Normal,
         })
     }
 

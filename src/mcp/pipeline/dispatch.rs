@@ -48,7 +48,7 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
     let spec = call.spec;
     let render = call.render.clone().unwrap_or(Render::Markdown);
     let shared_responses = shared.admission.responses().clone();
-    let nice = shared.admission.bulk_work_nice();
+    let priority = shared.admission.bulk_work_priority();
     let invocation = Invocation {
         shared,
         cx: call.cx,
@@ -60,7 +60,7 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
     let outcome = match (spec.run)(invocation).await {
         Ok(result) => {
             let cells = cells_in(&result.structured);
-            let rendered = offload::run(cells, nice, move || rendered(render, result)).await;
+            let rendered = offload::run(cells, priority, move || rendered(render, result)).await;
             let Rendered {
                 structured,
                 text,

@@ -14,6 +14,7 @@
 //! therefore pass the cap by at most the results of the calls admitted meanwhile (bounded by
 //! `limits.max_concurrent_evaluations`), and it stays there only until those are sent.
 
+use crate::thread_priority::BulkPriority;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -35,9 +36,9 @@ pub(crate) enum Full {
 pub(crate) struct ResponseBytes {
     max_global: usize,
     max_tenant: usize,
-    /// Nice steps by which large responses are serialized at a lower priority
-    /// (`limits.bulk_work_nice`).
-    bulk_nice: u8,
+    /// How large responses are serialized at a lower priority
+    /// (`limits.bulk_work_priority`).
+    bulk_priority: BulkPriority,
     counts: Mutex<Counts>,
     /// Woken whenever bytes are released.
     released: Notify,
@@ -67,16 +68,20 @@ impl ResponseBytes {
     /// A count with these caps (bytes).
     #[cfg(test)]
     pub(crate) fn new(max_global: usize, max_tenant: usize) -> Arc<Self> {
-        Self::with_bulk_nice(max_global, max_tenant, 0)
+        Self::with_bulk_priority(max_global, max_tenant, BulkPriority::Normal)
     }
 
     /// A count with these caps (bytes), whose holds say to serialize large responses at a
-    /// priority lowered by `bulk_nice` steps.
-    pub(crate) fn with_bulk_nice(max_global: usize, max_tenant: usize, bulk_nice: u8) -> Arc<Self> {
+    /// priority lowered as `bulk_priority` says.
+    pub(crate) fn with_bulk_priority(
+        max_global: usize,
+        max_tenant: usize,
+        bulk_priority: BulkPriority,
+    ) -> Arc<Self> {
         Arc::new(ResponseBytes {
             max_global,
             max_tenant,
-            bulk_nice,
+            bulk_priority,
             counts: Mutex::default(),
             released: Notify::new(),
         })
@@ -157,10 +162,10 @@ impl HeldBytes {
         self.0.bytes
     }
 
-    /// Nice steps by which the response is serialized at a lower priority when it is large
-    /// (`limits.bulk_work_nice`).
-    pub fn bulk_nice(&self) -> u8 {
-        self.0.count.bulk_nice
+    /// How the response is serialized at a lower priority when it is large
+    /// (`limits.bulk_work_priority`).
+    pub fn bulk_priority(&self) -> BulkPriority {
+        self.0.count.bulk_priority
     }
 }
 
@@ -190,13 +195,15 @@ impl ResponseSlot {
         *slot = Some(held);
     }
 
-    /// The bytes of the hold kept here (0: none) and its `bulk_nice`.
-    pub fn bytes(&self) -> (usize, u8) {
+    /// The bytes of the hold kept here (0: none) and its `bulk_priority`.
+    pub fn bytes(&self) -> (usize, BulkPriority) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
-            .map_or((0, 0), |held| (held.bytes(), held.bulk_nice()))
+            .map_or((0, BulkPriority::Normal), |held| {
+                (held.bytes(), held.bulk_priority())
+            })
     }
 
     /// What was kept.
@@ -301,10 +308,10 @@ mod tests {
     fn a_slot_keeps_the_last_hold() {
         let count = ResponseBytes::new(100, 100);
         let slot = ResponseSlot::default();
-        assert_eq!(slot.bytes(), (0, 0));
+        assert_eq!(slot.bytes(), (0, BulkPriority::Normal));
         slot.clone().keep(count.hold("a", 10));
         assert_eq!(count.in_flight("a"), (10, 10));
-        assert_eq!(slot.bytes(), (10, 0));
+        assert_eq!(slot.bytes(), (10, BulkPriority::Normal));
         let held = slot.take().unwrap();
         assert_eq!(held.bytes(), 10);
         assert!(slot.take().is_none());

@@ -125,8 +125,8 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
         let cap = row_cap(input.row_limit, shared.server.max_rows);
         // Thousands of rows become JSON values off the async workers.
         let cells = output.rows.len().min(cap) * output.columns.len();
-        let nice = shared.admission.bulk_work_nice();
-        crate::mcp::offload::run(cells, nice, move || rows_result(output, cap))
+        let priority = shared.admission.bulk_work_priority();
+        crate::mcp::offload::run(cells, priority, move || rows_result(output, cap))
             .await
             .map_err(|err| ToolError::failed(Code::Internal, err.to_string()))
     })
