@@ -71,7 +71,7 @@ impl Admission {
         }
     }
 
-    /// Nice steps by which threads rendering large results lower their priority
+    /// How threads rendering and sending large results lower their priority
     /// (`limits.bulk_work_priority`).
     pub(crate) fn bulk_work_priority(&self) -> crate::thread_priority::BulkPriority {
         self.limits.bulk_work_priority
