@@ -2,6 +2,7 @@
 //! `describe_resource` and `describe_method`. Names are checked as identifiers and handed to
 //! the engine's typed discovery calls; they never become SQL text.
 
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -14,19 +15,11 @@ use crate::code::Code;
 use crate::engine::{ColumnInfo, ParamInfo};
 use crate::mcp::render::View;
 
-/// Metadata tools read provider documents only.
-const READ_LOCAL: Hints = Hints {
-    read_only: true,
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
-
 /// `list_providers`.
 pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
     name: "list_providers",
     title: "List installed providers",
-    hints: READ_LOCAL,
+    hints: Hints::READ_LOCAL,
     effect: Effect::Read,
     takes_sql: false,
     takes_format: false,
@@ -36,69 +29,65 @@ pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
 };
 
 /// `list_services`.
-pub(crate) const LIST_SERVICES: ToolSpec = ToolSpec {
-    name: "list_services",
-    title: "List a provider's services",
-    hints: READ_LOCAL,
-    effect: Effect::Read,
-    takes_sql: false,
-    takes_format: true,
-    input_schema: schema::<HierarchyInput>,
-    output_schema: schema::<RowsOutput>,
-    run: list_services,
-};
+pub(crate) const LIST_SERVICES: ToolSpec = hierarchy_tool(
+    "list_services",
+    "List a provider's services",
+    schema::<RowsOutput>,
+    list_services,
+);
 
 /// `list_resources`.
-pub(crate) const LIST_RESOURCES: ToolSpec = ToolSpec {
-    name: "list_resources",
-    title: "List a service's resources",
-    hints: READ_LOCAL,
-    effect: Effect::Read,
-    takes_sql: false,
-    takes_format: true,
-    input_schema: schema::<HierarchyInput>,
-    output_schema: schema::<RowsOutput>,
-    run: list_resources,
-};
+pub(crate) const LIST_RESOURCES: ToolSpec = hierarchy_tool(
+    "list_resources",
+    "List a service's resources",
+    schema::<RowsOutput>,
+    list_resources,
+);
 
 /// `list_methods`.
-pub(crate) const LIST_METHODS: ToolSpec = ToolSpec {
-    name: "list_methods",
-    title: "List a resource's methods",
-    hints: READ_LOCAL,
-    effect: Effect::Read,
-    takes_sql: false,
-    takes_format: true,
-    input_schema: schema::<HierarchyInput>,
-    output_schema: schema::<RowsOutput>,
-    run: list_methods,
-};
+pub(crate) const LIST_METHODS: ToolSpec = hierarchy_tool(
+    "list_methods",
+    "List a resource's methods",
+    schema::<RowsOutput>,
+    list_methods,
+);
 
 /// `describe_resource`.
-pub(crate) const DESCRIBE_RESOURCE: ToolSpec = ToolSpec {
-    name: "describe_resource",
-    title: "Describe a resource's columns",
-    hints: READ_LOCAL,
-    effect: Effect::Read,
-    takes_sql: false,
-    takes_format: true,
-    input_schema: schema::<HierarchyInput>,
-    output_schema: schema::<RowsOutput>,
-    run: describe_resource,
-};
+pub(crate) const DESCRIBE_RESOURCE: ToolSpec = hierarchy_tool(
+    "describe_resource",
+    "Describe a resource's columns",
+    schema::<RowsOutput>,
+    describe_resource,
+);
 
 /// `describe_method`.
-pub(crate) const DESCRIBE_METHOD: ToolSpec = ToolSpec {
-    name: "describe_method",
-    title: "Describe a method's contract",
-    hints: READ_LOCAL,
-    effect: Effect::Read,
-    takes_sql: false,
-    takes_format: true,
-    input_schema: schema::<HierarchyInput>,
-    output_schema: schema::<MethodOutput>,
-    run: describe_method,
-};
+pub(crate) const DESCRIBE_METHOD: ToolSpec = hierarchy_tool(
+    "describe_method",
+    "Describe a method's contract",
+    schema::<MethodOutput>,
+    describe_method,
+);
+
+/// The spec of a metadata tool that takes a [`HierarchyInput`]: it reads provider documents
+/// only and takes the `format` argument.
+const fn hierarchy_tool(
+    name: &'static str,
+    title: &'static str,
+    output_schema: fn() -> JsonObject,
+    run: fn(Invocation) -> ToolFuture,
+) -> ToolSpec {
+    ToolSpec {
+        name,
+        title,
+        hints: Hints::READ_LOCAL,
+        effect: Effect::Read,
+        takes_sql: false,
+        takes_format: true,
+        input_schema: schema::<HierarchyInput>,
+        output_schema,
+        run,
+    }
+}
 
 /// Where in the provider → service → resource → method hierarchy to look. Which fields a
 /// tool needs depends on the tool; a missing one is reported by the tool.
@@ -348,11 +337,7 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
         let records: Vec<Vec<(String, Value)>> =
             columns.into_iter().take(cap).map(column_record).collect();
         let mut structured = Map::new();
-        structured.insert("rows".into(), rows_of(&records));
-        if seen > cap {
-            structured.insert("truncated".into(), Value::Bool(true));
-            structured.insert("rows_seen".into(), Value::from(seen));
-        }
+        insert_rows(&mut structured, &records, seen);
         Ok(ToolResult {
             structured: Value::Object(structured),
             view: View::Records {
@@ -363,13 +348,18 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
     })
 }
 
-fn rows_of(records: &[Vec<(String, Value)>]) -> Value {
-    Value::Array(
-        records
-            .iter()
-            .map(|r| Value::Object(r.iter().cloned().collect()))
-            .collect(),
-    )
+/// Adds `rows` (one object per record) to `structured`, and `truncated` and `rows_seen`
+/// when `seen` records were found but fewer are given.
+fn insert_rows(structured: &mut Map<String, Value>, records: &[Vec<(String, Value)>], seen: usize) {
+    let rows = records
+        .iter()
+        .map(|r| Value::Object(r.iter().cloned().collect()))
+        .collect();
+    structured.insert("rows".into(), Value::Array(rows));
+    if seen > records.len() {
+        structured.insert("truncated".into(), Value::Bool(true));
+        structured.insert("rows_seen".into(), Value::from(seen));
+    }
 }
 
 fn param_record(param: ParamInfo) -> Vec<(String, Value)> {
@@ -454,11 +444,7 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
         let seen = rows.len();
         let rows: Vec<Vec<(String, Value)>> = rows.into_iter().take(cap).collect();
         let mut structured: Map<String, Value> = summary.iter().cloned().collect();
-        structured.insert("rows".into(), rows_of(&rows));
-        if seen > cap {
-            structured.insert("truncated".into(), Value::Bool(true));
-            structured.insert("rows_seen".into(), Value::from(seen));
-        }
+        insert_rows(&mut structured, &rows, seen);
         let mut records = vec![summary];
         records.extend(rows);
         Ok(ToolResult {
@@ -501,5 +487,24 @@ mod tests {
             assert!(identifier("provider", bad).is_err(), "{bad:?}");
         }
         assert!(identifier("provider", &"a".repeat(MAX_NAME + 1)).is_err());
+    }
+
+    #[test]
+    fn rows_say_when_records_were_cut() {
+        let records = vec![vec![("name".to_owned(), Value::from("id"))]];
+        let mut whole = Map::new();
+        insert_rows(&mut whole, &records, 1);
+        assert_eq!(
+            Value::Object(whole),
+            serde_json::json!({"rows": [{"name": "id"}]})
+        );
+
+        let mut cut = Map::new();
+        cut.insert("method".into(), Value::from("get"));
+        insert_rows(&mut cut, &records, 3);
+        assert_eq!(
+            serde_json::to_string(&cut).unwrap(),
+            r#"{"method":"get","rows":[{"name":"id"}],"truncated":true,"rows_seen":3}"#
+        );
     }
 }

@@ -16,18 +16,11 @@ use crate::mcp::library::search::{self, Query};
 use crate::mcp::library::{LibraryError, Source, render};
 use crate::mcp::render::{View, cell, markdown};
 
-const READ_ONLY_LOCAL: Hints = Hints {
-    read_only: true,
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
-
 /// `query_library_search`.
 pub(crate) const QUERY_LIBRARY_SEARCH: ToolSpec = ToolSpec {
     name: "query_library_search",
     title: "Search the query library",
-    hints: READ_ONLY_LOCAL,
+    hints: Hints::READ_LOCAL,
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,
@@ -40,7 +33,7 @@ pub(crate) const QUERY_LIBRARY_SEARCH: ToolSpec = ToolSpec {
 pub(crate) const QUERY_LIBRARY_GET: ToolSpec = ToolSpec {
     name: "query_library_get",
     title: "Get a query library entry",
-    hints: READ_ONLY_LOCAL,
+    hints: Hints::READ_LOCAL,
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,

@@ -41,6 +41,17 @@ pub(crate) struct Hints {
     pub(crate) open_world: bool,
 }
 
+impl Hints {
+    /// Reads only what querygate holds itself (provider documents, the query library):
+    /// changes nothing and reaches no outside system.
+    pub(crate) const READ_LOCAL: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+}
+
 /// What a tool may change, for the mode gate.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Effect {
