@@ -709,8 +709,9 @@ impl Method {
         self.params.iter().filter(|p| p.required)
     }
 
-    /// The schema of the success response this method's rows come from.
-    pub(crate) fn response_schema(&self, store: &DocumentStore) -> Result<Option<SchemaAt>> {
+    /// The success response this method's rows come from (the configured response key, else
+    /// the first `2xx` one), its `$ref`s resolved, with the document it was found in.
+    fn success_response(&self, store: &DocumentStore) -> Result<Option<(Arc<Doc>, Value)>> {
         let Some(Value::Object(responses)) = self.operation.get("responses") else {
             return Ok(None);
         };
@@ -722,7 +723,14 @@ impl Method {
         let Some(response) = key.and_then(|k| responses.get(&k)) else {
             return Ok(None);
         };
-        let (doc, response) = deref(store, &self.operation_doc, response)?;
+        deref(store, &self.operation_doc, response).map(Some)
+    }
+
+    /// The schema of the success response this method's rows come from.
+    pub(crate) fn response_schema(&self, store: &DocumentStore) -> Result<Option<SchemaAt>> {
+        let Some((doc, response)) = self.success_response(store)? else {
+            return Ok(None);
+        };
         let Some(Value::Object(content)) = response.get("content") else {
             return Ok(None);
         };
@@ -742,18 +750,9 @@ impl Method {
     /// The name of the success response's schema when it is a `$ref`
     /// (`#/components/schemas/Operation` → `Operation`).
     pub(crate) fn response_schema_name(&self, store: &DocumentStore) -> Result<Option<String>> {
-        let Some(Value::Object(responses)) = self.operation.get("responses") else {
+        let Some((_, response)) = self.success_response(store)? else {
             return Ok(None);
         };
-        let key = self
-            .response
-            .doc_key
-            .clone()
-            .or_else(|| responses.keys().find(|k| k.starts_with('2')).cloned());
-        let Some(response) = key.and_then(|k| responses.get(&k)) else {
-            return Ok(None);
-        };
-        let (_, response) = deref(store, &self.operation_doc, response)?;
         let content = response.get("content");
         let media = self
             .response
