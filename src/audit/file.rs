@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
+use super::batch::{LinkedBatch, fail_all};
 use super::chain::{self, ChainHead};
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
 use super::location::{self, FileLocation};
@@ -178,48 +179,29 @@ impl Writer {
             fail_all(batch, &err);
             return;
         }
-        let committed = self.head.clone();
         let mut buffer = Vec::with_capacity(batch.len() * 512);
-        let mut waiting = Vec::with_capacity(batch.len());
-        let mut head = committed.clone();
-        for job in batch {
-            match chain::link(&self.config.stream, &head, &job.record) {
-                Ok(linked) => {
-                    buffer.extend_from_slice(linked.line().as_bytes());
-                    buffer.push(b'\n');
-                    head = linked.head();
-                    waiting.push((
-                        job.reply,
-                        Receipt {
-                            seq: linked.seq,
-                            hash: linked.hash,
-                        },
-                    ));
-                }
-                Err(err) => {
-                    let _ = job.reply.send(Err(AuditError::Encode(err.to_string())));
-                }
-            }
-        }
-        if waiting.is_empty() {
+        let linked = LinkedBatch::link(
+            &self.config.stream,
+            self.head.clone(),
+            batch,
+            |linked, _| {
+                buffer.extend_from_slice(linked.line().as_bytes());
+                buffer.push(b'\n');
+            },
+        );
+        if linked.is_empty() {
             return;
         }
         match self.append(&buffer) {
             Ok(()) => {
-                self.head = head;
                 self.size += buffer.len() as u64;
-                for (reply, receipt) in waiting {
-                    let _ = reply.send(Ok(receipt));
-                }
+                self.head = linked.acknowledge();
             }
             Err(err) => {
                 let err = unavailable(format!("cannot write '{}'", self.path.display()), err);
                 tracing::error!("{err}");
                 self.roll_back();
-                self.head = committed;
-                for (reply, _) in waiting {
-                    let _ = reply.send(Err(err.clone()));
-                }
+                linked.fail(&err);
             }
         }
     }
@@ -407,13 +389,6 @@ fn take_queued(receiver: &mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
             Ok(job) => batch.push(job),
             Err(_) => break,
         }
-    }
-}
-
-fn fail_all(batch: Vec<Job>, err: &AuditError) {
-    tracing::error!("{err}");
-    for job in batch {
-        let _ = job.reply.send(Err(err.clone()));
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`file`] (JSONL, fsync with group commit on a writer thread, rotation),
 //!   [`postgres`] (the append-only `audit_events` table, batched inserts),
 //!   [`memory`] (tests).
+//! - `batch`: a writer's batch linked into the chain and its callers answered, shared by
+//!   the file and PostgreSQL sinks.
 //! - [`failure`]: `audit.failure_mode` and what a failed write does to the call.
 //! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
 //! - [`redact`]: HMAC of SQL string literals.
@@ -17,6 +19,7 @@
 //! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
 
 pub mod auditor;
+mod batch;
 pub mod chain;
 pub mod failure;
 pub mod file;

@@ -15,7 +15,8 @@ use sqlx_core::query_as::query_as;
 use sqlx_postgres::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
-use super::chain::{self, ChainHead};
+use super::batch::{LinkedBatch, fail_all};
+use super::chain::ChainHead;
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
 use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
@@ -146,41 +147,21 @@ impl Writer {
                 match read_head(&self.pool, &self.config.stream, self.config.write_timeout).await {
                     Ok(head) => head,
                     Err(err) => {
-                        tracing::error!("{err}");
-                        for job in batch {
-                            let _ = job.reply.send(Err(err.clone()));
-                        }
+                        fail_all(batch, &err);
                         return;
                     }
                 }
             }
         };
-        let mut next = head;
         let mut columns = Columns::default();
-        let mut waiting = Vec::with_capacity(batch.len());
-        for job in batch {
-            match chain::link(&self.config.stream, &next, &job.record) {
-                Ok(linked) => {
-                    next = linked.head();
-                    columns.seq.push(linked.seq as i64);
-                    columns.at.push(job.record.timestamp.clone());
-                    columns.prev_hash.push(linked.prev_hash.clone());
-                    columns.hash.push(linked.hash.clone());
-                    columns.record.push(linked.canonical);
-                    waiting.push((
-                        job.reply,
-                        Receipt {
-                            seq: linked.seq,
-                            hash: linked.hash,
-                        },
-                    ));
-                }
-                Err(err) => {
-                    let _ = job.reply.send(Err(AuditError::Encode(err.to_string())));
-                }
-            }
-        }
-        if waiting.is_empty() {
+        let linked = LinkedBatch::link(&self.config.stream, head, batch, |linked, record| {
+            columns.seq.push(linked.seq as i64);
+            columns.at.push(record.timestamp.clone());
+            columns.prev_hash.push(linked.prev_hash);
+            columns.hash.push(linked.hash);
+            columns.record.push(linked.canonical);
+        });
+        if linked.is_empty() {
             return;
         }
         let insert = query::<Postgres>(INSERT)
@@ -202,18 +183,11 @@ impl Writer {
             ))),
         };
         match result {
-            Ok(()) => {
-                self.head = Some(next);
-                for (reply, receipt) in waiting {
-                    let _ = reply.send(Ok(receipt));
-                }
-            }
+            Ok(()) => self.head = Some(linked.acknowledge()),
             Err(err) => {
                 tracing::error!("{err}");
                 self.head = None;
-                for (reply, _) in waiting {
-                    let _ = reply.send(Err(err.clone()));
-                }
+                linked.fail(&err);
             }
         }
     }

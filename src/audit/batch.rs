@@ -1,0 +1,79 @@
+//! A writer's batch, shared by the file and PostgreSQL sinks: the queued records linked into
+//! the stream's hash chain one after the other, then every caller answered at once when the
+//! batch is committed or has failed.
+
+use tokio::sync::oneshot;
+
+use super::chain::{self, ChainHead, Linked};
+use super::queue::Job;
+use super::record::AuditRecord;
+use super::sink::{AuditError, Receipt};
+
+/// The linked records of a batch, their callers waiting for the commit.
+pub(super) struct LinkedBatch {
+    /// The stream's head once the batch is committed.
+    head: ChainHead,
+    waiting: Vec<(oneshot::Sender<Result<Receipt, AuditError>>, Receipt)>,
+}
+
+impl LinkedBatch {
+    /// Links the jobs' records after `head`, in order, handing each linked record and the
+    /// record it came from to `keep` (which stores what the commit writes). A record that
+    /// cannot be encoded is answered with [`AuditError::Encode`] at once and takes no place
+    /// in the chain.
+    pub(super) fn link(
+        stream: &str,
+        head: ChainHead,
+        jobs: Vec<Job>,
+        mut keep: impl FnMut(Linked, &AuditRecord),
+    ) -> LinkedBatch {
+        let mut head = head;
+        let mut waiting = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            match chain::link(stream, &head, &job.record) {
+                Ok(linked) => {
+                    head = linked.head();
+                    let receipt = Receipt {
+                        seq: linked.seq,
+                        hash: head.hash.clone(),
+                    };
+                    keep(linked, &job.record);
+                    waiting.push((job.reply, receipt));
+                }
+                Err(err) => {
+                    let _ = job.reply.send(Err(AuditError::Encode(err.to_string())));
+                }
+            }
+        }
+        LinkedBatch { head, waiting }
+    }
+
+    /// Whether no record of the batch was linked (nothing to commit).
+    pub(super) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// After the commit: answers every caller with its receipt and returns the stream's new
+    /// head.
+    pub(super) fn acknowledge(self) -> ChainHead {
+        for (reply, receipt) in self.waiting {
+            let _ = reply.send(Ok(receipt));
+        }
+        self.head
+    }
+
+    /// After a failed commit: answers every caller with `err`.
+    pub(super) fn fail(self, err: &AuditError) {
+        for (reply, _) in self.waiting {
+            let _ = reply.send(Err(err.clone()));
+        }
+    }
+}
+
+/// Logs `err` and answers every job with it (a batch that could not begin).
+pub(super) fn fail_all(jobs: Vec<Job>, err: &AuditError) {
+    tracing::error!("{err}");
+    for job in jobs {
+        let _ = job.reply.send(Err(err.clone()));
+    }
+}
