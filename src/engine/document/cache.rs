@@ -167,22 +167,36 @@ components:
     }
 
     impl Fixture {
+        /// The provider, its service and the schemas document, in a store of 16 documents.
         fn new(recheck: Duration) -> Self {
+            Self::with_store_capacity(16, recheck)
+        }
+
+        /// The provider, its service and the schemas document, in a store that holds
+        /// `capacity` documents.
+        fn with_store_capacity(capacity: usize, recheck: Duration) -> Self {
             let root = tempfile::tempdir().unwrap();
-            write(root.path(), "p/v1/provider.yaml", PROVIDER, 100);
-            write(root.path(), "p/v1/services/things.yaml", SERVICE, 100);
-            write(
-                root.path(),
-                "p/v1/services/schemas.yaml",
-                &schemas("name"),
-                100,
-            );
-            let store = DocumentStore::new(root.path().join("src"), 16, recheck);
-            Fixture {
+            let store = DocumentStore::new(root.path().join("src"), capacity, recheck);
+            let f = Fixture {
                 root,
                 store,
                 models: ModelCache::new(4),
-            }
+            };
+            f.write("p/v1/provider.yaml", PROVIDER, 100);
+            f.write("p/v1/services/things.yaml", SERVICE, 100);
+            f.write("p/v1/services/schemas.yaml", &schemas("name"), 100);
+            f
+        }
+
+        /// [`write`] under this fixture's root.
+        fn write(&self, rel: &str, text: &str, age: u64) {
+            write(self.root.path(), rel, text, age);
+        }
+
+        /// Writes the document the `missing` method's operation points into (without that
+        /// operation), so no document the model reads is missing.
+        fn write_other(&self) {
+            self.write("p/v1/services/other.yaml", "paths: {}\n", 100);
         }
 
         fn provider(&self) -> Arc<Provider> {
@@ -212,8 +226,7 @@ components:
         let first = f.open();
         assert!(first.broken_method("missing").is_some());
         assert!(!Arc::ptr_eq(&first, &f.open()));
-        write(
-            f.root.path(),
+        f.write(
             "p/v1/services/other.yaml",
             "paths:\n  /x:\n    get: {}\n",
             100,
@@ -240,30 +253,19 @@ components:
     #[test]
     fn a_changed_document_gives_a_fresh_model() {
         let f = Fixture::new(Duration::ZERO);
-        write(
-            f.root.path(),
-            "p/v1/services/other.yaml",
-            "paths: {}\n",
-            100,
-        );
+        f.write_other();
         let first = f.open();
         assert_eq!(f.columns(&first), ["id", "name"]);
 
         // A document reached only through a `$ref` of the response schema.
-        write(
-            f.root.path(),
-            "p/v1/services/schemas.yaml",
-            &schemas("title"),
-            50,
-        );
+        f.write("p/v1/services/schemas.yaml", &schemas("title"), 50);
         let second = f.open();
         assert!(!Arc::ptr_eq(&first, &second));
         assert_eq!(f.columns(&second), ["id", "title"]);
         assert!(Arc::ptr_eq(&second, &f.open()));
 
         // The service document.
-        write(
-            f.root.path(),
+        f.write(
             "p/v1/services/things.yaml",
             &SERVICE.replace("required: true", "required: false"),
             40,
@@ -273,8 +275,7 @@ components:
         assert!(!third.method("list").unwrap().params[0].required);
 
         // provider.yaml.
-        write(
-            f.root.path(),
+        f.write(
             "p/v1/provider.yaml",
             &format!("{PROVIDER}config: {{}}\n"),
             30,
@@ -287,21 +288,11 @@ components:
     #[test]
     fn changes_wait_for_the_recheck_interval_and_forget_is_at_once() {
         let f = Fixture::new(Duration::from_secs(3600));
-        write(
-            f.root.path(),
-            "p/v1/services/other.yaml",
-            "paths: {}\n",
-            100,
-        );
+        f.write_other();
         let first = f.open();
         assert_eq!(f.columns(&first), ["id", "name"]);
         // Within the recheck interval the files are not looked at: the model stands.
-        write(
-            f.root.path(),
-            "p/v1/services/schemas.yaml",
-            &schemas("title"),
-            50,
-        );
+        f.write("p/v1/services/schemas.yaml", &schemas("title"), 50);
         assert!(Arc::ptr_eq(&first, &f.open()));
         // A pull forgets the version's documents: the model is built from the files now.
         f.store.forget("p/v1/");
@@ -316,22 +307,9 @@ components:
 
     #[test]
     fn a_document_evicted_from_the_store_gives_a_fresh_model() {
-        let root = tempfile::tempdir().unwrap();
-        write(root.path(), "p/v1/provider.yaml", PROVIDER, 100);
-        write(root.path(), "p/v1/services/things.yaml", SERVICE, 100);
-        write(
-            root.path(),
-            "p/v1/services/schemas.yaml",
-            &schemas("name"),
-            100,
-        );
-        write(root.path(), "p/v1/services/other.yaml", "paths: {}\n", 100);
-        write(root.path(), "p/v1/services/filler.yaml", "{}\n", 100);
-        let f = Fixture {
-            store: DocumentStore::new(root.path().join("src"), 4, Duration::from_secs(3600)),
-            root,
-            models: ModelCache::new(4),
-        };
+        let f = Fixture::with_store_capacity(4, Duration::from_secs(3600));
+        f.write_other();
+        f.write("p/v1/services/filler.yaml", "{}\n", 100);
         let first = f.open();
         assert_eq!(f.columns(&first), ["id", "name"]);
         assert!(Arc::ptr_eq(&first, &f.open()));
