@@ -60,6 +60,42 @@ fn engine(root: PathBuf, mock: &Mock) -> Engine {
     Engine::new(config).unwrap()
 }
 
+/// A credentials file's text: `api_key` as `DD_API_KEY`, and the application key.
+fn key_file(api_key: &str) -> String {
+    format!("DD_API_KEY={api_key}\nDD_APPLICATION_KEY={APP_KEY}\n")
+}
+
+/// One tenant against the compat registry: the engine, the mock that accepts only
+/// `NEW_KEY`, and the tenant's credentials file. Tests destructure it from a local
+/// binding, so the fields they leave (the mock, the folder) live to the end of the test.
+struct Scenario {
+    e: Engine,
+    mock: Mock,
+    cx: ExecContext,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts log capture and a [`Scenario`] whose credentials file holds `env`; `None` (the
+/// test skips) without the compat registry.
+async fn scenario(env: &str) -> Option<Scenario> {
+    logs::capture();
+    let root = compat_root()?;
+    let mock = mock_accepting_new_key().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("creds.env");
+    std::fs::write(&file, env).unwrap();
+    let e = engine(root, &mock);
+    let cx = tenant_with_file(&file);
+    Some(Scenario {
+        e,
+        mock,
+        cx,
+        file,
+        _dir: dir,
+    })
+}
+
 fn tenant_with_file(file: &Path) -> ExecContext {
     ExecContext {
         credentials: Arc::new(CredentialStore::open(file, false).unwrap()),
@@ -92,18 +128,10 @@ fn clean_report(report: &CredentialReport) {
 
 #[tokio::test]
 async fn fresh_session_reports_every_installed_provider() {
-    logs::capture();
-    let Some(root) = compat_root() else { return };
-    let mock = mock_accepting_new_key().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("creds.env");
-    std::fs::write(
-        &file,
-        format!("DD_API_KEY={NEW_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
-    let e = engine(root, &mock);
-    let cx = tenant_with_file(&file);
+    let Some(s) = scenario(&key_file(NEW_KEY)).await else {
+        return;
+    };
+    let Scenario { e, cx, file, .. } = s;
 
     let before = e.reload_credentials(&cx, None).await.unwrap();
     clean_report(&before);
@@ -167,18 +195,12 @@ async fn fresh_session_reports_every_installed_provider() {
 
 #[tokio::test]
 async fn rotation_after_the_first_query_is_picked_up_by_one_reload() {
-    logs::capture();
-    let Some(root) = compat_root() else { return };
-    let mock = mock_accepting_new_key().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("creds.env");
-    std::fs::write(
-        &file,
-        format!("DD_API_KEY={OLD_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
-    let e = engine(root, &mock);
-    let cx = tenant_with_file(&file);
+    let Some(s) = scenario(&key_file(OLD_KEY)).await else {
+        return;
+    };
+    let Scenario {
+        e, mock, cx, file, ..
+    } = s;
 
     let stale = e.execute(&cx, SELECT).await.unwrap_err();
     assert_eq!(stale.upstream_failure().unwrap().status, 401);
@@ -223,24 +245,14 @@ async fn rotation_after_the_first_query_is_picked_up_by_one_reload() {
 
 #[tokio::test]
 async fn rotation_before_the_first_query() {
-    logs::capture();
-    let Some(root) = compat_root() else { return };
-    let mock = mock_accepting_new_key().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("creds.env");
-    std::fs::write(
-        &file,
-        format!("DD_API_KEY={OLD_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
-    let e = engine(root, &mock);
-    let cx = tenant_with_file(&file);
+    let Some(s) = scenario(&key_file(OLD_KEY)).await else {
+        return;
+    };
+    let Scenario {
+        e, mock, cx, file, ..
+    } = s;
 
-    std::fs::write(
-        &file,
-        format!("DD_API_KEY={NEW_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
+    std::fs::write(&file, key_file(NEW_KEY)).unwrap();
     let reload = e.reload_credentials(&cx, None).await.unwrap();
     clean_report(&reload);
     assert!(row(&reload, "stackql_auth_testing").changed);
@@ -252,18 +264,12 @@ async fn rotation_before_the_first_query() {
 
 #[tokio::test]
 async fn recovery_from_a_failed_resolution() {
-    logs::capture();
-    let Some(root) = compat_root() else { return };
-    let mock = mock_accepting_new_key().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("creds.env");
-    std::fs::write(
-        &file,
-        format!("DD_APPLICATION_KEY={APP_KEY}\nDD_API_KEY=\n"),
-    )
-    .unwrap();
-    let e = engine(root, &mock);
-    let cx = tenant_with_file(&file);
+    let Some(s) = scenario(&format!("DD_APPLICATION_KEY={APP_KEY}\nDD_API_KEY=\n")).await else {
+        return;
+    };
+    let Scenario {
+        e, mock, cx, file, ..
+    } = s;
 
     for sql in [SELECT, DELETE] {
         let err = e.execute(&cx, sql).await.unwrap_err();
@@ -317,11 +323,7 @@ async fn tenants_never_see_each_others_credentials() {
     let mock = mock_accepting_new_key().await;
     let dir = tempfile::tempdir().unwrap();
     let (acme_file, globex_file) = (dir.path().join("acme.env"), dir.path().join("globex.env"));
-    std::fs::write(
-        &acme_file,
-        format!("DD_API_KEY={NEW_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
+    std::fs::write(&acme_file, key_file(NEW_KEY)).unwrap();
     std::fs::write(&globex_file, format!("DD_API_KEY={OLD_KEY}\n")).unwrap();
     let yaml = format!(
         "tenants:\n  - id: acme\n    credentials: {{env_file: {}}}\n  - id: globex\n    credentials: {{env_file: {}}}\n  - id: initech\n",
@@ -373,11 +375,7 @@ async fn tenants_never_see_each_others_credentials() {
     );
 
     // A reload for one tenant reads only its own file and changes nothing for the others.
-    std::fs::write(
-        &globex_file,
-        format!("DD_API_KEY={NEW_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
+    std::fs::write(&globex_file, key_file(NEW_KEY)).unwrap();
     let acme_report = e.reload_credentials(&acme, None).await.unwrap();
     assert!(acme_report.providers.iter().all(|r| !r.changed));
     assert!(
@@ -425,18 +423,10 @@ async fn an_absent_configured_file_is_created_private_and_empty() {
 /// capture is checked to work, so this cannot pass vacuously.
 #[tokio::test]
 async fn logs_hold_no_secrets() {
-    logs::capture();
-    let Some(root) = compat_root() else { return };
-    let mock = mock_accepting_new_key().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("creds.env");
-    std::fs::write(
-        &file,
-        format!("DD_API_KEY={NEW_KEY}\nDD_APPLICATION_KEY={APP_KEY}\n"),
-    )
-    .unwrap();
-    let e = engine(root, &mock);
-    let cx = tenant_with_file(&file);
+    let Some(s) = scenario(&key_file(NEW_KEY)).await else {
+        return;
+    };
+    let Scenario { e, cx, .. } = s;
     e.execute(&cx, SELECT).await.unwrap();
     e.execute(&cx, DELETE).await.unwrap_err();
     e.reload_credentials(&cx, None).await.unwrap();
