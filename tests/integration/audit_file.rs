@@ -15,6 +15,8 @@ use querygate::audit::{
     Phase, location,
 };
 
+use crate::support::querygate_command;
+
 pub fn record(tool: &str, n: usize) -> AuditRecord {
     AuditRecord {
         timestamp: record::timestamp_now(),
@@ -351,13 +353,9 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
     assert!(lost.is_empty(), "acknowledged but not on disk: {lost:?}");
 }
 
+/// Runs `querygate args…` to its end.
 fn querygate(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .output()
-        .unwrap()
+    querygate_command().args(args).output().unwrap()
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::gate::{Approver, DELETE, SELECT, approver_client, params, run};
 use crate::mcp_support::{error_code, install_crypto_provider, test_config};
 use crate::mock::{BodyFault, Mock, Reply};
-use crate::support::{SECRET, pg};
+use crate::support::{SECRET, pg, querygate_command};
 
 /// An in-process server whose tool calls are audited by `auditor`.
 struct AuditedServer {
@@ -361,13 +361,6 @@ async fn best_effort_proceeds_while_the_database_is_down() {
     database_stops_mid_run(FailureMode::BestEffort).await;
 }
 
-fn querygate() -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
 #[tokio::test]
 async fn the_stdio_session_is_audited_with_the_local_user() {
     use std::io::{BufRead as _, Write as _};
@@ -376,7 +369,7 @@ async fn the_stdio_session_is_audited_with_the_local_user() {
     let config = test_config(&mock, dir.path(), "read_only", "");
     let audit_dir: PathBuf = dir.path().join("audit");
     let lines = tokio::task::spawn_blocking(move || {
-        let mut child = querygate()
+        let mut child = querygate_command()
             .env("USER", "ops-person")
             .arg("--config")
             .arg(&config)
@@ -441,7 +434,7 @@ async fn serve_stops_at_start_when_the_audit_location_is_unwritable() {
     std::fs::write(&blocker, "").unwrap();
     let config = test_config(&mock, dir.path(), "read_only", "");
     let output = tokio::task::spawn_blocking(move || {
-        querygate()
+        querygate_command()
             .env("QUERYGATE_AUDIT__FILE__DIR", blocker.join("audit"))
             .arg("--config")
             .arg(&config)
@@ -471,7 +464,7 @@ async fn writes_through_querygate_query_are_audited_and_refused_when_the_audit_c
     let run = move |audit_override: Option<PathBuf>, sql: &'static str| {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
-            let mut cmd = querygate();
+            let mut cmd = querygate_command();
             cmd.env("USER", "ops-person")
                 .arg("--config")
                 .arg(&config)

@@ -1,5 +1,6 @@
-//! Engines over the test registry, wired to a mock upstream; `pg`: PostgreSQL for tests;
-//! `ports`: ports for servers that restart on the same port.
+//! Engines over the test registry, wired to a mock upstream; the querygate binary with a
+//! clean environment; `pg`: PostgreSQL for tests; `ports`: ports for servers that restart on
+//! the same port.
 
 pub mod pg;
 pub mod ports;
@@ -15,6 +16,15 @@ use crate::mock::Mock;
 
 /// The planted secret: it must never appear in any output or error.
 pub const SECRET: &str = "tk-planted-secret-0451";
+
+/// The querygate binary with an empty environment but `PATH`, so that no `QUERYGATE_*`
+/// variable of the machine running the tests reaches it.
+pub fn querygate_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd
+}
 
 pub fn fixture_registry() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/registry")
