@@ -553,12 +553,8 @@ async fn aws_signing_v4_missing_key_id_is_named_and_nothing_is_sent() {
 /// JSON itself); with no auth override, that is what the engine now runs.
 #[tokio::test]
 async fn google_document_service_account_auth_runs_as_declared() {
-    let root = match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
-        Ok(root) if !root.is_empty() => std::path::PathBuf::from(root),
-        _ => {
-            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping compatibility test");
-            return;
-        }
+    let Some(root) = crate::support::compat_registry() else {
+        return;
     };
     let mock = Mock::start().await;
     mock.route(

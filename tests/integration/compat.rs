@@ -12,16 +12,6 @@ use serde_json::json;
 use crate::mock::{Mock, Reply};
 use crate::support::*;
 
-fn compat_root() -> Option<PathBuf> {
-    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
-        Ok(root) if !root.is_empty() => Some(PathBuf::from(root)),
-        _ => {
-            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping compatibility test");
-            None
-        }
-    }
-}
-
 fn compat_engine(root: PathBuf, overrides: &[(&str, String)]) -> Engine {
     let mut config = EngineConfig::new(root);
     for (provider, url) in overrides {
@@ -54,7 +44,9 @@ fn cx(vars: &[(&str, &str)]) -> ExecContext {
 
 #[tokio::test]
 async fn like_on_a_required_parameter_is_refused_before_any_request() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     // The method without `org` would answer; it must not be asked.
     mock.route(
@@ -99,7 +91,9 @@ fn text_cell(s: &str) -> Cell {
 
 #[tokio::test]
 async fn github_repos_by_org_with_basic_auth_and_link_pagination() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     let next = format!(
         "<{}/organizations/99/repos?page=2>; rel=\"next\"",
@@ -139,7 +133,9 @@ async fn github_repos_by_org_with_basic_auth_and_link_pagination() {
 
 #[tokio::test]
 async fn github_user_repos_pick_the_method_by_param_and_404_is_empty() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     mock.route("/users/octo/repos", Reply::json(json!([{"name": "hello"}])));
     let e = compat_engine(root, &[("github", mock.url())]);
@@ -164,7 +160,9 @@ async fn github_user_repos_pick_the_method_by_param_and_404_is_empty() {
 
 #[tokio::test]
 async fn github_absent_service_document_is_named() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     let e = compat_engine(root, &[]);
     let c = cx(&[]);
@@ -199,7 +197,9 @@ async fn github_absent_service_document_is_named() {
 
 #[tokio::test]
 async fn google_split_layout_items_and_page_tokens() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     let base = format!("{}/compute/v1", mock.url());
     mock.route(
@@ -263,7 +263,9 @@ async fn google_split_layout_items_and_page_tokens() {
 
 #[tokio::test]
 async fn native_test_pagination_and_server_variables() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     for page in 1..=3 {
         let body = json!({"items": [{"name": format!("i{page}"), "idx": page, "wire_page": page}], "result_info": {"page": page, "total_pages": 3}});
@@ -355,7 +357,9 @@ async fn native_test_pagination_and_server_variables() {
 
 #[tokio::test]
 async fn custom_auth_with_successor_sends_both_headers() {
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = Mock::start().await;
     mock.route(
         "/api/v1/collectors",

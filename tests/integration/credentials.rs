@@ -16,6 +16,7 @@ use serde_json::json;
 
 use crate::logs;
 use crate::mock::{Mock, Reply};
+use crate::support::compat_registry;
 
 const OLD_KEY: &str = "dd-old-key-7f3a91";
 const NEW_KEY: &str = "dd-new-key-c40e22";
@@ -23,16 +24,6 @@ const APP_KEY: &str = "dd-app-key-9b1d05";
 const SELECT: &str = "SELECT id, name FROM stackql_auth_testing.collectors.collectors";
 const DELETE: &str =
     "DELETE FROM stackql_auth_testing.collectors.collectors WHERE id = '100000001'";
-
-fn compat_root() -> Option<PathBuf> {
-    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
-        Ok(root) if !root.is_empty() => Some(PathBuf::from(root)),
-        _ => {
-            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping credentials scenario");
-            None
-        }
-    }
-}
 
 /// The mock answers only requests carrying `NEW_KEY` (and the application key).
 async fn mock_accepting_new_key() -> Mock {
@@ -80,7 +71,7 @@ struct Scenario {
 /// test skips) without the compat registry.
 async fn scenario(env: &str) -> Option<Scenario> {
     logs::capture();
-    let root = compat_root()?;
+    let root = compat_registry()?;
     let mock = mock_accepting_new_key().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("creds.env");
@@ -319,7 +310,9 @@ async fn recovery_from_a_failed_resolution() {
 #[tokio::test]
 async fn tenants_never_see_each_others_credentials() {
     logs::capture();
-    let Some(root) = compat_root() else { return };
+    let Some(root) = compat_registry() else {
+        return;
+    };
     let mock = mock_accepting_new_key().await;
     let dir = tempfile::tempdir().unwrap();
     let (acme_file, globex_file) = (dir.path().join("acme.env"), dir.path().join("globex.env"));

@@ -97,3 +97,26 @@ pub fn column(out: &QueryOutput, name: &str) -> Vec<Cell> {
         .unwrap_or_else(|| panic!("no column {name} in {:?}", out.columns));
     out.rows.iter().map(|r| r[index].clone()).collect()
 }
+
+/// Whether a missing prerequisite must fail the test (CI) rather than skip it.
+pub fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The registry of real StackQL provider documents (`QUERYGATE_COMPAT_REGISTRY`), or `None`
+/// (with a note) when it is not set and we are not under CI: under CI the tests that need it
+/// fail instead of skipping (`scripts/test.sh` sets it to `../shared/providers`).
+pub fn compat_registry() -> Option<std::path::PathBuf> {
+    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
+        Ok(root) if !root.is_empty() => Some(std::path::PathBuf::from(root)),
+        _ if required() => panic!(
+            "QUERYGATE_COMPAT_REGISTRY is not set: under CI the tests over real provider documents must run"
+        ),
+        _ => {
+            eprintln!(
+                "QUERYGATE_COMPAT_REGISTRY is not set: skipping a test over real provider documents"
+            );
+            None
+        }
+    }
+}

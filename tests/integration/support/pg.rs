@@ -16,10 +16,7 @@ use sqlx_postgres::Postgres;
 
 const URL_VAR: &str = "QUERYGATE_TEST_DATABASE_URL";
 
-/// Whether a missing prerequisite must fail the test (CI) rather than skip it.
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use super::required;
 
 /// The admin URL of the test cluster, or `None` (with a note) when it is not set and we are
 /// not under CI.
