@@ -7,13 +7,6 @@ use serde_json::json;
 use crate::mock::{Mock, Reply};
 use crate::support::*;
 
-fn querygate() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_querygate"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
 #[tokio::test]
 async fn query_with_config_file_env_override_and_formats() {
     let mock = Mock::start().await;
@@ -33,7 +26,7 @@ async fn query_with_config_file_env_override_and_formats() {
     .unwrap();
     let url = mock.url();
     let run = move |format: &'static str| {
-        let mut cmd = querygate();
+        let mut cmd = querygate_command();
         cmd.args([
             "--config",
             config.to_str().unwrap(),
@@ -91,7 +84,7 @@ async fn config_errors_name_the_key_and_exit_2() {
     let config = dir.path().join("bad.yaml");
     std::fs::write(&config, "upstream:\n  timout: 5s\n").unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        querygate()
+        querygate_command()
             .args(["--config", config.to_str().unwrap(), "providers"])
             .output()
             .unwrap()
@@ -106,12 +99,12 @@ async fn config_errors_name_the_key_and_exit_2() {
 #[tokio::test]
 async fn providers_command_and_query_errors() {
     let out = tokio::task::spawn_blocking(|| {
-        let list = querygate()
+        let list = querygate_command()
             .args(["providers", "--output", "csv"])
             .env("QUERYGATE_REGISTRY__ROOT", fixture_registry())
             .output()
             .unwrap();
-        let bad = querygate()
+        let bad = querygate_command()
             .args(["query", "SELECT * FROM nope.a.b"])
             .env("QUERYGATE_REGISTRY__ROOT", fixture_registry())
             .output()
@@ -142,7 +135,7 @@ async fn home_and_relative_paths_resolve_against_the_config_folder() {
     .unwrap();
     let (home_path, work_path) = (home.path().to_owned(), work.path().to_owned());
     let out = tokio::task::spawn_blocking(move || {
-        querygate()
+        querygate_command()
             .args([
                 "--config",
                 "~/.config/querygate/config.yaml",
@@ -184,7 +177,7 @@ async fn settings_for_no_installed_provider_are_warned_about_without_colours() {
     )
     .unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        querygate()
+        querygate_command()
             .args(["--config", config.to_str().unwrap(), "query"])
             .arg("SELECT id FROM testapi.items.items WHERE org = 'acme'")
             .env("TESTAPI_KEY", SECRET)
@@ -240,7 +233,7 @@ async fn a_provider_without_settings_is_warned_about_once_per_process() {
     );
     let out = tokio::task::spawn_blocking(move || {
         use std::io::Write as _;
-        let mut child = querygate()
+        let mut child = querygate_command()
             .args(["--config", config.to_str().unwrap(), "stdio"])
             .env("TESTAPI_KEY", SECRET)
             .env("QUERYGATE_UPSTREAM__CONNECT_TIMEOUT", "1s")
@@ -290,7 +283,7 @@ async fn a_fifo_env_file_is_refused_at_start_up() {
     let config = dir.path().join("querygate.yaml");
     std::fs::write(&config, "credentials:\n  env_file: creds.env\n").unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = querygate()
+        let mut child = querygate_command()
             .args(["--config", config.to_str().unwrap(), "providers"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

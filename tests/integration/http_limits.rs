@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::mcp_support::start;
-use crate::support::fixture_registry;
+use crate::support::{fixture_registry, querygate_command};
 
 fn addr_of(url: &str) -> String {
     url.trim_start_matches("http://")
@@ -116,13 +116,6 @@ async fn malformed_json_and_batches_get_400_with_a_json_rpc_error() {
     }
 }
 
-fn querygate() -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    cmd
-}
-
 #[test]
 fn a_bad_listen_address_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,7 +125,7 @@ fn a_bad_listen_address_is_a_configuration_error() {
         fixture_registry().display()
     );
     std::fs::write(&config, format!("{base}server:\n  listen: nonsense\n")).unwrap();
-    let out = querygate()
+    let out = querygate_command()
         .args(["serve", "--config"])
         .arg(&config)
         .output()
@@ -142,7 +135,7 @@ fn a_bad_listen_address_is_a_configuration_error() {
     assert!(stderr.contains("server.listen: 'nonsense'"), "{stderr}");
 
     std::fs::write(&config, &base).unwrap();
-    let out = querygate()
+    let out = querygate_command()
         .args(["serve", "--listen", "also-nonsense", "--config"])
         .arg(&config)
         .output()
@@ -153,7 +146,7 @@ fn a_bad_listen_address_is_a_configuration_error() {
 
     // A public address without authentication needs allow_unauthenticated.
     std::fs::write(&config, format!("{base}server:\n  listen: 0.0.0.0:0\n")).unwrap();
-    let out = querygate()
+    let out = querygate_command()
         .args(["serve", "--config"])
         .arg(&config)
         .output()
