@@ -28,6 +28,13 @@ pub enum BulkPriority {
     Idle,
 }
 
+impl BulkPriority {
+    /// Whether it lowers a thread's priority at all (`Normal` and `Nice(0)` do not).
+    pub fn lowers(self) -> bool {
+        !matches!(self, BulkPriority::Normal | BulkPriority::Nice(0))
+    }
+}
+
 /// What a thread was before [`lower`] lowered it.
 #[derive(Debug, Clone, Copy)]
 struct Before {
@@ -51,14 +58,14 @@ pub const DEFAULT_LOWER_BY: u8 = 10;
 /// Lowers this thread's priority as `to` says, once: a thread already lowered stays as it
 /// is. [`BulkPriority::Normal`] (and `Nice(0)`) does nothing.
 pub fn lower(to: BulkPriority) {
-    if BEFORE.get().is_some() {
+    if !to.lowers() || BEFORE.get().is_some() {
         return;
     }
     let Some(now) = nice() else {
         return;
     };
     match to {
-        BulkPriority::Normal | BulkPriority::Nice(0) => {}
+        BulkPriority::Normal => {}
         BulkPriority::Nice(by) => {
             let target = now.saturating_add(i32::from(by)).min(i32::from(LOWEST));
             if target != now && set_nice(target) {
@@ -126,7 +133,7 @@ pub fn can_raise() -> bool {
 /// Runs `work` at the priority `to` says, then raises it back, if this process may raise
 /// it back ([`can_raise`]); else at this thread's priority.
 pub fn lowered_while<T>(to: BulkPriority, work: impl FnOnce() -> T) -> T {
-    if matches!(to, BulkPriority::Normal | BulkPriority::Nice(0)) || lowered() || !can_raise() {
+    if !to.lowers() || lowered() || !can_raise() {
         return work();
     }
     lower(to);

@@ -55,45 +55,39 @@ pub(super) fn check_eval_limits(
 /// `limits.bulk_work_nice` (1 to 19 nice steps, default 10; 0: not lowered), which applies
 /// with `nice` only. `bulk_work_nice` without `bulk_work_priority` means `nice`.
 fn check_bulk_work_priority(raw: &RawLimits, problems: &mut Problems) -> BulkPriority {
-    let nice = |problems: &mut Problems| {
-        let by = raw.bulk_work_nice.unwrap_or(DEFAULT_LOWER_BY);
-        if by > LOWEST {
-            problems.push(
-                "limits.bulk_work_nice",
-                format!(
-                    "{by} is out of range: 0 (bulk work at the process's priority) to {LOWEST}"
-                ),
-            );
-        }
-        match by.min(LOWEST) {
-            0 => BulkPriority::Normal,
-            by => BulkPriority::Nice(by),
-        }
-    };
-    match raw.bulk_work_priority {
-        None if raw.bulk_work_nice.is_some() => nice(problems),
-        Some(RawBulkPriority::Nice) => nice(problems),
-        written => {
-            let (priority, name) = match written {
-                Some(RawBulkPriority::Normal) => (BulkPriority::Normal, "normal"),
-                _ => (BulkPriority::Idle, "idle"),
-            };
-            if raw.bulk_work_nice.is_some() {
+    let kind = raw
+        .bulk_work_priority
+        .unwrap_or(if raw.bulk_work_nice.is_some() {
+            RawBulkPriority::Nice
+        } else {
+            RawBulkPriority::Idle
+        });
+    let (priority, name) = match kind {
+        RawBulkPriority::Nice => {
+            let by = raw.bulk_work_nice.unwrap_or(DEFAULT_LOWER_BY);
+            if by > LOWEST {
                 problems.push(
                     "limits.bulk_work_nice",
                     format!(
-                        "applies only with limits.bulk_work_priority: nice (it is {name}{})",
-                        if written.is_none() {
-                            ", the default"
-                        } else {
-                            ""
-                        }
+                        "{by} is out of range: 0 (bulk work at the process's priority) to {LOWEST}"
                     ),
                 );
             }
-            priority
+            return match by.min(LOWEST) {
+                0 => BulkPriority::Normal,
+                by => BulkPriority::Nice(by),
+            };
         }
+        RawBulkPriority::Idle => (BulkPriority::Idle, "idle"),
+        RawBulkPriority::Normal => (BulkPriority::Normal, "normal"),
+    };
+    if raw.bulk_work_nice.is_some() {
+        problems.push(
+            "limits.bulk_work_nice",
+            format!("applies only with limits.bulk_work_priority: nice (it is {name})"),
+        );
     }
+    priority
 }
 
 /// How many SQL statements may be evaluated at once (per replica), and for how long a call
