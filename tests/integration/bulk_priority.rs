@@ -2,8 +2,9 @@
 //! seen from the threads of a `querygate serve` child process (only this test's statements
 //! run there): while a statement that has loaded 256 KiB of responses waits for its next
 //! page, its SQLite thread runs at the lowered priority (by default in Linux's `SCHED_IDLE`
-//! class; with `nice`, at a higher nice value) and no other thread does; once the statement
-//! ends, no thread is left at that priority. Linux only (priorities are per thread there).
+//! class; with `nice`, at a higher nice value) and no other thread does; the render thread of
+//! its large result runs lowered too and stays so; once the statement ends, no SQLite thread
+//! is left at that priority. Linux only (priorities are per thread there).
 #![cfg(target_os = "linux")]
 
 use std::time::Duration;
@@ -156,6 +157,14 @@ async fn bulk_statement_lowers_only_its_sqlite_thread(
         .as_array()
         .map_or(0, Vec::len);
     assert_eq!(rows, 2001, "{}", text_of(&result));
+    // Its 4,002 values were rendered on a render thread, which stays lowered.
+    assert!(
+        threads(pid)
+            .iter()
+            .any(|thread| thread.name.starts_with("querygate-rende") && lowered(thread)),
+        "no render thread lowered: {:?}",
+        threads(pid)
+    );
     // The thread went back to its priority (or, where that is not allowed, ended).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while threads(pid)
