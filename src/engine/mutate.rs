@@ -362,7 +362,7 @@ fn prepare(
         .and_then(|p| p.base_url.clone());
     let shape = method.row_shape(&inner.store)?;
     Ok(Prepared {
-        locator: Arc::new(shape.locator.clone()),
+        locator: shape.locator.clone(),
         columns: shape.columns.iter().map(|c| c.name.clone()).collect(),
         auth: inner.effective_auth(&provider),
         base_url,

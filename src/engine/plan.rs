@@ -26,7 +26,7 @@ pub(crate) struct TablePlan {
     pub(crate) boolean_columns: Vec<String>,
     /// The row schema declares no properties: columns come from the data.
     pub(crate) dynamic_columns: bool,
-    pub(crate) locator: RowLocator,
+    pub(crate) locator: Arc<RowLocator>,
     /// Supplied parameters (required and optional) and their sources.
     pub(crate) params: Vec<(Param, Source)>,
     /// Occurrences whose rows supply this one's parameters.

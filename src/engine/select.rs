@@ -282,7 +282,7 @@ fn prepare(
         .zip(&analysis.occurrences)
         .map(|((plan, provider), occurrence)| TableJob {
             alias: occurrence.alias.clone(),
-            locator: Arc::new(plan.locator.clone()),
+            locator: plan.locator.clone(),
             auth: inner.effective_auth(&provider),
             base_url: inner
                 .config

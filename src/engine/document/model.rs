@@ -403,7 +403,8 @@ pub(crate) struct ColumnSpec {
 /// Where rows sit in a method's response, and the columns of a row.
 #[derive(Debug)]
 pub(crate) struct RowShape {
-    pub(crate) locator: RowLocator,
+    /// Shared with the statements that load rows of this shape.
+    pub(crate) locator: Arc<RowLocator>,
     /// The row schema's properties (empty when the schema declares none).
     pub(crate) columns: Vec<ColumnSpec>,
 }
@@ -823,7 +824,7 @@ impl Method {
         let (locator, row_schema) = self.row_schema(store)?;
         let Some(row_schema) = row_schema else {
             return Ok(RowShape {
-                locator,
+                locator: Arc::new(locator),
                 columns: Vec::new(),
             });
         };
@@ -836,7 +837,10 @@ impl Method {
                 name,
             })
             .collect();
-        Ok(RowShape { locator, columns })
+        Ok(RowShape {
+            locator: Arc::new(locator),
+            columns,
+        })
     }
 
     /// The resource's columns as this method returns them.
