@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use querygate::engine::{EngineConfig, ErrorKind};
+use querygate::engine::{Cell, EngineConfig, ErrorKind};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -219,8 +219,28 @@ async fn a_statement_sees_nothing_of_the_statements_before_it() {
         )
         .await;
         assert_eq!(out.rows.len(), 2);
+        // The same table of other columns (every column, not only name), then of the same.
+        for sql in [
+            "SELECT * FROM testapi.items.items WHERE org = 'acme'",
+            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'acme'",
+        ] {
+            let out = query(&engine, sql).await;
+            assert!(!out.columns.is_empty());
+        }
+        let counted = query(
+            &engine,
+            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'acme'",
+        )
+        .await;
+        assert_eq!(
+            counted.rows,
+            [[Cell::Integer(2)]],
+            "no row of earlier statements"
+        );
         let left = query(&engine, "SELECT name FROM sqlite_master").await;
         assert!(left.rows.is_empty(), "{left:?}");
+        let err = query_err(&engine, "SELECT count(*) AS n FROM __qg_t0").await;
+        assert!(err.message().contains("no such table"), "{err}");
         for counter in ["changes()", "total_changes()", "last_insert_rowid()"] {
             let err = query_err(&engine, &format!("SELECT {counter} AS n")).await;
             assert_eq!(err.kind(), ErrorKind::InvalidSql, "{err}");

@@ -2,49 +2,142 @@
 //! statements: opening one (registering functions, reading the empty schema, closing it
 //! again) costs about as much as a small statement's own SQLite work.
 //!
-//! Every statement runs inside one transaction that is rolled back when the statement ends,
-//! so nothing it loaded or created (tables, rows, schema) is there for the next one; the
-//! statement cache is flushed with it. Per-connection counters that a rollback does not
-//! reset (`changes()`, `total_changes()`, `last_insert_rowid()`) are unavailable to SQL
-//! (see `functions`). A connection whose statement loaded [`EvalLimits::BULK_BYTES`] or more,
-//! or whose rollback failed, is closed instead, which frees its memory.
+//! A statement's rows live in one transaction that is rolled back when the statement ends,
+//! so no row it loaded is there for the next one. Its tables are created before that
+//! transaction and kept, empty, with the connection: the next statement on this thread that
+//! creates a table of the same name and columns (the same resource again) reuses it, and
+//! the prepared INSERTs and queries in the connection's statement cache stay valid instead
+//! of being parsed again. A kept table that a statement does not create is dropped before
+//! the statement's first load or query, so a statement only ever sees its own tables. A
+//! table created once the transaction has begun (a later join wave) is created inside it
+//! and rolled back with it.
+//!
+//! Per-connection counters that a rollback does not reset (`changes()`, `total_changes()`,
+//! `last_insert_rowid()`) are unavailable to SQL (see `functions`). A connection whose
+//! statement loaded [`EvalLimits::BULK_BYTES`] or more, or whose rollback failed, is closed
+//! instead, which frees its memory.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use rusqlite::Connection;
 
 use super::functions;
 use super::limits::EvalLimits;
 
+/// A connection kept between statements, with the (empty) tables it holds.
+struct Kept {
+    conn: Connection,
+    /// Each kept table's name and the `CREATE TABLE` statement that made it.
+    tables: HashMap<String, String>,
+}
+
 thread_local! {
     /// This thread's connection between two statements.
-    static KEPT: RefCell<Option<Connection>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
 }
 
-/// A connection for one statement, with its transaction begun and `limits` applied: the one
-/// this thread kept from its previous statement, else a new one.
-pub(super) fn begin(limits: &EvalLimits) -> rusqlite::Result<Connection> {
-    let conn = match KEPT.with(|kept| kept.borrow_mut().take()) {
-        Some(conn) => conn,
-        None => open()?,
-    };
-    limits.apply(&conn)?;
-    conn.execute_batch("BEGIN")?;
-    Ok(conn)
+/// One statement's use of a connection (see the module documentation).
+pub(super) struct Session {
+    conn: Connection,
+    /// Tables that exist outside the statement's transaction, by name → CREATE statement.
+    tables: HashMap<String, String>,
+    /// The names of those tables this statement created or reused.
+    claimed: Vec<String>,
+    in_transaction: bool,
 }
 
-/// Ends a statement: rolls its transaction back and keeps the connection for this thread's
-/// next statement, unless the statement loaded `loaded` bytes of bulk work (or the rollback
-/// failed): then the connection is closed.
-pub(super) fn end(conn: Connection, loaded: usize) {
-    if loaded >= EvalLimits::BULK_BYTES {
-        return;
+impl Session {
+    /// A session for one statement with `limits` applied, on the connection this thread
+    /// kept from its previous statement, else a new one.
+    pub(super) fn begin(limits: &EvalLimits) -> rusqlite::Result<Session> {
+        let (conn, tables) = match KEPT.with(|kept| kept.borrow_mut().take()) {
+            Some(Kept { conn, tables }) => (conn, tables),
+            None => (open()?, HashMap::new()),
+        };
+        limits.apply(&conn)?;
+        Ok(Session {
+            conn,
+            tables,
+            claimed: Vec::new(),
+            in_transaction: false,
+        })
     }
-    conn.flush_prepared_statement_cache();
-    if conn.execute_batch("ROLLBACK").is_err() || !conn.is_autocommit() {
-        return;
+
+    /// The connection, for the interrupt handle and commands that do not read tables.
+    pub(super) fn connection(&self) -> &Connection {
+        &self.conn
     }
-    KEPT.with(|kept| *kept.borrow_mut() = Some(conn));
+
+    /// Creates table `name` with `create` (its whole `CREATE TABLE` statement): before the
+    /// statement's transaction, a kept table made by the same statement is reused and any
+    /// other of that name replaced; within it, the table is created in the transaction.
+    pub(super) fn create_table(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
+        let drop = format!("DROP TABLE IF EXISTS {}", quote_ident(name));
+        if self.in_transaction {
+            self.conn.execute_batch(&drop)?;
+            return self.conn.execute_batch(&create);
+        }
+        if self.tables.get(name) != Some(&create) {
+            if self.tables.remove(name).is_some() {
+                self.conn.execute_batch(&drop)?;
+            }
+            self.conn.execute_batch(&create)?;
+            self.tables.insert(name.to_owned(), create);
+        }
+        if !self.claimed.iter().any(|claimed| claimed == name) {
+            self.claimed.push(name.to_owned());
+        }
+        Ok(())
+    }
+
+    /// The connection with the statement's transaction begun: on the first call, kept
+    /// tables this statement did not create are dropped and the transaction begins.
+    pub(super) fn enter(&mut self) -> rusqlite::Result<&mut Connection> {
+        if !self.in_transaction {
+            let unclaimed: Vec<String> = self
+                .tables
+                .keys()
+                .filter(|name| !self.claimed.contains(name))
+                .cloned()
+                .collect();
+            for name in unclaimed {
+                self.conn
+                    .execute_batch(&format!("DROP TABLE {}", quote_ident(&name)))?;
+                self.tables.remove(&name);
+            }
+            self.conn.execute_batch("BEGIN")?;
+            self.in_transaction = true;
+        }
+        Ok(&mut self.conn)
+    }
+
+    /// Ends the statement: rolls its transaction back and keeps the connection and its
+    /// (now empty) tables for this thread's next statement, unless the statement loaded
+    /// `loaded` bytes of bulk work or the rollback failed: then the connection is closed.
+    pub(super) fn end(self, loaded: usize) {
+        if loaded >= EvalLimits::BULK_BYTES {
+            return;
+        }
+        let Session {
+            conn,
+            tables,
+            in_transaction,
+            ..
+        } = self;
+        if in_transaction && conn.execute_batch("ROLLBACK").is_err() {
+            return;
+        }
+        if !conn.is_autocommit() {
+            return;
+        }
+        KEPT.with(|kept| *kept.borrow_mut() = Some(Kept { conn, tables }));
+    }
+}
+
+/// `name` as an SQL identifier.
+pub(super) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 fn open() -> rusqlite::Result<Connection> {
@@ -62,9 +155,19 @@ mod tests {
 
     use super::*;
 
-    fn tables(conn: &Connection) -> i64 {
-        conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
-            .unwrap()
+    fn names(conn: &Connection) -> Vec<String> {
+        let mut statement = conn
+            .prepare("SELECT name FROM sqlite_master ORDER BY name")
+            .unwrap();
+        let names = statement.query_map([], |row| row.get(0)).unwrap();
+        names.collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    fn count(conn: &Connection, table: &str) -> i64 {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
     }
 
     /// Marks `conn` with a connection setting that a rollback does not undo.
@@ -79,60 +182,180 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn a_kept_connection_starts_empty() {
-        let limits = EvalLimits::default();
-        let conn = begin(&limits).unwrap();
-        mark(&conn, -1234);
-        conn.execute_batch("CREATE TABLE t (a); INSERT INTO t VALUES (1), (2);")
+    fn create(session: &mut Session, name: &str, columns: &str) {
+        session
+            .create_table(name, format!("CREATE TABLE {name} ({columns})"))
             .unwrap();
-        end(conn, 10);
+    }
 
-        let conn = begin(&limits).unwrap();
-        assert_eq!(marker(&conn), -1234, "the connection was kept");
-        assert_eq!(tables(&conn), 0, "the last statement's table is gone");
-        conn.execute_batch("CREATE TABLE t (b, c)").unwrap();
-        assert_eq!(tables(&conn), 1);
-        end(conn, 0);
+    /// A statement on this thread's connection: creates `t` with `columns`, enters the
+    /// transaction and inserts a row.
+    fn statement_with_a_row(columns: &str, marker: i64) {
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        mark(session.connection(), marker);
+        create(&mut session, "t", columns);
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t DEFAULT VALUES").unwrap();
+        assert_eq!(count(conn, "t"), 1);
+        session.end(10);
+    }
+
+    #[test]
+    fn a_kept_table_comes_back_empty_for_the_same_columns() {
+        statement_with_a_row("a, b", -1234);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -1234,
+            "the connection was kept"
+        );
+        let root = |conn: &Connection| -> i64 {
+            conn.query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let before = root(session.connection());
+        create(&mut session, "t", "a, b");
+        let conn = session.enter().unwrap();
+        assert_eq!(root(conn), before, "the table was reused, not made again");
+        assert_eq!(count(conn, "t"), 0, "the last statement's row is gone");
+        session.end(0);
+    }
+
+    #[test]
+    fn a_kept_table_of_other_columns_is_replaced() {
+        statement_with_a_row("a, b", -1235);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -1235,
+            "the connection was kept"
+        );
+        create(&mut session, "t", "c");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t (c) VALUES (1)").unwrap();
+        assert!(conn.execute_batch("SELECT a FROM t").is_err());
+        session.end(0);
+    }
+
+    #[test]
+    fn a_statement_sees_only_the_tables_it_created() {
+        statement_with_a_row("a", -1236);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -1236,
+            "the connection was kept"
+        );
+        create(&mut session, "u", "x");
+        let conn = session.enter().unwrap();
+        assert_eq!(names(conn), ["u"], "the kept table t is gone");
+        session.end(0);
+
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let conn = session.enter().unwrap();
+        assert!(
+            names(conn).is_empty(),
+            "a statement with no tables sees none"
+        );
+        session.end(0);
+    }
+
+    #[test]
+    fn a_table_created_in_the_transaction_is_rolled_back() {
+        statement_with_a_row("a", -1237);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        create(&mut session, "t", "a");
+        session.enter().unwrap();
+        // A later wave re-creates t with other columns and adds v, inside the transaction.
+        create(&mut session, "t", "z");
+        create(&mut session, "v", "w");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t (z) VALUES (1); INSERT INTO v (w) VALUES (2)")
+            .unwrap();
+        session.end(0);
+
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -1237,
+            "the connection was kept"
+        );
+        create(&mut session, "t", "a");
+        let conn = session.enter().unwrap();
+        assert_eq!(names(conn), ["t"]);
+        conn.execute_batch("SELECT a FROM t").unwrap();
+        assert_eq!(count(conn, "t"), 0);
+        session.end(0);
     }
 
     #[test]
     fn a_bulk_statement_closes_its_connection() {
-        let limits = EvalLimits::default();
-        let conn = begin(&limits).unwrap();
-        end(conn, EvalLimits::BULK_BYTES);
+        let session = Session::begin(&EvalLimits::default()).unwrap();
+        session.end(EvalLimits::BULK_BYTES);
+        assert!(KEPT.with(|kept| kept.borrow().is_none()));
+    }
+
+    #[test]
+    fn a_statement_that_committed_closes_its_connection() {
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        create(&mut session, "t", "a");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t VALUES (1); COMMIT")
+            .unwrap();
+        session.end(0);
         assert!(KEPT.with(|kept| kept.borrow().is_none()));
     }
 
     #[test]
     fn limits_apply_to_a_kept_connection() {
         use rusqlite::limits::Limit;
-        let conn = begin(&EvalLimits::default()).unwrap();
-        mark(&conn, -2345);
-        end(conn, 0);
+        let session = Session::begin(&EvalLimits::default()).unwrap();
+        mark(session.connection(), -2345);
+        session.end(0);
         let small = EvalLimits {
             max_value_bytes: 1000,
             ..EvalLimits::default()
         };
-        let conn = begin(&small).unwrap();
-        assert_eq!(marker(&conn), -2345, "the connection was kept");
-        assert_eq!(conn.limit(Limit::SQLITE_LIMIT_LENGTH).unwrap(), 1000);
-        end(conn, 0);
+        let session = Session::begin(&small).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -2345,
+            "the connection was kept"
+        );
+        assert_eq!(
+            session
+                .connection()
+                .limit(Limit::SQLITE_LIMIT_LENGTH)
+                .unwrap(),
+            1000
+        );
+        session.end(0);
     }
 
     #[test]
     fn an_interrupt_after_the_last_command_does_not_reach_the_next_statement() {
         // `Database` interrupts its connection whenever it is dropped, also after a
         // statement that ended normally.
-        let limits = EvalLimits::default();
-        let conn = begin(&limits).unwrap();
-        mark(&conn, -4321);
-        conn.execute_batch("CREATE TABLE t (a)").unwrap();
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        mark(session.connection(), -4321);
+        create(&mut session, "t", "a");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t VALUES (1)").unwrap();
         conn.get_interrupt_handle().interrupt();
-        end(conn, 0);
-        let conn = begin(&limits).unwrap();
-        assert_eq!(marker(&conn), -4321, "the connection was kept");
-        assert_eq!(tables(&conn), 0);
-        end(conn, 0);
+        session.end(0);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -4321,
+            "the connection was kept"
+        );
+        create(&mut session, "t", "a");
+        let conn = session.enter().unwrap();
+        assert_eq!(count(conn, "t"), 0);
+        session.end(0);
     }
 }

@@ -3,7 +3,8 @@
 //! the async runtime. The async side sends commands (create a table, load a response page,
 //! read a join column, run the final SQL) and awaits the replies it needs; dropping the
 //! [`Database`] interrupts a running query and frees the thread. A thread keeps its
-//! connection for its next small statement, emptied (see `connection`).
+//! connection for its next small statement, with no rows and only the tables that statement
+//! creates again (see `connection`).
 
 mod connection;
 mod functions;
@@ -23,6 +24,7 @@ use super::error::{Error, ErrorKind, Result};
 use super::rows::{self, ColumnBinder, Loaded, RowLocator, RowWriter};
 use super::types::{Cell, QueryOutput};
 
+use self::connection::{Session, quote_ident};
 use self::limits::Budget;
 pub use self::limits::EvalLimits;
 
@@ -259,14 +261,14 @@ fn worker(
     ready: &OnceLock<InterruptHandle>,
     limits: EvalLimits,
 ) {
-    let mut conn = match connection::begin(&limits) {
-        Ok(conn) => conn,
+    let mut session = match Session::begin(&limits) {
+        Ok(session) => session,
         Err(err) => {
             fail_all(&commands, sqlite_internal(err));
             return;
         }
     };
-    let _ = ready.set(conn.get_interrupt_handle());
+    let _ = ready.set(session.connection().get_interrupt_handle());
     let mut tables: HashMap<String, Table> = HashMap::new();
     // Response bytes loaded so far: past `EvalLimits::BULK_BYTES` this thread's work is
     // bulk work, at a lower priority until the statement ends (see `threads`).
@@ -283,7 +285,7 @@ fn worker(
                 columns,
                 booleans,
             } => {
-                if let Err(err) = create(&conn, &mut tables, table, columns, &booleans) {
+                if let Err(err) = create(&mut session, &mut tables, table, columns, &booleans) {
                     // The statement cannot go on: its next answered command gets the error.
                     fail_all(&commands, err);
                     break;
@@ -303,7 +305,9 @@ fn worker(
                     locator: &locator,
                     wanted: &wanted,
                 };
-                let _ = reply.send(load(&conn, &tables, &table, page, &fixed, &limits));
+                let loaded = entered(&mut session)
+                    .and_then(|conn| load(conn, &tables, &table, page, &fixed, &limits));
+                let _ = reply.send(loaded);
             }
             Command::Discover {
                 body,
@@ -325,19 +329,28 @@ fn worker(
                 column,
                 reply,
             } => {
-                let _ = reply.send(distinct(&conn, &tables, &table, &column));
+                let values =
+                    entered(&mut session).and_then(|conn| distinct(conn, &tables, &table, &column));
+                let _ = reply.send(values);
             }
             Command::Query {
                 sql,
                 max_rows,
                 reply,
             } => {
-                let _ = reply.send(run_bounded(&mut conn, &sql, max_rows, &limits));
+                let output = entered(&mut session)
+                    .and_then(|conn| run_bounded(conn, &sql, max_rows, &limits));
+                let _ = reply.send(output);
             }
         }
     }
     drop(tables);
-    connection::end(conn, loaded);
+    session.end(loaded);
+}
+
+/// The session's connection inside the statement's transaction.
+fn entered(session: &mut Session) -> Result<&mut Connection> {
+    session.enter().map_err(sqlite_internal)
 }
 
 /// Answers the first answered command still to come with `err`, and any after it with a
@@ -369,12 +382,8 @@ fn contains_ci(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 fn create(
-    conn: &Connection,
+    session: &mut Session,
     tables: &mut HashMap<String, Table>,
     table: String,
     columns: Vec<String>,
@@ -398,12 +407,10 @@ fn create(
             false => quote_ident(c),
         })
         .collect();
-    conn.execute_batch(&format!(
-        "CREATE TABLE {} ({})",
-        quote_ident(&table),
-        defs.join(", ")
-    ))
-    .map_err(sqlite_internal)?;
+    let statement = format!("CREATE TABLE {} ({})", quote_ident(&table), defs.join(", "));
+    session
+        .create_table(&table, statement)
+        .map_err(sqlite_internal)?;
     let binder = ColumnBinder::new(&unique);
     tables.insert(
         table,
@@ -517,7 +524,8 @@ fn run_query(
     limits: &EvalLimits,
 ) -> Result<QueryOutput> {
     let sql_error = |err| sql_error(err, limits);
-    let mut statement = conn.prepare(sql).map_err(sql_error)?;
+    // Cached: the same statement over the same (kept) tables is not parsed again.
+    let mut statement = conn.prepare_cached(sql).map_err(sql_error)?;
     if !statement.readonly() {
         return Err(Error::unsupported(
             "only read-only SQL runs against fetched rows",
