@@ -45,6 +45,9 @@ pub(super) struct Session {
     /// The names of those tables this statement created or reused.
     claimed: Vec<String>,
     in_transaction: bool,
+    /// A schema change failed: the tables may not be what `tables` says, so the
+    /// connection is not kept.
+    failed: bool,
 }
 
 impl Session {
@@ -61,6 +64,7 @@ impl Session {
             tables,
             claimed: Vec::new(),
             in_transaction: false,
+            failed: false,
         })
     }
 
@@ -73,6 +77,12 @@ impl Session {
     /// statement's transaction, a kept table made by the same statement is reused and any
     /// other of that name replaced; within it, the table is created in the transaction.
     pub(super) fn create_table(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
+        let created = self.create_or_reuse(name, create);
+        self.failed |= created.is_err();
+        created
+    }
+
+    fn create_or_reuse(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
         let drop = format!("DROP TABLE IF EXISTS {}", quote_ident(name));
         if self.in_transaction {
             self.conn.execute_batch(&drop)?;
@@ -94,6 +104,12 @@ impl Session {
     /// The connection with the statement's transaction begun: on the first call, kept
     /// tables this statement did not create are dropped and the transaction begins.
     pub(super) fn enter(&mut self) -> rusqlite::Result<&mut Connection> {
+        let begun = self.begin_transaction();
+        self.failed |= begun.is_err();
+        begun.map(|()| &mut self.conn)
+    }
+
+    fn begin_transaction(&mut self) -> rusqlite::Result<()> {
         if !self.in_transaction {
             let unclaimed: Vec<String> = self
                 .tables
@@ -109,14 +125,15 @@ impl Session {
             self.conn.execute_batch("BEGIN")?;
             self.in_transaction = true;
         }
-        Ok(&mut self.conn)
+        Ok(())
     }
 
     /// Ends the statement: rolls its transaction back and keeps the connection and its
     /// (now empty) tables for this thread's next statement, unless the statement loaded
-    /// `loaded` bytes of bulk work or the rollback failed: then the connection is closed.
+    /// `loaded` bytes of bulk work, a schema change or the rollback failed: then the
+    /// connection is closed.
     pub(super) fn end(self, loaded: usize) {
-        if loaded >= EvalLimits::BULK_BYTES {
+        if loaded >= EvalLimits::BULK_BYTES || self.failed {
             return;
         }
         let Session {
@@ -297,6 +314,16 @@ mod tests {
         conn.execute_batch("SELECT a FROM t").unwrap();
         assert_eq!(count(conn, "t"), 0);
         session.end(0);
+    }
+
+    #[test]
+    fn a_failed_schema_change_closes_the_connection() {
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        create(&mut session, "t", "a");
+        let broken = session.create_table("u", "CREATE TABLE u (a, a)".to_owned());
+        assert!(broken.is_err(), "duplicate column");
+        session.end(0);
+        assert!(KEPT.with(|kept| kept.borrow().is_none()));
     }
 
     #[test]
