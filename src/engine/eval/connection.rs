@@ -40,9 +40,10 @@ thread_local! {
 /// One statement's use of a connection (see the module documentation).
 pub(super) struct Session {
     conn: Connection,
-    /// Tables that exist outside the statement's transaction, by name → CREATE statement.
+    /// Tables that exist outside the statement's transaction, by name (in ASCII lower case)
+    /// → CREATE statement.
     tables: HashMap<String, String>,
-    /// The names of those tables this statement created or reused.
+    /// The names (as keyed in `tables`) of those tables this statement created or reused.
     claimed: Vec<String>,
     in_transaction: bool,
     /// A schema change failed: the tables may not be what `tables` says, so the
@@ -88,15 +89,17 @@ impl Session {
             self.conn.execute_batch(&drop)?;
             return self.conn.execute_batch(&create);
         }
-        if self.tables.get(name) != Some(&create) {
-            if self.tables.remove(name).is_some() {
+        // SQLite compares table names without ASCII case.
+        let key = name.to_ascii_lowercase();
+        if self.tables.get(&key) != Some(&create) {
+            if self.tables.remove(&key).is_some() {
                 self.conn.execute_batch(&drop)?;
             }
             self.conn.execute_batch(&create)?;
-            self.tables.insert(name.to_owned(), create);
+            self.tables.insert(key.clone(), create);
         }
-        if !self.claimed.iter().any(|claimed| claimed == name) {
-            self.claimed.push(name.to_owned());
+        if !self.claimed.contains(&key) {
+            self.claimed.push(key);
         }
         Ok(())
     }
@@ -313,6 +316,22 @@ mod tests {
         assert_eq!(names(conn), ["t"]);
         conn.execute_batch("SELECT a FROM t").unwrap();
         assert_eq!(count(conn, "t"), 0);
+        session.end(0);
+    }
+
+    #[test]
+    fn a_kept_table_named_in_another_case_is_replaced() {
+        statement_with_a_row("a", -1238);
+        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        assert_eq!(
+            marker(session.connection()),
+            -1238,
+            "the connection was kept"
+        );
+        create(&mut session, "T", "a");
+        let conn = session.enter().unwrap();
+        assert_eq!(names(conn), ["T"]);
+        assert_eq!(count(conn, "T"), 0);
         session.end(0);
     }
 
