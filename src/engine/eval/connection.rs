@@ -14,8 +14,8 @@
 //!
 //! Per-connection counters that a rollback does not reset (`changes()`, `total_changes()`,
 //! `last_insert_rowid()`) are unavailable to SQL (see `functions`). A connection whose
-//! statement loaded [`EvalLimits::BULK_BYTES`] or more, or whose rollback failed, is closed
-//! instead, which frees its memory.
+//! statement loaded [`EvalLimits::BULK_BYTES`] or more, or whose schema change or rollback
+//! failed, is closed instead, which frees its memory.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -84,16 +84,16 @@ impl Session {
     }
 
     fn create_or_reuse(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
-        let drop = format!("DROP TABLE IF EXISTS {}", quote_ident(name));
+        let drop = || format!("DROP TABLE IF EXISTS {}", quote_ident(name));
         if self.in_transaction {
-            self.conn.execute_batch(&drop)?;
+            self.conn.execute_batch(&drop())?;
             return self.conn.execute_batch(&create);
         }
         // SQLite compares table names without ASCII case.
         let key = name.to_ascii_lowercase();
         if self.tables.get(&key) != Some(&create) {
             if self.tables.remove(&key).is_some() {
-                self.conn.execute_batch(&drop)?;
+                self.conn.execute_batch(&drop())?;
             }
             self.conn.execute_batch(&create)?;
             self.tables.insert(key.clone(), create);
@@ -209,6 +209,18 @@ mod tests {
             .unwrap()
     }
 
+    /// A session on this thread's connection, which must be the one marked `marker` (kept
+    /// from the previous statement).
+    fn kept_session(limits: &EvalLimits, marker: i64) -> Session {
+        let session = Session::begin(limits).unwrap();
+        assert_eq!(
+            self::marker(session.connection()),
+            marker,
+            "the connection was kept"
+        );
+        session
+    }
+
     fn create(session: &mut Session, name: &str, columns: &str) {
         session
             .create_table(name, format!("CREATE TABLE {name} ({columns})"))
@@ -230,24 +242,20 @@ mod tests {
     #[test]
     fn a_kept_table_comes_back_empty_for_the_same_columns() {
         statement_with_a_row("a, b", -1234);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -1234,
-            "the connection was kept"
-        );
-        let root = |conn: &Connection| -> i64 {
-            conn.query_row(
-                "SELECT rootpage FROM sqlite_master WHERE name = 't'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap()
+        let mut session = kept_session(&EvalLimits::default(), -1234);
+        // Every schema change (a DROP, a CREATE) counts up `schema_version`.
+        let version = |conn: &Connection| -> i64 {
+            conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+                .unwrap()
         };
-        let before = root(session.connection());
+        let before = version(session.connection());
         create(&mut session, "t", "a, b");
         let conn = session.enter().unwrap();
-        assert_eq!(root(conn), before, "the table was reused, not made again");
+        assert_eq!(
+            version(conn),
+            before,
+            "the table was reused, not made again"
+        );
         assert_eq!(count(conn, "t"), 0, "the last statement's row is gone");
         session.end(0);
     }
@@ -255,12 +263,7 @@ mod tests {
     #[test]
     fn a_kept_table_of_other_columns_is_replaced() {
         statement_with_a_row("a, b", -1235);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -1235,
-            "the connection was kept"
-        );
+        let mut session = kept_session(&EvalLimits::default(), -1235);
         create(&mut session, "t", "c");
         let conn = session.enter().unwrap();
         conn.execute_batch("INSERT INTO t (c) VALUES (1)").unwrap();
@@ -271,12 +274,7 @@ mod tests {
     #[test]
     fn a_statement_sees_only_the_tables_it_created() {
         statement_with_a_row("a", -1236);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -1236,
-            "the connection was kept"
-        );
+        let mut session = kept_session(&EvalLimits::default(), -1236);
         create(&mut session, "u", "x");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["u"], "the kept table t is gone");
@@ -305,12 +303,7 @@ mod tests {
             .unwrap();
         session.end(0);
 
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -1237,
-            "the connection was kept"
-        );
+        let mut session = kept_session(&EvalLimits::default(), -1237);
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["t"]);
@@ -322,12 +315,7 @@ mod tests {
     #[test]
     fn a_kept_table_named_in_another_case_is_replaced() {
         statement_with_a_row("a", -1238);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -1238,
-            "the connection was kept"
-        );
+        let mut session = kept_session(&EvalLimits::default(), -1238);
         create(&mut session, "T", "a");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["T"]);
@@ -373,12 +361,7 @@ mod tests {
             max_value_bytes: 1000,
             ..EvalLimits::default()
         };
-        let session = Session::begin(&small).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -2345,
-            "the connection was kept"
-        );
+        let session = kept_session(&small, -2345);
         assert_eq!(
             session
                 .connection()
@@ -400,12 +383,7 @@ mod tests {
         conn.execute_batch("INSERT INTO t VALUES (1)").unwrap();
         conn.get_interrupt_handle().interrupt();
         session.end(0);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
-        assert_eq!(
-            marker(session.connection()),
-            -4321,
-            "the connection was kept"
-        );
+        let mut session = kept_session(&EvalLimits::default(), -4321);
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         assert_eq!(count(conn, "t"), 0);
