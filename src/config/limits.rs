@@ -146,8 +146,13 @@ impl Default for AdmissionLimits {
 
 /// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations`,
 /// `limits.admission_wait` and the response bytes in flight, pushing each problem with its
-/// key.
-pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> AdmissionLimits {
+/// key. `bulk_work_priority` is the one [`check_eval_limits`] read and reported the
+/// problems of.
+pub(super) fn check_admission(
+    raw: &RawLimits,
+    bulk_work_priority: BulkPriority,
+    problems: &mut Problems,
+) -> AdmissionLimits {
     let global = match raw.max_concurrent_evaluations {
         Some(global) => {
             problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
@@ -182,8 +187,7 @@ pub(super) fn check_admission(raw: &RawLimits, problems: &mut Problems) -> Admis
         wait: raw.admission_wait,
         max_response_bytes,
         max_tenant_response_bytes,
-        // Its problems are reported by `check_eval_limits`.
-        bulk_work_priority: check_bulk_work_priority(raw, &mut Problems::default()),
+        bulk_work_priority,
     }
 }
 
@@ -245,11 +249,15 @@ mod tests {
             max_concurrent_evaluations: Some(5),
             ..RawLimits::default()
         };
-        let limits = check_admission(&raw, &mut problems);
+        let limits = check_admission(&raw, BulkPriority::default(), &mut problems);
         assert_eq!(limits.max_tenant_evaluations, 3);
         assert_eq!(limits.wait, Duration::from_secs(10));
         assert!(problems.is_empty(), "{problems:?}");
-        let unset = check_admission(&RawLimits::default(), &mut problems);
+        let unset = check_admission(
+            &RawLimits::default(),
+            BulkPriority::default(),
+            &mut problems,
+        );
         assert_eq!(
             unset.max_concurrent_evaluations,
             AdmissionLimits::default_slots()
@@ -260,7 +268,7 @@ mod tests {
             max_tenant_evaluations: Some(5),
             ..RawLimits::default()
         };
-        check_admission(&raw, &mut problems);
+        check_admission(&raw, BulkPriority::default(), &mut problems);
         let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(
             problems,
@@ -271,7 +279,11 @@ mod tests {
     #[test]
     fn response_bytes_default_to_64_mib_and_half_per_tenant_and_are_checked() {
         let mut problems = Problems::default();
-        let unset = check_admission(&RawLimits::default(), &mut problems);
+        let unset = check_admission(
+            &RawLimits::default(),
+            BulkPriority::default(),
+            &mut problems,
+        );
         assert_eq!(unset.max_response_bytes, 64 * 1024 * 1024);
         assert_eq!(unset.max_tenant_response_bytes, 32 * 1024 * 1024);
         let raw = RawLimits {
@@ -279,7 +291,7 @@ mod tests {
             ..RawLimits::default()
         };
         assert_eq!(
-            check_admission(&raw, &mut problems).max_tenant_response_bytes,
+            check_admission(&raw, BulkPriority::default(), &mut problems).max_tenant_response_bytes,
             500_000
         );
         assert!(problems.is_empty(), "{problems:?}");
@@ -288,7 +300,7 @@ mod tests {
             max_tenant_response_bytes_in_flight: Some(2000),
             ..RawLimits::default()
         };
-        check_admission(&raw, &mut problems);
+        check_admission(&raw, BulkPriority::default(), &mut problems);
         let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(
             problems,
@@ -309,8 +321,6 @@ mod tests {
             };
             let mut problems = Problems::default();
             let eval = check_eval_limits(&raw, Duration::from_secs(120), &mut problems);
-            let admission = check_admission(&raw, &mut problems);
-            assert_eq!(eval.bulk_priority, admission.bulk_work_priority);
             let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
             (eval.bulk_priority, problems)
         };

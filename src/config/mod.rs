@@ -176,7 +176,7 @@ impl Config {
         let providers = providers::check_providers(raw.providers, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
-        let admission = limits::check_admission(&raw.limits, &mut problems);
+        let admission = limits::check_admission(&raw.limits, eval.bulk_priority, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
         let tenants = tenants::check_tenants(raw.tenants, raw.credentials, paths, &mut problems);
         let mut server = server::check_server(raw.server, &mut problems);
@@ -316,6 +316,18 @@ mod tests {
             config.engine.remote.url.as_deref(),
             Some(crate::engine::DEFAULT_REGISTRY_URL)
         );
+    }
+
+    #[test]
+    fn bulk_work_priority_reaches_evaluation_and_admission() {
+        use crate::thread_priority::BulkPriority;
+        let config = load(
+            "limits:\n  bulk_work_priority: nice\n  bulk_work_nice: 3\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.engine.eval.bulk_priority, BulkPriority::Nice(3));
+        assert_eq!(config.admission.bulk_work_priority, BulkPriority::Nice(3));
     }
 
     #[test]
