@@ -9,8 +9,6 @@
 
 use std::borrow::Cow;
 
-use serde_json::value::RawValue;
-
 use super::locator::{RowLocator, Step};
 use super::scalars::scalar_text;
 
@@ -26,7 +24,7 @@ enum Source {
 pub(super) struct Captures<'de> {
     /// (depth, key) of each captured property; depth 0 is the root object.
     keys: Vec<(usize, String)>,
-    raw: Vec<Option<&'de RawValue>>,
+    raw: Vec<Option<&'de str>>,
     sources: Vec<Source>,
 }
 
@@ -64,14 +62,14 @@ impl<'de> Captures<'de> {
     }
 
     /// Keeps `value` as the captured value of `slot` (a later duplicate key wins).
-    pub(super) fn keep(&mut self, slot: usize, value: &'de RawValue) {
+    pub(super) fn keep(&mut self, slot: usize, value: &'de str) {
         if let Some(entry) = self.raw.get_mut(slot) {
             *entry = Some(value);
         }
     }
 
     /// Keeps `value` when the root property `key` is captured.
-    pub(super) fn keep_root(&mut self, key: &str, value: &'de RawValue) {
+    pub(super) fn keep_root(&mut self, key: &str, value: &'de str) {
         if let Some(slot) = self.slot(0, key) {
             self.keep(slot, value);
         }
@@ -105,9 +103,9 @@ impl<'de> Captures<'de> {
                 Source::Skim => skimmed.next().flatten(),
                 Source::Captured { slot, rest } => match self.raw.get(*slot).copied().flatten() {
                     None => None,
-                    Some(raw) if rest.is_empty() => scalar_text(raw.get())?.map(Cow::into_owned),
+                    Some(raw) if rest.is_empty() => scalar_text(raw)?.map(Cow::into_owned),
                     Some(raw) => {
-                        super::extract_scalars(raw.get().as_bytes(), std::slice::from_ref(rest))?
+                        super::extract_scalars(raw.as_bytes(), std::slice::from_ref(rest))?
                             .into_iter()
                             .next()
                             .flatten()

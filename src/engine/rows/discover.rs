@@ -2,11 +2,9 @@
 
 use std::borrow::Cow;
 
-use serde::de::{self, IgnoredAny, MapAccess};
-use serde_json::value::RawValue;
-
 use super::binder::CiIndex;
-use super::walk::{KeyCow, RowSink, Scalar};
+use super::scan::Scanner;
+use super::walk::{RowSink, Walk, key_text};
 use super::{MAX_DISCOVERED_COLUMNS, VALUE_COLUMN};
 
 #[derive(Default)]
@@ -23,10 +21,12 @@ impl DiscoverSink {
 }
 
 impl<'de> RowSink<'de> for DiscoverSink {
-    fn map_row<A: MapAccess<'de>>(&mut self, mut map: A, _: bool) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key_seed(KeyCow)? {
-            self.add(&key);
-            map.next_value::<IgnoredAny>()?;
+    fn object_row(&mut self, scan: &mut Scanner<'de>, _: bool) -> Walk {
+        let mut more = scan.open_object()?;
+        while more {
+            self.add(&key_text(scan.key()?)?);
+            scan.skip_value()?;
+            more = scan.next_property()?;
         }
         Ok(())
     }
@@ -35,15 +35,12 @@ impl<'de> RowSink<'de> for DiscoverSink {
         true
     }
 
-    fn scalar_row<E: de::Error>(&mut self, _: Scalar<'_>) -> Result<(), E> {
+    fn scalar_row(&mut self, _: Cow<'de, str>) -> Walk {
         self.add(VALUE_COLUMN);
         Ok(())
     }
 
-    fn pairs_row(
-        &mut self,
-        pairs: &[(Cow<'de, str>, Cow<'de, RawValue>)],
-    ) -> serde_json::Result<()> {
+    fn pairs_row(&mut self, pairs: &[(Cow<'de, str>, &'de str)]) -> Walk {
         for (key, _) in pairs {
             self.add(key);
         }

@@ -1,15 +1,13 @@
 //! The sink that turns each row into cells and hands them to the [`RowWriter`] in batches.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use rusqlite::types::Value;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::value::RawValue;
 
 use super::RowsError;
 use super::binder::ColumnBinder;
-use super::walk::{RowSink, Scalar};
+use super::scan::{Key, Scanner};
+use super::walk::{Halt, RowSink, Walk, key_text};
 use super::writer::{Cell, RowWriter};
 
 pub(super) struct LoadSink<'s, 'w, 'a> {
@@ -21,23 +19,14 @@ pub(super) struct LoadSink<'s, 'w, 'a> {
     /// Rows in `cells`.
     pub(super) buffered: usize,
     pub(super) rows: u64,
-    /// The real error behind a `custom` serde error raised to abort the parse.
-    pub(super) failure: Option<RowsError>,
     /// The keys of the previous row in order, with their positions: rows of one response
-    /// nearly always list their keys in the same order, so comparing against the key seen at
-    /// the same index is cheaper than a hash lookup.
-    pub(super) recent_keys: Vec<(String, Option<usize>)>,
+    /// nearly always list their keys in the same order, so the key seen at the same index is
+    /// compared with the body's bytes ([`Scanner::key_is`]) before the key is scanned and
+    /// looked up.
+    pub(super) recent_keys: Vec<RecentKey>,
 }
 
 impl<'a> LoadSink<'_, '_, 'a> {
-    /// Records `failure` and returns the serde error that aborts the parse.
-    fn abort<E: de::Error>(&mut self, failure: impl Into<RowsError>) -> E {
-        let failure = failure.into();
-        let error = E::custom(&failure);
-        self.failure = Some(failure);
-        error
-    }
-
     /// The cell of 1-based position `pos` in the row being built.
     fn cell(&mut self, pos: usize) -> Option<&mut Cell<'a>> {
         let width = self.writer.width();
@@ -127,21 +116,6 @@ impl<'a> LoadSink<'_, '_, 'a> {
         }
         Ok(())
     }
-
-    fn set_scalar(&mut self, pos: usize, value: Scalar<'_>) {
-        let cell = match value {
-            Scalar::Null => return self.set_null(pos),
-            Scalar::Bool(b) => Cell::Integer(i64::from(b)),
-            Scalar::I64(i) => Cell::Integer(i),
-            Scalar::U64(u) => match i64::try_from(u) {
-                Ok(i) => Cell::Integer(i),
-                Err(_) => Cell::Text(Cow::Owned(u.to_string())),
-            },
-            Scalar::F64(f) => Cell::Real(f),
-            Scalar::Str(s) | Scalar::Json(s) => Cell::Text(Cow::Owned(s.to_owned())),
-        };
-        self.set(pos, cell);
-    }
 }
 
 /// A JSON number: INTEGER when it fits i64, the exact digits as TEXT for larger integers,
@@ -162,33 +136,27 @@ fn number(raw: Cow<'_, str>) -> Cell<'_> {
 }
 
 impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
-    fn map_row<A: MapAccess<'a>>(&mut self, mut map: A, allow_empty: bool) -> Result<(), A::Error> {
-        if let Err(e) = self.begin_row() {
-            return Err(self.abort(e));
-        }
+    fn object_row(&mut self, scan: &mut Scanner<'a>, allow_empty: bool) -> Walk {
+        self.begin_row().map_err(sink_error)?;
+        let mut more = scan.open_object()?;
         let mut at = 0;
-        while let Some(pos) = map.next_key_seed(ColumnSeed {
-            binder: self.binder,
-            recent: &mut self.recent_keys,
-            at,
-        })? {
-            at += 1;
+        while more {
+            let pos = match self.recent_keys.get(at) {
+                Some(seen) if seen.plain && scan.key_is(&seen.key)? => seen.pos,
+                _ => self.column_of(scan.key()?, at)?,
+            };
             match pos {
                 Some(pos) => {
-                    let raw: &'a RawValue = map.next_value()?;
-                    if let Err(e) = self.set_raw(pos, Cow::Borrowed(raw.get())) {
-                        return Err(self.abort(e));
-                    }
+                    let raw = scan.raw_value()?;
+                    self.set_raw(pos, Cow::Borrowed(raw)).map_err(Halt::Sink)?;
                 }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                None => scan.skip_value()?,
             }
+            at += 1;
+            more = scan.next_property()?;
         }
-        if (at > 0 || allow_empty)
-            && let Err(e) = self.finish_row()
-        {
-            return Err(self.abort(e));
+        if at > 0 || allow_empty {
+            self.finish_row().map_err(sink_error)?;
         }
         Ok(())
     }
@@ -197,130 +165,73 @@ impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
         self.binder.value_pos.is_some()
     }
 
-    fn scalar_row<E: de::Error>(&mut self, value: Scalar<'_>) -> Result<(), E> {
+    fn scalar_row(&mut self, raw: Cow<'a, str>) -> Walk {
         let Some(pos) = self.binder.value_pos else {
             return Ok(());
         };
-        if let Err(e) = self.begin_row() {
-            return Err(self.abort(e));
-        }
-        self.set_scalar(pos, value);
-        self.finish_row().map_err(|e| self.abort(e))
+        self.begin_row().map_err(sink_error)?;
+        self.set_raw(pos, raw).map_err(Halt::Sink)?;
+        self.finish_row().map_err(sink_error)
     }
 
-    fn pairs_row(&mut self, pairs: &[(Cow<'a, str>, Cow<'a, RawValue>)]) -> serde_json::Result<()> {
-        if let Err(e) = self.begin_row() {
-            return Err(self.abort(e));
-        }
+    fn pairs_row(&mut self, pairs: &[(Cow<'a, str>, &'a str)]) -> Walk {
+        self.begin_row().map_err(sink_error)?;
         for (key, raw) in pairs {
-            let Some(pos) = self.binder.position(key) else {
-                continue;
-            };
-            let text = match raw {
-                Cow::Borrowed(raw) => Cow::Borrowed(raw.get()),
-                Cow::Owned(raw) => Cow::Owned(raw.get().to_owned()),
-            };
-            if let Err(e) = self.set_raw(pos, text) {
-                return Err(self.abort(e));
+            if let Some(pos) = self.binder.position(key) {
+                self.set_raw(pos, Cow::Borrowed(raw)).map_err(Halt::Sink)?;
             }
         }
-        if let Err(e) = self.finish_row() {
-            return Err(self.abort(e));
-        }
-        Ok(())
+        self.finish_row().map_err(sink_error)
     }
 }
 
-/// Deserializes the `at`-th key of a row object into the bind position of its column
-/// (None: not a column), consulting and updating the previous row's key order in `recent`.
-struct ColumnSeed<'a> {
-    binder: &'a ColumnBinder,
-    recent: &'a mut Vec<(String, Option<usize>)>,
-    at: usize,
+fn sink_error(error: rusqlite::Error) -> Halt {
+    Halt::Sink(RowsError::Sqlite(error))
 }
 
-/// How many leading keys of a row [`ColumnSeed`] remembers.
+impl LoadSink<'_, '_, '_> {
+    /// The bind position of `key`, the `at`-th key of a row (None: not a column), which is
+    /// recorded as the key seen at that index.
+    fn column_of(&mut self, key: Key<'_>, at: usize) -> Walk<Option<usize>> {
+        let plain = !key.is_escaped();
+        let text = key_text(key)?;
+        let pos = self.binder.position(&text);
+        let remembered = self.recent_keys.len();
+        match self.recent_keys.get_mut(at) {
+            Some(seen) => {
+                seen.key.clear();
+                seen.key.push_str(&text);
+                seen.plain = plain;
+                seen.pos = pos;
+            }
+            None if at == remembered && at < RECENT_KEYS => self.recent_keys.push(RecentKey {
+                key: text.into_owned(),
+                plain,
+                pos,
+            }),
+            None => {}
+        }
+        Ok(pos)
+    }
+}
+
+/// A key seen at some index of the previous row.
+#[derive(Debug)]
+pub(super) struct RecentKey {
+    /// The key's text.
+    key: String,
+    /// Whether it was written without escapes (so its text is its bytes in the body).
+    plain: bool,
+    /// Its column's bind position.
+    pos: Option<usize>,
+}
+
+/// How many leading keys of a row [`LoadSink::column_of`] records.
 const RECENT_KEYS: usize = 256;
-
-impl<'de> DeserializeSeed<'de> for ColumnSeed<'_> {
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ColumnSeed<'_> {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    #[inline]
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        match self.recent.get_mut(self.at) {
-            Some((key, pos)) if same_key(key.as_bytes(), v.as_bytes()) => Ok(*pos),
-            Some((key, pos)) => {
-                key.clear();
-                key.push_str(v);
-                *pos = self.binder.position(v);
-                Ok(*pos)
-            }
-            None => {
-                let pos = self.binder.position(v);
-                if self.at == self.recent.len() && self.at < RECENT_KEYS {
-                    self.recent.push((v.to_owned(), pos));
-                }
-                Ok(pos)
-            }
-        }
-    }
-}
-
-/// Whether two keys are the same bytes. Row keys are short: up to 16 bytes they are
-/// compared as two (overlapping) words each, without a call to `memcmp`.
-#[inline]
-fn same_key(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    match n {
-        0..4 => a == b,
-        4..8 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
-        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
-        _ => a == b,
-    }
-}
-
-/// The `N` bytes of `bytes` from `at` (zeros past its end, which [`same_key`] never reads).
-#[inline]
-fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
-    bytes
-        .get(at..at + N)
-        .and_then(|w| <[u8; N]>::try_from(w).ok())
-        .unwrap_or([0; N])
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn same_key_is_byte_equality() {
-        let long = "abcdefghijklmnopqrstuvwxyz0123456789";
-        for n in 0..=long.len() {
-            let key = &long.as_bytes()[..n];
-            assert!(same_key(key, key), "{n}");
-            assert!(!same_key(key, &long.as_bytes()[..n.saturating_sub(1)]) || n == 0);
-            for at in 0..n {
-                let mut other = key.to_vec();
-                other[at] ^= 0x20;
-                assert!(!same_key(key, &other), "{n} bytes, differing at {at}");
-            }
-        }
-    }
 
     #[test]
     fn numbers_keep_their_kind() {

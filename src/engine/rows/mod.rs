@@ -1,21 +1,20 @@
 //! Response bytes → rows, decoded straight into SQLite binds.
 //!
-//! Row data is never materialised as a `serde_json::Value` tree. A chain of
-//! [`DeserializeSeed`]s walks a [`serde_json::Deserializer`] over the body to the rows named by
-//! a [`RowLocator`]; each row object is then read key by key, matching keys are looked up in a
-//! [`ColumnBinder`] and their values are captured as borrowed
-//! [`RawValue`](serde_json::value::RawValue) slices, kept as cells borrowing the body and
-//! bound into an `INSERT` of many rows ([`RowWriter`]) once a batch is full. Unknown
-//! properties are skipped with
-//! [`IgnoredAny`](serde::de::IgnoredAny). On the common paths (unescaped strings, numbers,
-//! booleans, nested JSON) no heap allocation happens per row or per property.
+//! Row data is never materialised as a `serde_json::Value` tree. A strict JSON scanner walks
+//! the body to the rows named by a [`RowLocator`]; each row object is then read key by key,
+//! matching keys are looked up in a [`ColumnBinder`] and their values are taken as raw slices
+//! of the body, kept as cells borrowing the body and bound into an `INSERT` of many rows
+//! ([`RowWriter`]) once a batch is full. Unknown properties are skipped by the scanner, which
+//! checks their syntax without decoding them. On the common paths (unescaped strings,
+//! numbers, booleans, nested JSON) no heap allocation happens per row or per property. A body
+//! that is not JSON fails with `serde_json`'s own account of where.
 //!
 //! [`load_rows`] and [`discover_columns`] (column names for responses whose schema declares
 //! none) also return the scalars at requested paths (pagination tokens) from the same pass;
 //! [`extract_scalars`] is the skim that finds such scalars alone.
 //!
-//! Files: `locator` (where the rows are), `binder` (column name → bind position), `walk`
-//! (following the locator to the rows), `load` / `discover` (what to do with each row),
+//! Files: `locator` (where the rows are), `binder` (column name → bind position), `scan` (the
+//! JSON scanner), `walk` (following the locator to the rows), `load` / `discover` (what to do with each row),
 //! `writer` (batched INSERTs), `capture` (scalars found during the walk), `scalars` (the
 //! skim).
 
@@ -25,6 +24,7 @@ mod discover;
 mod load;
 mod locator;
 mod scalars;
+mod scan;
 mod walk;
 mod writer;
 
@@ -42,7 +42,8 @@ use self::capture::Captures;
 use self::discover::DiscoverSink;
 use self::load::LoadSink;
 use self::scalars::ScalarSeed;
-use self::walk::walk;
+use self::scan::json_error;
+use self::walk::{Halt, walk};
 
 /// Maximum number of column names [`discover_columns`] returns.
 const MAX_DISCOVERED_COLUMNS: usize = 512;
@@ -116,15 +117,14 @@ pub(crate) fn load_rows(
         cells,
         buffered: 0,
         rows: 0,
-        failure: None,
         recent_keys: Vec::new(),
     };
     let mut captures = Captures::plan(wanted, locator);
-    let walked = walk(body, locator, &mut sink, &mut captures);
-    if let Some(failure) = sink.failure.take() {
-        return Err(failure);
+    match walk(body, locator, &mut sink, &mut captures) {
+        Ok(()) => {}
+        Err(Halt::Syntax(error)) => return Err(RowsError::Json(json_error(body, error))),
+        Err(Halt::Sink(failure)) => return Err(failure),
     }
-    walked?;
     sink.flush()?;
     Ok(Loaded {
         rows: sink.rows,
@@ -174,7 +174,14 @@ pub(crate) fn discover_columns(
     }
     let mut sink = DiscoverSink::default();
     let mut captures = Captures::plan(wanted, locator);
-    walk(body, locator, &mut sink, &mut captures)?;
+    match walk(body, locator, &mut sink, &mut captures) {
+        Ok(()) => {}
+        Err(Halt::Syntax(error)) => return Err(json_error(body, error)),
+        Err(Halt::Sink(RowsError::Json(error))) => return Err(error),
+        Err(Halt::Sink(RowsError::Sqlite(error))) => {
+            return Err(serde::de::Error::custom(error));
+        }
+    }
     let names = sink.names.names.into_iter().map(String::from).collect();
     Ok((names, captures.finish(body, wanted)?))
 }

@@ -7,8 +7,6 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::walk::{KeyCow, drain_seq};
-
 /// The value at `depth` on the requested paths listed in `active` (indexes into `paths`).
 pub(super) struct ScalarSeed<'a> {
     pub(super) paths: &'a [Vec<String>],
@@ -139,5 +137,37 @@ impl<'de> Visitor<'de> for ScalarSeed<'_> {
             }
         }
         Ok(())
+    }
+}
+
+fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Deserializes an object key, borrowing it from the body unless it contains escapes.
+struct KeyCow;
+
+impl<'de> DeserializeSeed<'de> for KeyCow {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyCow {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
     }
 }
