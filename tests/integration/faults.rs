@@ -1,5 +1,6 @@
 //! Upstream faults, through a real MCP client: a connection reset mid-body, a body that
-//! stalls, truncated JSON, a gzip body that does not decompress, 5xx and 429 storms with
+//! stalls, truncated JSON (or JSON broken where the statement reads nothing, or nested too
+//! deep), a gzip body that does not decompress, 5xx and 429 storms with
 //! `Retry-After`, a host name that does not resolve. Each call ends, well within its guard,
 //! in a tool error with a stable code; reads are retried within bounds and writes never
 //! (the mock counts the requests), and a write whose answer broke off after it was sent is
@@ -69,6 +70,18 @@ async fn broken_bodies_end_in_classified_errors_and_writes_are_sent_once() {
     mock.route("/orgs/reset/items", reset.clone());
     mock.route("/orgs/stall/items", stall.clone());
     mock.route("/orgs/trunc/items", json_body(r#"[{"id": 1, "name": "on"#));
+    // Broken inside a property the statement does not read: still not JSON.
+    mock.route(
+        "/orgs/skipped/items",
+        json_body(r#"[{"id": 1, "name": "one", "tags": ["a",]}]"#),
+    );
+    let deep = format!("{}{}", "[".repeat(600), "]".repeat(600));
+    mock.route(
+        "/orgs/deep/items",
+        json_body(&format!(
+            r#"[{{"id": 1, "name": "one", "nested": {deep}}}]"#
+        )),
+    );
     mock.route(
         "/orgs/gzip/items",
         json_body("this is not gzip").header("content-encoding", "gzip"),
@@ -82,6 +95,16 @@ async fn broken_bodies_end_in_classified_errors_and_writes_are_sent_once() {
         ("reset", "upstream.unavailable", "failed"),
         ("stall", "upstream.unavailable", "timed out"),
         ("trunc", "upstream.rejected", "not valid JSON"),
+        (
+            "skipped",
+            "upstream.rejected",
+            "not valid JSON: expected value at line 1 column 40",
+        ),
+        (
+            "deep",
+            "upstream.rejected",
+            "not valid JSON: recursion limit exceeded",
+        ),
         ("gzip", "upstream.rejected", "not valid JSON"),
     ] {
         let (code, message) = read(&client, org).await;
