@@ -163,40 +163,46 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Enters the array or object whose opening byte is next (after [`Scanner::peek`]).
-    fn enter(&mut self) -> Scan<()> {
+    /// Consumes the `{` that [`Scanner::peek`] saw; whether the object has a property (for
+    /// `{}` its `}` is consumed too). The first key is read next.
+    pub(super) fn open_object(&mut self) -> Scan<bool> {
+        self.open(b'}')
+    }
+
+    /// After a property's value: whether another property follows (its `,` consumed; its
+    /// key is read next), or false at the `}` that closes the object (consumed).
+    pub(super) fn next_property(&mut self) -> Scan<bool> {
+        self.next_member(b'}', "expected `,` or `}`")
+    }
+
+    /// Enters the array or object whose opening byte is next (after [`Scanner::peek`]);
+    /// whether it holds anything before `close` (which is consumed when it does not).
+    fn open(&mut self, close: u8) -> Scan<bool> {
         if self.depth >= MAX_DEPTH {
             return self.fail("recursion limit exceeded");
         }
         self.depth += 1;
         self.at += 1;
-        Ok(())
-    }
-
-    /// Consumes the `{` that [`Scanner::peek`] saw; whether the object has a property (for
-    /// `{}` its `}` is consumed too). The first key is read next.
-    pub(super) fn open_object(&mut self) -> Scan<bool> {
-        self.enter()?;
-        if self.peek()? == b'}' {
+        if self.peek()? == close {
             self.close();
             return Ok(false);
         }
         Ok(true)
     }
 
-    /// After a property's value: whether another property follows (its `,` consumed; its
-    /// key is read next), or false at the `}` that closes the object (consumed).
-    pub(super) fn next_property(&mut self) -> Scan<bool> {
+    /// After a member of an array or object: whether another follows (its `,` consumed),
+    /// or false at `close` (consumed); anything else is `what` went wrong.
+    fn next_member(&mut self, close: u8, what: &'static str) -> Scan<bool> {
         match self.peek()? {
             b',' => {
                 self.at += 1;
                 Ok(true)
             }
-            b'}' => {
+            byte if byte == close => {
                 self.close();
                 Ok(false)
             }
-            _ => self.fail("expected `,` or `}`"),
+            _ => self.fail(what),
         }
     }
 
@@ -246,28 +252,13 @@ impl<'a> Scanner<'a> {
 
     /// Consumes the `[` that [`Scanner::peek`] saw; whether the array has an element.
     pub(super) fn open_array(&mut self) -> Scan<bool> {
-        self.enter()?;
-        if self.peek()? == b']' {
-            self.close();
-            return Ok(false);
-        }
-        Ok(true)
+        self.open(b']')
     }
 
     /// After an element: whether another follows (its `,` consumed), or false at the `]`
     /// that closes the array (consumed).
     pub(super) fn next_element(&mut self) -> Scan<bool> {
-        match self.peek()? {
-            b',' => {
-                self.at += 1;
-                Ok(true)
-            }
-            b']' => {
-                self.close();
-                Ok(false)
-            }
-            _ => self.fail("expected `,` or `]`"),
-        }
+        self.next_member(b']', "expected `,` or `]`")
     }
 
     /// The raw text of the next value (a string with its quotes), which is consumed.
