@@ -9,6 +9,7 @@ mod discovery;
 mod document;
 mod error;
 mod eval;
+mod inline;
 mod mutate;
 mod observe;
 mod operation;
@@ -572,8 +573,11 @@ impl Inner {
     /// installed provider (a typo would send the real API the real credentials) is warned
     /// about, once per provider: the registry is listed for it only then.
     fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
+        // The warning lists the registry's providers: not on an async thread (the run is
+        // done again off it, and warns there).
         if !self.config.providers.is_empty()
             && !self.config.providers.contains_key(&provider.name)
+            && !inline::refused()
             && self
                 .warned_unconfigured
                 .lock()

@@ -66,6 +66,7 @@ impl LocalRegistry {
 
     /// Every installed provider, sorted by SQL name.
     pub(crate) fn installed(&self) -> Result<Vec<Installed>> {
+        super::inline::check()?;
         let src = self.store.src();
         let entries = match std::fs::read_dir(src) {
             Ok(entries) => entries,
@@ -149,6 +150,7 @@ impl LocalRegistry {
 
     /// Finds `name`'s folder and chosen version and loads its `provider.yaml`.
     fn resolve(&self, name: &str) -> Result<Arc<Provider>> {
+        super::inline::check()?;
         let same_folder = self.inspect(name.to_owned()).filter(|p| p.name == name);
         let found = match same_folder {
             Some(found) => found,

@@ -16,6 +16,7 @@ use super::discovery::{open_provider, provider_resource};
 use super::document::Param;
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, settled};
+use super::inline;
 use super::plan::{TablePlan, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, expand_wildcards, referenced};
@@ -53,9 +54,14 @@ pub(crate) async fn run_with(
 ) -> Result<QueryOutput> {
     let planner = inner.clone();
     let plan_cx = cx.clone();
-    let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
-        .await
-        .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    // Planned here when the models and documents it needs are cached (no file to read, no
+    // model to build), else on a blocking thread.
+    let (sql, jobs) = match inline::cached_only(|| prepare(inner, cx, query.clone())) {
+        Some(planned) => planned?,
+        None => tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+            .await
+            .map_err(|err| Error::internal(format!("planning task failed: {err}")))??,
+    };
 
     let db = Database::open(inner.config.eval)?;
     for (table, rows) in sources {
@@ -155,9 +161,14 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
     let planner = inner.clone();
     let plan_cx = cx.clone();
-    let (sql, jobs) = tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
-        .await
-        .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    // Planned here when the models and documents it needs are cached (no file to read, no
+    // model to build), else on a blocking thread.
+    let (sql, jobs) = match inline::cached_only(|| prepare(inner, cx, query.clone())) {
+        Some(planned) => planned?,
+        None => tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+            .await
+            .map_err(|err| Error::internal(format!("planning task failed: {err}")))??,
+    };
     for job in &jobs {
         check_auth_material(&job.auth, cx.credentials.as_ref())
             .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;

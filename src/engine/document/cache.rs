@@ -79,17 +79,21 @@ impl ModelCache {
             .ok()
             .and_then(|mut entries| entries.get(&key).cloned());
         // Checked without the lock: checking loads documents, which may read files.
-        if let Some(entry) = remembered {
-            if entry.stands(store, provider) {
-                return Ok(entry.resource.clone());
-            }
-            if let Ok(mut entries) = self.entries.lock()
-                && entries
-                    .peek(&key)
-                    .is_some_and(|now| Arc::ptr_eq(now, &entry))
-            {
-                entries.pop(&key);
-            }
+        if let Some(entry) = &remembered
+            && entry.stands(store, provider)
+        {
+            return Ok(entry.resource.clone());
+        }
+        // A stale entry is dropped and the model built again, neither on an async thread
+        // (the entry may stand once its files have been looked at).
+        crate::engine::inline::check()?;
+        if let Some(entry) = remembered
+            && let Ok(mut entries) = self.entries.lock()
+            && entries
+                .peek(&key)
+                .is_some_and(|now| Arc::ptr_eq(now, &entry))
+        {
+            entries.pop(&key);
         }
         let (built, reads) =
             store.recording(|| provider.service(store, service)?.resource(store, name));
@@ -248,6 +252,32 @@ components:
             .resource(&f.store, &f.provider(), "things", "nothing")
             .unwrap_err();
         assert!(err.message().contains("not found"), "{err}");
+    }
+
+    #[test]
+    fn on_the_async_threads_a_model_is_only_taken_from_the_cache() {
+        use crate::engine::inline::cached_only;
+        let open = |f: &Fixture, provider: &Arc<Provider>| {
+            cached_only(|| f.models.resource(&f.store, provider, "things", "things"))
+        };
+        let f = Fixture::new(Duration::from_secs(3600));
+        f.write_other();
+        let provider = f.provider();
+        // Not built yet: refused (to be built on a blocking thread), and nothing is kept.
+        assert!(open(&f, &provider).is_none());
+        let built = f.open();
+        // Built, documents within their recheck interval: the same model, here.
+        let here = open(&f, &provider).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&built, &here));
+
+        // Documents past their recheck interval need a look at their files: refused, and
+        // the remembered model stays for the look that follows off the async threads.
+        let f = Fixture::new(Duration::ZERO);
+        f.write_other();
+        let provider = f.provider();
+        let built = f.open();
+        assert!(open(&f, &provider).is_none());
+        assert!(Arc::ptr_eq(&built, &f.open()));
     }
 
     #[test]

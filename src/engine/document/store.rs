@@ -214,6 +214,7 @@ impl DocumentStore {
         {
             return Ok(doc.clone());
         }
+        crate::engine::inline::check()?;
         let path = self.checked_path(rel)?;
         let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         let doc = match cached {
