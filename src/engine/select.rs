@@ -52,15 +52,16 @@ pub(crate) async fn run_with(
     query: Box<Query>,
     sources: Vec<(String, QueryOutput)>,
 ) -> Result<QueryOutput> {
-    let planner = inner.clone();
-    let plan_cx = cx.clone();
     // Planned here when the models and documents it needs are cached (no file to read, no
     // model to build), else on a blocking thread.
     let (sql, jobs) = match inline::cached_only(|| prepare(inner, cx, query.clone())) {
         Some(planned) => planned?,
-        None => tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
-            .await
-            .map_err(|err| Error::internal(format!("planning task failed: {err}")))??,
+        None => {
+            let (planner, plan_cx) = (inner.clone(), cx.clone());
+            tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+                .await
+                .map_err(|err| Error::internal(format!("planning task failed: {err}")))??
+        }
     };
 
     let db = Database::open(inner.config.eval)?;
