@@ -195,7 +195,8 @@ async fn every_field_lands_and_the_views_answer_an_auditor() {
 
     // What an auditor asks, through the views.
     let mutations: Vec<(String, Option<String>, bool)> = query_as(
-        "SELECT call_id, approval_id, intent_at IS NOT NULL FROM audit_mutations WHERE at >= now() - interval '1 day' ORDER BY call_id",
+        // Since a fixed day, not `now() - interval …`: the full record is dated 2026-11-30.
+        "SELECT call_id, approval_id, intent_at IS NOT NULL FROM audit_mutations WHERE at >= timestamptz '2026-11-30 00:00:00+00' ORDER BY call_id",
     )
     .fetch_all(&pool)
     .await
