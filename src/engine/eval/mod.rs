@@ -531,16 +531,10 @@ fn run_query(
             "only read-only SQL runs against fetched rows",
         ));
     }
-    let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
-    // Result columns that are a plain reference to a BOOLEAN column come back as booleans.
-    let boolean: Vec<bool> = statement
-        .columns()
-        .map(|c| {
-            c.decl_type()
-                .is_some_and(|t| t.eq_ignore_ascii_case(BOOLEAN))
-        })
-        .collect();
-    let width = columns.len();
+    // The result's columns are read once the statement has stepped: a cached statement over
+    // a table made again since (same name, other columns) is compiled again by its first
+    // step, and only then names the table's columns now.
+    let mut shape: Option<Shape> = None;
     let mut rows = statement.query([]).map_err(sql_error)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(sql_error)? {
@@ -552,8 +546,9 @@ fn run_query(
                 ),
             ));
         }
-        let mut cells = Vec::with_capacity(width);
-        for (i, is_boolean) in boolean.iter().enumerate() {
+        let shape = shape.get_or_insert_with(|| Shape::of(row.as_ref()));
+        let mut cells = Vec::with_capacity(shape.columns.len());
+        for (i, is_boolean) in shape.boolean.iter().enumerate() {
             let cell = match row.get_ref(i).map_err(sql_error)? {
                 ValueRef::Null => Cell::Null,
                 ValueRef::Integer(v @ (0 | 1)) if *is_boolean => Cell::Boolean(v == 1),
@@ -566,12 +561,39 @@ fn run_query(
         }
         out.push(cells);
     }
+    drop(rows);
+    let columns = match shape {
+        Some(shape) => shape.columns,
+        None => Shape::of(&statement).columns,
+    };
     Ok(QueryOutput {
         columns,
         rows: out,
         warnings: Vec::new(),
         ..Default::default()
     })
+}
+
+/// The columns of a query's result, and which of them come back as booleans.
+struct Shape {
+    columns: Vec<String>,
+    /// Whether each column is a plain reference to a BOOLEAN column.
+    boolean: Vec<bool>,
+}
+
+impl Shape {
+    fn of(statement: &rusqlite::Statement<'_>) -> Shape {
+        Shape {
+            columns: statement.column_names().map(str::to_owned).collect(),
+            boolean: statement
+                .columns()
+                .map(|c| {
+                    c.decl_type()
+                        .is_some_and(|t| t.eq_ignore_ascii_case(BOOLEAN))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Errors from the user's SQL (unknown column, bad function use) are the caller's to fix.
@@ -598,4 +620,36 @@ fn is_too_big(err: &rusqlite::Error) -> bool {
         err,
         rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A cached query whose table was made again with other columns names the new ones
+    /// (its first step compiles it again), with and without rows.
+    #[test]
+    fn a_cached_query_over_a_table_made_again_reads_its_columns_now() {
+        let conn = Connection::open_in_memory().unwrap();
+        let limits = EvalLimits::default();
+        let sql = "SELECT * FROM t";
+        conn.execute_batch("CREATE TABLE t (a, b, c BOOLEAN); INSERT INTO t VALUES (1, 2, 1)")
+            .unwrap();
+        let first = run_query(&conn, sql, 10, &limits).unwrap();
+        assert_eq!(first.columns, ["a", "b", "c"]);
+        assert_eq!(first.rows[0][2], Cell::Boolean(true));
+        for rows in ["INSERT INTO t VALUES (1, 2)", ""] {
+            conn.execute_batch(&format!(
+                "DROP TABLE t; CREATE TABLE t (x BOOLEAN, y); {rows}"
+            ))
+            .unwrap();
+            let again = run_query(&conn, sql, 10, &limits).unwrap();
+            assert_eq!(again.columns, ["x", "y"], "{rows:?}");
+            if !rows.is_empty() {
+                assert_eq!(again.rows, [[Cell::Boolean(true), Cell::Integer(2)]]);
+            }
+        }
+    }
 }
