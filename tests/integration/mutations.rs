@@ -300,6 +300,47 @@ async fn exec_calls_any_method_with_params_and_a_json_body() {
     assert_eq!(mock.requests().len(), 1);
 }
 
+/// EXEC results of other shapes, one after another: each names its own columns (the SQLite
+/// thread that keeps its connection, and the compiled query reading every EXEC's result,
+/// must not give one statement the columns of the one before).
+#[tokio::test]
+async fn exec_results_of_other_shapes_in_turn_keep_their_own_columns() {
+    let mock = Mock::start().await;
+    mock.route(
+        "POST /orgs/wide/widgets/w-1/restart",
+        Reply::json(json!({"operation": "op-1", "status": "DONE", "eta": 3})),
+    );
+    mock.route(
+        "POST /orgs/narrow/widgets/w-1/restart",
+        Reply::json(json!({"operation": "op-2"})),
+    );
+    let e = engine(&mock);
+    for _ in 0..6 {
+        let wide = query(
+            &e,
+            "EXEC testapi.widgets.widgets.restart @org = 'wide', @id = 'w-1'",
+        )
+        .await;
+        assert_eq!(wide.columns, ["operation", "status", "eta"]);
+        assert_eq!(
+            wide.rows,
+            [[
+                text("op-1"),
+                text("DONE"),
+                querygate::engine::Cell::Integer(3)
+            ]]
+        );
+        let narrow = query(
+            &e,
+            "EXEC testapi.widgets.widgets.restart @org = 'narrow', @id = 'w-1'",
+        )
+        .await;
+        // The declared columns, and those the response adds (eta above).
+        assert_eq!(narrow.columns, ["operation", "status"]);
+        assert_eq!(narrow.rows, [[text("op-2"), querygate::engine::Cell::Null]]);
+    }
+}
+
 #[tokio::test]
 async fn a_write_without_credentials_says_how_to_recover() {
     let mock = Mock::start().await;
