@@ -4,8 +4,8 @@
 //! of microseconds of CPU; handing it to a blocking thread costs two thread switches, which
 //! on a busy server cost more than the work. [`cached_only`] runs work with every step that
 //! would read a file (a document past its recheck interval, a registry folder) or build a
-//! resource model refused on this thread: such a step calls [`refused`], fails with
-//! [`refusal`], and the whole run is reported as wanting a thread, to be done again on one.
+//! resource model refused on this thread: such a step calls [`check`] (or [`refused`]) and
+//! fails, and the whole run is reported as wanting a thread, to be done again on one.
 
 use std::cell::Cell;
 
@@ -53,14 +53,14 @@ pub(crate) fn refused() -> bool {
     })
 }
 
-/// The error a refused step fails with (never seen: [`cached_only`] discards the run).
-pub(crate) fn refusal() -> Error {
-    Error::internal("this step reads files and is run off the async threads")
-}
-
-/// [`refused`] as an error to return.
+/// [`refused`] as an error to return (never seen: [`cached_only`] discards the run).
 pub(crate) fn check() -> Result<()> {
-    if refused() { Err(refusal()) } else { Ok(()) }
+    if refused() {
+        return Err(Error::internal(
+            "this step reads files and is run off the async threads",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

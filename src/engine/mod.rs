@@ -573,16 +573,18 @@ impl Inner {
     /// installed provider (a typo would send the real API the real credentials) is warned
     /// about, once per provider: the registry is listed for it only then.
     fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
-        // The warning lists the registry's providers: not on an async thread (the run is
-        // done again off it, and warns there).
-        if !self.config.providers.is_empty()
-            && !self.config.providers.contains_key(&provider.name)
-            && !inline::refused()
-            && self
-                .warned_unconfigured
+        let warned = || {
+            self.warned_unconfigured
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(provider.name.clone())
+        };
+        // The warning lists the registry's providers: not on an async thread (the run is
+        // done again off it, and warns there). Once given, it refuses nothing.
+        if !self.config.providers.is_empty()
+            && !self.config.providers.contains_key(&provider.name)
+            && !warned().contains(&provider.name)
+            && !inline::refused()
+            && warned().insert(provider.name.clone())
         {
             for name in self.unmatched_provider_settings() {
                 tracing::warn!(

@@ -52,17 +52,7 @@ pub(crate) async fn run_with(
     query: Box<Query>,
     sources: Vec<(String, QueryOutput)>,
 ) -> Result<QueryOutput> {
-    // Planned here when the models and documents it needs are cached (no file to read, no
-    // model to build), else on a blocking thread.
-    let (sql, jobs) = match inline::cached_only(|| prepare(inner, cx, query.clone())) {
-        Some(planned) => planned?,
-        None => {
-            let (planner, plan_cx) = (inner.clone(), cx.clone());
-            tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
-                .await
-                .map_err(|err| Error::internal(format!("planning task failed: {err}")))??
-        }
-    };
+    let (sql, jobs) = plan(inner, cx, query).await?;
 
     let db = Database::open(inner.config.eval)?;
     for (table, rows) in sources {
@@ -160,16 +150,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 /// token is fetched), and SQLite compiles the rewritten statement over empty tables with
 /// the planned columns (skipped when a table's columns come only from data).
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
-    let planner = inner.clone();
-    let plan_cx = cx.clone();
-    // Planned here when the models and documents it needs are cached (no file to read, no
-    // model to build), else on a blocking thread.
-    let (sql, jobs) = match inline::cached_only(|| prepare(inner, cx, query.clone())) {
-        Some(planned) => planned?,
-        None => tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
-            .await
-            .map_err(|err| Error::internal(format!("planning task failed: {err}")))??,
-    };
+    let (sql, jobs) = plan(inner, cx, query).await?;
     for job in &jobs {
         check_auth_material(&job.auth, cx.credentials.as_ref())
             .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;
@@ -305,6 +286,22 @@ fn prepare(
         })
         .collect();
     Ok((query.to_string(), jobs))
+}
+
+/// [`prepare`]s `query` on this thread when the models and documents it needs are cached (no
+/// file to read, no model to build), else on a blocking thread.
+async fn plan(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    query: Box<Query>,
+) -> Result<(String, Vec<TableJob>)> {
+    if let Some(planned) = inline::cached_only(|| prepare(inner, cx, query.clone())) {
+        return planned;
+    }
+    let (planner, plan_cx) = (inner.clone(), cx.clone());
+    tokio::task::spawn_blocking(move || prepare(&planner, &plan_cx, query))
+        .await
+        .map_err(|err| Error::internal(format!("planning task failed: {err}")))?
 }
 
 /// One value of a parameter: the text sent upstream and the SQL value stored in its column.

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::binder::CiIndex;
 use super::scan::Scanner;
-use super::walk::{RowSink, Walk, key_text};
+use super::walk::{Pair, RowSink, Walk, key_text};
 use super::{MAX_DISCOVERED_COLUMNS, VALUE_COLUMN};
 
 #[derive(Default)]
@@ -40,7 +40,7 @@ impl<'de> RowSink<'de> for DiscoverSink {
         Ok(())
     }
 
-    fn pairs_row(&mut self, pairs: &[(Cow<'de, str>, &'de str)]) -> Walk {
+    fn pairs_row(&mut self, pairs: &[Pair<'de>]) -> Walk {
         for (key, _) in pairs {
             self.add(key);
         }

@@ -7,7 +7,7 @@ use rusqlite::types::Value;
 use super::RowsError;
 use super::binder::ColumnBinder;
 use super::scan::{Key, Scanner};
-use super::walk::{Halt, RowSink, Walk, key_text};
+use super::walk::{Halt, Pair, RowSink, Walk, key_text};
 use super::writer::{Cell, RowWriter};
 
 pub(super) struct LoadSink<'s, 'w, 'a> {
@@ -174,7 +174,7 @@ impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
         self.finish_row().map_err(sink_error)
     }
 
-    fn pairs_row(&mut self, pairs: &[(Cow<'a, str>, &'a str)]) -> Walk {
+    fn pairs_row(&mut self, pairs: &[Pair<'a>]) -> Walk {
         self.begin_row().map_err(sink_error)?;
         for (key, raw) in pairs {
             if let Some(pos) = self.binder.position(key) {

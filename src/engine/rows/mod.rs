@@ -14,9 +14,9 @@
 //! [`extract_scalars`] is the skim that finds such scalars alone.
 //!
 //! Files: `locator` (where the rows are), `binder` (column name → bind position), `scan` (the
-//! JSON scanner), `walk` (following the locator to the rows), `load` / `discover` (what to do with each row),
-//! `writer` (batched INSERTs), `capture` (scalars found during the walk), `scalars` (the
-//! skim).
+//! JSON scanner), `walk` (following the locator to the rows), `load` / `discover` (what to
+//! do with each row), `writer` (batched INSERTs), `capture` (scalars found during the walk),
+//! `scalars` (the skim).
 
 mod binder;
 mod capture;

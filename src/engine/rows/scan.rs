@@ -102,6 +102,13 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// The eight bytes from the scanner on, as a little-endian word, when there are eight.
+    #[inline]
+    fn word(&self) -> Option<u64> {
+        let chunk = self.bytes.get(self.at..self.at + 8)?;
+        <[u8; 8]>::try_from(chunk).ok().map(u64::from_le_bytes)
+    }
+
     fn fail<T>(&self, what: &'static str) -> Scan<T> {
         Err(SyntaxError { at: self.at, what })
     }
@@ -250,6 +257,28 @@ impl<'a> Scanner<'a> {
         Ok(false)
     }
 
+    /// Runs `visit` at each element of the array, or at each property's value (its key read
+    /// and passed over) of the object, that is next, through its closing bracket.
+    pub(super) fn each_value<E: From<SyntaxError>>(
+        &mut self,
+        mut visit: impl FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (object, close, what) = match self.peek()? {
+            b'{' => (true, b'}', "expected `,` or `}`"),
+            b'[' => (false, b']', "expected `,` or `]`"),
+            _ => return self.fail("expected `[` or `{`").map_err(E::from),
+        };
+        let mut more = self.open(close)?;
+        while more {
+            if object {
+                self.key()?;
+            }
+            visit(self)?;
+            more = self.next_member(close, what)?;
+        }
+        Ok(())
+    }
+
     /// Consumes the `[` that [`Scanner::peek`] saw; whether the array has an element.
     pub(super) fn open_array(&mut self) -> Scan<bool> {
         self.open(b']')
@@ -286,23 +315,7 @@ impl<'a> Scanner<'a> {
                 self.at += 1;
                 self.string_rest().map(drop)
             }
-            b'{' => {
-                let mut more = self.open_object()?;
-                while more {
-                    self.key()?;
-                    self.skip_value()?;
-                    more = self.next_property()?;
-                }
-                Ok(())
-            }
-            b'[' => {
-                let mut more = self.open_array()?;
-                while more {
-                    self.skip_value()?;
-                    more = self.next_element()?;
-                }
-                Ok(())
-            }
+            b'{' | b'[' => self.each_value(Self::skip_value),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -323,11 +336,8 @@ impl<'a> Scanner<'a> {
     /// Consumes ASCII digits, eight at a time; how many.
     fn digits(&mut self) -> usize {
         let start = self.at;
-        while let Some(chunk) = self.bytes.get(self.at..self.at + 8) {
-            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                break;
-            };
-            let leading = leading_digits(u64::from_le_bytes(chunk));
+        while let Some(word) = self.word() {
+            let leading = leading_digits(word);
             self.at += leading;
             if leading < 8 {
                 return self.at - start;
@@ -404,11 +414,7 @@ impl<'a> Scanner<'a> {
     /// a time.
     #[inline]
     fn skip_plain(&mut self) {
-        while let Some(chunk) = self.bytes.get(self.at..self.at + 8) {
-            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                return;
-            };
-            let word = u64::from_le_bytes(chunk);
+        while let Some(word) = self.word() {
             let quote = zero_bytes(word ^ (ONES * u64::from(b'"')));
             let backslash = zero_bytes(word ^ (ONES * u64::from(b'\\')));
             let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
@@ -485,10 +491,16 @@ pub(super) fn json_error(body: &[u8], error: SyntaxError) -> serde_json::Error {
 mod tests {
     use super::*;
 
-    fn skim(body: &str) -> Scan<()> {
-        let mut scan = Scanner::new(body.as_bytes());
+    fn skim(body: impl AsRef<[u8]>) -> Scan<()> {
+        let mut scan = Scanner::new(body.as_ref());
         scan.skip_value()?;
         scan.end()
+    }
+
+    /// Whether the scanner, and then serde_json, accept `body` as one JSON value.
+    fn verdicts(body: impl AsRef<[u8]>) -> (bool, bool) {
+        let theirs = serde_json::from_slice::<serde::de::IgnoredAny>(body.as_ref()).is_ok();
+        (skim(body).is_ok(), theirs)
     }
 
     #[test]
@@ -531,11 +543,7 @@ mod tests {
             r#"{"é":"ü","k":"\ud83d\ude00"}"#,
             "0",
         ] {
-            assert!(skim(body).is_ok(), "{body}");
-            assert!(
-                serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok(),
-                "{body}"
-            );
+            assert_eq!(verdicts(body), (true, true), "{body}");
         }
     }
 
@@ -566,11 +574,7 @@ mod tests {
             "+1",
             "NaN",
         ] {
-            assert!(skim(body).is_err(), "{body:?}");
-            assert!(
-                serde_json::from_str::<serde::de::IgnoredAny>(body).is_err(),
-                "{body:?}"
-            );
+            assert_eq!(verdicts(body), (false, false), "{body:?}");
         }
     }
 
@@ -581,8 +585,7 @@ mod tests {
         let document = br#" {"a": [1, -0.5e+3, true, null, "s\u00e9\n"], "b" : {"c": false, "d": []},"e":"xyzxyzxyz0123","f":-12} "#;
         let bytes = b" \"\\/,:[]{}0123456789+-.eEtrufalsnxu\x01\x7f";
         let agree = |body: &[u8]| {
-            let ours = skim_bytes(body).is_ok();
-            let theirs = serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+            let (ours, theirs) = verdicts(body);
             assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(body));
         };
         for end in 0..=document.len() {
@@ -602,16 +605,10 @@ mod tests {
         }
     }
 
-    fn skim_bytes(body: &[u8]) -> Scan<()> {
-        let mut scan = Scanner::new(body);
-        scan.skip_value()?;
-        scan.end()
-    }
-
     #[test]
     fn nesting_stops_at_the_recursion_limit() {
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
-        assert!(skim(&deep(MAX_DEPTH)).is_ok());
+        assert!(skim(deep(MAX_DEPTH)).is_ok());
         let body = deep(MAX_DEPTH + 1);
         let error = skim(&body).expect_err("too deep");
         assert_eq!(error.at, MAX_DEPTH);
@@ -708,10 +705,7 @@ mod tests {
     fn errors_read_as_serde_json_tells_them() {
         let body = b"[1,2,";
         let mut scan = Scanner::new(body);
-        let error = scan
-            .skip_value()
-            .err()
-            .unwrap_or(SyntaxError { at: 0, what: "" });
+        let error = scan.skip_value().expect_err("a cut body");
         assert_eq!(
             json_error(body, error).to_string(),
             "EOF while parsing a value at line 1 column 5"

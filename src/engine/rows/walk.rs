@@ -97,37 +97,12 @@ fn follow<'de, S: RowSink<'de>>(
         },
         // A trailing `[*]`: each array element or object value is a row.
         Some((Step::Each, [])) => match scan.peek()? {
-            b'[' => rows_of_array(scan, sink),
-            b'{' => {
-                let mut more = scan.open_object()?;
-                while more {
-                    scan.key()?;
-                    row(scan, sink)?;
-                    more = scan.next_property()?;
-                }
-                Ok(())
-            }
+            b'[' | b'{' => scan.each_value(|scan| row(scan, sink)),
             _ => Ok(scan.skip_value()?),
         },
         // A `[*]` with more steps after it.
         Some((Step::Each, rest)) => match scan.peek()? {
-            b'[' => {
-                let mut more = scan.open_array()?;
-                while more {
-                    follow(scan, rest, depth + 1, sink, captures)?;
-                    more = scan.next_element()?;
-                }
-                Ok(())
-            }
-            b'{' => {
-                let mut more = scan.open_object()?;
-                while more {
-                    scan.key()?;
-                    follow(scan, rest, depth + 1, sink, captures)?;
-                    more = scan.next_property()?;
-                }
-                Ok(())
-            }
+            b'[' | b'{' => scan.each_value(|scan| follow(scan, rest, depth + 1, sink, captures)),
             _ => Ok(scan.skip_value()?),
         },
         // A `.key` step: descend into that property of an object; anything else holds no
@@ -156,12 +131,7 @@ fn follow<'de, S: RowSink<'de>>(
 
 /// Every element of the array that is next is a row.
 fn rows_of_array<'de, S: RowSink<'de>>(scan: &mut Scanner<'de>, sink: &mut S) -> Walk {
-    let mut more = scan.open_array()?;
-    while more {
-        row(scan, sink)?;
-        more = scan.next_element()?;
-    }
-    Ok(())
+    scan.each_value(|scan| row(scan, sink))
 }
 
 /// One row: an object, or any other value (a "scalar row", skipped unless the sink wants
