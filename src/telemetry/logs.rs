@@ -1,5 +1,6 @@
 //! The process's `tracing` subscriber: log lines on stderr (`log.format` text or JSON,
-//! filtered by `QUERYGATE_LOG`, else `log.level`), plus the OpenTelemetry layer when traces
+//! filtered by `QUERYGATE_LOG`, else `log.level`, without rmcp's reports of clients that went
+//! away: see `client_gone`), plus the OpenTelemetry layer when traces
 //! are on. Installed once, by the CLI, after the configuration is loaded.
 //!
 //! JSON lines carry the call's `trace_id` (when it has one) and the event's fields at the top
@@ -10,13 +11,14 @@
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _, Targets};
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+use super::client_gone::DropClientGone;
 use crate::config::{LogConfig, LogFormat, TracesConfig};
 
 /// Keeps the trace exporter alive; [`Telemetry::shutdown`] sends the spans still queued.
@@ -47,7 +49,8 @@ impl Telemetry {
 pub fn init(log: &LogConfig, traces: Option<&TracesConfig>) -> Result<Telemetry, String> {
     let filter = EnvFilter::try_from_env("QUERYGATE_LOG")
         .or_else(|_| EnvFilter::try_new(&log.level))
-        .unwrap_or_else(|_| EnvFilter::new("warn"));
+        .unwrap_or_else(|_| EnvFilter::new("warn"))
+        .and(DropClientGone);
     // Colours only for a terminal (not for log files, pipes or a desktop client's log).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

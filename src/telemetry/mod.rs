@@ -4,7 +4,8 @@
 //!   fed by the tool-call pipeline, the engine's upstream observer and the audit's write
 //!   observer; served at `/metrics`.
 //! - [`logs`]: the process's log output (`log.format` text or JSON, `log.level`), with the
-//!   OpenTelemetry layer when traces are on.
+//!   OpenTelemetry layer when traces are on; [`client_gone`] keeps rmcp's reports of a
+//!   client that disconnected before its response out of it.
 //! - [`trace`]: OpenTelemetry traces exported over OTLP/HTTP (protobuf): the tracer
 //!   provider, W3C `traceparent` propagation, the span of each tool call.
 //! - [`export`]: the OTLP exporter's HTTP client (our reqwest client, ring TLS).
@@ -12,6 +13,7 @@
 //! Nothing here is needed for a call to run; the engine and the audit know only their own
 //! observer traits, which [`metrics::Metrics`] implements.
 
+pub mod client_gone;
 pub mod export;
 pub mod logs;
 pub mod metrics;

@@ -11,7 +11,7 @@ use querygate::audit::{FileLocation, location};
 use serde_json::json;
 
 use crate::mcp_stdio::{INITIALIZE, INITIALIZED, Raw};
-use crate::mcp_support::{start, test_config};
+use crate::mcp_support::{collect_lines, install_crypto_provider, spawn_serve, start, test_config};
 use crate::mock::{Mock, Reply};
 
 /// How long the second page takes: far longer than any wait below.
@@ -77,24 +77,30 @@ fn cancelled_select(dir: &Path) -> bool {
     })
 }
 
-#[tokio::test]
-async fn an_http_client_that_disconnects_stops_the_pagination() {
-    let server = start("read_only", "").await;
-    route_pages(&server.mock);
+/// A `tools/call` of [`SELECT`] posted to `url` in the background, as a client without a
+/// session sends it.
+fn post_select(url: &str) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "run_select_query", "arguments": {"sql": SELECT},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
                   "io.modelcontextprotocol/clientCapabilities": {}}}});
     let request = reqwest::Client::new()
-        .post(&server.url)
+        .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", "run_select_query")
         .body(body.to_string());
-    let client = tokio::spawn(request.send());
+    tokio::spawn(request.send())
+}
+
+#[tokio::test]
+async fn an_http_client_that_disconnects_stops_the_pagination() {
+    let server = start("read_only", "").await;
+    route_pages(&server.mock);
+    let client = post_select(&server.url);
 
     eventually("the second page is requested", || {
         page_requested(&server.mock, "pageToken=t2")
@@ -117,6 +123,42 @@ async fn an_http_client_that_disconnects_stops_the_pagination() {
     // The call's work is dropped: the third page is never asked for.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!page_requested(&server.mock, "pageToken=t3"));
+}
+
+#[tokio::test]
+async fn a_served_process_logs_no_error_when_an_http_client_goes_away() {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    route_pages(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let drain = "  drain:\n    delay: 0s\n";
+    let config = test_config(&mock, dir.path(), "read_only", drain);
+    let (url, child, stderr) = spawn_serve(&config).await;
+    let lines = collect_lines(stderr);
+    let client = post_select(&url);
+    eventually("the second page is requested", || {
+        page_requested(&mock, "pageToken=t2")
+    })
+    .await;
+    client.abort();
+    let _ = client.await;
+    let audit = dir.path().join("audit");
+    eventually("the call is recorded as cancelled", || {
+        cancelled_select(&audit)
+    })
+    .await;
+    // The response rmcp could not hand over is reported by then; give its task a moment.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let lines = tokio::time::timeout(LIMIT, lines).await.unwrap().unwrap();
+    // The process's log at its default level: a client that went away is not an error.
+    let errors: Vec<&String> = lines.iter().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 #[tokio::test]
