@@ -11,7 +11,9 @@ use querygate::audit::{FileLocation, location};
 use serde_json::json;
 
 use crate::mcp_stdio::{INITIALIZE, INITIALIZED, Raw};
-use crate::mcp_support::{collect_lines, install_crypto_provider, spawn_serve, start, test_config};
+use crate::mcp_support::{
+    collect_lines, install_crypto_provider, spawn_serve, start, terminate, test_config,
+};
 use crate::mock::{Mock, Reply};
 
 /// How long the second page takes: far longer than any wait below.
@@ -149,12 +151,7 @@ async fn a_served_process_logs_no_error_when_an_http_client_goes_away() {
     .await;
     // The response rmcp could not hand over is reported by then; give its task a moment.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let lines = tokio::time::timeout(LIMIT, lines).await.unwrap().unwrap();
     // The process's log at its default level: a client that went away is not an error.
     let errors: Vec<&String> = lines.iter().filter(|l| l.contains("ERROR")).collect();

@@ -124,16 +124,6 @@ async fn readyz_checks_the_postgres_audit_sink_and_approval_store() {
     );
 }
 
-/// Sends SIGTERM to `child`.
-fn terminate(child: &tokio::process::Child) {
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-}
-
 #[tokio::test]
 async fn sigterm_drains_a_call_in_flight_then_exits_0_with_its_audit_on_disk() {
     install_crypto_provider();

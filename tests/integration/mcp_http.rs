@@ -485,12 +485,7 @@ async fn the_serve_command_answers_clients_and_stops_cleanly_on_sigterm() {
     // Its idle keep-alive connection would hold the drain until it times out.
     drop(client);
 
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
         .await
         .expect("serve stops after SIGTERM")

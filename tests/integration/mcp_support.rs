@@ -260,6 +260,16 @@ pub fn collect_lines(
     })
 }
 
+/// Sends SIGTERM to a served process (the `kill` command must succeed).
+pub fn terminate(child: &tokio::process::Child) {
+    let pid = child.id().expect("the process is running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
 /// Starts `querygate --config CONFIG serve --listen 127.0.0.1:0` and waits for the URL it
 /// announces on stderr; the rest of stderr is returned for the caller to read.
 pub async fn spawn_serve(

@@ -27,7 +27,7 @@ use sqlx_core::query_scalar::query_scalar;
 use tokio::io::AsyncBufReadExt as _;
 
 use crate::gate::{Approver, ApproverClient, SELECT, params};
-use crate::mcp_support::{error_code, install_crypto_provider, text_of};
+use crate::mcp_support::{error_code, install_crypto_provider, terminate, text_of};
 use crate::mock::{Mock, Reply};
 use crate::support::ports::restartable_port;
 use crate::support::{SECRET, fixture_registry, pg};
@@ -275,12 +275,7 @@ impl Replica {
 
     /// SIGTERM, then the exit status (must be 0).
     async fn stop(mut self) {
-        let pid = self.child.id().unwrap().to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        terminate(&self.child);
         let status = tokio::time::timeout(Duration::from_secs(40), self.child.wait())
             .await
             .unwrap_or_else(|_| {
