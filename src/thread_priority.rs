@@ -1,7 +1,7 @@
 //! The OS scheduling priority of threads doing bulk work (rendering large results, the
 //! SQLite work of statements that load many rows): such a thread lowers its own priority
 //! (`limits.bulk_work_priority`) so that, on a busy machine, the threads serving small
-//! calls — the async workers, the SQLite threads of small statements — get the cores first.
+//! calls — the async workers, which also run small statements' SQLite work — get the cores first.
 //! By default (Linux) the thread moves to the `SCHED_IDLE` scheduling class: it runs only on
 //! CPU time that no other thread wants, and a small call's thread that wakes up takes the
 //! core from it at once. Alternatively the thread raises its nice value

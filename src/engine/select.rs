@@ -54,7 +54,7 @@ pub(crate) async fn run_with(
 ) -> Result<QueryOutput> {
     let (sql, jobs) = plan(inner, cx, query).await?;
 
-    let db = Database::open(inner.config.eval)?;
+    let db = Database::open(inner.config.eval);
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
     }
@@ -158,7 +158,7 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());
     }
-    let db = Database::open(inner.config.eval)?;
+    let db = Database::open(inner.config.eval);
     for job in &jobs {
         db.create_table(
             &job.plan.local,
@@ -571,7 +571,7 @@ async fn fetch_leg(
         .await
 }
 
-/// A page handed to the SQLite thread.
+/// A page handed to the statement's database.
 enum Queued {
     /// Loading; its next page does not depend on its body.
     Loading(PendingLoad),

@@ -1,10 +1,10 @@
-//! The in-memory SQLite connection a statement runs in, kept on its thread between small
+//! The in-memory SQLite connection a statement runs in, kept in a [`Pool`] between small
 //! statements: opening one (registering functions, reading the empty schema, closing it
 //! again) costs about as much as a small statement's own SQLite work.
 //!
 //! A statement's rows live in one transaction that is rolled back when the statement ends,
 //! so no row it loaded is there for the next one. Its tables are created before that
-//! transaction and kept, empty, with the connection: the next statement on this thread that
+//! transaction and kept, empty, with the connection: the next statement to take it that
 //! creates a table of the same name and columns (the same resource again) reuses it, and
 //! the prepared INSERTs and queries in the connection's statement cache stay valid instead
 //! of being parsed again. A kept table that a statement does not create is dropped before
@@ -17,8 +17,8 @@
 //! statement loaded [`EvalLimits::BULK_BYTES`] or more, or whose schema change or rollback
 //! failed, is closed instead, which frees its memory.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use rusqlite::Connection;
 
@@ -32,13 +32,41 @@ struct Kept {
     tables: HashMap<String, String>,
 }
 
-thread_local! {
-    /// This thread's connection between two statements.
-    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+/// Connections kept between statements; a statement takes the one kept last.
+pub(super) struct Pool {
+    kept: Mutex<Vec<Kept>>,
 }
+
+/// Most connections a [`Pool`] keeps; a statement that ends when it is full closes its own.
+const MAX_KEPT: usize = 16;
+
+impl Pool {
+    /// An empty pool.
+    pub(super) const fn new() -> Pool {
+        Pool {
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take(&self) -> Option<Kept> {
+        self.kept.lock().ok()?.pop()
+    }
+
+    fn keep(&self, kept: Kept) {
+        if let Ok(mut pool) = self.kept.lock()
+            && pool.len() < MAX_KEPT
+        {
+            pool.push(kept);
+        }
+    }
+}
+
+/// The pool every statement's connection comes from.
+pub(super) static POOL: Pool = Pool::new();
 
 /// One statement's use of a connection (see the module documentation).
 pub(super) struct Session {
+    pool: &'static Pool,
     conn: Connection,
     /// Tables that exist outside the statement's transaction, by name (in ASCII lower case)
     /// → CREATE statement.
@@ -52,15 +80,16 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// A session for one statement with `limits` applied, on the connection this thread
-    /// kept from its previous statement, else a new one.
-    pub(super) fn begin(limits: &EvalLimits) -> rusqlite::Result<Session> {
-        let (conn, tables) = match KEPT.with(|kept| kept.borrow_mut().take()) {
+    /// A session for one statement with `limits` applied, on the connection `pool` kept
+    /// last, else a new one.
+    pub(super) fn begin(pool: &'static Pool, limits: &EvalLimits) -> rusqlite::Result<Session> {
+        let (conn, tables) = match pool.take() {
             Some(Kept { conn, tables }) => (conn, tables),
             None => (open()?, HashMap::new()),
         };
         limits.apply(&conn)?;
         Ok(Session {
+            pool,
             conn,
             tables,
             claimed: Vec::new(),
@@ -132,7 +161,7 @@ impl Session {
     }
 
     /// Ends the statement: rolls its transaction back and keeps the connection and its
-    /// (now empty) tables for this thread's next statement, unless the statement loaded
+    /// (now empty) tables in the pool for a later statement, unless the statement loaded
     /// `loaded` bytes of bulk work, a schema change or the rollback failed: then the
     /// connection is closed.
     pub(super) fn end(self, loaded: usize) {
@@ -140,6 +169,7 @@ impl Session {
             return;
         }
         let Session {
+            pool,
             conn,
             tables,
             in_transaction,
@@ -151,7 +181,7 @@ impl Session {
         if !conn.is_autocommit() {
             return;
         }
-        KEPT.with(|kept| *kept.borrow_mut() = Some(Kept { conn, tables }));
+        pool.keep(Kept { conn, tables });
     }
 }
 
@@ -209,10 +239,20 @@ mod tests {
             .unwrap()
     }
 
-    /// A session on this thread's connection, which must be the one marked `marker` (kept
-    /// from the previous statement).
-    fn kept_session(limits: &EvalLimits, marker: i64) -> Session {
-        let session = Session::begin(limits).unwrap();
+    /// A pool of its own for one test (tests run in parallel).
+    fn fresh_pool() -> &'static Pool {
+        Box::leak(Box::new(Pool::new()))
+    }
+
+    /// Whether `pool` keeps no connection.
+    fn is_empty(pool: &Pool) -> bool {
+        pool.kept.lock().unwrap().is_empty()
+    }
+
+    /// A session on the connection `pool` kept last, which must be the one marked `marker`
+    /// (kept from the previous statement).
+    fn kept_session(pool: &'static Pool, limits: &EvalLimits, marker: i64) -> Session {
+        let session = Session::begin(pool, limits).unwrap();
         assert_eq!(
             self::marker(session.connection()),
             marker,
@@ -227,10 +267,10 @@ mod tests {
             .unwrap();
     }
 
-    /// A statement on this thread's connection: creates `t` with `columns`, enters the
+    /// A statement on a connection of `pool`: creates `t` with `columns`, enters the
     /// transaction and inserts a row.
-    fn statement_with_a_row(columns: &str, marker: i64) {
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+    fn statement_with_a_row(pool: &'static Pool, columns: &str, marker: i64) {
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         mark(session.connection(), marker);
         create(&mut session, "t", columns);
         let conn = session.enter().unwrap();
@@ -241,8 +281,9 @@ mod tests {
 
     #[test]
     fn a_kept_table_comes_back_empty_for_the_same_columns() {
-        statement_with_a_row("a, b", -1234);
-        let mut session = kept_session(&EvalLimits::default(), -1234);
+        let pool = fresh_pool();
+        statement_with_a_row(pool, "a, b", -1234);
+        let mut session = kept_session(pool, &EvalLimits::default(), -1234);
         // Every schema change (a DROP, a CREATE) counts up `schema_version`.
         let version = |conn: &Connection| -> i64 {
             conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
@@ -262,8 +303,9 @@ mod tests {
 
     #[test]
     fn a_kept_table_of_other_columns_is_replaced() {
-        statement_with_a_row("a, b", -1235);
-        let mut session = kept_session(&EvalLimits::default(), -1235);
+        let pool = fresh_pool();
+        statement_with_a_row(pool, "a, b", -1235);
+        let mut session = kept_session(pool, &EvalLimits::default(), -1235);
         create(&mut session, "t", "c");
         let conn = session.enter().unwrap();
         conn.execute_batch("INSERT INTO t (c) VALUES (1)").unwrap();
@@ -273,14 +315,15 @@ mod tests {
 
     #[test]
     fn a_statement_sees_only_the_tables_it_created() {
-        statement_with_a_row("a", -1236);
-        let mut session = kept_session(&EvalLimits::default(), -1236);
+        let pool = fresh_pool();
+        statement_with_a_row(pool, "a", -1236);
+        let mut session = kept_session(pool, &EvalLimits::default(), -1236);
         create(&mut session, "u", "x");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["u"], "the kept table t is gone");
         session.end(0);
 
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         let conn = session.enter().unwrap();
         assert!(
             names(conn).is_empty(),
@@ -291,8 +334,9 @@ mod tests {
 
     #[test]
     fn a_table_created_in_the_transaction_is_rolled_back() {
-        statement_with_a_row("a", -1237);
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let pool = fresh_pool();
+        statement_with_a_row(pool, "a", -1237);
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         create(&mut session, "t", "a");
         session.enter().unwrap();
         // A later wave re-creates t with other columns and adds v, inside the transaction.
@@ -303,7 +347,7 @@ mod tests {
             .unwrap();
         session.end(0);
 
-        let mut session = kept_session(&EvalLimits::default(), -1237);
+        let mut session = kept_session(pool, &EvalLimits::default(), -1237);
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["t"]);
@@ -314,8 +358,9 @@ mod tests {
 
     #[test]
     fn a_kept_table_named_in_another_case_is_replaced() {
-        statement_with_a_row("a", -1238);
-        let mut session = kept_session(&EvalLimits::default(), -1238);
+        let pool = fresh_pool();
+        statement_with_a_row(pool, "a", -1238);
+        let mut session = kept_session(pool, &EvalLimits::default(), -1238);
         create(&mut session, "T", "a");
         let conn = session.enter().unwrap();
         assert_eq!(names(conn), ["T"]);
@@ -325,43 +370,47 @@ mod tests {
 
     #[test]
     fn a_failed_schema_change_closes_the_connection() {
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let pool = fresh_pool();
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         create(&mut session, "t", "a");
         let broken = session.create_table("u", "CREATE TABLE u (a, a)".to_owned());
         assert!(broken.is_err(), "duplicate column");
         session.end(0);
-        assert!(KEPT.with(|kept| kept.borrow().is_none()));
+        assert!(is_empty(pool));
     }
 
     #[test]
     fn a_bulk_statement_closes_its_connection() {
-        let session = Session::begin(&EvalLimits::default()).unwrap();
+        let pool = fresh_pool();
+        let session = Session::begin(pool, &EvalLimits::default()).unwrap();
         session.end(EvalLimits::BULK_BYTES);
-        assert!(KEPT.with(|kept| kept.borrow().is_none()));
+        assert!(is_empty(pool));
     }
 
     #[test]
     fn a_statement_that_committed_closes_its_connection() {
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let pool = fresh_pool();
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         conn.execute_batch("INSERT INTO t VALUES (1); COMMIT")
             .unwrap();
         session.end(0);
-        assert!(KEPT.with(|kept| kept.borrow().is_none()));
+        assert!(is_empty(pool));
     }
 
     #[test]
     fn limits_apply_to_a_kept_connection() {
+        let pool = fresh_pool();
         use rusqlite::limits::Limit;
-        let session = Session::begin(&EvalLimits::default()).unwrap();
+        let session = Session::begin(pool, &EvalLimits::default()).unwrap();
         mark(session.connection(), -2345);
         session.end(0);
         let small = EvalLimits {
             max_value_bytes: 1000,
             ..EvalLimits::default()
         };
-        let session = kept_session(&small, -2345);
+        let session = kept_session(pool, &small, -2345);
         assert_eq!(
             session
                 .connection()
@@ -374,16 +423,17 @@ mod tests {
 
     #[test]
     fn an_interrupt_after_the_last_command_does_not_reach_the_next_statement() {
+        let pool = fresh_pool();
         // `Database` interrupts its connection whenever it is dropped, also after a
         // statement that ended normally.
-        let mut session = Session::begin(&EvalLimits::default()).unwrap();
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
         mark(session.connection(), -4321);
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         conn.execute_batch("INSERT INTO t VALUES (1)").unwrap();
         conn.get_interrupt_handle().interrupt();
         session.end(0);
-        let mut session = kept_session(&EvalLimits::default(), -4321);
+        let mut session = kept_session(pool, &EvalLimits::default(), -4321);
         create(&mut session, "t", "a");
         let conn = session.enter().unwrap();
         assert_eq!(count(conn, "t"), 0);

@@ -1,32 +1,39 @@
-//! The embedded SQLite a statement is evaluated in: an in-memory database per statement, run
-//! by a dedicated thread (one of a pool of reusable threads) so decoding and SQL never block
-//! the async runtime. The async side sends commands (create a table, load a response page,
-//! read a join column, run the final SQL) and awaits the replies it needs; dropping the
-//! [`Database`] interrupts a running query and frees the thread. A thread keeps its
-//! connection for its next small statement, with no rows and only the tables that statement
-//! creates again (see `connection`).
+//! The embedded SQLite a statement is evaluated in: an in-memory database per statement, on
+//! a connection kept in a pool between small statements, with no rows and only the tables
+//! the next statement creates again (see `connection`). The async side sends commands
+//! (create a table, load a response page, read a join column, run the final SQL) and
+//! awaits the replies it needs.
+//!
+//! A small statement's commands run where they are sent, on the async thread, as a
+//! synchronous step: loading up to [`worker::INLINE_BYTES`] of responses and running final
+//! SQL for up to [`worker::INLINE_QUERY_TIME`] costs less than handing each command to
+//! another thread and waking the caller with its reply. The first command past either moves
+//! the statement to a thread of its own (one of a pool of reusable threads) for the rest of
+//! its commands, so a large statement's decoding and SQL never hold up the async runtime;
+//! final SQL stopped at the time limit runs again there from its start. Dropping the
+//! [`Database`] interrupts SQL running on that thread and ends the statement.
 
 mod connection;
 mod functions;
 mod limits;
+mod query;
+mod tables;
 mod threads;
+mod worker;
 
-use std::collections::HashMap;
-use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use bytes::Bytes;
-use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{Connection, InterruptHandle};
+use rusqlite::InterruptHandle;
+use rusqlite::types::Value as SqlValue;
 use tokio::sync::oneshot;
 
-use super::error::{Error, ErrorKind, Result};
-use super::rows::{self, ColumnBinder, Loaded, RowLocator, RowWriter};
-use super::types::{Cell, QueryOutput};
+use super::error::{Error, Result};
+use super::rows::{Loaded, RowLocator};
+use super::types::QueryOutput;
 
-use self::connection::{Session, quote_ident};
-use self::limits::Budget;
 pub use self::limits::EvalLimits;
+use self::worker::Worker;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -65,12 +72,32 @@ enum Command {
 
 /// Handle to a statement's SQLite database.
 pub(crate) struct Database {
-    commands: mpsc::Sender<Command>,
-    /// Set by the thread once its connection is ready.
-    interrupt: Arc<OnceLock<InterruptHandle>>,
+    state: Mutex<State>,
+}
+
+/// Where a statement's commands run.
+enum State {
+    /// On the thread that sends them, as they are sent.
+    Caller(Box<Worker>),
+    /// On the statement's own thread.
+    Own {
+        commands: mpsc::Sender<Command>,
+        /// Stops SQL running on that thread.
+        interrupt: Option<InterruptHandle>,
+    },
+    /// Nowhere: the statement's thread could not be started.
+    Stopped,
 }
 
 impl Command {
+    /// The bytes of the response page it scans, if it scans one.
+    fn body_len(&self) -> Option<usize> {
+        match self {
+            Command::Load { body, .. } | Command::Discover { body, .. } => Some(body.len()),
+            _ => None,
+        }
+    }
+
     /// Whether the caller stopped waiting for the reply.
     fn abandoned(&self) -> bool {
         match self {
@@ -97,16 +124,33 @@ impl std::fmt::Debug for Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        // Stops a long-running final query when the caller goes away. This runs before the
-        // thread can see the statement end (the command channel closes after it), so it never
-        // reaches the thread's next statement.
-        if let Some(interrupt) = self.interrupt.get() {
-            interrupt.interrupt();
+        // A worker left in a poisoned lock may be halfway through a command: its connection
+        // is closed, not kept.
+        let poisoned = self.state.is_poisoned();
+        let state = std::mem::replace(
+            self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
+            State::Stopped,
+        );
+        match state {
+            State::Caller(worker) if !poisoned => worker.end(),
+            State::Own {
+                commands,
+                interrupt,
+            } => {
+                // Stops a long-running final query when the caller goes away. This runs
+                // before the thread can see the statement end (the command channel closes
+                // after it), so it never reaches the thread's next statement.
+                if let Some(interrupt) = interrupt {
+                    interrupt.interrupt();
+                }
+                drop(commands);
+            }
+            State::Caller(_) | State::Stopped => {}
         }
     }
 }
 
-/// A reply from the SQLite thread, awaited later (loads are pipelined with fetching).
+/// A reply to a command, awaited later (loads are pipelined with fetching).
 pub(crate) type Pending<T> = oneshot::Receiver<Result<T>>;
 
 /// A load whose result is awaited later.
@@ -123,18 +167,13 @@ pub(crate) async fn settled<T>(pending: Pending<T>) -> Result<T> {
 }
 
 impl Database {
-    /// Starts an empty in-memory database on its own thread, bounded by `limits`. A failure
-    /// to open it is the reply to the first command that is answered.
-    pub(crate) fn open(limits: EvalLimits) -> Result<Self> {
-        let (commands, receiver) = mpsc::channel::<Command>();
-        let interrupt = Arc::new(OnceLock::new());
-        let ready = interrupt.clone();
-        threads::run(Box::new(move || worker(receiver, &ready, limits)))
-            .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
-        Ok(Database {
-            commands,
-            interrupt,
-        })
+    /// Starts an empty in-memory database bounded by `limits`, its commands run on the
+    /// calling thread until one is too large for it. A failure to open it is the reply to
+    /// the first command that is answered.
+    pub(crate) fn open(limits: EvalLimits) -> Self {
+        Database {
+            state: Mutex::new(State::Caller(Box::new(Worker::begin(limits)))),
+        }
     }
 
     fn send<T>(
@@ -142,10 +181,39 @@ impl Database {
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<oneshot::Receiver<Result<T>>> {
         let (reply, receiver) = oneshot::channel();
-        self.commands
-            .send(make(reply))
-            .map_err(|_| Error::internal("the SQLite thread has stopped"))?;
+        self.dispatch(make(reply))?;
         Ok(receiver)
+    }
+
+    /// Runs `command` on the calling thread, or hands it to the statement's own thread
+    /// (started for the first command too large for the calling one).
+    fn dispatch(&self, command: Command) -> Result<()> {
+        let stopped = || Error::internal("the SQLite thread has stopped");
+        let mut state = self.state.lock().map_err(|_| stopped())?;
+        let command = match &mut *state {
+            State::Caller(worker) => match worker.on_caller(command) {
+                None => return Ok(()),
+                Some(command) => command,
+            },
+            State::Own { .. } | State::Stopped => command,
+        };
+        if let State::Caller(_) = &*state {
+            let State::Caller(worker) = std::mem::replace(&mut *state, State::Stopped) else {
+                return Err(stopped());
+            };
+            let interrupt = worker.interrupt_handle();
+            let (commands, receiver) = mpsc::channel::<Command>();
+            threads::run(Box::new(move || worker.serve(receiver)))
+                .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
+            *state = State::Own {
+                commands,
+                interrupt,
+            };
+        }
+        match &*state {
+            State::Own { commands, .. } => commands.send(command).map_err(|_| stopped()),
+            State::Caller(_) | State::Stopped => Err(stopped()),
+        }
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
@@ -161,13 +229,11 @@ impl Database {
         columns: Vec<String>,
         booleans: &[String],
     ) -> Result<()> {
-        self.commands
-            .send(Command::Create {
-                table: table.to_owned(),
-                columns,
-                booleans: booleans.to_vec(),
-            })
-            .map_err(|_| Error::internal("the SQLite thread has stopped"))
+        self.dispatch(Command::Create {
+            table: table.to_owned(),
+            columns,
+            booleans: booleans.to_vec(),
+        })
     }
 
     /// Queues one response page for loading; the receiver yields the rows inserted and the
@@ -241,415 +307,104 @@ impl Database {
     }
 }
 
-struct Table {
-    columns: Vec<String>,
-    binder: ColumnBinder,
-}
-
-/// The response bytes loaded after `more`; past [`EvalLimits::BULK_BYTES`] this thread's
-/// priority is lowered (once) as `limits.bulk_priority` says.
-fn bulk_after(loaded: usize, more: usize, limits: &EvalLimits) -> usize {
-    let loaded = loaded.saturating_add(more);
-    if loaded >= EvalLimits::BULK_BYTES {
-        crate::thread_priority::lower(limits.bulk_priority);
-    }
-    loaded
-}
-
-fn worker(
-    commands: mpsc::Receiver<Command>,
-    ready: &OnceLock<InterruptHandle>,
-    limits: EvalLimits,
-) {
-    let mut session = match Session::begin(&limits) {
-        Ok(session) => session,
-        Err(err) => {
-            fail_all(&commands, sqlite_internal(err));
-            return;
-        }
-    };
-    let _ = ready.set(session.connection().get_interrupt_handle());
-    let mut tables: HashMap<String, Table> = HashMap::new();
-    // Response bytes loaded so far: past `EvalLimits::BULK_BYTES` this thread's work is
-    // bulk work, at a lower priority until the statement ends (see `threads`).
-    let mut loaded = 0_usize;
-    while let Ok(command) = commands.recv() {
-        // Nobody waits for this reply (the statement was dropped: cancelled or timed out):
-        // skip the work instead of loading pages nobody reads.
-        if command.abandoned() {
-            continue;
-        }
-        match command {
-            Command::Create {
-                table,
-                columns,
-                booleans,
-            } => {
-                if let Err(err) = create(&mut session, &mut tables, table, columns, &booleans) {
-                    // The statement cannot go on: its next answered command gets the error.
-                    fail_all(&commands, err);
-                    break;
-                }
-            }
-            Command::Load {
-                table,
-                body,
-                locator,
-                fixed,
-                wanted,
-                reply,
-            } => {
-                loaded = bulk_after(loaded, body.len(), &limits);
-                let page = Page {
-                    body: &body,
-                    locator: &locator,
-                    wanted: &wanted,
-                };
-                let loaded = entered(&mut session)
-                    .and_then(|conn| load(conn, &tables, &table, page, &fixed, &limits));
-                let _ = reply.send(loaded);
-            }
-            Command::Discover {
-                body,
-                locator,
-                wanted,
-                reply,
-            } => {
-                loaded = bulk_after(loaded, body.len(), &limits);
-                let found = rows::discover_columns(&body, &locator, &wanted).map_err(|err| {
-                    Error::new(
-                        ErrorKind::Upstream,
-                        format!("upstream response is not valid JSON: {err}"),
-                    )
-                });
-                let _ = reply.send(found);
-            }
-            Command::Distinct {
-                table,
-                column,
-                reply,
-            } => {
-                let values =
-                    entered(&mut session).and_then(|conn| distinct(conn, &tables, &table, &column));
-                let _ = reply.send(values);
-            }
-            Command::Query {
-                sql,
-                max_rows,
-                reply,
-            } => {
-                let output = entered(&mut session)
-                    .and_then(|conn| run_bounded(conn, &sql, max_rows, &limits));
-                let _ = reply.send(output);
-            }
-        }
-    }
-    drop(tables);
-    session.end(loaded);
-}
-
-/// The session's connection inside the statement's transaction.
-fn entered(session: &mut Session) -> Result<&mut Connection> {
-    session.enter().map_err(sqlite_internal)
-}
-
-/// Answers the first answered command still to come with `err`, and any after it with a
-/// note that the statement's database failed.
-fn fail_all(commands: &mpsc::Receiver<Command>, err: Error) {
-    let mut first = Some(err);
-    while let Ok(command) = commands.recv() {
-        let err = first
-            .take()
-            .unwrap_or_else(|| Error::internal("the statement's SQLite database failed earlier"));
-        match command {
-            Command::Create { .. } => first = Some(err),
-            Command::Load { reply, .. } => drop(reply.send(Err(err))),
-            Command::Discover { reply, .. } => drop(reply.send(Err(err))),
-            Command::Distinct { reply, .. } => drop(reply.send(Err(err))),
-            Command::Query { reply, .. } => drop(reply.send(Err(err))),
-        }
-    }
-}
-
 fn sqlite_internal(err: rusqlite::Error) -> Error {
     Error::internal(format!("sqlite: {err}"))
 }
 
-/// The declared type of columns the provider document types as boolean.
-const BOOLEAN: &str = "BOOLEAN";
-
-fn contains_ci(names: &[String], name: &str) -> bool {
-    names.iter().any(|n| n.eq_ignore_ascii_case(name))
-}
-
-fn create(
-    session: &mut Session,
-    tables: &mut HashMap<String, Table>,
-    table: String,
-    columns: Vec<String>,
-    booleans: &[String],
-) -> Result<()> {
-    let mut unique: Vec<String> = Vec::with_capacity(columns.len());
-    for column in columns {
-        if !unique.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
-            unique.push(column);
-        }
-    }
-    if unique.is_empty() {
-        unique.push("value".to_owned());
-    }
-    // Declared BOOLEAN (NUMERIC affinity: JSON true/false are stored as 1/0 and compare as
-    // numbers); a query reads the declared type back to give such columns as booleans.
-    let defs: Vec<String> = unique
-        .iter()
-        .map(|c| match contains_ci(booleans, c) {
-            true => format!("{} {BOOLEAN}", quote_ident(c)),
-            false => quote_ident(c),
-        })
-        .collect();
-    let statement = format!("CREATE TABLE {} ({})", quote_ident(&table), defs.join(", "));
-    session
-        .create_table(&table, statement)
-        .map_err(sqlite_internal)?;
-    let binder = ColumnBinder::new(&unique);
-    tables.insert(
-        table,
-        Table {
-            columns: unique,
-            binder,
-        },
-    );
-    Ok(())
-}
-
-/// A response page to load.
-struct Page<'a> {
-    body: &'a [u8],
-    locator: &'a RowLocator,
-    wanted: &'a [Vec<String>],
-}
-
-fn load(
-    conn: &Connection,
-    tables: &HashMap<String, Table>,
-    table: &str,
-    page: Page<'_>,
-    fixed: &[(String, SqlValue)],
-    limits: &EvalLimits,
-) -> Result<Loaded> {
-    let state = tables
-        .get(table)
-        .ok_or_else(|| Error::internal(format!("no table {table}")))?;
-    let fixed: Vec<(usize, SqlValue)> = fixed
-        .iter()
-        .filter_map(|(name, value)| {
-            let position = state
-                .columns
-                .iter()
-                .position(|c| c.eq_ignore_ascii_case(name))?;
-            Some((position + 1, value.clone()))
-        })
-        .collect();
-    let mut writer = RowWriter::new(conn, table, state.columns.len());
-    let Page {
-        body,
-        locator,
-        wanted,
-    } = page;
-    rows::load_rows(body, locator, &state.binder, &fixed, &mut writer, wanted).map_err(|err| {
-        match err {
-            rows::RowsError::Json(err) => Error::new(
-                ErrorKind::Upstream,
-                format!("upstream response is not valid JSON: {err}"),
-            ),
-            rows::RowsError::Sqlite(err) if is_too_big(&err) => limits.too_big(),
-            rows::RowsError::Sqlite(err) => sqlite_internal(err),
-        }
-    })
-}
-
-fn distinct(
-    conn: &Connection,
-    tables: &HashMap<String, Table>,
-    table: &str,
-    column: &str,
-) -> Result<Vec<SqlValue>> {
-    let state = tables
-        .get(table)
-        .ok_or_else(|| Error::internal(format!("no table {table}")))?;
-    let Some(column) = state
-        .columns
-        .iter()
-        .find(|c| c.eq_ignore_ascii_case(column))
-    else {
-        return Err(Error::invalid_sql(format!("no such column: {column}")));
-    };
-    let sql = format!(
-        "SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL",
-        col = quote_ident(column),
-        table = quote_ident(table)
-    );
-    let mut statement = conn.prepare(&sql).map_err(sqlite_internal)?;
-    let values = statement
-        .query_map([], |row| row.get::<_, SqlValue>(0))
-        .map_err(sqlite_internal)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(sqlite_internal)?;
-    Ok(values)
-}
-
-/// Runs the final SQL within the time budget; a value over the length limit or a spent
-/// budget ends it with a `LimitExceeded` error.
-fn run_bounded(
-    conn: &mut Connection,
-    sql: &str,
-    max_rows: usize,
-    limits: &EvalLimits,
-) -> Result<QueryOutput> {
-    let budget = Budget::arm(conn, limits.max_time).map_err(sqlite_internal)?;
-    let result = run_query(conn, sql, max_rows, limits);
-    Budget::disarm(conn).map_err(sqlite_internal)?;
-    match result {
-        // Once the budget is spent SQLite stops the statement: whatever error it ended
-        // with, the budget is the cause.
-        Err(_) if budget.spent() => Err(limits.out_of_time()),
-        other => other,
-    }
-}
-
-fn run_query(
-    conn: &Connection,
-    sql: &str,
-    max_rows: usize,
-    limits: &EvalLimits,
-) -> Result<QueryOutput> {
-    let sql_error = |err| sql_error(err, limits);
-    // Cached: the same statement over the same (kept) tables is not parsed again.
-    let mut statement = conn.prepare_cached(sql).map_err(sql_error)?;
-    if !statement.readonly() {
-        return Err(Error::unsupported(
-            "only read-only SQL runs against fetched rows",
-        ));
-    }
-    // The result's columns are read once the statement has stepped: a cached statement over
-    // a table made again since (same name, other columns) is compiled again by its first
-    // step, and only then names the table's columns now.
-    let mut shape: Option<Shape> = None;
-    let mut rows = statement.query([]).map_err(sql_error)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(sql_error)? {
-        if out.len() >= max_rows {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "the result has more than {max_rows} rows (limits.max_result_rows); add a LIMIT or a narrower WHERE"
-                ),
-            ));
-        }
-        let shape = shape.get_or_insert_with(|| Shape::of(row.as_ref()));
-        let mut cells = Vec::with_capacity(shape.columns.len());
-        for (i, is_boolean) in shape.boolean.iter().enumerate() {
-            let cell = match row.get_ref(i).map_err(sql_error)? {
-                ValueRef::Null => Cell::Null,
-                ValueRef::Integer(v @ (0 | 1)) if *is_boolean => Cell::Boolean(v == 1),
-                ValueRef::Integer(v) => Cell::Integer(v),
-                ValueRef::Real(v) => Cell::Real(v),
-                ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
-                ValueRef::Blob(b) => Cell::Blob(b.to_vec()),
-            };
-            cells.push(cell);
-        }
-        out.push(cells);
-    }
-    drop(rows);
-    let columns = match shape {
-        Some(shape) => shape.columns,
-        None => Shape::of(&statement).columns,
-    };
-    Ok(QueryOutput {
-        columns,
-        rows: out,
-        warnings: Vec::new(),
-        ..Default::default()
-    })
-}
-
-/// The columns of a query's result, and which of them come back as booleans.
-struct Shape {
-    columns: Vec<String>,
-    /// Whether each column is a plain reference to a BOOLEAN column.
-    boolean: Vec<bool>,
-}
-
-impl Shape {
-    fn of(statement: &rusqlite::Statement<'_>) -> Shape {
-        Shape {
-            columns: statement.column_names().map(str::to_owned).collect(),
-            boolean: statement
-                .columns()
-                .map(|c| {
-                    c.decl_type()
-                        .is_some_and(|t| t.eq_ignore_ascii_case(BOOLEAN))
-                })
-                .collect(),
-        }
-    }
-}
-
-/// Errors from the user's SQL (unknown column, bad function use) are the caller's to fix.
-fn sql_error(err: rusqlite::Error, limits: &EvalLimits) -> Error {
-    if is_too_big(&err) {
-        return limits.too_big();
-    }
-    match err {
-        rusqlite::Error::SqliteFailure(code, _)
-            if code.code == rusqlite::ErrorCode::OperationInterrupted =>
-        {
-            Error::internal("query interrupted")
-        }
-        rusqlite::Error::SqliteFailure(_, Some(message)) => {
-            Error::invalid_sql(message.replace("__qg_t", "table #"))
-        }
-        other => Error::invalid_sql(other.to_string()),
-    }
-}
-
-/// Whether SQLite refused a value over its length limit.
-fn is_too_big(err: &rusqlite::Error) -> bool {
-    matches!(
-        err,
-        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig
-    )
-}
-
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use crate::engine::types::Cell;
 
-    /// A cached query whose table was made again with other columns names the new ones
-    /// (its first step compiles it again), with and without rows.
-    #[test]
-    fn a_cached_query_over_a_table_made_again_reads_its_columns_now() {
-        let conn = Connection::open_in_memory().unwrap();
-        let limits = EvalLimits::default();
-        let sql = "SELECT * FROM t";
-        conn.execute_batch("CREATE TABLE t (a, b, c BOOLEAN); INSERT INTO t VALUES (1, 2, 1)")
+    /// Whether the statement's commands still run on the calling thread.
+    fn on_caller(db: &Database) -> bool {
+        matches!(*db.state.lock().unwrap(), State::Caller(_))
+    }
+
+    /// A page of `rows` rows `{"a": i, "b": <text of `width` bytes>}`.
+    fn page(rows: usize, width: usize) -> Bytes {
+        let text = "x".repeat(width);
+        let rows: Vec<String> = (0..rows)
+            .map(|i| format!(r#"{{"a":{i},"b":"{text}"}}"#))
+            .collect();
+        Bytes::from(format!("[{}]", rows.join(",")))
+    }
+
+    async fn load(db: &Database, body: Bytes) -> u64 {
+        let pending = db
+            .load(
+                "t",
+                body,
+                Arc::new(RowLocator::Auto),
+                Vec::new(),
+                Vec::new(),
+            )
             .unwrap();
-        let first = run_query(&conn, sql, 10, &limits).unwrap();
-        assert_eq!(first.columns, ["a", "b", "c"]);
-        assert_eq!(first.rows[0][2], Cell::Boolean(true));
-        for rows in ["INSERT INTO t VALUES (1, 2)", ""] {
-            conn.execute_batch(&format!(
-                "DROP TABLE t; CREATE TABLE t (x BOOLEAN, y); {rows}"
-            ))
+        settled(pending).await.unwrap().rows
+    }
+
+    fn with_table() -> Database {
+        let db = Database::open(EvalLimits::default());
+        db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
             .unwrap();
-            let again = run_query(&conn, sql, 10, &limits).unwrap();
-            assert_eq!(again.columns, ["x", "y"], "{rows:?}");
-            if !rows.is_empty() {
-                assert_eq!(again.rows, [[Cell::Boolean(true), Cell::Integer(2)]]);
-            }
-        }
+        db
+    }
+
+    #[tokio::test]
+    async fn a_small_statement_runs_on_the_calling_thread() {
+        let db = with_table();
+        assert_eq!(load(&db, page(100, 10)).await, 100);
+        let out = db
+            .query("SELECT count(*), sum(a) FROM t".to_owned(), 10)
+            .await
+            .unwrap();
+        assert_eq!(out.rows, [[Cell::Integer(100), Cell::Integer(4950)]]);
+        assert!(on_caller(&db));
+    }
+
+    #[tokio::test]
+    async fn a_page_past_the_inline_bytes_moves_the_statement_to_its_own_thread() {
+        let db = with_table();
+        let small = page(10, 10);
+        assert_eq!(load(&db, small.clone()).await, 10);
+        assert!(on_caller(&db));
+        let rest = worker::INLINE_BYTES - small.len();
+        let large = page(rest / 100 + 1, 100);
+        assert!(large.len() > rest);
+        let rows = load(&db, large).await;
+        assert!(!on_caller(&db), "moved to its own thread");
+        // The rows loaded before the move are there, and those after it.
+        let out = db
+            .query("SELECT count(*) FROM t".to_owned(), 10)
+            .await
+            .unwrap();
+        assert_eq!(out.rows, [[Cell::Integer(10 + rows as i64)]]);
+    }
+
+    #[tokio::test]
+    async fn sql_still_running_after_the_inline_time_runs_again_on_its_own_thread() {
+        let db = with_table();
+        let sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) \
+                   SELECT count(*), max(x) FROM c";
+        let out = db.query(sql.to_owned(), 10).await.unwrap();
+        assert_eq!(
+            out.rows,
+            [[Cell::Integer(2_000_000), Cell::Integer(2_000_000)]]
+        );
+        assert!(!on_caller(&db), "ran again on its own thread");
+    }
+
+    #[tokio::test]
+    async fn a_failed_table_is_the_reply_to_the_next_answered_command() {
+        let db = Database::open(EvalLimits::default());
+        // SQLite reserves names starting with `sqlite_`.
+        db.create_table("sqlite_t", vec!["a".to_owned()], &[])
+            .unwrap();
+        let first = db.query("SELECT 1".to_owned(), 10).await.unwrap_err();
+        assert!(first.message().contains("reserved"), "{first}");
+        let next = db.query("SELECT 1".to_owned(), 10).await.unwrap_err();
+        assert!(next.message().contains("failed earlier"), "{next}");
     }
 }

@@ -1,10 +1,9 @@
-//! The threads statements' SQLite databases run on, kept for reuse: starting an OS thread
-//! costs about as much as a small statement's own SQLite work. A thread whose statement has
-//! ended waits for the next one; at most [`MAX_IDLE`] wait, the others end. No row of a
-//! statement survives on its thread, and its (empty) tables are seen only by a later
-//! statement that creates them again (see `connection`); a thread whose bulk statement
-//! lowered its priority waits for the next one only once it is back at its own priority
-//! (raising it may not be allowed: then it ends).
+//! The threads statements too large for the calling thread run their SQLite work on, kept
+//! for reuse: starting an OS thread costs about as much as a small statement's own SQLite
+//! work. A thread whose statement has ended waits for the next one; at most [`MAX_IDLE`]
+//! wait, the others end. A thread whose bulk statement lowered its priority waits for the
+//! next one only once it is back at its own priority (raising it may not be allowed: then
+//! it ends).
 
 use std::sync::Mutex;
 use std::sync::mpsc;
