@@ -161,9 +161,7 @@ pub(crate) type Discovered = (Vec<String>, Vec<Option<String>>);
 
 /// The reply of `pending`.
 pub(crate) async fn settled<T>(pending: Pending<T>) -> Result<T> {
-    pending
-        .await
-        .map_err(|_| Error::internal("the SQLite thread has stopped"))?
+    pending.await.map_err(|_| stopped())?
 }
 
 impl Database {
@@ -188,7 +186,6 @@ impl Database {
     /// Runs `command` on the calling thread, or hands it to the statement's own thread
     /// (started for the first command too large for the calling one).
     fn dispatch(&self, command: Command) -> Result<()> {
-        let stopped = || Error::internal("the SQLite thread has stopped");
         let mut state = self.state.lock().map_err(|_| stopped())?;
         let command = match &mut *state {
             State::Caller(worker) => match worker.on_caller(command) {
@@ -197,18 +194,8 @@ impl Database {
             },
             State::Own { .. } | State::Stopped => command,
         };
-        if let State::Caller(_) = &*state {
-            let State::Caller(worker) = std::mem::replace(&mut *state, State::Stopped) else {
-                return Err(stopped());
-            };
-            let interrupt = worker.interrupt_handle();
-            let (commands, receiver) = mpsc::channel::<Command>();
-            threads::run(Box::new(move || worker.serve(receiver)))
-                .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
-            *state = State::Own {
-                commands,
-                interrupt,
-            };
+        if matches!(*state, State::Caller(_)) {
+            move_to_own_thread(&mut state)?;
         }
         match &*state {
             State::Own { commands, .. } => commands.send(command).map_err(|_| stopped()),
@@ -305,6 +292,28 @@ impl Database {
         .instrument(tracing::info_span!("sqlite_eval"))
         .await
     }
+}
+
+/// Moves the worker of a statement whose commands ran on the calling thread to a thread of
+/// its own; when that thread cannot start, the statement is stopped.
+fn move_to_own_thread(state: &mut State) -> Result<()> {
+    let State::Caller(worker) = std::mem::replace(state, State::Stopped) else {
+        return Ok(());
+    };
+    let interrupt = worker.interrupt_handle();
+    let (commands, receiver) = mpsc::channel::<Command>();
+    threads::run(Box::new(move || worker.serve(receiver)))
+        .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
+    *state = State::Own {
+        commands,
+        interrupt,
+    };
+    Ok(())
+}
+
+/// The error of a command sent to a statement's database that has stopped.
+fn stopped() -> Error {
+    Error::internal("the statement's SQLite database has stopped")
 }
 
 fn sqlite_internal(err: rusqlite::Error) -> Error {

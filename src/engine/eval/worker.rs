@@ -10,13 +10,12 @@ use std::time::Duration;
 use rusqlite::{Connection, InterruptHandle};
 
 use super::connection::{POOL, Session};
+use super::limits::EvalLimits;
 use super::query::{Ran, run_bounded};
 use super::tables::{self, Page, Table};
 use super::{Command, sqlite_internal};
 use crate::engine::error::{Error, ErrorKind, Result};
 use crate::engine::rows;
-
-use super::limits::EvalLimits;
 
 /// Response bytes a statement loads on the calling thread, over all its pages: about
 /// 0.3 ms of scanning and inserting. A page that would take it past this moves the
