@@ -3,6 +3,7 @@
 //! statuses into typed errors. 404 on a read is "no rows" for that request.
 
 mod auth;
+mod body;
 mod pagination;
 mod retry;
 mod scrub;
@@ -16,11 +17,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
+use self::body::Gathered;
 use self::pagination::Next;
 use super::credentials::CredentialSource;
 use super::document::{Method, Param, ParamLocation, find_closing_brace};
@@ -388,7 +390,7 @@ impl Upstream {
         })?;
         let status = response.status().as_u16();
         let response_headers = response.headers().clone();
-        let mut body = BytesMut::new();
+        let mut body = Gathered::new(response.content_length(), self.settings.max_response_bytes);
         while let Some(chunk) = response
             .chunk()
             .await
@@ -404,9 +406,9 @@ impl Upstream {
                     ),
                 ));
             }
-            body.extend_from_slice(&chunk);
+            body.push(chunk);
         }
-        Ok((status, response_headers, body.freeze()))
+        Ok((status, response_headers, body.finish()))
     }
 }
 
