@@ -369,6 +369,18 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_keeps_at_most_its_limit_of_connections() {
+        let pool = fresh_pool();
+        let sessions: Vec<Session> = (0..MAX_KEPT + 2)
+            .map(|_| Session::begin(pool, &EvalLimits::default()).unwrap())
+            .collect();
+        for session in sessions {
+            session.end(0);
+        }
+        assert_eq!(pool.kept.lock().unwrap().len(), MAX_KEPT);
+    }
+
+    #[test]
     fn a_failed_schema_change_closes_the_connection() {
         let pool = fresh_pool();
         let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
