@@ -426,6 +426,27 @@ fn every_row_starts_from_null() {
 }
 
 #[test]
+fn no_value_of_one_batch_stays_bound_in_the_next() {
+    // 64 rows with `b`, then 66 without: the second full batch reuses the first's INSERT.
+    let rows: Vec<String> = (0..130)
+        .map(|i| match i < 64 {
+            true => format!(r#"{{"a": {i}, "b": "x"}}"#),
+            false => format!(r#"{{"a": {i}}}"#),
+        })
+        .collect();
+    let (n, conn) = load(
+        &format!("[{}]", rows.join(",")),
+        &RowLocator::Auto,
+        &["a", "b"],
+    );
+    assert_eq!(n, 130);
+    assert_eq!(
+        query(&conn, "SELECT count(a), count(b) FROM t"),
+        vec![vec![Value::Integer(130), Value::Integer(64)]]
+    );
+}
+
+#[test]
 fn duplicate_keys_last_wins() {
     let (_, conn) = load(
         r#"[{"a": 1, "a": 2}, {"a": 1, "a": null}]"#,

@@ -88,17 +88,21 @@ impl<'c> RowWriter<'c> {
     }
 }
 
-/// Binds the first `count` of `cells` to `statement`'s variables 1… and runs it.
+/// Binds the first `count` of `cells` to `statement`'s variables 1… and runs it. Every one
+/// of its `count` variables is bound, NULL too, so nothing of an earlier batch stays bound
+/// and the statement's bindings need no clearing first.
 fn execute(
     statement: &mut CachedStatement<'_>,
     cells: &[Cell<'_>],
     count: usize,
 ) -> rusqlite::Result<u64> {
-    statement.clear_bindings();
-    for (index, cell) in cells.iter().take(count).enumerate() {
+    let Some(cells) = cells.get(..count) else {
+        return Err(rusqlite::Error::InvalidParameterCount(cells.len(), count));
+    };
+    for (index, cell) in cells.iter().enumerate() {
         let position = index + 1;
         match cell {
-            Cell::Null => {}
+            Cell::Null => statement.raw_bind_parameter(position, rusqlite::types::Null)?,
             Cell::Integer(i) => statement.raw_bind_parameter(position, *i)?,
             Cell::Real(f) => statement.raw_bind_parameter(position, *f)?,
             Cell::Text(text) => statement.raw_bind_parameter(position, text.as_ref())?,
