@@ -37,6 +37,45 @@ async fn link_header_is_followed_even_to_another_path() {
     );
 }
 
+/// Three pages of about 62 KB: the first two are loaded on the calling thread, the third
+/// takes the statement past 128 KiB and moves it to a thread of its own, with the rows it
+/// had loaded.
+#[tokio::test]
+async fn a_statement_that_outgrows_the_calling_thread_keeps_every_page() {
+    let mock = Mock::start().await;
+    let name = "n".repeat(600);
+    for page in 1..=3 {
+        let rows: Vec<_> = (0..100)
+            .map(|i| json!({"id": page * 1000 + i, "name": name}))
+            .collect();
+        let path = match page {
+            1 => "/orgs/acme/items".to_owned(),
+            _ => format!("/orgs/acme/items?page={page}"),
+        };
+        let mut reply = Reply::json(json!(rows));
+        if page < 3 {
+            let next = format!(
+                "<{}/orgs/acme/items?page={}>; rel=\"next\"",
+                mock.url(),
+                page + 1
+            );
+            reply = reply.header("link", &next);
+        }
+        mock.route(&path, reply);
+    }
+    let out = query(
+        &engine(&mock),
+        "SELECT count(*) AS n, sum(id) AS total, sum(length(name)) AS bytes \
+         FROM testapi.items.items WHERE org = 'acme'",
+    )
+    .await;
+    assert_eq!(column(&out, "n"), vec![int(300)]);
+    // (1000 + 2000 + 3000) × 100 + 3 × (0 + … + 99)
+    assert_eq!(column(&out, "total"), vec![int(614_850)]);
+    assert_eq!(column(&out, "bytes"), vec![int(300 * 600)]);
+    assert_eq!(mock.paths().len(), 3);
+}
+
 #[tokio::test]
 async fn link_to_another_origin_is_refused() {
     let mock = Mock::start().await;

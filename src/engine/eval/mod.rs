@@ -85,7 +85,8 @@ enum State {
         /// Stops SQL running on that thread.
         interrupt: Option<InterruptHandle>,
     },
-    /// Nowhere: the statement's thread could not be started.
+    /// Nowhere: the statement's thread could not be started (also the state left behind
+    /// while the worker is moved out).
     Stopped,
 }
 
@@ -188,15 +189,15 @@ impl Database {
     fn dispatch(&self, command: Command) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| stopped())?;
         let command = match &mut *state {
-            State::Caller(worker) => match worker.on_caller(command) {
-                None => return Ok(()),
-                Some(command) => command,
-            },
+            State::Caller(worker) => {
+                let Some(command) = worker.on_caller(command) else {
+                    return Ok(());
+                };
+                move_to_own_thread(&mut state)?;
+                command
+            }
             State::Own { .. } | State::Stopped => command,
         };
-        if matches!(*state, State::Caller(_)) {
-            move_to_own_thread(&mut state)?;
-        }
         match &*state {
             State::Own { commands, .. } => commands.send(command).map_err(|_| stopped()),
             State::Caller(_) | State::Stopped => Err(stopped()),
