@@ -6,7 +6,7 @@ use rusqlite::types::Value;
 
 use super::RowsError;
 use super::binder::ColumnBinder;
-use super::scan::{Key, Scanner};
+use super::scan::{Key, KeyPattern, Scanner};
 use super::walk::{Halt, Pair, RowSink, Walk, key_text};
 use super::writer::{Cell, RowWriter};
 
@@ -142,7 +142,7 @@ impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
         let mut at = 0;
         while more {
             let pos = match self.recent_keys.get(at) {
-                Some(seen) if seen.plain && scan.key_is(&seen.key)? => seen.pos,
+                Some(seen) if seen.plain && scan.key_is(&seen.pattern) => seen.pos,
                 _ => self.column_of(scan.key()?, at)?,
             };
             match pos {
@@ -199,16 +199,19 @@ impl LoadSink<'_, '_, '_> {
         let remembered = self.recent_keys.len();
         match self.recent_keys.get_mut(at) {
             Some(seen) => {
-                seen.key.clear();
-                seen.key.push_str(&text);
+                seen.pattern.set(&text);
                 seen.plain = plain;
                 seen.pos = pos;
             }
-            None if at == remembered && at < RECENT_KEYS => self.recent_keys.push(RecentKey {
-                key: text.into_owned(),
-                plain,
-                pos,
-            }),
+            None if at == remembered && at < RECENT_KEYS => {
+                let mut pattern = KeyPattern::default();
+                pattern.set(&text);
+                self.recent_keys.push(RecentKey {
+                    pattern,
+                    plain,
+                    pos,
+                });
+            }
             None => {}
         }
         Ok(pos)
@@ -218,9 +221,10 @@ impl LoadSink<'_, '_, '_> {
 /// A key seen at some index of the previous row.
 #[derive(Debug)]
 pub(super) struct RecentKey {
-    /// The key's text.
-    key: String,
-    /// Whether it was written without escapes (so its text is its bytes in the body).
+    /// The key as the body wrote it before its value, when it is plain.
+    pattern: KeyPattern,
+    /// Whether it was written without escapes (so its text is its bytes in the body, and
+    /// `pattern` can match them).
     plain: bool,
     /// Its column's bind position.
     pos: Option<usize>,

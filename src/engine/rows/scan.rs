@@ -58,6 +58,22 @@ impl<'a> Key<'a> {
     }
 }
 
+/// A plain key as a body writes it before its value: `"key":`, quotes and colon included
+/// (see [`Scanner::key_is`]).
+#[derive(Debug, Default)]
+pub(super) struct KeyPattern(Vec<u8>);
+
+impl KeyPattern {
+    /// Makes this the pattern of `key`, the text of a key without escapes: the
+    /// [`Key::raw`] of a key that [`Key::is_escaped`] says is plain.
+    pub(super) fn set(&mut self, key: &str) {
+        self.0.clear();
+        self.0.push(b'"');
+        self.0.extend_from_slice(key.as_bytes());
+        self.0.extend_from_slice(b"\":");
+    }
+}
+
 /// A cursor over a JSON body.
 #[derive(Debug)]
 pub(super) struct Scanner<'a> {
@@ -222,39 +238,49 @@ impl<'a> Scanner<'a> {
     pub(super) fn key(&mut self) -> Scan<Key<'a>> {
         self.skip_space();
         let start = self.at;
-        match self.bytes.get(self.at) {
-            Some(b'"') => self.at += 1,
-            Some(_) => return self.fail("key must be a string"),
-            None => return self.fail("EOF while parsing an object"),
-        }
-        let escaped = self.string_rest()?;
+        let escaped = self.quoted_key()?;
         let quoted = self.slice(start, self.at)?;
         self.expect(b':', "expected `:`")?;
         Ok(Key { quoted, escaped })
     }
 
-    /// Reads a property's key through its `:` when it is `expected` (the bytes between the
-    /// quotes, which must hold no `"`, `\` or control character: the [`Key::raw`] of a key
-    /// that [`Key::is_escaped`] says is plain); whether it was. Otherwise nothing is
-    /// consumed but whitespace. Rows of one response list the same keys in the same order,
-    /// so this compares a few bytes where [`Scanner::key`] would scan them.
-    #[inline]
-    pub(super) fn key_is(&mut self, expected: &str) -> Scan<bool> {
+    /// Passes over a property's key through its `:`. Its bytes are not checked as UTF-8,
+    /// as `serde_json` does not check a key it ignores.
+    fn skip_key(&mut self) -> Scan<()> {
         self.skip_space();
-        let start = self.at + 1;
-        let end = start + expected.len();
-        if self.bytes.get(self.at) == Some(&b'"')
-            && self.bytes.get(end) == Some(&b'"')
-            && self
-                .bytes
-                .get(start..end)
-                .is_some_and(|key| same_key(key, expected.as_bytes()))
-        {
-            self.at = end + 1;
-            self.expect(b':', "expected `:`")?;
-            return Ok(true);
+        self.quoted_key()?;
+        self.expect(b':', "expected `:`")
+    }
+
+    /// Consumes the quoted key at the scanner; whether it held an escape.
+    #[inline]
+    fn quoted_key(&mut self) -> Scan<bool> {
+        match self.bytes.get(self.at) {
+            Some(b'"') => self.at += 1,
+            Some(_) => return self.fail("key must be a string"),
+            None => return self.fail("EOF while parsing an object"),
         }
-        Ok(false)
+        self.string_rest()
+    }
+
+    /// Reads a property's key through its `:` when the body holds `pattern` there (after
+    /// whitespace); whether it did. Otherwise nothing is consumed but whitespace. Rows of
+    /// one response list the same keys in the same order, so this compares a few bytes where
+    /// [`Scanner::key`] would scan them. A key written with whitespace before its `:` never
+    /// matches, and is read by [`Scanner::key`] instead.
+    #[inline]
+    pub(super) fn key_is(&mut self, pattern: &KeyPattern) -> bool {
+        self.skip_space();
+        let end = self.at + pattern.0.len();
+        if self
+            .bytes
+            .get(self.at..end)
+            .is_some_and(|written| same_key(written, &pattern.0))
+        {
+            self.at = end;
+            return true;
+        }
+        false
     }
 
     /// Runs `visit` at each element of the array, or at each property's value (its key read
@@ -271,7 +297,7 @@ impl<'a> Scanner<'a> {
         let mut more = self.open(close)?;
         while more {
             if object {
-                self.key()?;
+                self.skip_key()?;
             }
             visit(self)?;
             more = self.next_member(close, what)?;
@@ -385,9 +411,21 @@ impl<'a> Scanner<'a> {
     }
 
     /// Consumes a string after its opening quote, through the closing one; whether it held
-    /// an escape.
-    #[inline]
+    /// an escape. A string of plain bytes is read here; one with an escape or a byte that
+    /// stops the word-wise skip is read by [`Scanner::string_tail`].
+    #[inline(always)]
     fn string_rest(&mut self) -> Scan<bool> {
+        self.skip_plain();
+        if self.bytes.get(self.at) == Some(&b'"') {
+            self.at += 1;
+            return Ok(false);
+        }
+        self.string_tail()
+    }
+
+    /// [`Scanner::string_rest`] from a byte that is not its closing quote.
+    #[inline(never)]
+    fn string_tail(&mut self) -> Scan<bool> {
         let mut escaped = false;
         loop {
             self.skip_plain();
@@ -650,31 +688,44 @@ mod tests {
 
     #[test]
     fn an_expected_key_is_taken_whole_or_not_at_all() {
-        let body = br#"{ "name" : 1, "names": 2, "nam": 3, "x\"": 4}"#;
+        let pattern = |key: &str| {
+            let mut pattern = KeyPattern::default();
+            pattern.set(key);
+            pattern
+        };
+        let body = br#"{ "name":1, "names": 2, "nam":3, "x\"":4, "spaced" :5}"#;
         let mut scan = Scanner::new(body);
         assert_eq!(scan.peek(), Ok(b'{'));
         assert_eq!(scan.open_object(), Ok(true));
-        assert_eq!(scan.key_is("nam"), Ok(false));
-        assert_eq!(scan.key_is("name"), Ok(true));
+        assert!(!scan.key_is(&pattern("nam")));
+        assert!(scan.key_is(&pattern("name")));
         assert_eq!(scan.raw_value(), Ok("1"));
         assert_eq!(scan.next_property(), Ok(true));
-        assert_eq!(scan.key_is("name"), Ok(false));
+        assert!(!scan.key_is(&pattern("name")));
         assert_eq!(scan.key().map(|k| k.raw()), Ok("names"));
         assert_eq!(scan.skip_value(), Ok(()));
         assert_eq!(scan.next_property(), Ok(true));
-        assert_eq!(scan.key_is("names"), Ok(false));
-        assert_eq!(scan.key_is("nam"), Ok(true));
+        assert!(!scan.key_is(&pattern("names")));
+        assert!(scan.key_is(&pattern("nam")));
         assert_eq!(scan.skip_value(), Ok(()));
         assert_eq!(scan.next_property(), Ok(true));
-        assert_eq!(scan.key_is("x"), Ok(false));
+        assert!(!scan.key_is(&pattern("x")));
         assert_eq!(
             scan.key().map(|k| (k.raw(), k.is_escaped())),
             Ok((r#"x\""#, true))
         );
+        assert_eq!(scan.skip_value(), Ok(()));
+        assert_eq!(scan.next_property(), Ok(true));
+        // Whitespace before the colon: not the pattern, read as a key.
+        assert!(!scan.key_is(&pattern("spaced")));
+        assert_eq!(scan.key().map(|k| k.raw()), Ok("spaced"));
+        assert_eq!(scan.raw_value(), Ok("5"));
+        assert_eq!(scan.next_property(), Ok(false));
         let mut missing_colon = Scanner::new(br#"{"a" 1}"#);
         assert_eq!(missing_colon.peek(), Ok(b'{'));
         assert_eq!(missing_colon.open_object(), Ok(true));
-        assert!(missing_colon.key_is("a").is_err());
+        assert!(!missing_colon.key_is(&pattern("a")));
+        assert!(missing_colon.key().is_err());
     }
 
     #[test]
