@@ -752,6 +752,25 @@ mod tests {
         );
     }
 
+    /// A key inside a value that is passed over is not checked as UTF-8, as `serde_json`
+    /// does not check it; the same key is refused where it is read.
+    #[test]
+    fn a_key_passed_over_is_not_checked_as_utf8() {
+        let mut body = br#"{"skipped":{"kx":1},"bound":"y"}"#.to_vec();
+        body[14] = 0xff;
+        assert_eq!(verdicts(&body), (true, true));
+        let mut scan = Scanner::new(&body);
+        assert_eq!(scan.peek(), Ok(b'{'));
+        assert_eq!(scan.open_object(), Ok(true));
+        assert!(scan.key().is_ok());
+        assert_eq!(scan.peek(), Ok(b'{'));
+        assert_eq!(scan.open_object(), Ok(true));
+        assert_eq!(
+            scan.key().map(|k| k.raw()).map_err(|e| e.what),
+            Err("invalid unicode code point")
+        );
+    }
+
     #[test]
     fn errors_read_as_serde_json_tells_them() {
         let body = b"[1,2,";
