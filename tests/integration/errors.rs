@@ -199,6 +199,37 @@ async fn invalid_upstream_json_is_an_error() {
     assert!(err.to_string().contains("not valid JSON"), "{err}");
 }
 
+/// Bytes that are not UTF-8 fail a statement only in a key or value it reads: inside `meta`,
+/// which `SELECT name` skips, they are passed over (as serde_json passes over them); a
+/// statement that reads `meta` fails on the same body.
+#[tokio::test]
+async fn bytes_that_are_not_utf8_fail_only_where_they_are_read() {
+    let mock = Mock::start().await;
+    let text = r#"[{"id":1,"name":"a","meta":{"kx":1}},{"id":2,"name":"b","meta":{"kx":2}}]"#;
+    let mut body = text.as_bytes().to_vec();
+    for at in 0..body.len().saturating_sub(1) {
+        if &body[at..at + 2] == b"kx" {
+            body[at + 1] = 0xff;
+        }
+    }
+    assert!(std::str::from_utf8(&body).is_err());
+    mock.route("/orgs/acme/items", Reply::bytes("application/json", body));
+    let e = engine(&mock);
+    let out = query(
+        &e,
+        "SELECT name FROM testapi.items.items WHERE org = 'acme' ORDER BY name",
+    )
+    .await;
+    let names: Vec<String> = out.rows.iter().map(|row| row[0].to_string()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let err = query_err(
+        &e,
+        "SELECT meta FROM testapi.items.items WHERE org = 'acme'",
+    )
+    .await;
+    assert!(err.to_string().contains("not valid JSON"), "{err}");
+}
+
 #[tokio::test]
 async fn missing_credentials_name_the_variable_only() {
     let mock = Mock::start().await;

@@ -142,7 +142,10 @@ impl<'a> RowSink<'a> for LoadSink<'_, '_, 'a> {
         let mut at = 0;
         while more {
             let pos = match self.recent_keys.get(at) {
-                Some(seen) if seen.plain && scan.key_is(&seen.pattern) => seen.pos,
+                Some(RecentKey {
+                    pattern: Some(pattern),
+                    pos,
+                }) if scan.key_is(pattern) => *pos,
                 _ => self.column_of(scan.key()?, at)?,
             };
             match pos {
@@ -193,25 +196,13 @@ impl LoadSink<'_, '_, '_> {
     /// The bind position of `key`, the `at`-th key of a row (None: not a column), which is
     /// recorded as the key seen at that index.
     fn column_of(&mut self, key: Key<'_>, at: usize) -> Walk<Option<usize>> {
-        let plain = !key.is_escaped();
-        let text = key_text(key)?;
-        let pos = self.binder.position(&text);
+        let pattern = KeyPattern::of(&key);
+        let pos = self.binder.position(&key_text(key)?);
+        let seen = RecentKey { pattern, pos };
         let remembered = self.recent_keys.len();
         match self.recent_keys.get_mut(at) {
-            Some(seen) => {
-                seen.pattern.set(&text);
-                seen.plain = plain;
-                seen.pos = pos;
-            }
-            None if at == remembered && at < RECENT_KEYS => {
-                let mut pattern = KeyPattern::default();
-                pattern.set(&text);
-                self.recent_keys.push(RecentKey {
-                    pattern,
-                    plain,
-                    pos,
-                });
-            }
+            Some(slot) => *slot = seen,
+            None if at == remembered && at < RECENT_KEYS => self.recent_keys.push(seen),
             None => {}
         }
         Ok(pos)
@@ -221,11 +212,8 @@ impl LoadSink<'_, '_, '_> {
 /// A key seen at some index of the previous row.
 #[derive(Debug)]
 pub(super) struct RecentKey {
-    /// The key as the body wrote it before its value, when it is plain.
-    pattern: KeyPattern,
-    /// Whether it was written without escapes (so its text is its bytes in the body, and
-    /// `pattern` can match them).
-    plain: bool,
+    /// The key as the body wrote it before its value; `None` when it holds an escape.
+    pattern: Option<KeyPattern>,
     /// Its column's bind position.
     pos: Option<usize>,
 }

@@ -60,17 +60,22 @@ impl<'a> Key<'a> {
 
 /// A plain key as a body writes it before its value: `"key":`, quotes and colon included
 /// (see [`Scanner::key_is`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct KeyPattern(Vec<u8>);
 
 impl KeyPattern {
-    /// Makes this the pattern of `key`, the text of a key without escapes: the
-    /// [`Key::raw`] of a key that [`Key::is_escaped`] says is plain.
-    pub(super) fn set(&mut self, key: &str) {
-        self.0.clear();
-        self.0.push(b'"');
-        self.0.extend_from_slice(key.as_bytes());
-        self.0.extend_from_slice(b"\":");
+    /// The pattern of `key`, unless it holds an escape: the text of an escaped key differs
+    /// from its bytes, so no pattern of it can be compared with the body.
+    pub(super) fn of(key: &Key<'_>) -> Option<KeyPattern> {
+        if key.is_escaped() {
+            return None;
+        }
+        let raw = key.raw().as_bytes();
+        let mut pattern = Vec::with_capacity(raw.len() + 3);
+        pattern.push(b'"');
+        pattern.extend_from_slice(raw);
+        pattern.extend_from_slice(b"\":");
+        Some(KeyPattern(pattern))
     }
 }
 
@@ -689,9 +694,12 @@ mod tests {
     #[test]
     fn an_expected_key_is_taken_whole_or_not_at_all() {
         let pattern = |key: &str| {
-            let mut pattern = KeyPattern::default();
-            pattern.set(key);
-            pattern
+            let quoted = format!("{key:?}");
+            KeyPattern::of(&Key {
+                quoted: &quoted,
+                escaped: false,
+            })
+            .expect("a plain key")
         };
         let body = br#"{ "name":1, "names": 2, "nam":3, "x\"":4, "spaced" :5}"#;
         let mut scan = Scanner::new(body);
