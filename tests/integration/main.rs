@@ -38,6 +38,7 @@ mod mock;
 mod mutations;
 mod pagination;
 mod projection;
+mod provider_rules;
 mod real_documents;
 mod registry;
 mod replicas;

@@ -4,6 +4,7 @@ mod cache;
 mod model;
 mod schema;
 mod store;
+mod yaml;
 
 pub(crate) use cache::ModelCache;
 pub(crate) use model::{

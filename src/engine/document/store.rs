@@ -278,7 +278,7 @@ fn parse_file(path: &Path, rel: &str) -> Result<Doc> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         Error::bad_document(format!("provider document '{rel}' cannot be read: {err}"))
     })?;
-    let value: Value = serde_norway::from_str(&text).map_err(|err| {
+    let value: Value = super::yaml::parse(&text).map_err(|err| {
         Error::bad_document(format!(
             "provider document '{rel}' is not valid YAML: {err}"
         ))
