@@ -139,3 +139,32 @@ async fn documents_with_integers_beyond_64_bits_load_and_answer() {
     assert_eq!(requests[0].headers["authorization"], "Bearer do-token");
     assert_eq!(requests[1].headers["authorization"], "Bearer linode-token");
 }
+
+#[tokio::test]
+async fn declared_server_variables_are_parameters_when_the_url_does_not_use_them() {
+    // savingsplans' server is `https://savingsplans.amazonaws.com` and declares `region`
+    // (default us-east-1); the base_url override has no `{region}` either.
+    let Some(root) = current_registry() else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/DescribeSavingsPlans",
+        Reply::json(json!({"savingsPlans": [{"savingsPlanId": "sp-1", "state": "active"}]})),
+    );
+    let e = engine(root, &mock, &["aws"]);
+    let out = run(
+        &e,
+        "SELECT region, json_extract(savingsPlans, '$[0].savingsPlanId') AS id FROM aws.savingsplans.savings_plans WHERE region = 'us-east-1'",
+    )
+    .await;
+    assert_eq!(row_lines(&out), ["us-east-1|sp-1"]);
+    assert_eq!(mock.paths(), ["/DescribeSavingsPlans"]);
+    // As StackQL lists it: the server's variables close RequiredParams.
+    let methods = run(&e, "SHOW METHODS IN aws.savingsplans.savings_plans").await;
+    assert!(
+        row_lines(&methods).contains(&"describe_savings_plans|region|SELECT".to_owned()),
+        "{:?}",
+        row_lines(&methods)
+    );
+}

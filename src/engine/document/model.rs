@@ -936,10 +936,18 @@ fn parse_param(p: &Value) -> Option<Param> {
     })
 }
 
-/// The `{name}` or `{name:regex}` variables of a server URL, as routing parameters.
+/// The variables of a server, as routing parameters: the `{name}` or `{name:regex}` of its
+/// URL, then those its `variables` declare that the URL does not use (StackQL takes every
+/// declared one as a parameter, whatever URL, or `base_url` override, is called).
 fn server_variables(url: &str, variables: Option<&Value>) -> Vec<Param> {
+    let mut names = template_variables(url);
+    for (declared, _) in variables.and_then(Value::as_object).into_iter().flatten() {
+        if !names.contains(&declared.as_str()) {
+            names.push(declared.as_str());
+        }
+    }
     let mut out = Vec::new();
-    for name in template_variables(url) {
+    for name in names {
         let var = variables.and_then(|v| v.get(name));
         let default = var.and_then(|v| v.get("default")).and_then(scalar_text);
         let env_var = var.and_then(|v| str_field(v, "x-stackQL-envVar"));
