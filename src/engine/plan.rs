@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::document::{DocumentStore, Method, Param, ParamLocation, Resource};
 use super::error::{Error, ErrorKind, Result};
 use super::rows::RowLocator;
-use super::sql::{Analysis, Filter, Referenced, Source};
+use super::sql::{Analysis, Binding, Conjunct, Filter, Referenced, Source};
 use super::types::SqlVerb;
 
 /// How one API table occurrence is filled.
@@ -33,6 +33,9 @@ pub(crate) struct TablePlan {
     pub(crate) depends_on: Vec<usize>,
     /// OData query options pushed down to every request (`$filter`, `$top`, …).
     pub(crate) pushdown: Vec<(Param, String)>,
+    /// The WHERE conjuncts (with the column each names) whose values this table's requests
+    /// carry as parameters: the rows are already those the statement asked for.
+    pub(crate) consumed: Vec<(Conjunct, String)>,
 }
 
 impl TablePlan {
@@ -83,20 +86,22 @@ fn plan_one(
     resource: Arc<Resource>,
 ) -> Result<TablePlan> {
     let occurrence = &analysis.occurrences[index];
-    let mut bindings: Vec<(&str, &Source)> = analysis
+    let mut bindings: Vec<&Binding> = analysis
         .bindings
         .iter()
         .filter(|b| b.occurrence == index)
         .filter(|b| b.source.depends_on() != Some(index))
-        .map(|b| (b.column.as_str(), &b.source))
         .collect();
     // A literal beats a link to another table for the same parameter.
-    bindings.sort_by_key(|(_, source)| source.depends_on().is_some());
-    let bound = |method: &Method, param: &Param| -> Option<&Source> {
+    bindings.sort_by_key(|b| b.source.depends_on().is_some());
+    let binding = |method: &Method, param: &Param| -> Option<&Binding> {
         bindings
             .iter()
-            .find(|(column, _)| method.answers_to(&param.name, column))
-            .map(|(_, source)| *source)
+            .find(|b| method.answers_to(&param.name, &b.column))
+            .copied()
+    };
+    let bound = |method: &Method, param: &Param| -> Option<&Source> {
+        binding(method, param).map(|b| &b.source)
     };
 
     let candidates = resource.methods_for(SqlVerb::Select);
@@ -111,7 +116,7 @@ fn plan_one(
         .filter(|f| {
             !bindings
                 .iter()
-                .any(|(c, _)| c.eq_ignore_ascii_case(&f.column))
+                .any(|b| b.column.eq_ignore_ascii_case(&f.column))
         })
         .find_map(|f| {
             let needing: Vec<&str> = candidates
@@ -143,12 +148,22 @@ fn plan_one(
 
     let mut params = Vec::new();
     let mut depends_on = Vec::new();
+    let mut consumed = Vec::new();
     for param in &method.params {
-        if let Some(source) = bound(method, param) {
-            if let Some(occurrence) = source.depends_on()
-                && !depends_on.contains(&occurrence)
-            {
-                depends_on.push(occurrence);
+        if let Some(binding) = binding(method, param) {
+            let source = &binding.source;
+            match source.depends_on() {
+                Some(occurrence) if !depends_on.contains(&occurrence) => {
+                    depends_on.push(occurrence);
+                }
+                Some(_) => {}
+                // Values from the statement itself: each request asks for exactly them.
+                None => consumed.extend(
+                    binding
+                        .conjunct
+                        .clone()
+                        .map(|c| (c, binding.column.clone())),
+                ),
             }
             params.push((param.clone(), source.clone()));
         }
@@ -202,7 +217,31 @@ fn plan_one(
         params,
         depends_on,
         pushdown: Vec::new(),
+        consumed,
     })
+}
+
+/// The WHERE conjuncts that filled request parameters and that SQLite need not apply
+/// again (StackQL removes them from the SQL it runs over the rows): those whose every
+/// possible table either took the value as a parameter too or has no column of that name
+/// (a bare name that another table also has stays, as SQLite would find it ambiguous).
+pub(crate) fn consumed_conjuncts(plans: &[TablePlan]) -> Vec<Conjunct> {
+    let mut out: Vec<Conjunct> = Vec::new();
+    for (owner, plan) in plans.iter().enumerate() {
+        for (conjunct, column) in &plan.consumed {
+            let clear = conjunct.targets.iter().all(|target| {
+                *target == owner
+                    || plans.get(*target).is_none_or(|other| {
+                        other.consumed.iter().any(|(c, _)| c == conjunct)
+                            || !contains_ci(&other.columns, column)
+                    })
+            });
+            if clear && !out.contains(conjunct) {
+                out.push(conjunct.clone());
+            }
+        }
+    }
+    out
 }
 
 pub(crate) fn contains_ci(names: &[String], name: &str) -> bool {

@@ -17,9 +17,9 @@ use super::document::Param;
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, settled};
 use super::inline;
-use super::plan::{TablePlan, contains_ci, plan_tables};
+use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::rows::RowLocator;
-use super::sql::{Source, analyse, expand_wildcards, referenced};
+use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
     AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
@@ -239,6 +239,7 @@ fn prepare(
         providers.push(provider);
     }
     let mut plans = plan_tables(&inner.store, &analysis, resources)?;
+    drop_conjuncts(&mut query, &consumed_conjuncts(&plans));
     if let [plan] = plans.as_mut_slice()
         && let Some(pushdown) = &plan.method().pushdown
         && !plan.dynamic_columns

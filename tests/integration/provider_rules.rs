@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::json;
 
-use crate::corpus::row_lines;
+use crate::corpus::{providers_context, providers_engine, row_lines};
 use crate::mock::{Mock, Reply};
 use crate::support::required;
 
@@ -166,5 +166,53 @@ async fn declared_server_variables_are_parameters_when_the_url_does_not_use_them
         row_lines(&methods).contains(&"describe_savings_plans|region|SELECT".to_owned()),
         "{:?}",
         row_lines(&methods)
+    );
+}
+
+#[tokio::test]
+async fn an_equality_that_fills_a_parameter_does_not_filter_a_column_of_that_name() {
+    // Google's disks answer `zone` as a URL; `zone = 'us-east1-b'` fills the path
+    // parameter and is not applied again to that column (StackQL drops it from the SQL).
+    let mock = Mock::start().await;
+    let zone_url = |z: &str| format!("https://www.googleapis.com/compute/v1/projects/p1/zones/{z}");
+    mock.route(
+        "/projects/p1/zones/us-east1-b/disks",
+        Reply::json(json!({"items": [
+            {"name": "d1", "zone": zone_url("us-east1-b")},
+            {"name": "d2", "zone": zone_url("us-east1-b")}
+        ]})),
+    );
+    mock.route(
+        "/projects/p1/zones/us-east1-c/disks",
+        Reply::json(json!({"items": [{"name": "d3", "zone": zone_url("us-east1-c")}]})),
+    );
+    let e = providers_engine(&mock);
+    let run = |sql: &'static str| {
+        let e = &e;
+        async move {
+            match e.execute(&providers_context(), sql).await {
+                Ok(out) => row_lines(&out),
+                Err(err) => panic!("query failed: {sql}\n{err}"),
+            }
+        }
+    };
+    let rows = run("SELECT name, zone FROM google.compute.disks WHERE project = 'p1' AND zone = 'us-east1-b' ORDER BY name").await;
+    assert_eq!(
+        rows,
+        [
+            format!("d1|{}", zone_url("us-east1-b")),
+            format!("d2|{}", zone_url("us-east1-b"))
+        ]
+    );
+    // An IN list fans out, and is not applied again either.
+    let rows = run("SELECT d.name FROM google.compute.disks AS d WHERE d.project = 'p1' AND d.zone IN ('us-east1-b', 'us-east1-c') ORDER BY d.name").await;
+    assert_eq!(rows, ["d1", "d2", "d3"]);
+    // Other predicates on the column still filter its rows.
+    let rows = run("SELECT name FROM google.compute.disks WHERE project = 'p1' AND zone = 'us-east1-b' AND zone LIKE '%/zones/us-east1-b' AND name <> 'd2'").await;
+    assert_eq!(rows, ["d1"]);
+    let rows = run("SELECT name FROM google.compute.disks WHERE project = 'p1' AND zone = 'us-east1-b' AND zone = 'us-east1-b'").await;
+    assert!(
+        rows.is_empty(),
+        "a second equality filters the URLs: {rows:?}"
     );
 }

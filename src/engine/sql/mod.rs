@@ -9,7 +9,9 @@ mod tables;
 pub(crate) use columns::{Referenced, referenced};
 pub(crate) use exec_source::exec_table;
 pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
-pub(crate) use tables::{Analysis, Filter, Literal, Source, analyse, expand_wildcards};
+pub(crate) use tables::{
+    Analysis, Binding, Conjunct, Filter, Literal, Source, analyse, drop_conjuncts, expand_wildcards,
+};
 
 /// Splits `a AND b AND …` into its conjuncts.
 pub(crate) fn split_conjuncts(expr: &sqlparser::ast::Expr, out: &mut Vec<sqlparser::ast::Expr>) {

@@ -66,6 +66,19 @@ pub(crate) struct Binding {
     pub(crate) occurrence: usize,
     pub(crate) column: String,
     pub(crate) source: Source,
+    /// The WHERE conjunct it was read from (`None` for a join's `ON`).
+    pub(crate) conjunct: Option<Conjunct>,
+}
+
+/// One conjunct of a SELECT's WHERE clause: the `index`-th of `a AND b AND …` in the
+/// `select`-th SELECT of the statement (in the order they are written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Conjunct {
+    pub(crate) select: usize,
+    pub(crate) index: usize,
+    /// The occurrences its column may belong to: one for `alias.col`, every API table of
+    /// the SELECT for a bare name.
+    pub(crate) targets: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +117,7 @@ pub(crate) fn analyse(query: &mut Query) -> Result<Analysis> {
             selects: Vec::new(),
         },
         scopes: Vec::new(),
+        current: None,
     };
     if let ControlFlow::Break(err) = query.visit(&mut collector) {
         return Err(err);
@@ -128,8 +142,10 @@ pub(crate) fn expand_wildcards(
 
 struct Collector {
     analysis: Analysis,
-    /// The API occurrences of each SELECT being visited, innermost last.
-    scopes: Vec<Vec<usize>>,
+    /// Each SELECT being visited (its number, its API occurrences), innermost last.
+    scopes: Vec<(usize, Vec<usize>)>,
+    /// The WHERE conjunct whose bindings are being read.
+    current: Option<Conjunct>,
 }
 
 impl VisitorMut for Collector {
@@ -145,25 +161,43 @@ impl VisitorMut for Collector {
     /// Predicates are read after the SELECT's subqueries were visited, so an
     /// `IN (SELECT …)` can name the occurrence its subquery reads.
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<Error> {
-        let in_scope = self.scopes.pop().unwrap_or_default();
+        let (number, in_scope) = self.scopes.pop().unwrap_or_default();
         if in_scope.is_empty() {
             return ControlFlow::Continue(());
         }
-        let mut conjuncts: Vec<&Expr> = Vec::new();
+        let mut on: Vec<&Expr> = Vec::new();
         for table in &select.from {
             for join in &table.joins {
-                if let Some(JoinConstraint::On(on)) = join_constraint(&join.join_operator) {
-                    conjuncts_of(on, &mut conjuncts);
+                if let Some(JoinConstraint::On(constraint)) = join_constraint(&join.join_operator) {
+                    conjuncts_of(constraint, &mut on);
                 }
             }
         }
+        let mut conjuncts: Vec<&Expr> = Vec::new();
         if let Some(selection) = &select.selection {
             conjuncts_of(selection, &mut conjuncts);
         }
         let aliases = projection_aliases(&select.projection);
-        for conjunct in conjuncts {
+        for conjunct in on {
+            self.current = None;
             self.bind(conjunct, &in_scope, &aliases);
         }
+        // Under an outer join a WHERE conjunct also drops null-extended rows: it stays.
+        let outer = has_outer_join(select);
+        for (index, conjunct) in conjuncts.into_iter().enumerate() {
+            self.current = (!outer).then(|| Conjunct {
+                select: number,
+                index,
+                targets: self
+                    .column_ref(conjunct_column(conjunct), &in_scope, &aliases)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(occurrence, _)| occurrence)
+                    .collect(),
+            });
+            self.bind(conjunct, &in_scope, &aliases);
+        }
+        self.current = None;
         ControlFlow::Continue(())
     }
 }
@@ -184,7 +218,7 @@ impl Collector {
                 _ => None,
             })
             .collect();
-        self.scopes.push(in_scope);
+        self.scopes.push((self.analysis.selects.len(), in_scope));
         self.analysis.selects.push(from);
         Ok(())
     }
@@ -480,6 +514,7 @@ impl Collector {
                 occurrence: *occurrence,
                 column: column.clone(),
                 source: source.clone(),
+                conjunct: self.current.clone(),
             });
         }
     }
@@ -514,6 +549,95 @@ impl Collector {
             }
             _ => None,
         }
+    }
+}
+
+/// Whether the SELECT has a LEFT, RIGHT or FULL join (at any depth of its FROM).
+fn has_outer_join(select: &Select) -> bool {
+    fn outer(factor: &TableFactor) -> bool {
+        match factor {
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => joins_outer(table_with_joins),
+            _ => false,
+        }
+    }
+    fn joins_outer(table: &sqlparser::ast::TableWithJoins) -> bool {
+        outer(&table.relation)
+            || table.joins.iter().any(|join| {
+                matches!(
+                    join.join_operator,
+                    JoinOperator::Left(_)
+                        | JoinOperator::LeftOuter(_)
+                        | JoinOperator::Right(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::FullOuter(_)
+                ) || outer(&join.relation)
+            })
+    }
+    select.from.iter().any(joins_outer)
+}
+
+/// The side of `col = v` or `col IN (…)` that names a column (the left when neither does).
+fn conjunct_column(conjunct: &Expr) -> &Expr {
+    match conjunct {
+        Expr::BinaryOp { left, right, .. } => match unnest(left) {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => left,
+            _ => right,
+        },
+        Expr::In { expr, .. } => expr,
+        other => other,
+    }
+}
+
+/// Drops from each SELECT's WHERE clause the conjuncts in `dropped` (request parameters
+/// they supplied already chose the rows: StackQL does not apply them again).
+pub(crate) fn drop_conjuncts(query: &mut Query, dropped: &[Conjunct]) {
+    if dropped.is_empty() {
+        return;
+    }
+    let mut dropper = Dropper { dropped, next: 0 };
+    let _ = query.visit(&mut dropper);
+}
+
+struct Dropper<'a> {
+    dropped: &'a [Conjunct],
+    next: usize,
+}
+
+impl VisitorMut for Dropper<'_> {
+    type Break = ();
+
+    fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        let number = self.next;
+        self.next += 1;
+        let Some(selection) = select.selection.take() else {
+            return ControlFlow::Continue(());
+        };
+        if !self.dropped.iter().any(|c| c.select == number) {
+            select.selection = Some(selection);
+            return ControlFlow::Continue(());
+        }
+        let mut conjuncts = Vec::new();
+        conjuncts_of(&selection, &mut conjuncts);
+        // Each kept conjunct in parentheses: `a OR b` stays one term.
+        let kept: Vec<Expr> = conjuncts
+            .into_iter()
+            .enumerate()
+            .filter(|(index, _)| {
+                !self
+                    .dropped
+                    .iter()
+                    .any(|c| c.select == number && c.index == *index)
+            })
+            .map(|(_, conjunct)| Expr::Nested(Box::new(conjunct.clone())))
+            .collect();
+        select.selection = kept.into_iter().reduce(|left, right| Expr::BinaryOp {
+            left: Box::new(left),
+            op: BinaryOperator::And,
+            right: Box::new(right),
+        });
+        ControlFlow::Continue(())
     }
 }
 
