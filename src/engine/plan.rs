@@ -104,10 +104,19 @@ fn plan_one(
         binding(method, param).map(|b| &b.source)
     };
 
+    // StackQL's choice: the first method, in the verb's order, whose required parameters
+    // and required request-body fields the statement all gives.
+    let body_given = |method: &Method| -> bool {
+        required_body_fields(store, method).iter().all(|field| {
+            bindings
+                .iter()
+                .any(|b| answers_to_field(method, field, &b.column))
+        })
+    };
     let candidates = resource.methods_for(SqlVerb::Select);
-    let chosen = candidates
-        .iter()
-        .position(|method| method.required_params().all(|p| bound(method, p).is_some()));
+    let chosen = candidates.iter().position(|method| {
+        method.required_params().all(|p| bound(method, p).is_some()) && body_given(method)
+    });
     // `org LIKE 'ac%'` on a required parameter: name it before anything is fetched.
     let filtered_param = analysis
         .filters
@@ -133,7 +142,7 @@ fn plan_one(
         if let Some(broken) = resource.broken_for(SqlVerb::Select) {
             return Err(broken);
         }
-        let err = missing_params_error(&resource, &candidates);
+        let err = missing_params_error(store, &resource, &candidates);
         return Err(match filtered_param {
             Some((filter, needing)) => filter_error(&resource, filter, &needing, Some(err)),
             None => err,
@@ -244,6 +253,22 @@ pub(crate) fn consumed_conjuncts(plans: &[TablePlan]) -> Vec<Conjunct> {
     out
 }
 
+/// A method's required request-body fields; a request schema that does not resolve
+/// counts as none (the method's parameters still decide).
+fn required_body_fields(store: &DocumentStore, method: &Method) -> Vec<String> {
+    method.required_body_fields(store).unwrap_or_default()
+}
+
+/// Whether the statement's column `column` names the body field `field`: as written, in
+/// its `data__` form, or as its snake_case alias under a native casing.
+fn answers_to_field(method: &Method, field: &str, column: &str) -> bool {
+    method.answers_to(field, column)
+        || column
+            .get(..6)
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case("data__"))
+            && column[6..].eq_ignore_ascii_case(field)
+}
+
 pub(crate) fn contains_ci(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
@@ -270,7 +295,11 @@ fn filter_error(
     Error::new(ErrorKind::MissingParameters, message)
 }
 
-fn missing_params_error(resource: &Resource, candidates: &[&Method]) -> Error {
+fn missing_params_error(
+    store: &DocumentStore,
+    resource: &Resource,
+    candidates: &[&Method],
+) -> Error {
     let listing: Vec<String> = candidates
         .iter()
         .map(|m| {
@@ -280,6 +309,11 @@ fn missing_params_error(resource: &Resource, candidates: &[&Method]) -> Error {
                     ParamLocation::Server => format!("{} (server variable)", p.name),
                     _ => p.name.clone(),
                 })
+                .chain(
+                    required_body_fields(store, m)
+                        .into_iter()
+                        .map(|field| format!("{field} (body field)")),
+                )
                 .collect();
             format!("{}({})", m.name, required.join(", "))
         })

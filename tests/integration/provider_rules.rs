@@ -216,3 +216,32 @@ async fn an_equality_that_fills_a_parameter_does_not_filter_a_column_of_that_nam
         "a second equality filters the URLs: {rows:?}"
     );
 }
+
+#[tokio::test]
+async fn a_select_method_whose_required_body_fields_are_not_given_is_passed_over() {
+    // kms keys: SELECT is [describe_key (body field KeyId required), list_keys]. Without
+    // KeyId StackQL takes list_keys, not the first listed.
+    let Some(root) = current_registry() else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/ListKeys",
+        Reply::json(json!({"Keys": [{"KeyId": "k-1", "KeyArn": "arn:aws:kms:us-east-1:111122223333:key/k-1"}], "Truncated": false})),
+    );
+    mock.route(
+        "/DescribeKey",
+        Reply::status(400, r#"{"__type": "ValidationException"}"#),
+    );
+    let e = engine(root, &mock, &["aws"]);
+    let out = run(
+        &e,
+        "SELECT KeyId, KeyArn FROM aws.kms.keys WHERE region = 'us-east-1'",
+    )
+    .await;
+    assert_eq!(
+        row_lines(&out),
+        ["k-1|arn:aws:kms:us-east-1:111122223333:key/k-1"]
+    );
+    assert_eq!(mock.paths(), ["/ListKeys"]);
+}
