@@ -1,6 +1,7 @@
 //! OData query-option push-down (`config.queryParamPushdown` with `dialect: odata`, as
-//! StackQL's any-sdk does): for a SELECT over one API table, WHERE comparisons become
-//! `$filter`, ORDER BY `$orderby`, the referenced columns `$select` and LIMIT `$top`.
+//! StackQL's any-sdk does): for a SELECT over one API table, WHERE comparisons (and
+//! `LIKE 'prefix%'`, as `startswith`) become `$filter`, ORDER BY `$orderby`, the
+//! referenced columns `$select` and LIMIT `$top`.
 //! SQLite still evaluates the whole statement over the rows, so a pushed option only makes
 //! the upstream send less; `$top` is pushed only when nothing else can drop rows after it.
 
@@ -242,12 +243,23 @@ pub(crate) fn odata_params(
         .collect()
 }
 
-/// One `$filter` term for `column op literal` (either way round).
+/// One `$filter` term for `column op literal` (either way round), or `startswith(column,
+/// 'prefix')` for `column LIKE 'prefix%'`.
 fn filter_term(
     conjunct: &Expr,
     column_of: &dyn Fn(&Expr) -> Option<String>,
     filter: &Capability<'_>,
 ) -> Option<String> {
+    if let Expr::Like {
+        negated: false,
+        any: false,
+        expr,
+        pattern,
+        escape_char: None,
+    } = conjunct
+    {
+        return startswith_term(expr, pattern, column_of, filter);
+    }
     let Expr::BinaryOp { left, op, right } = conjunct else {
         return None;
     };
@@ -269,6 +281,34 @@ fn filter_term(
         return None;
     }
     Some(format!("{column} {op} {}", odata_value(&value)))
+}
+
+/// `startswith(column,'prefix')` for `column LIKE 'prefix%'` whose prefix has no wildcard
+/// (StackQL's rule; any other pattern stays a local filter). SQLite's LIKE ignores ASCII
+/// case and OData's `startswith` need not: the SQL still filters what comes back.
+fn startswith_term(
+    expr: &Expr,
+    pattern: &Expr,
+    column_of: &dyn Fn(&Expr) -> Option<String>,
+    filter: &Capability<'_>,
+) -> Option<String> {
+    let column = column_of(expr)?;
+    let pattern = super::sql::literal_of(pattern).filter(|l| !l.numeric)?;
+    let prefix = pattern.text.strip_suffix('%')?;
+    if prefix.is_empty()
+        || prefix.contains(['%', '_'])
+        || !filter.supports(&column)
+        || !filter.supports_operator("startswith")
+    {
+        return None;
+    }
+    Some(format!(
+        "startswith({column},{})",
+        odata_value(&Literal {
+            text: prefix.to_owned(),
+            numeric: false,
+        })
+    ))
 }
 
 fn odata_value(value: &Literal) -> String {

@@ -245,3 +245,53 @@ async fn a_select_method_whose_required_body_fields_are_not_given_is_passed_over
     );
     assert_eq!(mock.paths(), ["/ListKeys"]);
 }
+
+#[tokio::test]
+async fn like_with_a_prefix_pushes_down_as_odata_startswith() {
+    let mock = Mock::start().await;
+    mock.route(
+        "/odata/people",
+        Reply::json(json!({"value": [
+            {"name": "ann", "age": 30}, {"name": "anna", "age": 31}, {"name": "bob", "age": 40}
+        ]})),
+    );
+    let e = providers_engine(&mock);
+    let out = e
+        .execute(
+            &providers_context(),
+            "SELECT name FROM stackql_native_test.odata.people WHERE name LIKE 'an%' AND age > 30",
+        )
+        .await
+        .unwrap();
+    // The SQL still filters what the upstream sent (this mock ignores $filter).
+    assert_eq!(row_lines(&out), ["anna"]);
+    let query = mock.requests()[0].query.clone().unwrap_or_default();
+    let filter: Vec<String> = url_pairs(&query)
+        .into_iter()
+        .filter(|(k, _)| k == "$filter")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(filter, ["startswith(name,'an') and age gt 30"]);
+    // Other patterns stay local: a wildcard inside, a leading one, an ESCAPE, NOT LIKE.
+    for sql in [
+        "SELECT name FROM stackql_native_test.odata.people WHERE name LIKE 'a_n%'",
+        "SELECT name FROM stackql_native_test.odata.people WHERE name LIKE '%n'",
+        "SELECT name FROM stackql_native_test.odata.people WHERE name LIKE 'a!%%' ESCAPE '!'",
+        "SELECT name FROM stackql_native_test.odata.people WHERE name NOT LIKE 'an%'",
+    ] {
+        e.execute(&providers_context(), sql).await.unwrap();
+        let last = mock.requests().pop().unwrap();
+        let query = last.query.unwrap_or_default();
+        assert!(
+            !url_pairs(&query).iter().any(|(k, _)| k == "$filter"),
+            "{sql}: {query}"
+        );
+    }
+}
+
+/// A query string's pairs, decoded.
+fn url_pairs(query: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
