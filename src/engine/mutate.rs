@@ -91,6 +91,13 @@ pub(crate) async fn run_mutation(
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
     let awaiting = mutation.await_operation;
+    if awaiting && verb == SqlVerb::Delete && returning.is_some() {
+        // StackQL's order: a method that cannot be awaited is named first.
+        super::operation::check_awaitable(&inner.store, prepared.method())?;
+        return Err(Error::unsupported(
+            "RETURNING from a DELETE with /*+ AWAIT */ is not supported (StackQL refuses it too: once the operation is done the resource is gone); drop RETURNING to await the delete, or /*+ AWAIT */ to return the delete's response; nothing was sent",
+        ));
+    }
     send_all(
         inner,
         cx,

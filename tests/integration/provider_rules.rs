@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
+use querygate::engine::{
+    CredentialStore, Engine, EngineConfig, ErrorKind, ExecContext, ProviderSettings,
+};
 use serde_json::json;
 
 use crate::corpus::{providers_context, providers_engine, row_lines};
@@ -294,4 +296,40 @@ fn url_pairs(query: &str) -> Vec<(String, String)> {
     url::form_urlencoded::parse(query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
+}
+
+#[tokio::test]
+async fn an_awaited_delete_with_returning_is_refused_before_any_request() {
+    let mock = Mock::start().await;
+    mock.route(
+        "DELETE /projects/p1/zones/z1/disks/d1",
+        Reply::json(json!({"kind": "compute#operation", "name": "op-1", "status": "DONE", "endTime": "2026-01-01T00:00:00Z"})),
+    );
+    let e = providers_engine(&mock);
+    let err = e
+        .execute(
+            &providers_context(),
+            "DELETE /*+ AWAIT */ FROM google.compute.disks WHERE project = 'p1' AND zone = 'z1' AND disk = 'd1' RETURNING name",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnsupportedStatement, "{err}");
+    assert_eq!(
+        querygate::code::Code::from(err.kind()).as_str(),
+        "sql.unsupported"
+    );
+    assert!(
+        err.to_string()
+            .contains("RETURNING from a DELETE with /*+ AWAIT */ is not supported"),
+        "{err}"
+    );
+    assert!(mock.requests().is_empty(), "{:?}", mock.paths());
+    // Without RETURNING the same statement runs.
+    e.execute(
+        &providers_context(),
+        "DELETE /*+ AWAIT */ FROM google.compute.disks WHERE project = 'p1' AND zone = 'z1' AND disk = 'd1'",
+    )
+    .await
+    .unwrap();
+    assert_eq!(mock.paths(), ["/projects/p1/zones/z1/disks/d1"]);
 }
