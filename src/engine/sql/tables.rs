@@ -821,3 +821,95 @@ fn qualified_wildcard(ident: &Ident) -> SelectItem {
         Default::default(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use sqlparser::dialect::SQLiteDialect;
+    use sqlparser::parser::Parser;
+
+    use super::*;
+
+    fn query(sql: &str) -> Query {
+        match Parser::parse_sql(&SQLiteDialect {}, sql).unwrap().pop() {
+            Some(sqlparser::ast::Statement::Query(q)) => *q,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn where_bindings_know_their_conjunct_and_dropping_one_keeps_the_rest_whole() {
+        let mut q = query("SELECT * FROM p.s.r WHERE zone = 'z' AND (a = 1 OR b = 2) AND x > 3");
+        let analysis = analyse(&mut q).unwrap();
+        let zone = analysis
+            .bindings
+            .iter()
+            .find(|b| b.column == "zone")
+            .unwrap();
+        let conjunct = zone.conjunct.clone().unwrap();
+        assert_eq!((conjunct.select, conjunct.index), (0, 0));
+        assert_eq!(conjunct.targets, [0]);
+        drop_conjuncts(&mut q, &[conjunct]);
+        assert_eq!(
+            q.to_string(),
+            "SELECT * FROM __qg_t0 AS \"r\" WHERE (a = 1 OR b = 2) AND (x > 3)"
+        );
+    }
+
+    #[test]
+    fn on_conditions_and_outer_join_wheres_are_not_droppable() {
+        let mut q =
+            query("SELECT * FROM p.s.a AS a JOIN p.s.b AS b ON b.zone = 'z' WHERE a.region = 'r'");
+        let analysis = analyse(&mut q).unwrap();
+        let of = |column: &str| {
+            analysis
+                .bindings
+                .iter()
+                .find(|b| b.column == column)
+                .unwrap()
+                .conjunct
+                .clone()
+        };
+        assert!(of("zone").is_none());
+        assert_eq!(of("region").unwrap().targets, [0]);
+
+        let mut q = query(
+            "SELECT * FROM p.s.a AS a LEFT JOIN p.s.b AS b ON b.id = a.id WHERE b.zone = 'z'",
+        );
+        let analysis = analyse(&mut q).unwrap();
+        let zone = analysis
+            .bindings
+            .iter()
+            .find(|b| b.column == "zone")
+            .unwrap();
+        assert!(zone.conjunct.is_none());
+    }
+
+    #[test]
+    fn a_bare_name_may_belong_to_every_table_of_its_select() {
+        let mut q = query("SELECT * FROM p.s.a, p.s.b WHERE zone = 'z'");
+        let analysis = analyse(&mut q).unwrap();
+        let conjunct = analysis.bindings[0].conjunct.clone().unwrap();
+        assert_eq!(conjunct.targets, [0, 1]);
+        // A subquery's SELECT has a number of its own.
+        let mut q =
+            query("SELECT * FROM p.s.a WHERE id IN (SELECT id FROM p.s.b WHERE zone = 'z')");
+        let analysis = analyse(&mut q).unwrap();
+        let zone = analysis
+            .bindings
+            .iter()
+            .find(|b| b.column == "zone")
+            .unwrap();
+        let conjunct = zone.conjunct.clone().unwrap();
+        assert_eq!(
+            (conjunct.select, conjunct.targets.as_slice()),
+            (1, &[1][..])
+        );
+        drop_conjuncts(&mut q, &[conjunct]);
+        assert_eq!(
+            q.to_string(),
+            "SELECT * FROM __qg_t0 AS \"a\" WHERE id IN (SELECT id FROM __qg_t1 AS \"b\")"
+        );
+    }
+}
