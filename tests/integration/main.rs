@@ -36,6 +36,7 @@ mod mcp_support;
 mod mcp_tools;
 mod mock;
 mod mutations;
+mod output_safety;
 mod pagination;
 mod projection;
 mod real_documents;
