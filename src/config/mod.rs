@@ -173,7 +173,7 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut problems = Problems::default();
         let registry = registry::check_registry(raw.registry, env, paths, &mut problems);
-        let providers = providers::check_providers(raw.providers, &mut problems);
+        let providers = providers::check_providers(raw.providers, paths, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         let admission = limits::check_admission(&raw.limits, eval.bulk_priority, &mut problems);

@@ -308,3 +308,60 @@ async fn a_fifo_env_file_is_refused_at_start_up() {
         "{stderr}"
     );
 }
+
+/// `providers.<name>.auth.credentialsfilepath` is a path of the configuration like every
+/// other: relative to the configuration file's folder, not to the working directory (which is
+/// wherever the client started querygate).
+#[tokio::test]
+async fn a_relative_key_file_of_a_provider_auth_is_read_from_the_config_folder() {
+    use crate::mcp_support::{call, modern_client, start_yaml, text_of};
+    let server = start_yaml(|mock_url, dir| {
+        std::fs::create_dir_all(dir.join("keys")).unwrap();
+        let pem = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth/sa-test-key.pem"),
+        )
+        .unwrap();
+        let key = json!({
+            "type": "service_account",
+            "private_key": pem,
+            "client_email": "reader@test-project.iam.gserviceaccount.com",
+            "token_uri": format!("{mock_url}/token"),
+        });
+        std::fs::write(dir.join("keys/sa.json"), key.to_string()).unwrap();
+        format!(
+            "registry:\n  root: {}\n  url: null\nproviders:\n  testapi:\n    base_url: {mock_url}\n    auth:\n      type: service_account\n      credentialsfilepath: keys/sa.json\ncredentials:\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            fixture_registry().display(),
+            dir.join("audit").display()
+        )
+    })
+    .await;
+    assert!(
+        !std::env::current_dir()
+            .unwrap()
+            .join("keys/sa.json")
+            .exists(),
+        "the working directory must not hold the key"
+    );
+    server.mock.route(
+        "POST /token",
+        Reply::json(json!({"access_token": "ya29.relative", "expires_in": 3599})),
+    );
+    server
+        .mock
+        .route("/single", Reply::json(json!({"id": 1, "name": "solo"})));
+    let client = modern_client(&server.url).await;
+    let result = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT name FROM testapi.items.single"}),
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    let sent = server
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/single")
+        .expect("the query reached the upstream");
+    assert_eq!(sent.headers["authorization"], "Bearer ya29.relative");
+}
