@@ -39,6 +39,7 @@ mod mutations;
 mod output_safety;
 mod pagination;
 mod projection;
+mod readme;
 mod real_documents;
 mod registry;
 mod replicas;
