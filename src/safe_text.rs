@@ -223,7 +223,8 @@ mod tests {
         ));
         let json = r#"{"a":"\u001b é — \\u{1b}"}"#.to_owned();
         let pointer = json.as_ptr();
-        assert_eq!(escape_json_text(json).as_ptr(), pointer);
+        let escaped = escape_json_text(json);
+        assert_eq!(escaped.as_ptr(), pointer);
     }
 
     #[test]
