@@ -37,7 +37,7 @@ pub use identity::{
 pub use limits::AdmissionLimits;
 pub use problems::{Problem, Problems};
 pub use raw::Render;
-pub use server::{DrainConfig, ServerConfig};
+pub use server::{DrainConfig, ServerConfig, resolve_listen};
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
 
 use crate::engine::EngineConfig;
@@ -540,7 +540,7 @@ mod tests {
         assert_eq!(
             found,
             [
-                "server.listen: 'nowhere' is not an address such as 127.0.0.1:8765",
+                "server.listen: 'nowhere' is not an address such as 127.0.0.1:8765 or localhost:8765",
                 "server.max_request_bytes: must be greater than 0",
                 "server.call_timeout: must be greater than 0",
                 "server.max_rows: must be greater than 0",
@@ -606,7 +606,7 @@ mod tests {
             ),
             (
                 "server:\n  admin_listen: admin\n",
-                "server.admin_listen: 'admin' is not an address such as 127.0.0.1:9090",
+                "server.admin_listen: 'admin' is not an address such as 127.0.0.1:9090 or localhost:9090",
             ),
             (
                 "server:\n  drain: {timeout: 0s}\n",

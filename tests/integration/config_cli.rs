@@ -365,3 +365,68 @@ async fn a_relative_key_file_of_a_provider_auth_is_read_from_the_config_folder()
         .expect("the query reached the upstream");
     assert_eq!(sent.headers["authorization"], "Bearer ya29.relative");
 }
+
+/// `--listen localhost:8765` (and `server.listen: localhost:…`) names the loopback address
+/// by its host name, as people write it: resolved, served, and still loopback (no `auth`
+/// needed).
+#[tokio::test]
+async fn a_listen_address_may_name_its_host() {
+    use crate::mcp_support::{call, install_crypto_provider, modern_client, test_config};
+    use tokio::io::AsyncBufReadExt as _;
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "read_only", "");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "localhost:0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut seen = Vec::new();
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
+                return url.to_owned();
+            }
+            seen.push(line);
+        }
+        panic!("serve --listen localhost:0 exited: {seen:?}");
+    })
+    .await
+    .expect("serve announces its address");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let client = modern_client(&url).await;
+    let info = call(&client, "server_info", serde_json::json!({})).await;
+    assert_eq!(info.structured_content.unwrap()["transport"], "http");
+    drop(client);
+    child.kill().await.unwrap();
+
+    // The same name in the configuration file passes its check.
+    let yaml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("listen: 127.0.0.1:0", "listen: localhost:8765");
+    std::fs::write(&config, yaml).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        querygate_command()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
