@@ -147,9 +147,10 @@ impl Config {
             Some(path) => read_yaml(path)?,
             None => serde_json::Value::Object(Default::default()),
         };
-        env::apply_overrides(&mut tree, &sources.env)?;
+        let overrides = env::apply_overrides(&mut tree, &sources.env)?;
         let origin = match &file {
-            Some(path) => format!("{} with environment overrides", path.display()),
+            Some(path) if overrides > 0 => format!("{} with environment overrides", path.display()),
+            Some(path) => path.display().to_string(),
             None => "environment".to_owned(),
         };
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {

@@ -430,3 +430,40 @@ async fn a_listen_address_may_name_its_host() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A configuration error names the file, and says "with environment overrides" only when a
+/// `QUERYGATE_*__*` variable was applied to it.
+#[tokio::test]
+async fn a_config_error_mentions_environment_overrides_only_when_there_are_some() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(&config, "upstream:\n  timout: 5s\n").unwrap();
+    let shown = config.display().to_string();
+    let (plain, overridden) = tokio::task::spawn_blocking(move || {
+        let run = |overrides: &[(&str, &str)]| {
+            querygate_command()
+                .args(["--config", config.to_str().unwrap(), "providers"])
+                .envs(overrides.iter().copied())
+                .output()
+                .unwrap()
+        };
+        (
+            run(&[("QUERYGATE_CONFIG_NOTE", "not an override")]),
+            run(&[("QUERYGATE_UPSTREAM__PAGE_LIMIT", "3")]),
+        )
+    })
+    .await
+    .unwrap();
+    let plain = String::from_utf8_lossy(&plain.stderr).to_string();
+    assert!(
+        plain.starts_with(&format!("error: invalid configuration ({shown}): upstream")),
+        "{plain}"
+    );
+    let overridden = String::from_utf8_lossy(&overridden.stderr).to_string();
+    assert!(
+        overridden.starts_with(&format!(
+            "error: invalid configuration ({shown} with environment overrides): upstream"
+        )),
+        "{overridden}"
+    );
+}
