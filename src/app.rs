@@ -34,10 +34,10 @@ pub enum AppError {
     #[error(transparent)]
     Mcp(#[from] StartError),
     /// `server.listen` is not an address.
-    #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765")]
+    #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765 or localhost:8765")]
     Listen(String),
     /// `server.admin_listen` is not an address.
-    #[error("server.admin_listen '{0}' is not an address such as 127.0.0.1:9090")]
+    #[error("server.admin_listen '{0}' is not an address such as 127.0.0.1:9090 or localhost:9090")]
     AdminListen(String),
     /// A non-loopback address without authentication, not explicitly allowed.
     #[error(
@@ -132,11 +132,8 @@ impl App {
         config: Config,
         audit: Option<crate::audit::Auditor>,
     ) -> Result<App, AppError> {
-        let listen: SocketAddr = config
-            .server
-            .listen
-            .parse()
-            .map_err(|_| AppError::Listen(config.server.listen.clone()))?;
+        let listen: SocketAddr = crate::config::resolve_listen(&config.server.listen)
+            .ok_or_else(|| AppError::Listen(config.server.listen.clone()))?;
         let authentication = Arc::new(Authentication::from_config(&config)?);
         let tls = config
             .server
@@ -341,9 +338,8 @@ async fn bind_admin(
     readiness: Readiness,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
 ) -> Result<AdminListener, AppError> {
-    let addr: SocketAddr = listen
-        .parse()
-        .map_err(|_| AppError::AdminListen(listen.to_owned()))?;
+    let addr: SocketAddr = crate::config::resolve_listen(listen)
+        .ok_or_else(|| AppError::AdminListen(listen.to_owned()))?;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| AppError::Bind {

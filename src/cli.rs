@@ -232,7 +232,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
                     match audited::run(&config, call, engine.run(&cx, statement)).await {
                         Ok(result) => (result, output),
                         Err(message) => {
-                            eprintln!("error: {message}");
+                            eprintln!("error: {}", said(&message));
                             return 1;
                         }
                     }
@@ -253,7 +253,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
                         message: &refusal.message,
                     };
                     if let Err(message) = audited::record_refusal(&config, call, refused).await {
-                        eprintln!("error: {message}");
+                        eprintln!("error: {}", said(&message));
                     }
                     return 1;
                 }
@@ -315,7 +315,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
                 match audited::run(&config, call, pull).await {
                     Ok(pulled) => (pulled, output),
                     Err(message) => {
-                        eprintln!("error: {message}");
+                        eprintln!("error: {}", said(&message));
                         return 1;
                     }
                 }
@@ -325,7 +325,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
     match result {
         Ok(result) => {
             for warning in &result.warnings {
-                eprintln!("warning: {warning}");
+                eprintln!("warning: {}", said(warning));
             }
             // A write without rows shows its messages as the result; with RETURNING rows,
             // the messages go to stderr so stdout carries only rows.
@@ -341,22 +341,35 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
                 }
             } else {
                 for message in &result.messages {
-                    eprintln!("{message}");
+                    eprintln!("{}", said(message));
                 }
                 result
             };
-            let text = render(&result, output);
             let mut stdout = std::io::stdout().lock();
+            let text = render(&result, output, std::io::IsTerminal::is_terminal(&stdout));
             if stdout.write_all(text.as_bytes()).is_err() {
                 return 1;
             }
             0
         }
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", said(&err.to_string()));
             1
         }
     }
+}
+
+/// An upstream value (a row's cell, a column name) as it is printed: with control and
+/// bidirectional characters written as `\u{hex}`, so what an upstream sends is shown, never
+/// acted on by the terminal.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::safe_text::escape_display_str(text)
+}
+
+/// A message, warning or error (which may quote an upstream body, already escaped by the
+/// engine) as it is printed on stderr: [`shown`] without escaping backslashes again.
+fn said(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::safe_text::escape_controls(text)
 }
 
 /// `querygate serve`: builds the [`App`](crate::app::App) and serves until Ctrl-C or SIGTERM,
@@ -615,12 +628,15 @@ async fn wait_for_stop() {
     }
 }
 
-/// Renders a result in the chosen format.
-pub fn render(result: &QueryOutput, output: Output) -> String {
+/// Renders a result in the chosen format, safe to print: the table with control and
+/// bidirectional characters written as `\u{hex}`, JSON with those JSON leaves raw written as
+/// `\uXXXX` (the same JSON value), CSV escaped as the table when it goes `to_terminal` and
+/// byte for byte otherwise (it is data for another program).
+pub fn render(result: &QueryOutput, output: Output, to_terminal: bool) -> String {
     match output {
         Output::Table => render_table(result),
-        Output::Json => render_json(result),
-        Output::Csv => render_csv(result),
+        Output::Json => crate::safe_text::escape_json_text(render_json(result)),
+        Output::Csv => render_csv(result, to_terminal),
     }
 }
 
@@ -630,11 +646,16 @@ fn render_table(result: &QueryOutput) -> String {
         .iter()
         .map(|row| {
             row.iter()
-                .map(|c| c.to_string().replace(['\n', '\r'], " "))
+                .map(|c| shown(&c.to_string().replace(['\n', '\r'], " ")).into_owned())
                 .collect()
         })
         .collect();
-    let mut widths: Vec<usize> = result.columns.iter().map(|c| c.chars().count()).collect();
+    let columns: Vec<String> = result
+        .columns
+        .iter()
+        .map(|c| shown(c).into_owned())
+        .collect();
+    let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
     for row in &cells {
         for (i, cell) in row.iter().enumerate() {
             if let Some(w) = widths.get_mut(i) {
@@ -658,7 +679,7 @@ fn render_table(result: &QueryOutput) -> String {
             .collect::<Vec<_>>()
             .join("|")
     );
-    let mut out = line(&result.columns);
+    let mut out = line(&columns);
     out.push_str(&rule);
     for row in &cells {
         out.push_str(&line(row));
@@ -702,13 +723,20 @@ fn csv_field(value: &str) -> String {
     }
 }
 
-fn render_csv(result: &QueryOutput) -> String {
+fn render_csv(result: &QueryOutput, to_terminal: bool) -> String {
+    let field = |value: &str| {
+        if to_terminal {
+            csv_field(&shown(value))
+        } else {
+            csv_field(value)
+        }
+    };
     let mut out = String::new();
-    let header: Vec<String> = result.columns.iter().map(|c| csv_field(c)).collect();
+    let header: Vec<String> = result.columns.iter().map(|c| field(c)).collect();
     out.push_str(&header.join(","));
     out.push_str("\r\n");
     for row in &result.rows {
-        let fields: Vec<String> = row.iter().map(|c| csv_field(&c.to_string())).collect();
+        let fields: Vec<String> = row.iter().map(|c| field(&c.to_string())).collect();
         out.push_str(&fields.join(","));
         out.push_str("\r\n");
     }
@@ -734,14 +762,15 @@ mod tests {
     #[test]
     fn csv_quotes_what_needs_quoting() {
         assert_eq!(
-            render(&sample(), Output::Csv),
+            render(&sample(), Output::Csv, false),
             "n,s\r\n1,\"a,\"\"b\"\"\"\r\n,1.5\r\n"
         );
     }
 
     #[test]
     fn json_keeps_types() {
-        let v: serde_json::Value = serde_json::from_str(&render(&sample(), Output::Json)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&sample(), Output::Json, false)).unwrap();
         assert_eq!(v[0]["n"], 1);
         assert_eq!(v[1]["n"], serde_json::Value::Null);
         assert_eq!(v[1]["s"], 1.5);
@@ -749,7 +778,7 @@ mod tests {
 
     #[test]
     fn table_aligns_columns() {
-        let text = render(&sample(), Output::Table);
+        let text = render(&sample(), Output::Table, false);
         assert!(text.starts_with("| n | s     |\n"), "{text}");
         assert!(text.ends_with("(2 rows)\n"));
     }

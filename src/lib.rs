@@ -95,6 +95,7 @@ pub mod engine;
 pub mod http;
 pub mod mcp;
 pub mod policy;
+pub mod safe_text;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tenant;

@@ -17,15 +17,17 @@ const PREFIX: &str = "QUERYGATE_";
 /// documents spell them).
 const MIXED_CASE_KEYS: &[&str] = &["keyID", "keyIDenvvar", "valuePrefix"];
 
+/// Applies the `QUERYGATE_<SECTION>__<KEY>` variables of `env` to `tree`; how many there were.
 pub(super) fn apply_overrides(
     tree: &mut Value,
     env: &HashMap<String, String>,
-) -> Result<(), ConfigError> {
+) -> Result<usize, ConfigError> {
     let mut keys: Vec<&String> = env
         .keys()
         .filter(|k| k.starts_with(PREFIX) && k.contains("__"))
         .collect();
     keys.sort();
+    let applied = keys.len();
     for key in keys {
         let path: Vec<&str> = key[PREFIX.len()..].split("__").collect();
         if path.iter().any(|segment| segment.is_empty()) {
@@ -42,7 +44,7 @@ pub(super) fn apply_overrides(
         };
         set(tree, &path, value).map_err(|message| invalid(key, &message))?;
     }
-    Ok(())
+    Ok(applied)
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {

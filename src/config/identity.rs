@@ -4,7 +4,6 @@
 
 use super::Problems;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -399,7 +398,7 @@ pub(super) fn check_exposure(
     allow_unauthenticated: bool,
     problems: &mut Problems,
 ) {
-    let Ok(addr) = listen.parse::<SocketAddr>() else {
+    let Some(addr) = super::server::resolve_listen(listen) else {
         return;
     };
     let mtls_required =

@@ -37,7 +37,7 @@ pub use identity::{
 pub use limits::AdmissionLimits;
 pub use problems::{Problem, Problems};
 pub use raw::Render;
-pub use server::{DrainConfig, ServerConfig};
+pub use server::{DrainConfig, ServerConfig, resolve_listen};
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
 
 use crate::engine::EngineConfig;
@@ -147,9 +147,10 @@ impl Config {
             Some(path) => read_yaml(path)?,
             None => serde_json::Value::Object(Default::default()),
         };
-        env::apply_overrides(&mut tree, &sources.env)?;
+        let overrides = env::apply_overrides(&mut tree, &sources.env)?;
         let origin = match &file {
-            Some(path) => format!("{} with environment overrides", path.display()),
+            Some(path) if overrides > 0 => format!("{} with environment overrides", path.display()),
+            Some(path) => path.display().to_string(),
             None => "environment".to_owned(),
         };
         let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
@@ -173,7 +174,7 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut problems = Problems::default();
         let registry = registry::check_registry(raw.registry, env, paths, &mut problems);
-        let providers = providers::check_providers(raw.providers, &mut problems);
+        let providers = providers::check_providers(raw.providers, paths, &mut problems);
         let upstream = upstream::check_upstream(raw.upstream, &mut problems);
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         let admission = limits::check_admission(&raw.limits, eval.bulk_priority, &mut problems);
@@ -540,7 +541,7 @@ mod tests {
         assert_eq!(
             found,
             [
-                "server.listen: 'nowhere' is not an address such as 127.0.0.1:8765",
+                "server.listen: 'nowhere' is not an address such as 127.0.0.1:8765 or localhost:8765",
                 "server.max_request_bytes: must be greater than 0",
                 "server.call_timeout: must be greater than 0",
                 "server.max_rows: must be greater than 0",
@@ -606,7 +607,7 @@ mod tests {
             ),
             (
                 "server:\n  admin_listen: admin\n",
-                "server.admin_listen: 'admin' is not an address such as 127.0.0.1:9090",
+                "server.admin_listen: 'admin' is not an address such as 127.0.0.1:9090 or localhost:9090",
             ),
             (
                 "server:\n  drain: {timeout: 0s}\n",

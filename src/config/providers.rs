@@ -1,9 +1,12 @@
-//! `providers:` — per-provider overrides (base URL, pinned version, auth).
+//! `providers:` — per-provider overrides (base URL, pinned version, auth). The auth's
+//! `credentialsfilepath` is a path of the configuration: `~` expanded, relative to the
+//! configuration file's folder.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::paths::PathResolver;
 use super::problems::Problems;
 use crate::engine::ProviderSettings;
 
@@ -15,9 +18,13 @@ pub(super) struct RawProvider {
     pub(super) auth: Option<serde_json::Value>,
 }
 
-/// Checks `providers:`.
+/// The auth key holding a file path (a `service_account` key file).
+const FILE_PATH_KEY: &str = "credentialsfilepath";
+
+/// Checks `providers:`, resolving the auth's key file path as every configured path is.
 pub(super) fn check_providers(
     raw: HashMap<String, RawProvider>,
+    paths: &PathResolver,
     problems: &mut Problems,
 ) -> HashMap<String, ProviderSettings> {
     let mut names: Vec<&String> = raw.keys().collect();
@@ -42,10 +49,23 @@ pub(super) fn check_providers(
     }
     raw.into_iter()
         .map(|(name, settings)| {
+            let mut auth = settings.auth;
+            if let Some(serde_json::Value::String(path)) = auth
+                .as_mut()
+                .and_then(|auth| auth.get_mut(FILE_PATH_KEY))
+                .filter(|path| path.as_str().is_some_and(|p| !p.is_empty()))
+            {
+                let resolved = paths.resolve_or_report(
+                    std::path::Path::new(path.as_str()),
+                    &format!("providers.{name}.auth.{FILE_PATH_KEY}"),
+                    problems,
+                );
+                *path = resolved.to_string_lossy().into_owned();
+            }
             let settings = ProviderSettings {
                 base_url: settings.base_url,
                 version: settings.version,
-                auth: settings.auth,
+                auth,
             };
             (name, settings)
         })

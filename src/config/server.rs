@@ -159,6 +159,23 @@ const MAX_DRAIN: Duration = Duration::from_secs(HOUR.as_secs());
 /// The largest `server.max_rows`.
 const MAX_ROWS: u64 = 1_000_000;
 
+/// A listen address: `ip:port` (`[::1]:8765` for IPv6), or `host:port` with the host name
+/// resolved (`localhost:8765`), taking its first IPv4 address, else its first address. `None`
+/// when it is neither.
+pub fn resolve_listen(listen: &str) -> Option<std::net::SocketAddr> {
+    if let Ok(addr) = listen.parse() {
+        return Some(addr);
+    }
+    let resolved: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(listen)
+        .ok()?
+        .collect();
+    resolved
+        .iter()
+        .find(|addr| addr.is_ipv4())
+        .or(resolved.first())
+        .copied()
+}
+
 /// Whether two listen addresses would take the same port (port 0 picks a free one).
 fn overlaps(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
     a.port() != 0
@@ -181,25 +198,25 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
     ] {
         problems.duration_in_range(key, value, MAX_CALL_TIMEOUT);
     }
-    if raw.listen.parse::<std::net::SocketAddr>().is_err() {
+    if resolve_listen(&raw.listen).is_none() {
         problems.push(
             "server.listen",
             format!(
-                "'{}' is not an address such as 127.0.0.1:8765",
+                "'{}' is not an address such as 127.0.0.1:8765 or localhost:8765",
                 raw.listen.escape_debug()
             ),
         );
     }
     if let Some(admin) = &raw.admin_listen {
-        match admin.parse::<std::net::SocketAddr>() {
-            Err(_) => problems.push(
+        match resolve_listen(admin) {
+            None => problems.push(
                 "server.admin_listen",
                 format!(
-                    "'{}' is not an address such as 127.0.0.1:9090",
+                    "'{}' is not an address such as 127.0.0.1:9090 or localhost:9090",
                     admin.escape_debug()
                 ),
             ),
-            Ok(addr) if raw.listen.parse().is_ok_and(|listen| overlaps(listen, addr)) => {
+            Some(addr) if resolve_listen(&raw.listen).is_some_and(|listen| overlaps(listen, addr)) => {
                 problems.push(
                     "server.admin_listen",
                     format!(
@@ -207,7 +224,7 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
                     ),
                 )
             }
-            Ok(_) => {}
+            Some(_) => {}
         }
     }
     if raw.drain.delay > MAX_DRAIN {

@@ -1,10 +1,13 @@
 //! Text content of tool results: markdown (tables for uniform rows, key/value blocks for
 //! records) or compact JSON of the structured result. Cells are escaped so a value can never
-//! break a table: `|` becomes `\|`, line breaks become `<br>`.
+//! break a table: `|` becomes `\|`, line breaks become `<br>`. The finished text has its
+//! control and bidirectional characters escaped ([`crate::safe_text`]): rows are upstream
+//! data, shown to a model and a person, never acted on by their display.
 
 use serde_json::Value;
 
 use crate::config::Render;
+use crate::safe_text;
 
 /// How a result's markdown looks.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,12 +42,16 @@ pub enum View {
     Markdown(String),
 }
 
-/// The text of a result in the chosen format.
+/// The text of a result in the chosen format, safe to display: JSON with the characters it
+/// leaves raw written as `\uXXXX` (still the same JSON value), markdown with control and
+/// bidirectional characters written as `\u{hex}`.
 pub fn text(render: Render, view: &View, structured: &Value) -> String {
     match render {
-        Render::Json => serde_json::to_string(structured)
-            .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
-        Render::Markdown => markdown(view, structured),
+        Render::Json => safe_text::escape_json_text(
+            serde_json::to_string(structured)
+                .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
+        ),
+        Render::Markdown => safe_text::escape_display(markdown(view, structured)),
     }
 }
 

@@ -308,3 +308,162 @@ async fn a_fifo_env_file_is_refused_at_start_up() {
         "{stderr}"
     );
 }
+
+/// `providers.<name>.auth.credentialsfilepath` is a path of the configuration like every
+/// other: relative to the configuration file's folder, not to the working directory (which is
+/// wherever the client started querygate).
+#[tokio::test]
+async fn a_relative_key_file_of_a_provider_auth_is_read_from_the_config_folder() {
+    use crate::mcp_support::{call, modern_client, start_yaml, text_of};
+    let server = start_yaml(|mock_url, dir| {
+        std::fs::create_dir_all(dir.join("keys")).unwrap();
+        let pem = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth/sa-test-key.pem"),
+        )
+        .unwrap();
+        let key = json!({
+            "type": "service_account",
+            "private_key": pem,
+            "client_email": "reader@test-project.iam.gserviceaccount.com",
+            "token_uri": format!("{mock_url}/token"),
+        });
+        std::fs::write(dir.join("keys/sa.json"), key.to_string()).unwrap();
+        format!(
+            "registry:\n  root: {}\n  url: null\nproviders:\n  testapi:\n    base_url: {mock_url}\n    auth:\n      type: service_account\n      credentialsfilepath: keys/sa.json\ncredentials:\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            fixture_registry().display(),
+            dir.join("audit").display()
+        )
+    })
+    .await;
+    assert!(
+        !std::env::current_dir()
+            .unwrap()
+            .join("keys/sa.json")
+            .exists(),
+        "the working directory must not hold the key"
+    );
+    server.mock.route(
+        "POST /token",
+        Reply::json(json!({"access_token": "ya29.relative", "expires_in": 3599})),
+    );
+    server
+        .mock
+        .route("/single", Reply::json(json!({"id": 1, "name": "solo"})));
+    let client = modern_client(&server.url).await;
+    let result = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT name FROM testapi.items.single"}),
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    let sent = server
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/single")
+        .expect("the query reached the upstream");
+    assert_eq!(sent.headers["authorization"], "Bearer ya29.relative");
+}
+
+/// `--listen localhost:8765` (and `server.listen: localhost:…`) names the loopback address
+/// by its host name, as people write it: resolved, served, and still loopback (no `auth`
+/// needed).
+#[tokio::test]
+async fn a_listen_address_may_name_its_host() {
+    use crate::mcp_support::{call, install_crypto_provider, modern_client, test_config};
+    use tokio::io::AsyncBufReadExt as _;
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "read_only", "");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "localhost:0",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut seen = Vec::new();
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
+                return url.to_owned();
+            }
+            seen.push(line);
+        }
+        panic!("serve --listen localhost:0 exited: {seen:?}");
+    })
+    .await
+    .expect("serve announces its address");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let client = modern_client(&url).await;
+    let info = call(&client, "server_info", serde_json::json!({})).await;
+    assert_eq!(info.structured_content.unwrap()["transport"], "http");
+    drop(client);
+    child.kill().await.unwrap();
+
+    // The same name in the configuration file passes its check.
+    let yaml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("listen: 127.0.0.1:0", "listen: localhost:8765");
+    std::fs::write(&config, yaml).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        querygate_command()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A configuration error names the file, and says "with environment overrides" only when a
+/// `QUERYGATE_*__*` variable was applied to it.
+#[tokio::test]
+async fn a_config_error_mentions_environment_overrides_only_when_there_are_some() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(&config, "upstream:\n  timout: 5s\n").unwrap();
+    let shown = config.display().to_string();
+    let (plain, overridden) = tokio::task::spawn_blocking(move || {
+        let run = |overrides: &[(&str, &str)]| {
+            querygate_command()
+                .args(["--config", config.to_str().unwrap(), "providers"])
+                .envs(overrides.iter().copied())
+                .output()
+                .unwrap()
+        };
+        (
+            run(&[("QUERYGATE_CONFIG_NOTE", "not an override")]),
+            run(&[("QUERYGATE_UPSTREAM__PAGE_LIMIT", "3")]),
+        )
+    })
+    .await
+    .unwrap();
+    let plain = String::from_utf8_lossy(&plain.stderr).to_string();
+    assert!(
+        plain.starts_with(&format!("error: invalid configuration ({shown}): upstream")),
+        "{plain}"
+    );
+    let overridden = String::from_utf8_lossy(&overridden.stderr).to_string();
+    assert!(
+        overridden.starts_with(&format!(
+            "error: invalid configuration ({shown} with environment overrides): upstream"
+        )),
+        "{overridden}"
+    );
+}

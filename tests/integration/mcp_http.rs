@@ -317,10 +317,6 @@ async fn bad_calls_are_refused_before_any_tool_runs() {
             json!({"sql": "SELECT 1", "row_limit": -1}),
         ),
         (
-            "validate_select_query",
-            json!({"sql": "SELECT 1", "row_limit": -5}),
-        ),
-        (
             "list_services",
             json!({"provider": "testapi", "row_limit": -1}),
         ),

@@ -420,3 +420,56 @@ async fn a_failing_remote_falls_back_to_the_snapshot() {
     assert_eq!(structured["stale"], true);
     assert_eq!(structured["source_tier"], "snapshot");
 }
+
+/// `params` as the input schema gives it (a list of `{name, value}`) renders as the object of
+/// values by name does; a name given twice or an item of another shape is refused.
+#[tokio::test]
+async fn params_are_taken_as_a_list_of_names_and_values() {
+    let server = start("read_only", "").await;
+    let client = modern_client(&server.url).await;
+    let listed = call(
+        &client,
+        "query_library_get",
+        json!({"id": "github/orgs/members-by-org", "params": [{"name": "org", "value": "acme"}, {"name": "role", "value": "admin"}]}),
+    )
+    .await;
+    let by_name = call(
+        &client,
+        "query_library_get",
+        json!({"id": "github/orgs/members-by-org", "params": {"org": "acme", "role": "admin"}}),
+    )
+    .await;
+    let sql = listed.structured_content.clone().unwrap()["sql"].clone();
+    assert!(
+        sql.as_str()
+            .unwrap()
+            .contains("org = 'acme' AND role = 'admin'"),
+        "{sql}"
+    );
+    assert_eq!(sql, by_name.structured_content.unwrap()["sql"]);
+    for (params, says) in [
+        (
+            json!([{"name": "org", "value": "a"}, {"name": "org", "value": "b"}]),
+            "param \"org\" is given twice",
+        ),
+        (json!([{"name": "org"}]), "exactly \"name\""),
+        (
+            json!([{"name": "org", "value": "a", "extra": 1}]),
+            "exactly \"name\"",
+        ),
+        (json!(["org"]), "expected a {\"name\", \"value\"} object"),
+        (json!("org=acme"), "expected a list"),
+    ] {
+        let err = try_call(
+            &client,
+            "query_library_get",
+            json!({"id": "github/orgs/members-by-org", "params": params}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.contains("params") && err.contains(says),
+            "{params}: {err}"
+        );
+    }
+}

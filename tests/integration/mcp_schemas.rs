@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::Reply;
@@ -86,7 +86,7 @@ fn cases() -> Vec<(&'static str, Value)> {
         ),
         (
             "query_library_get",
-            json!({"id": "google/compute/instances-by-zone", "params": {"project": "my-project-123", "zone": "us-central1-a"}}),
+            json!({"id": "google/compute/instances-by-zone", "params": [{"name": "project", "value": "my-project-123"}, {"name": "zone", "value": "us-central1-a"}]}),
         ),
         (
             "query_library_get",
@@ -175,6 +175,191 @@ async fn every_tool_output_fits_its_declared_output_schema() {
     assert!(
         failures.is_empty(),
         "outputs that do not fit their schema:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The arguments each tool's input schema advertises: its own and no other tool's.
+const ADVERTISED: &[(&str, &[&str])] = &[
+    ("server_info", &[]),
+    ("list_providers", &[]),
+    ("list_services", &["provider", "row_limit", "format"]),
+    (
+        "list_resources",
+        &["provider", "service", "row_limit", "format"],
+    ),
+    (
+        "list_methods",
+        &["provider", "service", "resource", "row_limit", "format"],
+    ),
+    (
+        "describe_resource",
+        &["provider", "service", "resource", "row_limit", "format"],
+    ),
+    (
+        "describe_method",
+        &[
+            "provider",
+            "service",
+            "resource",
+            "method",
+            "row_limit",
+            "format",
+        ],
+    ),
+    ("validate_select_query", &["sql", "format", "source"]),
+    (
+        "run_select_query",
+        &["sql", "row_limit", "format", "source"],
+    ),
+    (
+        "run_mutation_query",
+        &["sql", "row_limit", "format", "source"],
+    ),
+    (
+        "run_lifecycle_operation",
+        &["sql", "row_limit", "format", "source"],
+    ),
+    ("list_registry", &["provider", "format"]),
+    ("pull_provider", &["provider", "version", "format"]),
+    ("reload_credentials", &["provider", "format"]),
+    (
+        "query_library_search",
+        &[
+            "intent",
+            "provider",
+            "service",
+            "tags",
+            "include_mutations",
+            "limit",
+            "format",
+        ],
+    ),
+    ("query_library_get", &["id", "params", "format"]),
+];
+
+/// Calls `visit` with the path and body of every schema in `schema`.
+fn each_schema(path: &str, schema: &Value, visit: &mut impl FnMut(&str, &Map<String, Value>)) {
+    let Value::Object(node) = schema else { return };
+    visit(path, node);
+    for (key, value) in node {
+        match (key.as_str(), value) {
+            ("properties" | "$defs" | "definitions", Value::Object(map)) => {
+                for (name, schema) in map {
+                    each_schema(&format!("{path}/{key}/{name}"), schema, visit);
+                }
+            }
+            ("items" | "additionalProperties" | "not", schema @ Value::Object(_)) => {
+                each_schema(&format!("{path}/{key}"), schema, visit);
+            }
+            ("anyOf" | "oneOf" | "allOf" | "items", Value::Array(schemas)) => {
+                for (index, schema) in schemas.iter().enumerate() {
+                    each_schema(&format!("{path}/{key}/{index}"), schema, visit);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What strict schema conversions (OpenAI's, the Agents SDK's) and Ajv-based clients (the
+/// TypeScript SDK, the Inspector) need of `tools/list`: every object of an input schema closed
+/// with `additionalProperties: false`, no numeric `format` that JSON Schema does not define
+/// (inputs and outputs), each tool describing itself and advertising only the arguments it
+/// takes; and an argument outside a tool's schema is refused, not ignored.
+#[tokio::test]
+async fn every_tool_input_schema_is_strict_and_its_own() {
+    let server = start_with_registry_copy("full_access", "").await;
+    let client = modern_client(&server.url).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let expected: Vec<&str> = ADVERTISED.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, expected, "tools/list and this test's table differ");
+    let mut failures = Vec::new();
+    for tool in &tools {
+        let name: &str = tool.name.as_ref();
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        each_schema("", &input, &mut |path, node| {
+            let is_object = match node.get("type") {
+                Some(Value::String(kind)) => kind == "object",
+                Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "object"),
+                _ => false,
+            };
+            if is_object && node.get("additionalProperties") != Some(&Value::Bool(false)) {
+                failures.push(format!(
+                    "{name} input {path}: an object without additionalProperties: false"
+                ));
+            }
+        });
+        let output = Value::Object(tool.output_schema.as_deref().cloned().unwrap_or_default());
+        for (which, schema) in [("input", &input), ("output", &output)] {
+            each_schema("", schema, &mut |path, node| {
+                if let Some(format) = node.get("format").and_then(Value::as_str)
+                    && (format.contains("int") || format == "double" || format == "float")
+                {
+                    failures.push(format!("{name} {which} {path}: format {format}"));
+                }
+            });
+        }
+        for field in ["title", "description"] {
+            let text = input.get(field).and_then(Value::as_str).unwrap_or_default();
+            for other in names.iter().filter(|other| **other != name) {
+                if text.contains(other) {
+                    failures.push(format!(
+                        "{name}'s input schema {field} names {other}: {text}"
+                    ));
+                }
+            }
+        }
+        let advertised: Vec<&str> = input
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let own = ADVERTISED
+            .iter()
+            .find(|(tool, _)| *tool == name)
+            .map(|(_, own)| *own)
+            .unwrap_or_default();
+        let mut sorted_advertised = advertised.clone();
+        sorted_advertised.sort_unstable();
+        let mut sorted_own = own.to_vec();
+        sorted_own.sort_unstable();
+        if sorted_advertised != sorted_own {
+            failures.push(format!("{name} advertises {advertised:?}, takes {own:?}"));
+        }
+    }
+    // Every argument another tool takes (or none takes) is refused by a tool that does not.
+    let mut foreign: BTreeSet<&str> = ADVERTISED
+        .iter()
+        .flat_map(|(_, own)| own.iter().copied())
+        .collect();
+    foreign.insert("nope");
+    let valid = cases();
+    for (name, own) in ADVERTISED {
+        let (_, base) = valid
+            .iter()
+            .find(|(tool, _)| tool == name)
+            .expect("every tool has a case");
+        // `format` is read before the tool's own arguments and is ignored by the tools
+        // without one, as StackQL does.
+        for argument in foreign
+            .iter()
+            .filter(|a| !own.contains(a) && **a != "format")
+        {
+            let mut arguments = base.clone();
+            arguments[*argument] = json!("x");
+            match try_call(&client, name, arguments).await {
+                Err(err) if err.contains(argument) => {}
+                other => failures.push(format!(
+                    "{name} with {argument}: not refused as an unknown argument: {other:?}"
+                )),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "schemas that are not strict or not their tool's own:\n{}",
         failures.join("\n")
     );
 }

@@ -111,8 +111,12 @@ async fn discovery_tools_in_both_formats() {
     let server = start("read_only", "").await;
     let client = modern_client(&server.url).await;
 
-    // list_providers ignores whatever it is sent.
-    let providers = call(&client, "list_providers", json!({"provider": "google"})).await;
+    // list_providers takes no arguments: one sent is refused, as its schema says.
+    let err = try_call(&client, "list_providers", json!({"provider": "google"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("unknown field `provider`"), "{err}");
+    let providers = call(&client, "list_providers", json!({})).await;
     assert!(!is_error(&providers));
     let text = text_of(&providers);
     assert!(text.contains("| name | version | versions |"), "{text}");
@@ -289,12 +293,6 @@ async fn missing_and_invalid_names_are_refused() {
             json!({"provider": "testapi", "service": "items", "resource": "items", "method": "get item"}),
             "method",
         ),
-        // A name a tool does not need is still checked.
-        (
-            "list_services",
-            json!({"provider": "testapi", "service": "a;b"}),
-            "service",
-        ),
         (
             "reload_credentials",
             json!({"provider": "testapi; DROP"}),
@@ -316,6 +314,15 @@ async fn missing_and_invalid_names_are_refused() {
     .await
     .unwrap_err();
     assert!(err.contains("table"), "{err}");
+    // So is a name the tool does not take.
+    let err = try_call(
+        &client,
+        "list_services",
+        json!({"provider": "testapi", "service": "items"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("unknown field `service`"), "{err}");
     let err = try_call(&client, "list_methods", json!({"provider": 7}))
         .await
         .unwrap_err();

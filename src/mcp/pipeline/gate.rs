@@ -193,7 +193,7 @@ fn prompt(call: &PreparedCall) -> String {
     let mut message = format!("Approve {} ({})?", call.tool(), call.class);
     if let Some(sql) = &call.sql {
         message.push_str("\n\nSQL: ");
-        message.push_str(sql);
+        message.push_str(&crate::safe_text::escape_display_str(sql));
     }
     message.push_str(&format!(
         "\n\nTenant: {} · principal: {} · mode: {}",

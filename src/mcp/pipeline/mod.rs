@@ -153,7 +153,8 @@ impl ToolOutcome {
         error.extend(fields);
         ToolOutcome {
             structured: Some(serde_json::json!({ "error": error })),
-            text: format!("{message} [{code}]"),
+            // Messages quote upstream bodies (the engine escapes those): shown, never acted on.
+            text: crate::safe_text::escape_controls(&format!("{message} [{code}]")).into_owned(),
             code: Some(code),
             rows: None,
             upstream_status: None,

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::discovery::identifier;
-use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, input_schema, schema};
 use crate::mcp::render::View;
 
 /// The tool.
@@ -23,7 +23,7 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,
-    input_schema: schema::<CredentialsReloadInput>,
+    input_schema: input_schema::<CredentialsReloadInput>,
     output_schema: schema::<ReloadOutput>,
     run,
 };

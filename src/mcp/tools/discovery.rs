@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::server_info::NoArguments;
 use super::{
-    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, schema,
+    Effect, Hints, Invocation, NoArguments, RowsOutput, ToolError, ToolFuture, ToolResult,
+    ToolSpec, input_schema, no_arguments, schema,
 };
 use crate::code::Code;
 use crate::engine::{ColumnInfo, ParamInfo};
@@ -23,7 +23,7 @@ pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: false,
-    input_schema: schema::<NoArguments>,
+    input_schema: input_schema::<NoArguments>,
     output_schema: schema::<RowsOutput>,
     run: list_providers,
 };
@@ -32,6 +32,7 @@ pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
 pub(crate) const LIST_SERVICES: ToolSpec = hierarchy_tool(
     "list_services",
     "List a provider's services",
+    input_schema::<ProviderInput>,
     schema::<RowsOutput>,
     list_services,
 );
@@ -40,6 +41,7 @@ pub(crate) const LIST_SERVICES: ToolSpec = hierarchy_tool(
 pub(crate) const LIST_RESOURCES: ToolSpec = hierarchy_tool(
     "list_resources",
     "List a service's resources",
+    input_schema::<ServiceInput>,
     schema::<RowsOutput>,
     list_resources,
 );
@@ -48,6 +50,7 @@ pub(crate) const LIST_RESOURCES: ToolSpec = hierarchy_tool(
 pub(crate) const LIST_METHODS: ToolSpec = hierarchy_tool(
     "list_methods",
     "List a resource's methods",
+    input_schema::<ResourceInput>,
     schema::<RowsOutput>,
     list_methods,
 );
@@ -56,6 +59,7 @@ pub(crate) const LIST_METHODS: ToolSpec = hierarchy_tool(
 pub(crate) const DESCRIBE_RESOURCE: ToolSpec = hierarchy_tool(
     "describe_resource",
     "Describe a resource's columns",
+    input_schema::<ResourceInput>,
     schema::<RowsOutput>,
     describe_resource,
 );
@@ -64,15 +68,17 @@ pub(crate) const DESCRIBE_RESOURCE: ToolSpec = hierarchy_tool(
 pub(crate) const DESCRIBE_METHOD: ToolSpec = hierarchy_tool(
     "describe_method",
     "Describe a method's contract",
+    input_schema::<MethodInput>,
     schema::<MethodOutput>,
     describe_method,
 );
 
-/// The spec of a metadata tool that takes a [`HierarchyInput`]: it reads provider documents
-/// only and takes the `format` argument.
+/// The spec of a metadata tool: it reads provider documents only and takes the `format`
+/// argument.
 const fn hierarchy_tool(
     name: &'static str,
     title: &'static str,
+    input_schema: fn() -> JsonObject,
     output_schema: fn() -> JsonObject,
     run: fn(Invocation) -> ToolFuture,
 ) -> ToolSpec {
@@ -83,17 +89,73 @@ const fn hierarchy_tool(
         effect: Effect::Read,
         takes_sql: false,
         takes_format: true,
-        input_schema: schema::<HierarchyInput>,
+        input_schema,
         output_schema,
         run,
     }
 }
 
-/// Where in the provider → service → resource → method hierarchy to look. Which fields a
-/// tool needs depends on the tool; a missing one is reported by the tool.
+/// A provider.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct HierarchyInput {
+pub(crate) struct ProviderInput {
+    /// Provider SQL name, e.g. `github` or `google`.
+    #[serde(default)]
+    provider: Option<String>,
+    /// Most rows to return; 0 or absent: the server's limit.
+    #[serde(default)]
+    row_limit: Option<u64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// A provider's service.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServiceInput {
+    /// Provider SQL name, e.g. `github` or `google`.
+    #[serde(default)]
+    provider: Option<String>,
+    /// Service name within the provider, e.g. `repos`.
+    #[serde(default)]
+    service: Option<String>,
+    /// Most rows to return; 0 or absent: the server's limit.
+    #[serde(default)]
+    row_limit: Option<u64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// A resource.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResourceInput {
+    /// Provider SQL name, e.g. `github` or `google`.
+    #[serde(default)]
+    provider: Option<String>,
+    /// Service name within the provider, e.g. `repos`.
+    #[serde(default)]
+    service: Option<String>,
+    /// Resource name within the service, e.g. `repos` or `projects.locations`.
+    #[serde(default)]
+    resource: Option<String>,
+    /// Most rows to return; 0 or absent: the server's limit.
+    #[serde(default)]
+    row_limit: Option<u64>,
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// A resource's method.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MethodInput {
     /// Provider SQL name, e.g. `github` or `google`.
     #[serde(default)]
     provider: Option<String>,
@@ -113,6 +175,42 @@ pub(crate) struct HierarchyInput {
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing
     format: Option<String>,
+}
+
+/// The names a metadata tool's input gives, in hierarchy order, and its row limit.
+trait Hierarchy: serde::de::DeserializeOwned {
+    /// Provider, service, resource and method, as far as this input goes.
+    fn into_names(self) -> (Vec<Option<String>>, Option<u64>);
+}
+
+impl Hierarchy for ProviderInput {
+    fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
+        (vec![self.provider], self.row_limit)
+    }
+}
+
+impl Hierarchy for ServiceInput {
+    fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
+        (vec![self.provider, self.service], self.row_limit)
+    }
+}
+
+impl Hierarchy for ResourceInput {
+    fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
+        (
+            vec![self.provider, self.service, self.resource],
+            self.row_limit,
+        )
+    }
+}
+
+impl Hierarchy for MethodInput {
+    fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
+        (
+            vec![self.provider, self.service, self.resource, self.method],
+            self.row_limit,
+        )
+    }
 }
 
 /// Output of `describe_method`.
@@ -164,37 +262,26 @@ pub(crate) fn identifier(field: &str, value: &str) -> Result<(), ToolError> {
     ))
 }
 
-/// Parses the hierarchy, requiring the first `needed` of provider, service, resource and
-/// method (`missing` is the error when one is absent) and checking every one given.
-fn hierarchy(
+/// Parses a metadata tool's input `T`, requiring every name it has (`missing` is the error
+/// when one is absent) and checking each as an identifier.
+fn hierarchy<T: Hierarchy>(
     invocation: &mut Invocation,
-    needed: usize,
     missing: &str,
 ) -> Result<(Vec<String>, Option<u64>), ToolError> {
-    let input: HierarchyInput = super::arguments(std::mem::take(&mut invocation.arguments))?;
-    let fields = [
-        ("provider", input.provider),
-        ("service", input.service),
-        ("resource", input.resource),
-        ("method", input.method),
-    ];
-    let mut names = Vec::with_capacity(needed);
-    for (index, (field, value)) in fields.into_iter().enumerate() {
-        let value = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        match value {
-            Some(value) => {
-                identifier(field, &value)?;
-                if index < needed {
-                    names.push(value);
-                }
-            }
-            None if index < needed => {
-                return Err(ToolError::failed(Code::ArgumentsInvalid, missing));
-            }
-            None => {}
-        }
+    let input: T = super::arguments(std::mem::take(&mut invocation.arguments))?;
+    let (fields, row_limit) = input.into_names();
+    let mut names = Vec::with_capacity(fields.len());
+    for (field, value) in ["provider", "service", "resource", "method"]
+        .into_iter()
+        .zip(fields)
+    {
+        let Some(value) = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) else {
+            return Err(ToolError::failed(Code::ArgumentsInvalid, missing));
+        };
+        identifier(field, &value)?;
+        names.push(value);
     }
-    Ok((names, input.row_limit))
+    Ok((names, row_limit))
 }
 
 fn limit(invocation: &Invocation, requested: Option<u64>) -> usize {
@@ -213,8 +300,9 @@ fn text(value: Option<String>) -> Value {
     value.map_or(Value::Null, Value::String)
 }
 
-fn list_providers(invocation: Invocation) -> ToolFuture {
+fn list_providers(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
+        no_arguments(&mut invocation)?;
         let shared = &invocation.shared;
         let providers = shared.engine.providers(&invocation.cx).await?;
         let rows = providers
@@ -247,7 +335,8 @@ const NO_PROVIDERS: &str = "no provider is installed (or allowed for this tenant
 
 fn list_services(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (names, row_limit) = hierarchy(&mut invocation, 1, "provider not specified")?;
+        let (names, row_limit) =
+            hierarchy::<ProviderInput>(&mut invocation, "provider not specified")?;
         let services = invocation
             .shared
             .engine
@@ -267,11 +356,8 @@ fn list_services(mut invocation: Invocation) -> ToolFuture {
 
 fn list_resources(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (names, row_limit) = hierarchy(
-            &mut invocation,
-            2,
-            "provider and / or service not specified",
-        )?;
+        let (names, row_limit) =
+            hierarchy::<ServiceInput>(&mut invocation, "provider and / or service not specified")?;
         let resources = invocation
             .shared
             .engine
@@ -289,7 +375,7 @@ const RESOURCE_MISSING: &str = "provider, service and / or resource not specifie
 
 fn list_methods(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (names, row_limit) = hierarchy(&mut invocation, 3, RESOURCE_MISSING)?;
+        let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let methods = invocation
             .shared
             .engine
@@ -326,7 +412,7 @@ fn column_record(column: ColumnInfo) -> Vec<(String, Value)> {
 
 fn describe_resource(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (names, row_limit) = hierarchy(&mut invocation, 3, RESOURCE_MISSING)?;
+        let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let columns = invocation
             .shared
             .engine
@@ -402,9 +488,8 @@ fn output_record(column: ColumnInfo) -> Vec<(String, Value)> {
 
 fn describe_method(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (names, row_limit) = hierarchy(
+        let (names, row_limit) = hierarchy::<MethodInput>(
             &mut invocation,
-            4,
             "provider, service, resource and / or method not specified",
         )?;
         let contract = invocation

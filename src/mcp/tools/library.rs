@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema,
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
+    input_schema, schema,
 };
 use crate::code::Code;
 use crate::config::Mode;
@@ -24,7 +25,7 @@ pub(crate) const QUERY_LIBRARY_SEARCH: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,
-    input_schema: schema::<SearchInput>,
+    input_schema: input_schema::<SearchInput>,
     output_schema: schema::<SearchOutput>,
     run: run_search,
 };
@@ -37,7 +38,7 @@ pub(crate) const QUERY_LIBRARY_GET: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,
-    input_schema: schema::<GetInput>,
+    input_schema: input_schema::<GetInput>,
     output_schema: schema::<GetOutput>,
     run: run_get,
 };
@@ -123,14 +124,70 @@ pub(crate) struct SearchOutput {
 pub(crate) struct GetInput {
     /// A query id from query_library_search, e.g. github/repos/repos-by-org.
     id: String,
-    /// Values for the template's params, by name. Absent: the raw template, params and notes.
+    /// Values for the template's params, one `{name, value}` per param, e.g.
+    /// `[{"name": "org", "value": "acme"}]`. Absent: the raw template, params and notes.
     /// Present: validated values and the rendered SQL.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "param_values")]
+    #[schemars(with = "Option<Vec<ParamValue>>")]
     params: Option<Map<String, Value>>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing
     format: Option<String>,
+}
+
+/// One value of `query_library_get`'s `params`.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // schema only
+struct ParamValue {
+    /// The param's name, e.g. `org`.
+    name: String,
+    /// Its value.
+    #[schemars(schema_with = "scalar_schema")]
+    value: Value,
+}
+
+/// A string, number or boolean.
+fn scalar_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "number", "boolean"]})
+}
+
+/// `params` as a list of `{name, value}` (as the schema says; a strict schema has no open
+/// objects) or as an object of values by name (as earlier versions took it), into values by
+/// name. A name given twice is refused.
+fn param_values<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Map<String, Value>>, D::Error> {
+    use serde::de::Error as _;
+    let items = match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(by_name)) => return Ok(Some(by_name)),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(D::Error::custom(format!(
+                "expected a list of {{\"name\", \"value\"}} objects, got {other}"
+            )));
+        }
+    };
+    let mut by_name = Map::new();
+    for item in items {
+        let Value::Object(mut item) = item else {
+            return Err(D::Error::custom(format!(
+                "expected a {{\"name\", \"value\"}} object, got {item}"
+            )));
+        };
+        let (Some(Value::String(name)), Some(value), true) =
+            (item.remove("name"), item.remove("value"), item.is_empty())
+        else {
+            return Err(D::Error::custom(
+                "each param is an object of exactly \"name\" (a string) and \"value\"",
+            ));
+        };
+        if by_name.insert(name.clone(), value).is_some() {
+            return Err(D::Error::custom(format!("param \"{name}\" is given twice")));
+        }
+    }
+    Ok(Some(by_name))
 }
 
 /// Output of `query_library_get`.

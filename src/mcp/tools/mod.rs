@@ -185,15 +185,96 @@ pub(crate) fn arguments<T: DeserializeOwned>(
     })
 }
 
-/// The JSON schema of `T` as an object.
+/// The JSON schema of `T` as an object, for an output: without the `$schema` keyword and the
+/// numeric `format`s schemars writes (`uint64`, `int64`, `double`, …), which JSON Schema does
+/// not define and validators such as Ajv (the TypeScript SDK's, the Inspector's) warn about on
+/// every call; `type` and `minimum` already say what they meant.
 pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
-    match serde_json::to_value(schemars::schema_for!(T)) {
-        Ok(Value::Object(mut object)) => {
-            object.remove("$schema");
-            object
-        }
+    let mut object = match serde_json::to_value(schemars::schema_for!(T)) {
+        Ok(Value::Object(object)) => object,
         _ => JsonObject::new(),
+    };
+    object.remove("$schema");
+    visit_schemas(&mut object, &mut |node| {
+        if node
+            .get("format")
+            .and_then(Value::as_str)
+            .is_some_and(is_numeric_format)
+        {
+            node.remove("format");
+        }
+    });
+    object
+}
+
+/// The JSON schema of a tool's input `T`: [`schema`], and every object closed
+/// (`additionalProperties: false` where schemars left it open by omission), as strict schema
+/// conversions (OpenAI's structured tool calls) require and as the tools parse their
+/// arguments (unknown fields are refused).
+pub(crate) fn input_schema<T: JsonSchema>() -> JsonObject {
+    let mut object = schema::<T>();
+    visit_schemas(&mut object, &mut |node| {
+        if is_object_schema(node) && !node.contains_key("additionalProperties") {
+            node.insert("additionalProperties".into(), Value::Bool(false));
+        }
+    });
+    object
+}
+
+/// Whether a `format` value is one of the numeric formats schemars writes.
+fn is_numeric_format(format: &str) -> bool {
+    format.starts_with("int") || format.starts_with("uint") || matches!(format, "float" | "double")
+}
+
+/// Whether a schema describes objects (`type: object`, or `object` among its types).
+fn is_object_schema(node: &Map<String, Value>) -> bool {
+    match node.get("type") {
+        Some(Value::String(kind)) => kind == "object",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "object"),
+        _ => false,
     }
+}
+
+/// Calls `visit` on `node` and on every schema inside it (properties, items, additional
+/// properties, combinators, definitions), not on values that merely look like schemas
+/// (`default`, `examples`, `enum`).
+pub(crate) fn visit_schemas(
+    node: &mut Map<String, Value>,
+    visit: &mut impl FnMut(&mut Map<String, Value>),
+) {
+    visit(node);
+    for (key, value) in node.iter_mut() {
+        match (key.as_str(), value) {
+            ("properties" | "$defs" | "definitions" | "patternProperties", Value::Object(map)) => {
+                for schema in map.values_mut() {
+                    if let Value::Object(schema) = schema {
+                        visit_schemas(schema, visit);
+                    }
+                }
+            }
+            ("items" | "additionalProperties" | "not" | "contains", Value::Object(schema)) => {
+                visit_schemas(schema, visit);
+            }
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems" | "items", Value::Array(schemas)) => {
+                for schema in schemas {
+                    if let Value::Object(schema) = schema {
+                        visit_schemas(schema, visit);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// This tool takes no arguments.
+#[derive(serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArguments {}
+
+/// Refuses any argument of a tool that takes none.
+pub(crate) fn no_arguments(invocation: &mut Invocation) -> Result<(), ToolError> {
+    arguments::<NoArguments>(std::mem::take(&mut invocation.arguments)).map(|NoArguments {}| ())
 }
 
 /// A cell as JSON.

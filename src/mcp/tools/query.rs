@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
-    row_cap, rows_result, schema,
+    input_schema, row_cap, rows_result, schema,
 };
 use crate::code::Code;
 use crate::engine::PreparedStatement;
@@ -30,7 +30,7 @@ pub(crate) const RUN_SELECT_QUERY: ToolSpec = ToolSpec {
     effect: Effect::Sql(&[QueryClass::Select]),
     takes_sql: true,
     takes_format: true,
-    input_schema: schema::<QueryInput>,
+    input_schema: input_schema::<QueryInput>,
     output_schema: schema::<RowsOutput>,
     run: run_select,
 };
@@ -48,7 +48,7 @@ pub(crate) const RUN_MUTATION_QUERY: ToolSpec = ToolSpec {
     effect: Effect::Sql(&[QueryClass::MutationCreate, QueryClass::MutationDelete]),
     takes_sql: true,
     takes_format: true,
-    input_schema: schema::<QueryInput>,
+    input_schema: input_schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
     run: run_mutation,
 };
@@ -66,7 +66,7 @@ pub(crate) const RUN_LIFECYCLE_OPERATION: ToolSpec = ToolSpec {
     effect: Effect::Sql(&[QueryClass::Lifecycle]),
     takes_sql: true,
     takes_format: true,
-    input_schema: schema::<QueryInput>,
+    input_schema: input_schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
     run: run_lifecycle,
 };

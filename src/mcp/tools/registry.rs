@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{
     Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec,
-    rows_result, schema,
+    input_schema, rows_result, schema,
 };
 use crate::code::Code;
 use crate::mcp::render::View;
@@ -26,7 +26,7 @@ pub(crate) const LIST_REGISTRY: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: true,
-    input_schema: schema::<RegistryInput>,
+    input_schema: input_schema::<ListRegistryInput>,
     output_schema: schema::<RowsOutput>,
     run: list_registry,
 };
@@ -44,21 +44,32 @@ pub(crate) const PULL_PROVIDER: ToolSpec = ToolSpec {
     effect: Effect::RegistryInstall,
     takes_sql: false,
     takes_format: true,
-    input_schema: schema::<RegistryInput>,
+    input_schema: input_schema::<PullInput>,
     output_schema: schema::<PullOutput>,
     run: pull_provider,
 };
 
-/// Input of the registry tools.
+/// Input of `list_registry`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RegistryInput {
-    /// Provider name, e.g. `github` (list_registry: optional, lists that provider's
-    /// versions; pull_provider: required).
+pub(crate) struct ListRegistryInput {
+    /// A provider name, e.g. `github`: list that provider's versions; absent: every provider.
     #[serde(default)]
     provider: Option<String>,
-    /// pull_provider only: the version to install, e.g. `v24.11.00274`; absent: the newest
-    /// usable one.
+    /// Text content render format: markdown (default) or json.
+    #[serde(default)]
+    #[allow(dead_code)] // read by the tool-call stage before parsing
+    format: Option<String>,
+}
+
+/// Input of `pull_provider`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PullInput {
+    /// The provider to install, e.g. `github`.
+    #[serde(default)]
+    provider: Option<String>,
+    /// The version to install, e.g. `v24.11.00274`; absent: the newest usable one.
     #[serde(default)]
     version: Option<String>,
     /// Text content render format: markdown (default) or json.
@@ -81,7 +92,7 @@ pub(crate) struct PullOutput {
     version: String,
 }
 
-fn parse(invocation: &mut Invocation) -> Result<RegistryInput, ToolError> {
+fn parse<T: serde::de::DeserializeOwned>(invocation: &mut Invocation) -> Result<T, ToolError> {
     super::arguments(std::mem::take(&mut invocation.arguments))
 }
 
@@ -91,7 +102,7 @@ fn trimmed(value: Option<&str>) -> Option<&str> {
 
 fn list_registry(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input = parse(&mut invocation)?;
+        let input: ListRegistryInput = parse(&mut invocation)?;
         let provider = trimmed(input.provider.as_deref());
         let output = invocation
             .shared
@@ -104,7 +115,7 @@ fn list_registry(mut invocation: Invocation) -> ToolFuture {
 
 fn pull_provider(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input = parse(&mut invocation)?;
+        let input: PullInput = parse(&mut invocation)?;
         let Some(provider) = trimmed(input.provider.as_deref()) else {
             return Err(ToolError::failed(
                 Code::ArgumentsInvalid,

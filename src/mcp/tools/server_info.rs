@@ -5,7 +5,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, schema};
+use super::{
+    Effect, Hints, Invocation, NoArguments, ToolFuture, ToolResult, ToolSpec, input_schema,
+    no_arguments, schema,
+};
 use crate::config::Mode;
 use crate::mcp::render::View;
 
@@ -22,14 +25,10 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: false,
     takes_format: false,
-    input_schema: schema::<NoArguments>,
+    input_schema: input_schema::<NoArguments>,
     output_schema: schema::<ServerInfo>,
     run,
 };
-
-/// `server_info` takes no arguments (any sent are ignored).
-#[derive(JsonSchema)]
-pub(crate) struct NoArguments {}
 
 /// Operating system and CPU architecture, e.g. `linux/x86_64`.
 static PLATFORM: std::sync::LazyLock<String> =
@@ -60,8 +59,9 @@ pub(crate) struct ServerInfo<'a> {
     is_read_only: bool,
 }
 
-fn run(invocation: Invocation) -> ToolFuture {
+fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
+        no_arguments(&mut invocation)?;
         let shared = &invocation.shared;
         let info = ServerInfo {
             version: env!("CARGO_PKG_VERSION"),

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, schema,
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
+    input_schema, schema,
 };
 use crate::code::Code;
 use crate::engine::StatementKind;
@@ -27,7 +28,7 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     effect: Effect::Read,
     takes_sql: true,
     takes_format: true,
-    input_schema: schema::<ValidateInput>,
+    input_schema: input_schema::<ValidateInput>,
     output_schema: schema::<Validation>,
     run,
 };
@@ -38,10 +39,6 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
 pub(crate) struct ValidateInput {
     /// One SELECT statement.
     sql: String,
-    /// Accepted for symmetry with run_select_query; nothing is returned but the verdict.
-    #[serde(default)]
-    #[allow(dead_code)] // accepted, not used
-    row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
     #[allow(dead_code)] // read by the tool-call stage before parsing
