@@ -21,7 +21,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
 use super::verified::{Validity, VerifiedTokens};
-use super::{AuthError, AuthSetupError, Authenticator, Method, Principal};
+use super::{AuthError, AuthSetupError, Authenticator, Forbidden, Method, Principal};
 use crate::config::{IssuerConfig, JwtConfig, KeySource};
 
 /// Largest JWKS document accepted.
@@ -175,13 +175,25 @@ impl JwtAuthenticator {
             .get(&self.tenant_claim)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                AuthError::Forbidden(format!(
-                    "the token names no tenant (claim '{}')",
-                    self.tenant_claim
-                ))
+                AuthError::Forbidden(
+                    Forbidden::NoTenant,
+                    format!("the token names no tenant (claim '{}')", self.tenant_claim),
+                )
             })?;
         if !self.tenants.contains(tenant) {
-            return Err(AuthError::Forbidden(format!("unknown tenant '{tenant}'")));
+            return Err(AuthError::Forbidden(
+                Forbidden::UnknownTenant,
+                format!("unknown tenant '{tenant}'"),
+            ));
+        }
+        if !issuer.config.tenants.contains(tenant) {
+            return Err(AuthError::Forbidden(
+                Forbidden::TenantNotAllowed,
+                format!(
+                    "the issuer '{}' may not name tenant '{tenant}' (auth.jwt.issuers[].tenants)",
+                    issuer.config.issuer
+                ),
+            ));
         }
         let tools = self.scopes.as_ref().map(|scopes| {
             Arc::new(
@@ -212,6 +224,7 @@ impl JwtAuthenticator {
             subject,
             tenant: tenant.to_owned(),
             method: Method::Jwt,
+            issuer: Some(issuer.config.issuer.clone()),
             fingerprint: None,
             tools,
         };

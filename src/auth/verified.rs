@@ -118,6 +118,7 @@ mod tests {
             subject: "alice".into(),
             tenant: "acme".into(),
             method: Method::Jwt,
+            issuer: Some("https://idp".into()),
             fingerprint: None,
             tools: None,
         }

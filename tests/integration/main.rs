@@ -25,6 +25,7 @@ mod faults;
 mod gate;
 mod http_limits;
 mod identity;
+mod identity_isolation;
 mod logs;
 mod mcp_content;
 mod mcp_http;
