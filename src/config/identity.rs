@@ -225,9 +225,9 @@ pub struct JwtConfig {
     pub issuers: Vec<IssuerConfig>,
     /// The claim naming the caller's tenant.
     pub tenant_claim: String,
-    /// Clock skew allowed on `exp` and `nbf`.
+    /// Clock skew allowed on `exp`, `nbf` and `iat`.
     pub leeway: Duration,
-    /// Least time between two JWKS fetches triggered by an unknown `kid`.
+    /// Least time between the starts of two JWKS fetches.
     pub jwks_refresh_floor: Duration,
     /// A JWKS older than this is fetched again on the next token.
     pub jwks_max_age: Duration,

@@ -26,6 +26,7 @@ mod gate;
 mod http_limits;
 mod identity;
 mod identity_isolation;
+mod identity_tokens;
 mod logs;
 mod mcp_content;
 mod mcp_http;
