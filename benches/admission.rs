@@ -111,7 +111,7 @@ async fn run() -> Result<()> {
         std::fs::write(
             &config,
             format!(
-                "registry:\n  root: {root}\nproviders:\n  bench:\n    base_url: {mock}\ncredentials:\n  process_env: false\ntenants:\n  - id: flood\n    mode: read_only\n  - id: small\n    mode: read_only\naudit:\n  enabled: false\nserver:\n  listen: 127.0.0.1:0\n  max_rows: 10000\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        public_keys: [{public}]\n        algorithms: [ES256]\n{limits}",
+                "registry:\n  root: {root}\nproviders:\n  bench:\n    base_url: {mock}\ncredentials:\n  process_env: false\ntenants:\n  - id: flood\n    mode: read_only\n  - id: small\n    mode: read_only\naudit:\n  enabled: false\nserver:\n  listen: 127.0.0.1:0\n  max_rows: 10000\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        public_keys: [{public}]\n        algorithms: [ES256]\n        tenants: [flood, small]\n{limits}",
                 root = Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("benches/fixtures/registry")
                     .display(),

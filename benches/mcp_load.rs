@@ -107,7 +107,7 @@ fn main() -> Result<()> {
     std::fs::write(
         &mtls_config,
         format!(
-            "{}  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"spiffe://bench/agent\": default\n",
+            "{}  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"uri:spiffe://bench/agent\": default\n",
             base_yaml,
             pki.server_cert.display(),
             pki.server_key.display(),
@@ -118,7 +118,7 @@ fn main() -> Result<()> {
     std::fs::write(
         &jwt_config,
         format!(
-            "{}  tls:\n    cert_file: {}\n    key_file: {}\nauth:\n  resource: https://bench.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.bench.test\n        public_keys: [{}]\n        algorithms: [ES256]\n",
+            "{}  tls:\n    cert_file: {}\n    key_file: {}\nauth:\n  resource: https://bench.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.bench.test\n        public_keys: [{}]\n        algorithms: [ES256]\n        tenants: [default]\n",
             base_yaml,
             pki.server_cert.display(),
             pki.server_key.display(),
@@ -129,10 +129,12 @@ fn main() -> Result<()> {
     let tenants_config = dir.path().join("querygate-tenants.yaml");
     std::fs::write(
         &tenants_config,
-        std::fs::read_to_string(&jwt_config)?.replace(
-            "tenants:\n  - id: default\n    mode: read_only\n",
-            "tenants:\n  - id: default\n    mode: read_only\n  - id: acme\n    mode: read_only\n    limits:\n      requests_per_second: 100\n      burst: 10\n      max_in_flight: 2\n  - id: globex\n    mode: read_only\n",
-        ),
+        std::fs::read_to_string(&jwt_config)?
+            .replace(
+                "tenants:\n  - id: default\n    mode: read_only\n",
+                "tenants:\n  - id: default\n    mode: read_only\n  - id: acme\n    mode: read_only\n    limits:\n      requests_per_second: 100\n      burst: 10\n      max_in_flight: 2\n  - id: globex\n    mode: read_only\n",
+            )
+            .replace("        tenants: [default]\n", "        tenants: [acme, globex]\n"),
     )?;
     let mut mtls =
         Background::start_app(

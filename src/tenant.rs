@@ -63,7 +63,7 @@ impl Tenants {
             .ok_or_else(|| TenantError::Unknown(principal.tenant.clone()))?;
         Ok(ExecContext {
             tenant: config.id.clone(),
-            principal: principal.subject.clone(),
+            principal: principal.display_name(),
             allowed_providers: config.allowed_providers.clone(),
             credentials: credentials.clone(),
         })

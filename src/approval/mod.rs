@@ -3,7 +3,7 @@
 //! on any replica, opens it, and the approval's one-time id is redeemed in a store before
 //! the call runs.
 //!
-//! The seal binds the tenant, the principal, the tool and the SHA-256 of the call's canonical
+//! The seal binds the tenant, the principal (its method, issuer and subject), the tool and the SHA-256 of the call's canonical
 //! arguments (as associated data: a state made for one call does not open for another),
 //! the one-time id and an expiry. The state is signed, not encrypted: it holds no secret.
 
@@ -46,6 +46,10 @@ pub enum ApprovalError {
 pub struct Binding<'a> {
     /// The caller's tenant.
     pub tenant: &'a str,
+    /// How the caller was authenticated (`jwt`, `mtls`, `local`, `anonymous`).
+    pub method: &'a str,
+    /// The caller's issuer (the JWT `iss`), empty for methods without one.
+    pub issuer: &'a str,
     /// The caller's subject.
     pub subject: &'a str,
     /// The tool.
@@ -57,8 +61,15 @@ pub struct Binding<'a> {
 impl Binding<'_> {
     /// The associated data the seal authenticates: each field length-prefixed.
     fn associated_data(&self) -> Vec<u8> {
-        let mut data = b"querygate-approval/v1".to_vec();
-        for field in [self.tenant, self.subject, self.tool, self.arguments_sha256] {
+        let mut data = b"querygate-approval/v2".to_vec();
+        for field in [
+            self.tenant,
+            self.method,
+            self.issuer,
+            self.subject,
+            self.tool,
+            self.arguments_sha256,
+        ] {
             data.extend_from_slice(&(field.len() as u64).to_be_bytes());
             data.extend_from_slice(field.as_bytes());
         }
@@ -180,6 +191,8 @@ mod tests {
     fn binding<'a>(tool: &'a str, sha: &'a str) -> Binding<'a> {
         Binding {
             tenant: "acme",
+            method: "jwt",
+            issuer: "https://idp-a",
             subject: "alice",
             tool,
             arguments_sha256: sha,
@@ -206,6 +219,14 @@ mod tests {
             },
             Binding {
                 subject: "mallory",
+                ..binding("run_mutation_query", "aa")
+            },
+            Binding {
+                issuer: "https://idp-b",
+                ..binding("run_mutation_query", "aa")
+            },
+            Binding {
+                method: "mtls",
                 ..binding("run_mutation_query", "aa")
             },
         ] {

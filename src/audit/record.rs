@@ -130,8 +130,13 @@ pub struct AuditRecord {
     pub replica: String,
     /// The tenant the call ran for.
     pub tenant: String,
-    /// The principal's subject (JWT `sub`, certificate name, `local` for the CLI).
+    /// The principal's subject (JWT `sub`, certificate identity, `local` for the CLI).
     pub principal: String,
+    /// The issuer that vouched for the principal (the JWT `iss`); absent for other
+    /// methods. With `principal` it names the caller: one `sub` of two issuers is two
+    /// callers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// How the principal was established: `jwt`, `mtls`, `local`, `stdio`, `anonymous`.
     pub auth_method: String,
     /// SHA-256 of the client certificate (mTLS), hex.

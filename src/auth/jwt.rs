@@ -1,18 +1,21 @@
 //! JWT bearer tokens: trusted issuers with a JWKS URL (fetched on first use, cached, fetched
-//! again when older than `jwks_max_age` or, single-flight and at most once per
-//! `jwks_refresh_floor`, when a token names an unknown `kid`) or static PEM keys; an
+//! again in the background when older than `jwks_max_age` while the cached keys keep
+//! verifying, and when a token names an unknown `kid`; one fetch at a time, which every
+//! request needing it awaits, at most once per `jwks_refresh_floor`) or static PEM keys; an
 //! allowlist of asymmetric algorithms per issuer (never `none`, never HMAC); `iss`, `aud`,
-//! `exp` and `nbf` checked with a leeway; the tenant from a configured claim; optional
-//! scopes that narrow the tools a token may call. A token that verified is remembered for a
-//! while (`verified`), so the next request with it skips the signature check.
+//! `exp`, `nbf` and `iat` checked with a leeway (each time claim a NumericDate); the tenant
+//! from a configured claim, one of the issuer's own; optional scopes that narrow the tools a
+//! token may call. A token that verified is remembered for a while (`verified`), so the next
+//! request with it skips the signature check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
 use http::header::AUTHORIZATION;
 use http::request::Parts;
 use jsonwebtoken::errors::ErrorKind;
@@ -20,8 +23,8 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
-use super::verified::{Validity, VerifiedTokens};
-use super::{AuthError, AuthSetupError, Authenticator, Method, Principal};
+use super::verified::{Validity, VerifiedTokens, now_secs};
+use super::{AuthError, AuthSetupError, Authenticator, Forbidden, Method, Principal};
 use crate::config::{IssuerConfig, JwtConfig, KeySource};
 
 /// Largest JWKS document accepted.
@@ -49,7 +52,7 @@ struct Issuer {
 
 enum Keys {
     Static(Vec<(Family, DecodingKey)>),
-    Jwks(Jwks),
+    Jwks(Arc<Jwks>),
 }
 
 /// Key families: an algorithm only ever verifies with a key of its own family.
@@ -88,14 +91,14 @@ impl JwtAuthenticator {
                 .collect();
             let keys = match &issuer.keys {
                 KeySource::Pem(files) => Keys::Static(read_pem_keys(files)?),
-                KeySource::Jwks(url) => Keys::Jwks(Jwks {
+                KeySource::Jwks(url) => Keys::Jwks(Arc::new(Jwks {
                     url: url.clone(),
                     client: client.clone(),
                     state: RwLock::new(JwksState::default()),
-                    refresh: tokio::sync::Mutex::new(()),
+                    flight: Mutex::new(None),
                     floor: config.jwks_refresh_floor,
                     max_age: config.jwks_max_age,
-                }),
+                })),
             };
             issuers.insert(
                 issuer.issuer.clone(),
@@ -175,13 +178,25 @@ impl JwtAuthenticator {
             .get(&self.tenant_claim)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                AuthError::Forbidden(format!(
-                    "the token names no tenant (claim '{}')",
-                    self.tenant_claim
-                ))
+                AuthError::Forbidden(
+                    Forbidden::NoTenant,
+                    format!("the token names no tenant (claim '{}')", self.tenant_claim),
+                )
             })?;
         if !self.tenants.contains(tenant) {
-            return Err(AuthError::Forbidden(format!("unknown tenant '{tenant}'")));
+            return Err(AuthError::Forbidden(
+                Forbidden::UnknownTenant,
+                format!("unknown tenant '{tenant}'"),
+            ));
+        }
+        if !issuer.config.tenants.contains(tenant) {
+            return Err(AuthError::Forbidden(
+                Forbidden::TenantNotAllowed,
+                format!(
+                    "the issuer '{}' may not name tenant '{tenant}' (auth.jwt.issuers[].tenants)",
+                    issuer.config.issuer
+                ),
+            ));
         }
         let tools = self.scopes.as_ref().map(|scopes| {
             Arc::new(
@@ -193,25 +208,12 @@ impl JwtAuthenticator {
                     .collect::<BTreeSet<String>>(),
             )
         });
-        // Whole seconds, rounded down (a fractional `exp` ends the cache entry early).
-        let claim_secs = |name: &str| {
-            let value = claims.get(name)?;
-            value.as_u64().or_else(|| {
-                value
-                    .as_f64()
-                    .filter(|f| f.is_finite() && *f >= 0.0)
-                    .map(|f| f as u64)
-            })
-        };
-        let validity = Validity {
-            // `exp` is a required claim and `decode` checked it is a number.
-            expires: claim_secs("exp").unwrap_or(0),
-            not_before: claim_secs("nbf").unwrap_or(0),
-        };
+        let validity = check_times(&claims, now_secs(), self.leeway.as_secs())?;
         let principal = Principal {
             subject,
             tenant: tenant.to_owned(),
             method: Method::Jwt,
+            issuer: Some(issuer.config.issuer.clone()),
             fingerprint: None,
             tools,
         };
@@ -285,6 +287,40 @@ fn decode(
         })
 }
 
+/// The latest NumericDate accepted, 9999-12-31T23:59:59Z: a time claim beyond it is not a
+/// date a real issuer writes.
+const MAX_NUMERIC_DATE: f64 = 253_402_300_799.0;
+
+/// The time claims as RFC 7519 has them: `exp`, `nbf` and `iat` are NumericDates (a number of
+/// seconds, at least 0) when present, and `iat` is not in the future beyond `leeway`.
+/// `decode` has checked `exp` and `nbf` against the clock, but passes over an `nbf` that is
+/// not a number. Whole seconds, rounded down (a fractional `exp` ends a cache entry early).
+fn check_times(claims: &Map<String, Value>, now: u64, leeway: u64) -> Result<Validity, AuthError> {
+    let date = |name: &str| -> Result<Option<u64>, AuthError> {
+        let Some(value) = claims.get(name) else {
+            return Ok(None);
+        };
+        value
+            .as_f64()
+            .filter(|secs| secs.is_finite() && (0.0..=MAX_NUMERIC_DATE).contains(secs))
+            .map(|secs| Some(secs as u64))
+            .ok_or_else(|| {
+                AuthError::InvalidToken(format!("the token's '{name}' is not a NumericDate"))
+            })
+    };
+    let expires = date("exp")?.unwrap_or(0);
+    let not_before = date("nbf")?.unwrap_or(0);
+    if date("iat")?.is_some_and(|issued| issued > now.saturating_add(leeway)) {
+        return Err(AuthError::InvalidToken(
+            "the token was issued in the future".to_owned(),
+        ));
+    }
+    Ok(Validity {
+        expires,
+        not_before,
+    })
+}
+
 /// The `iss` claim, read before verification only to choose the issuer's keys.
 fn unverified_issuer(token: &str) -> Option<String> {
     let payload = token.split('.').nth(1)?;
@@ -346,18 +382,23 @@ struct Jwks {
     url: String,
     client: reqwest::Client,
     state: RwLock<JwksState>,
-    /// Held while fetching: concurrent misses wait for one fetch.
-    refresh: tokio::sync::Mutex<()>,
+    /// The fetch under way, awaited by every request that needs its outcome (single
+    /// flight); `None` between fetches.
+    flight: Mutex<Option<Flight>>,
     floor: Duration,
     max_age: Duration,
 }
+
+/// A fetch under way: it runs in a task of its own, so a caller that goes away does not
+/// cancel it for the others.
+type Flight = Shared<BoxFuture<'static, ()>>;
 
 #[derive(Default)]
 struct JwksState {
     keys: Vec<JwksKey>,
     /// When the keys were last fetched successfully.
     fetched: Option<Instant>,
-    /// When a fetch was last tried.
+    /// When a fetch was last started.
     attempted: Option<Instant>,
 }
 
@@ -393,55 +434,81 @@ impl JwksState {
 }
 
 impl Jwks {
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<DecodingKey>, AuthError> {
-        {
+    /// The key for `kid` and `alg`. A cached key is used at once, also while the set is
+    /// older than `max_age` (a fetch then starts in the background); a key not in the cache
+    /// waits for the fetch under way, or starts one unless the last one started less than
+    /// `floor` ago.
+    async fn key(
+        self: &Arc<Self>,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<DecodingKey>, AuthError> {
+        let (cached, fresh) = {
             let state = self.read();
-            if state.fresh(self.max_age)
-                && let Some(key) = state.find(kid, alg)
-            {
-                return Ok(key);
+            (state.find(kid, alg), state.fresh(self.max_age))
+        };
+        if let Some(key) = cached {
+            if !fresh {
+                // Not awaited: the cached key verifies while the set is fetched again.
+                drop(self.flight());
             }
+            return Ok(key);
         }
-        self.refresh().await?;
-        self.read().find(kid, alg).ok_or_else(|| {
-            AuthError::InvalidToken("the token's key id is not in the issuer's key set".into())
-        })
+        if let Some(flight) = self.flight() {
+            flight.await;
+        }
+        let state = self.read();
+        match state.find(kid, alg) {
+            Some(key) => Ok(key),
+            None if state.fetched.is_none() => Err(AuthError::Unavailable(
+                "the issuer's key set could not be fetched".to_owned(),
+            )),
+            None => Err(AuthError::InvalidToken(
+                "the token's key id is not in the issuer's key set".into(),
+            )),
+        }
     }
 
-    /// Fetches the key set unless another caller just did (single flight) or the last try
-    /// was less than `floor` ago.
-    async fn refresh(&self) -> Result<(), AuthError> {
-        let _flight = self.refresh.lock().await;
-        let has_keys = {
-            let state = self.read();
-            if state.attempted.is_some_and(|at| at.elapsed() < self.floor) {
-                return match state.fetched {
-                    Some(_) => Ok(()),
-                    None => Err(AuthError::Unavailable(
-                        "the issuer's key set could not be fetched".to_owned(),
-                    )),
-                };
-            }
-            state.fetched.is_some()
-        };
+    /// The fetch under way, else a new one unless the last one started less than `floor`
+    /// ago (then `None`: the cache is what there is).
+    fn flight(self: &Arc<Self>) -> Option<Flight> {
+        let mut flight = self.flight.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = flight.as_ref() {
+            return Some(running.clone());
+        }
+        if self
+            .read()
+            .attempted
+            .is_some_and(|at| at.elapsed() < self.floor)
+        {
+            return None;
+        }
         self.write().attempted = Some(Instant::now());
+        let jwks = self.clone();
+        let task = tokio::spawn(async move { jwks.refresh().await });
+        let running = async move {
+            // A fetch task that panicked leaves the cache as it was.
+            let _ = task.await;
+        }
+        .boxed()
+        .shared();
+        *flight = Some(running.clone());
+        Some(running)
+    }
+
+    /// Fetches the key set into the cache (a failure keeps the keys cached before), then
+    /// ends the flight.
+    async fn refresh(&self) {
         match self.fetch().await {
             Ok(keys) => {
                 tracing::debug!(url = %self.url, keys = keys.len(), "JWKS fetched");
                 let mut state = self.write();
                 state.keys = keys;
                 state.fetched = Some(Instant::now());
-                Ok(())
             }
-            Err(why) => {
-                tracing::warn!(url = %self.url, "JWKS fetch failed: {why}");
-                if has_keys {
-                    Ok(())
-                } else {
-                    Err(AuthError::Unavailable(why))
-                }
-            }
+            Err(why) => tracing::warn!(url = %self.url, "JWKS fetch failed: {why}"),
         }
+        *self.flight.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     async fn fetch(&self) -> Result<Vec<JwksKey>, String> {
@@ -489,10 +556,10 @@ impl Jwks {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, JwksState> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, JwksState> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 }

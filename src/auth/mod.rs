@@ -65,6 +65,10 @@ pub struct Principal {
     pub tenant: String,
     /// How the caller was authenticated.
     pub method: Method,
+    /// The JWT issuer (`iss`) that vouched for `subject`; `None` for the other methods. A
+    /// principal is its method, issuer and subject together: the same `sub` from two
+    /// issuers is two principals.
+    pub issuer: Option<String>,
     /// SHA-256 of the client certificate (lower-case hex), for mTLS.
     pub fingerprint: Option<String>,
     /// The tools this credential may call (from the token's scopes); `None`: not narrowed.
@@ -79,6 +83,7 @@ impl Principal {
             subject: "anonymous".to_owned(),
             tenant: "default".to_owned(),
             method: Method::Anonymous,
+            issuer: None,
             fingerprint: None,
             tools: None,
         }
@@ -90,8 +95,18 @@ impl Principal {
             subject: "local".to_owned(),
             tenant: "default".to_owned(),
             method: Method::Local,
+            issuer: None,
             fingerprint: None,
             tools: None,
+        }
+    }
+
+    /// The principal as a person reads it: the subject, with its issuer when it has one
+    /// (`alice (https://idp.example.com)`).
+    pub fn display_name(&self) -> String {
+        match &self.issuer {
+            Some(issuer) => format!("{} ({issuer})", self.subject),
+            None => self.subject.clone(),
         }
     }
 
@@ -116,12 +131,49 @@ pub enum AuthError {
     /// A credential was presented and is not valid (401).
     #[error("invalid token: {0}")]
     InvalidToken(String),
-    /// The credential is valid but names no tenant this server serves (403).
-    #[error("{0}")]
-    Forbidden(String),
+    /// The credential is valid but does not let the caller in (403).
+    #[error("{1}")]
+    Forbidden(Forbidden, String),
     /// A token issuer's keys cannot be fetched (503).
     #[error("cannot verify the token now: {0}")]
     Unavailable(String),
+}
+
+/// Why a valid credential gets `403`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forbidden {
+    /// The token has no tenant claim.
+    NoTenant,
+    /// The credential names a tenant this server does not have.
+    UnknownTenant,
+    /// The token's issuer may not name the tenant it names (`auth.jwt.issuers[].tenants`).
+    TenantNotAllowed,
+    /// The client certificate cannot be parsed.
+    CertificateInvalid,
+    /// No identity of the client certificate is in `auth.mtls.identities`.
+    CertificateUnmapped,
+    /// The client certificate's identities map to more than one tenant.
+    CertificateAmbiguous,
+}
+
+impl AuthError {
+    /// The stable code of the refusal (`auth.…`): in the answer's body, the log line and
+    /// the `reason` label of `querygate_auth_failures_total`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "auth.missing",
+            AuthError::InvalidToken(_) => "auth.invalid_token",
+            AuthError::Forbidden(why, _) => match why {
+                Forbidden::NoTenant => "auth.no_tenant",
+                Forbidden::UnknownTenant => "auth.unknown_tenant",
+                Forbidden::TenantNotAllowed => "auth.tenant_not_allowed",
+                Forbidden::CertificateInvalid => "auth.certificate_invalid",
+                Forbidden::CertificateUnmapped => "auth.certificate_unmapped",
+                Forbidden::CertificateAmbiguous => "auth.certificate_ambiguous",
+            },
+            AuthError::Unavailable(_) => "auth.unavailable",
+        }
+    }
 }
 
 /// Why authentication cannot be set up.
@@ -201,11 +253,14 @@ impl Authentication {
                     )
                 }),
             ),
-            AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
+            AuthError::Forbidden(..) => (StatusCode::FORBIDDEN, None),
             AuthError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
         };
-        let body =
-            serde_json::json!({"error": status.canonical_reason(), "message": err.to_string()});
+        let body = serde_json::json!({
+            "error": status.canonical_reason(),
+            "code": err.code(),
+            "message": err.to_string(),
+        });
         let mut response = (status, body.to_string()).into_response();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

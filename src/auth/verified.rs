@@ -101,7 +101,8 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-fn now_secs() -> u64 {
+/// Seconds since the Unix epoch now.
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -118,6 +119,7 @@ mod tests {
             subject: "alice".into(),
             tenant: "acme".into(),
             method: Method::Jwt,
+            issuer: Some("https://idp".into()),
             fingerprint: None,
             tools: None,
         }

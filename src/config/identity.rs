@@ -53,6 +53,8 @@ pub(super) struct RawAuth {
 #[serde(deny_unknown_fields)]
 struct RawMtls {
     identities: BTreeMap<String, String>,
+    #[serde(default)]
+    cn_with_sans: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -96,6 +98,8 @@ struct RawIssuer {
     algorithms: Option<Vec<String>>,
     #[serde(default)]
     audience: Option<String>,
+    #[serde(default)]
+    tenants: Option<Vec<String>>,
 }
 
 /// A tenant's `limits:`.
@@ -161,8 +165,56 @@ impl AuthConfig {
 /// `auth.mtls`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MtlsConfig {
-    /// Certificate identity (URI SAN such as a SPIFFE id, DNS SAN, or subject CN) → tenant.
-    pub identities: BTreeMap<String, String>,
+    /// Certificate identity → tenant.
+    pub identities: BTreeMap<CertIdentity, String>,
+    /// Whether a subject CN identifies a certificate that also has SANs (by default the CN
+    /// counts only for certificates without any SAN).
+    pub cn_with_sans: bool,
+}
+
+/// One identity a client certificate can carry, typed by where in the certificate it is:
+/// written `uri:<URI SAN>` (a SPIFFE id), `dns:<DNS SAN>` or `cn:<subject CN>` in
+/// `auth.mtls.identities`. A name of one type never matches a name of another.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CertIdentity {
+    /// A URI subject alternative name, e.g. `spiffe://example.org/ns/prod/sa/agent`.
+    Uri(String),
+    /// A DNS subject alternative name, compared in lower case.
+    Dns(String),
+    /// A common name of the subject.
+    Cn(String),
+}
+
+impl CertIdentity {
+    /// A DNS SAN (lower-cased: DNS names compare without case).
+    pub fn dns(name: &str) -> Self {
+        CertIdentity::Dns(name.to_ascii_lowercase())
+    }
+
+    /// `uri:…`, `dns:…` or `cn:…`; `None` without one of these prefixes or with nothing
+    /// after it.
+    pub fn parse(typed: &str) -> Option<Self> {
+        let (kind, name) = typed.split_once(':')?;
+        if name.is_empty() {
+            return None;
+        }
+        match kind {
+            "uri" => Some(CertIdentity::Uri(name.to_owned())),
+            "dns" => Some(CertIdentity::dns(name)),
+            "cn" => Some(CertIdentity::Cn(name.to_owned())),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CertIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CertIdentity::Uri(name) => write!(f, "uri:{name}"),
+            CertIdentity::Dns(name) => write!(f, "dns:{name}"),
+            CertIdentity::Cn(name) => write!(f, "cn:{name}"),
+        }
+    }
 }
 
 /// `auth.jwt`.
@@ -172,9 +224,9 @@ pub struct JwtConfig {
     pub issuers: Vec<IssuerConfig>,
     /// The claim naming the caller's tenant.
     pub tenant_claim: String,
-    /// Clock skew allowed on `exp` and `nbf`.
+    /// Clock skew allowed on `exp`, `nbf` and `iat`.
     pub leeway: Duration,
-    /// Least time between two JWKS fetches triggered by an unknown `kid`.
+    /// Least time between the starts of two JWKS fetches.
     pub jwks_refresh_floor: Duration,
     /// A JWKS older than this is fetched again on the next token.
     pub jwks_max_age: Duration,
@@ -193,6 +245,8 @@ pub struct IssuerConfig {
     pub algorithms: Vec<String>,
     /// The required `aud` (defaults to `auth.resource`).
     pub audience: String,
+    /// The tenants this issuer's tokens may name; a token naming another one is refused.
+    pub tenants: BTreeSet<String>,
 }
 
 /// Where an issuer's verification keys come from.
@@ -255,20 +309,28 @@ pub(super) fn check_auth(
         if tls.and_then(|t| t.client_ca_file.as_ref()).is_none() {
             problems.push_line("auth.mtls needs server.tls.client_ca_file".to_owned());
         }
-        for (identity, tenant) in &mtls.identities {
-            if !tenants.contains(tenant) {
+        let mut identities = BTreeMap::new();
+        for (identity, tenant) in mtls.identities {
+            if !tenants.contains(&tenant) {
                 problems.push_line(format!(
                     "auth.mtls.identities.{identity}: unknown tenant '{tenant}'"
                 ));
             }
+            match CertIdentity::parse(&identity) {
+                Some(typed) => {
+                    identities.insert(typed, tenant);
+                }
+                None => problems.push_line(untyped_identity(&identity)),
+            }
         }
         MtlsConfig {
-            identities: mtls.identities,
+            identities,
+            cn_with_sans: mtls.cn_with_sans,
         }
     });
     let jwt = raw
         .jwt
-        .map(|jwt| check_jwt(jwt, raw.resource.as_deref(), problems));
+        .map(|jwt| check_jwt(jwt, raw.resource.as_deref(), tenants, problems));
     if jwt.is_some() && raw.resource.is_none() {
         problems.push_line(
             "auth.jwt needs auth.resource (the audience tokens are issued for)".to_owned(),
@@ -282,7 +344,24 @@ pub(super) fn check_auth(
     }
 }
 
-fn check_jwt(raw: RawJwt, resource: Option<&str>, problems: &mut Problems) -> JwtConfig {
+/// The problem of an `auth.mtls.identities` key without its type, with the fix.
+fn untyped_identity(identity: &str) -> String {
+    let suggested = if identity.contains("://") {
+        format!("'uri:{identity}' (a URI SAN such as a SPIFFE id)")
+    } else {
+        format!("'dns:{identity}' (a DNS SAN) or 'cn:{identity}' (the subject CN)")
+    };
+    format!(
+        "auth.mtls.identities: '{identity}' does not say which certificate name it is: write {suggested}; the types are uri:, dns: and cn:"
+    )
+}
+
+fn check_jwt(
+    raw: RawJwt,
+    resource: Option<&str>,
+    known_tenants: &BTreeSet<String>,
+    problems: &mut Problems,
+) -> JwtConfig {
     if raw.issuers.is_empty() {
         problems.push_line("auth.jwt.issuers must name at least one issuer".to_owned());
     }
@@ -325,11 +404,13 @@ fn check_jwt(raw: RawJwt, resource: Option<&str>, problems: &mut Problems) -> Jw
             .audience
             .or_else(|| resource.map(str::to_owned))
             .unwrap_or_default();
+        let tenants = check_issuer_tenants(&key, issuer.tenants, known_tenants, problems);
         issuers.push(IssuerConfig {
             issuer: issuer.issuer,
             keys,
             algorithms,
             audience,
+            tenants,
         });
     }
     if raw.tenant_claim.is_empty() {
@@ -351,6 +432,33 @@ fn check_jwt(raw: RawJwt, resource: Option<&str>, problems: &mut Problems) -> Jw
                 .collect()
         }),
     }
+}
+
+/// An issuer's `tenants`: required (an issuer names no tenant unless listed), not empty,
+/// and every one a configured tenant.
+fn check_issuer_tenants(
+    key: &str,
+    raw: Option<Vec<String>>,
+    known_tenants: &BTreeSet<String>,
+    problems: &mut Problems,
+) -> BTreeSet<String> {
+    let key = format!("{key}.tenants");
+    let Some(listed) = raw else {
+        problems.push(
+            key,
+            "missing: list the tenants this issuer's tokens may name (e.g. tenants: [acme]); an issuer names no tenant it is not listed for",
+        );
+        return BTreeSet::new();
+    };
+    if listed.is_empty() {
+        problems.push(&key, "must name at least one tenant");
+    }
+    for tenant in &listed {
+        if !known_tenants.contains(tenant) {
+            problems.push(&key, format!("unknown tenant '{tenant}'"));
+        }
+    }
+    listed.into_iter().collect()
 }
 
 pub(super) fn check_tenant_limits(
@@ -450,7 +558,7 @@ mod tests {
     #[test]
     fn jwt_audience_defaults_to_the_resource() {
         let config = load(
-            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp\n        jwks_url: https://idp/jwks\n",
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp\n        jwks_url: https://idp/jwks\n        tenants: [default]\n",
         )
         .unwrap();
         let jwt = config.auth.jwt.unwrap();
@@ -461,18 +569,80 @@ mod tests {
             KeySource::Jwks("https://idp/jwks".to_owned())
         );
         assert_eq!(jwt.tenant_claim, "tenant");
+        assert_eq!(jwt.issuers[0].tenants, ["default".to_owned()].into());
+    }
+
+    #[test]
+    fn each_issuer_lists_known_tenants_it_may_name() {
+        let issuer = |tenants: &str| {
+            format!(
+                "tenants:\n  - id: acme\nauth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp\n        jwks_url: https://idp/jwks\n{tenants}"
+            )
+        };
+        let text = problems(&issuer(""));
+        assert!(
+            text.contains("auth.jwt.issuers[0].tenants: missing: list the tenants this issuer's tokens may name"),
+            "{text}"
+        );
+        let text = problems(&issuer("        tenants: []\n"));
+        assert!(
+            text.contains("auth.jwt.issuers[0].tenants: must name at least one tenant"),
+            "{text}"
+        );
+        let text = problems(&issuer("        tenants: [acme, initech]\n"));
+        assert!(!text.contains("'acme'"), "{text}");
+        assert!(
+            text.contains("auth.jwt.issuers[0].tenants: unknown tenant 'initech'"),
+            "{text}"
+        );
+        let config = load(&issuer("        tenants: [acme]\n")).unwrap();
+        assert_eq!(
+            config.auth.jwt.unwrap().issuers[0].tenants,
+            ["acme".to_owned()].into()
+        );
     }
 
     #[test]
     fn mtls_needs_a_client_ca_and_known_tenants() {
         let text = problems(
-            "server:\n  tls:\n    cert_file: c\n    key_file: k\nauth:\n  mtls:\n    identities:\n      spiffe://x/a: nobody\n",
+            "server:\n  tls:\n    cert_file: c\n    key_file: k\nauth:\n  mtls:\n    identities:\n      uri:spiffe://x/a: nobody\n",
         );
         assert!(
             text.contains("auth.mtls: needs server.tls.client_ca_file"),
             "{text}"
         );
         assert!(text.contains("unknown tenant 'nobody'"), "{text}");
+    }
+
+    #[test]
+    fn mtls_identities_are_typed() {
+        let yaml = |identities: &str| {
+            format!(
+                "tenants:\n  - id: acme\nserver:\n  tls:\n    cert_file: c\n    key_file: k\n    client_ca_file: ca\nauth:\n  mtls:\n    identities:\n{identities}"
+            )
+        };
+        let text = problems(&yaml(
+            "      \"spiffe://x/a\": acme\n      agent.example.com: acme\n      \"ftp:x\": acme\n      \"cn:\": acme\n",
+        ));
+        for expected in [
+            "auth.mtls.identities: 'spiffe://x/a' does not say which certificate name it is: write 'uri:spiffe://x/a'",
+            "auth.mtls.identities: 'agent.example.com' does not say which certificate name it is: write 'dns:agent.example.com' (a DNS SAN) or 'cn:agent.example.com'",
+            "auth.mtls.identities: 'ftp:x' does not say",
+            "auth.mtls.identities: 'cn:' does not say",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        let config = load(&yaml(
+            "      \"uri:spiffe://x/a\": acme\n      dns:Agent.Example.com: acme\n      cn:legacy: acme\n",
+        ))
+        .unwrap();
+        let mtls = config.auth.mtls.unwrap();
+        let keys: Vec<String> = mtls.identities.keys().map(|k| k.to_string()).collect();
+        assert_eq!(
+            keys,
+            ["uri:spiffe://x/a", "dns:agent.example.com", "cn:legacy"]
+        );
+        assert!(!mtls.cn_with_sans);
     }
 
     #[test]

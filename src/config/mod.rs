@@ -31,8 +31,8 @@ pub use crate::policy::Mode;
 pub use approval::{ApprovalConfig, ApprovalStoreKind};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
 pub use identity::{
-    AuthConfig, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource, MtlsConfig,
-    TenantLimits, TlsConfig,
+    AuthConfig, CertIdentity, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource,
+    MtlsConfig, TenantLimits, TlsConfig,
 };
 pub use limits::AdmissionLimits;
 pub use problems::{Problem, Problems};
@@ -503,7 +503,7 @@ mod tests {
         let file = dir.path().join("t.yaml");
         std::fs::write(
             &file,
-            "server:\n  tls:\n    cert_file: tls/cert.pem\n    key_file: tls/key.pem\n    client_ca_file: ~/ca.pem\nauth:\n  resource: https://q.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.test\n        public_keys: [keys/idp.pem]\n        algorithms: [ES256]\naudit:\n  file:\n    dir: audit\n  hmac_sql_literals: true\n  hmac_key_file: keys/audit.key\n",
+            "server:\n  tls:\n    cert_file: tls/cert.pem\n    key_file: tls/key.pem\n    client_ca_file: ~/ca.pem\nauth:\n  resource: https://q.test/mcp\n  jwt:\n    issuers:\n      - issuer: https://idp.test\n        public_keys: [keys/idp.pem]\n        algorithms: [ES256]\n        tenants: [default]\naudit:\n  file:\n    dir: audit\n  hmac_sql_literals: true\n  hmac_key_file: keys/audit.key\n",
         )
         .unwrap();
         let config = Config::load(&Sources {

@@ -45,6 +45,7 @@ fn full_record() -> AuditRecord {
         replica: "r1".into(),
         tenant: "acme".into(),
         principal: "alice".into(),
+        issuer: None,
         auth_method: "mtls".into(),
         cert_fingerprint: Some("ab".repeat(32)),
         os_user: Some("ops".into()),

@@ -252,7 +252,7 @@ async fn approval_declined_or_dismissed_sends_nothing() {
 }
 
 /// The first round of an approval: the sealed state and the elicitation asked.
-async fn first_round(client: &ApproverClient, tool: &str, sql: &str) -> String {
+pub(crate) async fn first_round(client: &ApproverClient, tool: &str, sql: &str) -> String {
     match client.call_tool_once(params(tool, sql)).await.unwrap() {
         CallToolResponse::InputRequired(input) => {
             let requests = input.input_requests.expect("input requests");
@@ -264,7 +264,7 @@ async fn first_round(client: &ApproverClient, tool: &str, sql: &str) -> String {
 }
 
 /// A retry carrying `state` and an answer.
-async fn retry(
+pub(crate) async fn retry(
     client: &ApproverClient,
     tool: &str,
     sql: &str,

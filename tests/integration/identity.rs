@@ -28,9 +28,9 @@ use crate::mcp_support::{
 use crate::mock::Reply;
 use crate::support::{SECRET, fixture_registry};
 
-const RESOURCE: &str = "https://querygate.test/mcp";
-const ISSUER: &str = "https://idp.test";
-const OTHER_SECRET: &str = "tk-globex-secret-7731";
+pub(crate) const RESOURCE: &str = "https://querygate.test/mcp";
+pub(crate) const ISSUER: &str = "https://idp.test";
+pub(crate) const OTHER_SECRET: &str = "tk-globex-secret-7731";
 
 // === PKI ===
 
@@ -178,7 +178,7 @@ pub async fn raw_call(
 
 /// The common part of a test configuration: the fixture registry, the mock as `testapi`,
 /// and tenants `default`, `acme` (key [`SECRET`]) and `globex` (key [`OTHER_SECRET`]).
-fn base_yaml(mock: &str, dir: &Path, tenant_extra: &str) -> String {
+pub(crate) fn base_yaml(mock: &str, dir: &Path, tenant_extra: &str) -> String {
     let acme = dir.join("acme.env");
     let globex = dir.join("globex.env");
     std::fs::write(&acme, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
@@ -191,13 +191,13 @@ fn base_yaml(mock: &str, dir: &Path, tenant_extra: &str) -> String {
     )
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
 
-fn tenant_of(result: &rmcp::model::CallToolResult) -> String {
+pub(crate) fn tenant_of(result: &rmcp::model::CallToolResult) -> String {
     result.structured_content.as_ref().unwrap()["tenant"]
         .as_str()
         .unwrap()
@@ -213,7 +213,7 @@ async fn mtls_clients_are_mapped_to_tenants_and_bad_certificates_are_refused() {
     let ca = pki.ca_pem();
     let server = start_yaml(|mock, dir| {
         format!(
-            "{}server:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"spiffe://example.org/agent-a\": acme\n      \"spiffe://example.org/agent-g\": globex\n",
+            "{}server:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"uri:spiffe://example.org/agent-a\": acme\n      \"uri:spiffe://example.org/agent-g\": globex\n",
             base_yaml(mock, dir, ""),
             write(dir, "server.crt", &server_pair.0),
             write(dir, "server.key", &server_pair.1),
@@ -366,6 +366,11 @@ impl SigningKey {
                "kid": self.kid, "alg": "ES256", "use": "sig"})
     }
 
+    /// The public key, PEM (for `public_keys`).
+    pub(crate) fn public_pem(&self) -> String {
+        self.pair.public_key_pem()
+    }
+
     pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(self.kid.clone());
@@ -374,7 +379,7 @@ impl SigningKey {
     }
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -388,9 +393,9 @@ pub(crate) fn claims(tenant: &str) -> Value {
 
 /// A JWKS endpoint on 127.0.0.1 serving `keys` (replaceable) and counting fetches.
 pub(crate) struct JwksServer {
-    url: String,
-    keys: Arc<Mutex<Value>>,
-    fetches: Arc<AtomicUsize>,
+    pub(crate) url: String,
+    pub(crate) keys: Arc<Mutex<Value>>,
+    pub(crate) fetches: Arc<AtomicUsize>,
 }
 
 impl JwksServer {
@@ -428,7 +433,7 @@ pub(crate) async fn jwt_server(
     let url = jwks.url.clone();
     start_yaml(|mock, dir| {
         format!(
-            "{}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    jwks_refresh_floor: {floor}\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {url}\n        algorithms: [ES256]\n{jwt_extra}",
+            "{}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    jwks_refresh_floor: {floor}\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {url}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\n{jwt_extra}",
             base_yaml(mock, dir, tenant_extra),
         )
     })
@@ -803,7 +808,7 @@ async fn requests_refused_by_their_tenant_or_auth_never_wait_on_the_shared_in_fl
     // Two requests at once over all tenants; acme may have one of them.
     let server = start_yaml(|mock, dir| {
         format!(
-            "{}server:\n  listen: 127.0.0.1:0\n  max_in_flight: 2\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {url}\n        algorithms: [ES256]\n",
+            "{}server:\n  listen: 127.0.0.1:0\n  max_in_flight: 2\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {url}\n        algorithms: [ES256]\n        tenants: [acme, globex]\n",
             base_yaml(mock, dir, "    limits:\n      max_in_flight: 1\n"),
         )
     })

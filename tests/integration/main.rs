@@ -25,6 +25,8 @@ mod faults;
 mod gate;
 mod http_limits;
 mod identity;
+mod identity_isolation;
+mod identity_tokens;
 mod logs;
 mod mcp_content;
 mod mcp_http;

@@ -105,7 +105,7 @@ async fn official_python_sdk_client_over_https_with_a_client_certificate() {
         std::fs::write(&server_cert, &server_pair.0).unwrap();
         std::fs::write(&server_key, &server_pair.1).unwrap();
         format!(
-            "registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: {mock}\ncredentials:\n  process_env: false\nserver:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {ca_file}\nauth:\n  mtls:\n    identities:\n      \"spiffe://example.org/agent-a\": default\n",
+            "registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: {mock}\ncredentials:\n  process_env: false\nserver:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {ca_file}\nauth:\n  mtls:\n    identities:\n      \"uri:spiffe://example.org/agent-a\": default\n",
             crate::support::fixture_registry().display(),
             server_cert.display(),
             server_key.display(),

@@ -374,7 +374,7 @@ fn serve_config(mock: &Mock, dir: &Path, jwt: &Jwt, extra: &str) -> std::path::P
     let creds = dir.join("acme.env");
     std::fs::write(&creds, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
     let yaml = format!(
-        "registry:\n  root: {root}\n  url: {url}/registry\nproviders:\n  testapi:\n    base_url: {url}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n  - id: acme\n    mode: read_only\n    credentials:\n      env_file: {creds}\naudit:\n  file:\n    dir: {audit}\nauth:\n  resource: https://querygate.test/mcp\n  authorization_servers: [https://idp.test]\n  jwt:\n    issuers:\n      - issuer: https://idp.test\n        public_keys: [{key}]\n        algorithms: [ES256]\nserver:\n  listen: 127.0.0.1:0\n{extra}",
+        "registry:\n  root: {root}\n  url: {url}/registry\nproviders:\n  testapi:\n    base_url: {url}\ncredentials:\n  process_env: false\ntenants:\n  - id: default\n  - id: acme\n    mode: read_only\n    credentials:\n      env_file: {creds}\naudit:\n  file:\n    dir: {audit}\nauth:\n  resource: https://querygate.test/mcp\n  authorization_servers: [https://idp.test]\n  jwt:\n    issuers:\n      - issuer: https://idp.test\n        public_keys: [{key}]\n        algorithms: [ES256]\n        tenants: [default, acme]\nserver:\n  listen: 127.0.0.1:0\n{extra}",
         root = fixture_registry().display(),
         url = mock.url(),
         creds = creds.display(),

@@ -134,9 +134,14 @@ pub(super) struct Refused<'a> {
 /// Audits a call that `prepare` refused (unknown tool, invalid arguments, no principal, an
 /// unknown tenant): nothing ran; the record says who tried what.
 pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'_>) {
-    let (tenant, principal, auth_method) = match call.principal {
-        Some(p) => (p.tenant.clone(), p.subject.clone(), auth_method(p)),
-        None => (String::new(), String::new(), "none".to_owned()),
+    let (tenant, principal, issuer, auth_method) = match call.principal {
+        Some(p) => (
+            p.tenant.clone(),
+            p.subject.clone(),
+            p.issuer.clone(),
+            auth_method(p),
+        ),
+        None => (String::new(), String::new(), None, "none".to_owned()),
     };
     let record = AuditRecord {
         timestamp: record::timestamp_now(),
@@ -146,6 +151,7 @@ pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call
         trace_id: call.origin.trace_id.clone(),
         tenant,
         principal,
+        issuer,
         auth_method,
         os_user: local_user(transport),
         client_name: call.origin.client_name.clone(),
@@ -176,6 +182,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         replica: String::new(),
         tenant: call.cx.tenant.clone(),
         principal: call.principal.subject.clone(),
+        issuer: call.principal.issuer.clone(),
         auth_method: auth_method(&call.principal),
         cert_fingerprint: call.principal.fingerprint.clone(),
         os_user: local_user(transport),

@@ -197,7 +197,9 @@ fn prompt(call: &PreparedCall) -> String {
     }
     message.push_str(&format!(
         "\n\nTenant: {} · principal: {} · mode: {}",
-        call.cx.tenant, call.principal.subject, call.mode
+        call.cx.tenant,
+        call.principal.display_name(),
+        call.mode
     ));
     message
 }
@@ -232,6 +234,8 @@ where
     };
     let binding = Binding {
         tenant: &call.cx.tenant,
+        method: call.principal.method.as_str(),
+        issuer: call.principal.issuer.as_deref().unwrap_or_default(),
         subject: &call.principal.subject,
         tool: call.tool(),
         arguments_sha256,
