@@ -21,6 +21,7 @@ mod remote;
 mod rows;
 mod select;
 mod sql;
+mod template;
 mod types;
 mod upstream;
 
