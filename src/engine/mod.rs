@@ -22,6 +22,7 @@ mod rows;
 mod select;
 mod sql;
 mod template;
+mod transform;
 mod types;
 mod upstream;
 

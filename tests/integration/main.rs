@@ -45,3 +45,4 @@ mod retries;
 mod select;
 mod support;
 mod telemetry;
+mod transforms;
