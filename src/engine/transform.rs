@@ -199,3 +199,83 @@ mod tests {
         assert!(err.contains("function \"nope\" not defined"), "{err}");
     }
 }
+
+/// Every JSON and text transform template of the current StackQL registry parses
+/// (`$QUERYGATE_COMPAT_REGISTRY/current/registry-src.tar.gz`; skipped when that is not set,
+/// except under CI).
+#[cfg(test)]
+mod registry_tests {
+    use std::io::Read;
+
+    use serde_json::Value;
+
+    use super::{Template, template_type};
+
+    fn tarball() -> Option<std::path::PathBuf> {
+        match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
+            Ok(root) if !root.is_empty() => {
+                Some(std::path::Path::new(&root).join("current/registry-src.tar.gz"))
+            }
+            _ if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("QUERYGATE_COMPAT_REGISTRY is not set: under CI this test must run")
+            }
+            _ => None,
+        }
+    }
+
+    /// The `(type, body)` of every `transform` object under `value`.
+    fn transforms<'a>(value: &'a Value, out: &mut Vec<(&'a str, &'a str)>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(t)) = map.get("transform")
+                    && let (Some(Value::String(kind)), Some(Value::String(body))) =
+                        (t.get("type"), t.get("body"))
+                {
+                    out.push((kind, body));
+                }
+                map.values().for_each(|v| transforms(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| transforms(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_json_and_text_transform_of_the_current_registry_parses() {
+        let Some(path) = tarball() else {
+            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping");
+            return;
+        };
+        let file = std::fs::File::open(&path).unwrap();
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        let (mut parsed, mut failures) = (0usize, Vec::new());
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".yaml") {
+                continue;
+            }
+            let mut text = String::new();
+            if entry.read_to_string(&mut text).is_err()
+                || !(text.contains("golang_template_json") || text.contains("golang_template_text"))
+            {
+                continue;
+            }
+            let doc: Value = serde_norway::from_str(&text).unwrap();
+            let mut found = Vec::new();
+            transforms(&doc, &mut found);
+            for (kind, body) in found {
+                let Some((_, dialect)) = template_type(kind) else {
+                    continue;
+                };
+                match Template::parse(body, dialect) {
+                    Ok(_) => parsed += 1,
+                    Err(err) => failures.push(format!("{name}: {kind}: {err}")),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+        // 6,951 JSON and text transforms (request and response) as of the copy's commit.
+        assert!(parsed > 6_900, "only {parsed} transforms found");
+    }
+}
