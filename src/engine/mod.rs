@@ -21,6 +21,8 @@ mod remote;
 mod rows;
 mod select;
 mod sql;
+mod template;
+mod transform;
 mod types;
 mod upstream;
 

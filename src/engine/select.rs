@@ -20,6 +20,7 @@ use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
+use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
     AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
@@ -532,9 +533,11 @@ async fn fetch_leg(
             std::iter::once((p.name.clone(), v.sql.clone())).chain(alias)
         })
         .collect();
+    let resource = plan.resource.full_name();
     inner
         .upstream
         .fetch(&request, |body, wanted| {
+            let body = transform::rows_body(method, &resource, body)?;
             let fixed = fixed.clone();
             let queued = if plan.dynamic_columns {
                 let discovering = db.discover_page(body.clone(), job.locator.clone(), wanted)?;

@@ -50,3 +50,4 @@ mod retries;
 mod select;
 mod support;
 mod telemetry;
+mod transforms;

@@ -390,6 +390,11 @@ pub(crate) struct ResponseSpec {
     pub(crate) media_type: Option<String>,
     pub(crate) doc_key: Option<String>,
     pub(crate) object_key: Option<String>,
+    /// `response.transform`, when it is one this engine applies.
+    pub(crate) transform: Option<Arc<crate::engine::transform::ResponseTransform>>,
+    /// `response.schema_override`: the schema of the (transformed) response, in place of the
+    /// operation's response schema.
+    pub(crate) schema_override: Option<Value>,
 }
 
 /// A column of a resource, from the response schema or a parameter.
@@ -555,6 +560,16 @@ impl Method {
                 _ => None,
             }),
             object_key: response.and_then(|r| str_field(r, "objectKey")),
+            transform: response
+                .map(crate::engine::transform::ResponseTransform::from_response)
+                .transpose()
+                .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?
+                .flatten()
+                .map(Arc::new),
+            schema_override: response
+                .and_then(|r| r.get("schema_override"))
+                .filter(|s| s.is_object())
+                .cloned(),
         };
 
         let configs = [
@@ -729,6 +744,9 @@ impl Method {
 
     /// The schema of the success response this method's rows come from.
     pub(crate) fn response_schema(&self, store: &DocumentStore) -> Result<Option<SchemaAt>> {
+        if let Some(schema) = &self.response.schema_override {
+            return Ok(Some(SchemaAt::resolve(store, &self.operation_doc, schema)?));
+        }
         let Some((doc, response)) = self.success_response(store)? else {
             return Ok(None);
         };

@@ -1,0 +1,90 @@
+//! Go `text/template`, as StackQL's response transforms use it.
+//!
+//! A provider document's `response.transform` (`golang_template_json_v0.3.0`,
+//! `golang_template_text_v0.3.0` and their `v0.1.0` spellings) is a Go template that any-sdk
+//! runs over the upstream response. This module parses such a template once ([`Template`])
+//! and runs it ([`Template::execute`]) with Go's semantics: actions and pipelines, variables
+//! and `$`, `if`/`else if`/`else`, `range` (slices, maps in sorted key order, integers,
+//! `else`, `break`, `continue`), `with`/`else with`, `{{-`/`-}}` trimming, comments, Go's
+//! builtin functions and any-sdk's own (see `funcs`). `define`, `template` and `block` are
+//! not supported (no transform of the registry uses them) and do not parse.
+//!
+//! The input is what any-sdk gives the template: for JSON transforms the body decoded as
+//! Go's `encoding/json` decodes into `interface{}` (numbers are `float64`, so `kindOf` of one
+//! is `float64` and printing 1234567 gives `1.234567e+06`, as in Go), for text transforms the
+//! body as one string. Execution is bounded ([`Limits`]): steps (each node, iteration and
+//! call) and output bytes.
+//!
+//! Why our own interpreter rather than the `gtmpl` crate (0.7.1, the only Go template crate
+//! on crates.io): its last release is years old, it has no way to bound steps or output, it
+//! lacks `$x = …` assignment (used by the registry's Cloudflare templates), it ranges over
+//! maps in hash order (Go sorts the keys: the Azure flatten templates depend on it for
+//! their output and duplicate-key precedence), runs a `range`'s `else` even after
+//! iterations, fails on `range` over nil (Go runs no iteration), and would need its own value
+//! tree copied from every response. The language subset the registry uses is small (see
+//! `docs/engine.md`), so a focused interpreter over borrowed `serde_json` values is less code
+//! to trust than adapting that crate.
+
+mod error;
+mod exec;
+mod format;
+mod funcs;
+mod lex;
+mod parse;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value as Json;
+
+pub(crate) use self::error::TemplateError;
+pub(crate) use self::funcs::Dialect;
+
+use self::exec::Exec;
+use self::parse::Node;
+use self::value::Val;
+
+/// Bounds on one execution.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Nodes, iterations and calls.
+    pub(crate) max_steps: u64,
+    /// Bytes of output.
+    pub(crate) max_output: usize,
+}
+
+/// A parsed template.
+#[derive(Debug)]
+pub(crate) struct Template {
+    nodes: Vec<Node>,
+}
+
+impl Template {
+    /// Parses `source` with the functions of `dialect`.
+    pub(crate) fn parse(source: &str, dialect: Dialect) -> Result<Self, TemplateError> {
+        let items = lex::lex(source)?;
+        let nodes = parse::parse(items, &dialect)?;
+        Ok(Template { nodes })
+    }
+
+    /// Runs the template with the JSON value `input` as dot.
+    pub(crate) fn execute_json(
+        &self,
+        input: &Json,
+        limits: Limits,
+    ) -> Result<String, TemplateError> {
+        let dot = Val::json(input);
+        Exec::new(&dot, limits).run(&dot, &self.nodes)
+    }
+
+    /// Runs the template with the string `input` as dot.
+    pub(crate) fn execute_text(
+        &self,
+        input: &str,
+        limits: Limits,
+    ) -> Result<String, TemplateError> {
+        let dot = Val::Str(std::borrow::Cow::Borrowed(input));
+        Exec::new(&dot, limits).run(&dot, &self.nodes)
+    }
+}

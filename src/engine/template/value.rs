@@ -1,0 +1,190 @@
+//! The values a template works on, with the Go types they stand for: a decoded JSON body is
+//! `map[string]interface {}`, `[]interface {}`, `float64`, `string`, `bool` or nil, as Go's
+//! `encoding/json` gives it; constants and function results add `int`.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use serde_json::Value as Json;
+
+/// One value during execution. JSON parts of the input are borrowed; values made while
+/// executing (strings, numbers, the result of `jsonMapFromString`) are owned.
+#[derive(Debug, Clone)]
+pub(super) enum Val<'v> {
+    /// Go's invalid value: a nil interface (a missing map key, JSON `null`, `nil`).
+    Nil,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Cow<'v, str>),
+    /// Part of the input (never `null`, which is [`Val::Nil`]).
+    Json(&'v Json),
+    /// A JSON value made during execution.
+    Owned(Rc<Json>),
+}
+
+/// Go's kinds, as `reflect.Kind.String()` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Invalid,
+    Bool,
+    Int,
+    Float64,
+    String,
+    Map,
+    Slice,
+}
+
+impl Kind {
+    /// `reflect.Kind.String()`.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Invalid => "invalid",
+            Kind::Bool => "bool",
+            Kind::Int => "int",
+            Kind::Float64 => "float64",
+            Kind::String => "string",
+            Kind::Map => "map",
+            Kind::Slice => "slice",
+        }
+    }
+
+    /// The Go type's name, for error messages.
+    pub(super) fn type_name(self) -> &'static str {
+        match self {
+            Kind::Invalid => "<nil>",
+            Kind::Bool => "bool",
+            Kind::Int => "int",
+            Kind::Float64 => "float64",
+            Kind::String => "string",
+            Kind::Map => "map[string]interface {}",
+            Kind::Slice => "[]interface {}",
+        }
+    }
+}
+
+/// A borrowed view of a value: what the functions and the executor look at.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum View<'a> {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Map(&'a serde_json::Map<String, Json>),
+    Slice(&'a [Json]),
+}
+
+impl<'v> Val<'v> {
+    /// The value of a JSON part of the input.
+    pub(super) fn json(value: &'v Json) -> Self {
+        match value {
+            Json::Null => Val::Nil,
+            other => Val::Json(other),
+        }
+    }
+
+    /// A value made from a JSON value owned by the execution.
+    pub(super) fn owned(value: Json) -> Self {
+        match value {
+            Json::Null => Val::Nil,
+            other => Val::Owned(Rc::new(other)),
+        }
+    }
+
+    /// The value as Go sees it.
+    pub(super) fn view(&self) -> View<'_> {
+        match self {
+            Val::Nil => View::Nil,
+            Val::Bool(b) => View::Bool(*b),
+            Val::Int(i) => View::Int(*i),
+            Val::Float(f) => View::Float(*f),
+            Val::Str(s) => View::Str(s),
+            Val::Json(j) => view_json(j),
+            Val::Owned(j) => view_json(j),
+        }
+    }
+
+    /// Go's `reflect.Kind`.
+    pub(super) fn kind(&self) -> Kind {
+        self.view().kind()
+    }
+
+    /// `map[key]` of a map value: the element, or nil when the key is missing.
+    pub(super) fn map_get(&self, key: &str) -> Val<'v> {
+        match self {
+            Val::Json(Json::Object(map)) => map.get(key).map_or(Val::Nil, Val::json),
+            Val::Owned(owned) => match owned.get(key) {
+                Some(found) if owned.is_object() => Val::owned(found.clone()),
+                _ => Val::Nil,
+            },
+            _ => Val::Nil,
+        }
+    }
+
+    /// `slice[i]` of a slice value (the caller checked the bounds).
+    pub(super) fn slice_get(&self, i: usize) -> Val<'v> {
+        match self {
+            Val::Json(Json::Array(items)) => items.get(i).map_or(Val::Nil, Val::json),
+            Val::Owned(owned) => match owned.as_array().and_then(|a| a.get(i)) {
+                Some(found) => Val::owned(found.clone()),
+                None => Val::Nil,
+            },
+            _ => Val::Nil,
+        }
+    }
+
+    /// The map's keys in Go's order for `range` and printing (sorted).
+    pub(super) fn sorted_keys(&self) -> Vec<Cow<'v, str>> {
+        let mut keys: Vec<Cow<'v, str>> = match self {
+            Val::Json(Json::Object(map)) => map.keys().map(|k| Cow::Borrowed(k.as_str())).collect(),
+            Val::Owned(owned) => owned
+                .as_object()
+                .map(|m| m.keys().map(|k| Cow::Owned(k.clone())).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        keys.sort_unstable();
+        keys
+    }
+}
+
+fn view_json(value: &Json) -> View<'_> {
+    match value {
+        Json::Null => View::Nil,
+        Json::Bool(b) => View::Bool(*b),
+        Json::Number(n) => View::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Json::String(s) => View::Str(s),
+        Json::Array(items) => View::Slice(items),
+        Json::Object(map) => View::Map(map),
+    }
+}
+
+impl View<'_> {
+    /// Go's `reflect.Kind`.
+    pub(super) fn kind(&self) -> Kind {
+        match self {
+            View::Nil => Kind::Invalid,
+            View::Bool(_) => Kind::Bool,
+            View::Int(_) => Kind::Int,
+            View::Float(_) => Kind::Float64,
+            View::Str(_) => Kind::String,
+            View::Map(_) => Kind::Map,
+            View::Slice(_) => Kind::Slice,
+        }
+    }
+
+    /// Go's truth (`if`, `and`, `or`, `not`): false for nil, false, zero, and empty strings,
+    /// slices and maps.
+    pub(super) fn truth(&self) -> bool {
+        match self {
+            View::Nil => false,
+            View::Bool(b) => *b,
+            View::Int(i) => *i != 0,
+            View::Float(f) => *f != 0.0,
+            View::Str(s) => !s.is_empty(),
+            View::Map(m) => !m.is_empty(),
+            View::Slice(s) => !s.is_empty(),
+        }
+    }
+}

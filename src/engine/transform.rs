@@ -1,0 +1,281 @@
+//! A method's `response.transform`: the template StackQL runs over the upstream response
+//! before rows are read from it.
+//!
+//! As any-sdk does, a transform is applied only when the response also names an
+//! `overrideMediaType` (the media type of the transformed text); the rows, and next-page
+//! tokens found in the body, are then read from the transformed text. The template types
+//! run here are `golang_template_json_*` (the body decoded as JSON is the template's dot)
+//! and `golang_template_text_*` (the body as one string is dot). Other types
+//! (`golang_template_mxj_*`, `schema_driven_xml_*`) are not applied by [`ResponseTransform`]:
+//! [`ResponseTransform::from_response`] gives `None` for them.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::document::Method;
+use super::error::{Error, ErrorKind, Result};
+use super::template::{Dialect, Limits, Template, TemplateError};
+
+/// What the template gets as dot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// The body decoded as JSON.
+    Json,
+    /// The body as text.
+    Text,
+}
+
+/// A parsed response transform.
+#[derive(Debug)]
+pub(crate) struct ResponseTransform {
+    input: Input,
+    template: Template,
+}
+
+/// Steps allowed per byte of response body, beyond a fixed allowance.
+const STEPS_PER_BYTE: u64 = 64;
+const BASE_STEPS: u64 = 1_000_000;
+/// Output allowed per byte of response body, beyond a fixed allowance.
+const OUTPUT_PER_BYTE: usize = 8;
+const BASE_OUTPUT: usize = 1 << 20;
+
+impl ResponseTransform {
+    /// The transform of a method's `response` definition: `None` when it has none, when it
+    /// names no `overrideMediaType` (any-sdk applies none then), or when its type is not one
+    /// of the Go template types for JSON or text; an error when its template does not parse.
+    pub(crate) fn from_response(response: &Value) -> Result<Option<Self>, String> {
+        let Some(transform) = response.get("transform") else {
+            return Ok(None);
+        };
+        let applied = response
+            .get("overrideMediaType")
+            .and_then(Value::as_str)
+            .is_some_and(|m| !m.is_empty());
+        let kind = transform.get("type").and_then(Value::as_str).unwrap_or("");
+        let Some((input, dialect)) = template_type(kind) else {
+            return Ok(None);
+        };
+        if !applied {
+            return Ok(None);
+        }
+        let body = transform.get("body").and_then(Value::as_str).unwrap_or("");
+        let template = Template::parse(body, dialect)
+            .map_err(|err| format!("response.transform ({kind}): {err}"))?;
+        Ok(Some(ResponseTransform { input, template }))
+    }
+
+    /// Runs the transform over one response body. An empty body gives an empty output (the
+    /// template does not run, as in any-sdk).
+    pub(crate) fn apply(&self, body: &[u8]) -> Result<Vec<u8>, TransformError> {
+        let limits = Limits {
+            max_steps: BASE_STEPS.saturating_add(STEPS_PER_BYTE.saturating_mul(body.len() as u64)),
+            max_output: BASE_OUTPUT.saturating_add(OUTPUT_PER_BYTE.saturating_mul(body.len())),
+        };
+        let out = match self.input {
+            Input::Json => {
+                // Go's decoder reads the first JSON value; what follows it is not read.
+                let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
+                match values.next() {
+                    None => return Ok(Vec::new()),
+                    Some(Err(err)) => return Err(TransformError::Body(err.to_string())),
+                    Some(Ok(value)) => self.template.execute_json(&value, limits)?,
+                }
+            }
+            Input::Text => {
+                if body.is_empty() {
+                    return Ok(Vec::new());
+                }
+                self.template
+                    .execute_text(&String::from_utf8_lossy(body), limits)?
+            }
+        };
+        Ok(out.into_bytes())
+    }
+}
+
+/// The body rows are read from for `method` of `resource`: the upstream body, or what the
+/// method's transform makes of it. A failure is an error naming the resource and method.
+pub(crate) fn rows_body(method: &Method, resource: &str, body: Bytes) -> Result<Bytes> {
+    let Some(transform) = &method.response.transform else {
+        return Ok(body);
+    };
+    match transform.apply(&body) {
+        Ok(out) => Ok(Bytes::from(out)),
+        Err(err) => {
+            let kind = match err {
+                TransformError::Template(TemplateError::Limit(_)) => ErrorKind::LimitExceeded,
+                _ => ErrorKind::Upstream,
+            };
+            Err(Error::new(
+                kind,
+                format!(
+                    "'{resource}': the response transform of method '{}' failed: {err}",
+                    method.name
+                ),
+            ))
+        }
+    }
+}
+
+/// Why a transform failed over a body.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TransformError {
+    /// A JSON transform's body is not JSON.
+    #[error("response body is not valid JSON: {0}")]
+    Body(String),
+    /// The template failed or ran past its bounds.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+}
+
+/// The input and function set of a template type: `<name>_v<semver>`, functions of v0.2.0
+/// from that version on.
+fn template_type(kind: &str) -> Option<(Input, Dialect)> {
+    let (name, version) = kind.rsplit_once("_v")?;
+    let input = match name {
+        "golang_template_json" => Input::Json,
+        "golang_template_text" | "golang_template" => Input::Text,
+        _ => return None,
+    };
+    let mut parts = version.split('.').map(str::parse::<u64>);
+    let (Some(Ok(major)), Some(Ok(minor)), Some(Ok(_)), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    Some((
+        input,
+        Dialect {
+            v2: major > 0 || minor >= 2,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn types_and_versions() {
+        assert_eq!(
+            template_type("golang_template_json_v0.3.0"),
+            Some((Input::Json, Dialect { v2: true }))
+        );
+        assert_eq!(
+            template_type("golang_template_json_v0.1.0"),
+            Some((Input::Json, Dialect { v2: false }))
+        );
+        assert_eq!(
+            template_type("golang_template_text_v0.3.0"),
+            Some((Input::Text, Dialect { v2: true }))
+        );
+        assert_eq!(template_type("golang_template_mxj_v0.3.0"), None);
+        assert_eq!(template_type("schema_driven_xml_v0.1.0"), None);
+    }
+
+    #[test]
+    fn applied_only_with_an_override_media_type() {
+        let transform = json!({"type": "golang_template_json_v0.3.0", "body": "{{toJson .}}"});
+        let without = json!({"transform": transform});
+        assert!(
+            ResponseTransform::from_response(&without)
+                .unwrap()
+                .is_none()
+        );
+        let with = json!({"transform": transform, "overrideMediaType": "application/json"});
+        let t = ResponseTransform::from_response(&with).unwrap().unwrap();
+        assert_eq!(t.apply(br#"{"b":1,"a":2}"#).unwrap(), br#"{"a":2,"b":1}"#);
+        assert!(t.apply(b"").unwrap().is_empty());
+        assert!(matches!(t.apply(b"{nope"), Err(TransformError::Body(_))));
+    }
+
+    #[test]
+    fn a_template_that_does_not_parse_is_an_error() {
+        let bad = json!({"overrideMediaType": "application/json",
+            "transform": {"type": "golang_template_json_v0.3.0", "body": "{{nope .}}"}});
+        let err = ResponseTransform::from_response(&bad).unwrap_err();
+        assert!(err.contains("function \"nope\" not defined"), "{err}");
+    }
+}
+
+/// Every JSON and text transform template of the current StackQL registry parses
+/// (`$QUERYGATE_COMPAT_REGISTRY/current/registry-src.tar.gz`; skipped when that is not set,
+/// except under CI).
+#[cfg(test)]
+mod registry_tests {
+    use std::io::Read;
+
+    use serde_json::Value;
+
+    use super::{Template, template_type};
+
+    fn tarball() -> Option<std::path::PathBuf> {
+        match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
+            Ok(root) if !root.is_empty() => {
+                Some(std::path::Path::new(&root).join("current/registry-src.tar.gz"))
+            }
+            _ if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("QUERYGATE_COMPAT_REGISTRY is not set: under CI this test must run")
+            }
+            _ => None,
+        }
+    }
+
+    /// The `(type, body)` of every `transform` object under `value`.
+    fn transforms<'a>(value: &'a Value, out: &mut Vec<(&'a str, &'a str)>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(t)) = map.get("transform")
+                    && let (Some(Value::String(kind)), Some(Value::String(body))) =
+                        (t.get("type"), t.get("body"))
+                {
+                    out.push((kind, body));
+                }
+                map.values().for_each(|v| transforms(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| transforms(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_json_and_text_transform_of_the_current_registry_parses() {
+        let Some(path) = tarball() else {
+            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping");
+            return;
+        };
+        let file = std::fs::File::open(&path).unwrap();
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        let (mut parsed, mut failures) = (0usize, Vec::new());
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".yaml") {
+                continue;
+            }
+            let mut text = String::new();
+            if entry.read_to_string(&mut text).is_err()
+                || !(text.contains("golang_template_json") || text.contains("golang_template_text"))
+            {
+                continue;
+            }
+            let doc: Value = serde_norway::from_str(&text).unwrap();
+            let mut found = Vec::new();
+            transforms(&doc, &mut found);
+            for (kind, body) in found {
+                let Some((_, dialect)) = template_type(kind) else {
+                    continue;
+                };
+                match Template::parse(body, dialect) {
+                    Ok(_) => parsed += 1,
+                    Err(err) => failures.push(format!("{name}: {kind}: {err}")),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+        // 6,951 JSON and text transforms (request and response) as of the copy's commit.
+        assert!(parsed > 6_900, "only {parsed} transforms found");
+    }
+}
