@@ -1,14 +1,22 @@
-//! Admission: a cap on the SQL statements evaluated at once (per replica), with a share per
+//! Admission: a cap on the evaluation slots in use at once (per replica), with a share per
 //! tenant so that one tenant's flood leaves slots for the others, and a cap on the rendered
-//! response bytes in flight, with a share per tenant (see [`super::response_bytes`]). A call
-//! that takes an `sql` argument waits for room under its tenant's bytes share and the
-//! replica's bytes cap, then for its tenant's slot and a global one, all within
+//! response bytes in flight, with a share per tenant (see [`super::response_bytes`]). A
+//! statement holds a slot only while it does local work (planning, decoding a response page
+//! into SQLite, running SQL: see `engine::EvalSlots`), never while it waits for an upstream
+//! API, the audit or its response to be sent.
+//!
+//! A call that takes an `sql` argument waits for room under its tenant's bytes share and the
+//! replica's bytes cap, then for one of its tenant's slots and a global one, all within
 //! `limits.admission_wait`; then it is answered `server.busy` (a tool error, nothing ran)
-//! with a retry delay. Calls that run no statement take no slot (their responses are
-//! counted all the same). Request rates and HTTP requests in flight per
-//! tenant are bounded before this, at the HTTP level (`tenants[].limits`).
+//! with a retry delay. The slot it was admitted with is its statement's first (planning);
+//! each later piece of work waits for a slot of its own, within `server.call_timeout`.
+//! Calls that run no statement take no slot (their responses are counted all the same).
+//! Request rates and HTTP requests in flight per tenant are bounded before this, at the HTTP
+//! level (`tenants[].limits`).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,6 +29,7 @@ use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
 use crate::config::AdmissionLimits;
+use crate::engine::{EvalSlot, EvalSlots};
 
 /// The delay a busy answer suggests before retrying.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -36,7 +45,8 @@ pub(crate) struct Admission {
     responses: Arc<ResponseBytes>,
 }
 
-/// Slots held while a statement runs; dropping it frees them.
+/// A tenant's slot and a global one, held for a piece of a statement's local work;
+/// dropping it frees them.
 #[derive(Debug)]
 pub(crate) struct Slot {
     _tenant: OwnedSemaphorePermit,
@@ -118,6 +128,16 @@ impl Admission {
         })
     }
 
+    /// The slots of one admitted call of `tenant`: `admitted` first, then each as the
+    /// tenant's share and the global slots allow, first come, first served.
+    fn call_slots(&self, tenant: &str, admitted: Slot) -> CallSlots {
+        CallSlots {
+            admitted: Mutex::new(Some(admitted)),
+            tenant: self.tenant(tenant),
+            global: self.global.clone(),
+        }
+    }
+
     /// The tool error of a call that got no slot.
     fn busy(&self, tool: &str, tenant: &str, why: Busy) -> ToolOutcome {
         let wait = humantime::format_duration(self.limits.wait);
@@ -149,6 +169,48 @@ impl Admission {
             ),
             fields,
         )
+    }
+}
+
+/// The evaluation slots of one admitted call, handed to the engine in its context.
+#[derive(Debug)]
+struct CallSlots {
+    /// The slot the call was admitted with, until its statement's first piece of work
+    /// takes it.
+    admitted: Mutex<Option<Slot>>,
+    tenant: Arc<Semaphore>,
+    global: Arc<Semaphore>,
+}
+
+impl EvalSlots for CallSlots {
+    fn acquire(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>> {
+        Box::pin(async move {
+            let admitted = self
+                .admitted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(slot) = admitted {
+                return EvalSlot::new(slot);
+            }
+            // The tenant's share first, so a tenant over it waits without a global slot.
+            let own = permit(&self.tenant).await;
+            let global = permit(&self.global).await;
+            EvalSlot::new(Slot {
+                _tenant: own,
+                _global: global,
+            })
+        })
+    }
+}
+
+/// A permit of `semaphore`, waited for as long as it takes (the call's timeout or
+/// cancellation ends the wait).
+async fn permit(semaphore: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    match semaphore.clone().acquire_owned().await {
+        Ok(permit) => permit,
+        // Admission never closes its semaphores; a closed one gives no slot, ever.
+        Err(_) => std::future::pending().await,
     }
 }
 
@@ -185,6 +247,7 @@ impl Step for Admit {
     {
         let admission = self.admission.clone();
         Box::pin(async move {
+            let mut call = call;
             if !call.spec.takes_sql {
                 return inner.oneshot(call).await;
             }
@@ -200,7 +263,10 @@ impl Step for Admit {
                 }
             };
             match admitted {
-                Ok(_slot) => inner.oneshot(call).await,
+                Ok(slot) => {
+                    call.cx.slots = Some(Arc::new(admission.call_slots(&tenant, slot)));
+                    inner.oneshot(call).await
+                }
                 Err(why) => Ok(ToolReply::allowed(admission.busy(name, &tenant, why))),
             }
         })
@@ -254,6 +320,36 @@ mod tests {
             message.starts_with("server busy: tenant 'acme' already has 600 bytes of responses being sent (limits.max_tenant_response_bytes_in_flight) and they were not sent within 50ms"),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_works_in_the_slot_it_was_admitted_with_then_waits_for_each_next_one() {
+        let slots = Arc::new(admission(2, 1));
+        let first = slots.admit("a").await.unwrap();
+        let call = slots.call_slots("a", first);
+        // The tenant's only slot is the call's: its first piece of work takes it at once,
+        // and while that one is held no other call of the tenant is admitted.
+        let planning = call.acquire().await;
+        assert_eq!(slots.admit("a").await.unwrap_err(), Busy::Tenant);
+        // The next piece waits until the first is done.
+        let next = {
+            let call = Arc::new(call);
+            let waiter = call.clone();
+            let next = tokio::spawn(async move { waiter.acquire().await });
+            tokio::task::yield_now().await;
+            assert!(
+                !next.is_finished(),
+                "the next piece did not wait for the slot"
+            );
+            drop(planning);
+            next.await.unwrap()
+        };
+        // Held by that piece, not by the call: once it is done another call is admitted.
+        assert_eq!(slots.admit("a").await.unwrap_err(), Busy::Tenant);
+        drop(next);
+        assert!(slots.admit("a").await.is_ok());
+        // Another tenant took the global slot the call left meanwhile.
+        let _b = slots.admit("b").await.unwrap();
     }
 
     #[test]
