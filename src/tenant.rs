@@ -66,6 +66,7 @@ impl Tenants {
             principal: principal.display_name(),
             allowed_providers: config.allowed_providers.clone(),
             credentials: credentials.clone(),
+            slots: None,
         })
     }
 

@@ -90,18 +90,20 @@ fn check_bulk_work_priority(raw: &RawLimits, problems: &mut Problems) -> BulkPri
     priority
 }
 
-/// How many SQL statements may be evaluated at once (per replica), and for how long a call
-/// waits for a slot before it is answered `server.busy`.
+/// How many evaluation slots there are (per replica): pieces of statements' local work done
+/// at once (planning, SQLite work on a statement's own thread; never a wait for an
+/// upstream), and for how long a call waits to be admitted before it is answered
+/// `server.busy`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionLimits {
-    /// Statements evaluated at once over all tenants (`limits.max_concurrent_evaluations`):
-    /// by default twice the CPU cores (more only adds memory and latency, not throughput:
-    /// evaluation is CPU-bound).
+    /// Slots over all tenants (`limits.max_concurrent_evaluations`): by default twice the
+    /// CPU cores (more only adds memory and latency, not throughput: the work in a slot is
+    /// CPU-bound).
     pub max_concurrent_evaluations: usize,
-    /// Statements one tenant may have evaluated at once (`limits.max_tenant_evaluations`):
-    /// by default half the global cap (rounded up), so one tenant never takes every slot.
+    /// Slots one tenant may hold at once (`limits.max_tenant_evaluations`): by default half
+    /// the global cap (rounded up), so one tenant never takes every slot.
     pub max_tenant_evaluations: usize,
-    /// How long a call waits for a slot (`limits.admission_wait`).
+    /// How long a call waits to be admitted with a slot (`limits.admission_wait`).
     pub wait: Duration,
     /// Rendered response bytes in flight over all tenants under which statements are
     /// admitted (`limits.max_response_bytes_in_flight`): by default 64 MiB.

@@ -20,6 +20,7 @@ mod reload;
 mod remote;
 mod rows;
 mod select;
+mod slots;
 mod sql;
 mod template;
 mod transform;
@@ -41,6 +42,7 @@ pub use self::observe::{UpstreamObserver, UpstreamResult};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
+pub use self::slots::{EvalSlot, EvalSlots};
 pub use self::types::{
     Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
     QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
@@ -264,14 +266,19 @@ impl Engine {
             sql::Statement::Show { what, like } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
+                let _slot = slots::slot(&cx).await;
                 blocking(move || discovery::show(&inner, &cx, &what, like.as_deref())).await
             }
             sql::Statement::Describe { target } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
+                let _slot = slots::slot(&cx).await;
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
             sql::Statement::Registry(command) => {
+                // Mostly downloading: it runs without a slot (one set aside for the
+                // statement goes back at once).
+                drop(slots::slot(cx).await);
                 remote::statement(&self.inner.remote, &self.inner.registry, cx, command).await
             }
         }

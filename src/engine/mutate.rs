@@ -16,8 +16,9 @@ use super::Inner;
 use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
-use super::eval::{Database, EvalLimits, settled};
+use super::eval::{Database, settled};
 use super::rows::RowLocator;
+use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
 use super::upstream::{Leg, resolve_auth};
@@ -83,6 +84,7 @@ pub(crate) async fn run_mutation(
     };
     let where_names: Vec<String> = mutation.conditions.iter().map(|(n, _)| n.clone()).collect();
     let (planner, plan_cx, target) = (inner.clone(), cx.clone(), mutation.target.clone());
+    let planning = slots::slot(cx).await;
     let prepared = tokio::task::spawn_blocking(move || {
         let resource = open_resource(&planner, &plan_cx, &target)?;
         let method = choose_method(&resource, verb, &rows)?;
@@ -90,6 +92,7 @@ pub(crate) async fn run_mutation(
     })
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    drop(planning);
     let awaiting = mutation.await_operation;
     if awaiting && verb == SqlVerb::Delete && returning.is_some() {
         // StackQL's order: a method that cannot be awaited is named first.
@@ -141,6 +144,7 @@ pub(crate) async fn run_exec(
 ) -> Result<QueryOutput> {
     let [provider, service, resource_name, method_name] = exec.target;
     let (planner, plan_cx) = (inner.clone(), cx.clone());
+    let planning = slots::slot(cx).await;
     let json_body = exec
         .json_body
         .map(|text| {
@@ -166,6 +170,7 @@ pub(crate) async fn run_exec(
     })
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    drop(planning);
     send_all(
         inner,
         cx,
@@ -597,7 +602,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
-                inner.config.eval,
+                Database::open(inner.config.eval, cx.slots.clone()),
             )
             .await?
         }
@@ -608,7 +613,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
-                inner.config.eval,
+                Database::open(inner.config.eval, cx.slots.clone()),
             )
             .await?
         }
@@ -621,16 +626,15 @@ async fn send_all(
 }
 
 /// Rows of the responses, located and typed as the method's select rows would be, then
-/// projected to the `RETURNING` columns.
+/// projected to the `RETURNING` columns, in `db`.
 async fn returned_rows(
     locator: Arc<RowLocator>,
     mut columns: Vec<String>,
     bodies: Vec<Bytes>,
     returning: &Returning,
     max_rows: usize,
-    eval: EvalLimits,
+    db: Database,
 ) -> Result<QueryOutput> {
-    let db = Database::open(eval);
     for body in &bodies {
         // A body that is not JSON carries no rows; the messages still report success.
         let Ok(found) = db.discover(body.clone(), locator.clone()).await else {
@@ -648,7 +652,8 @@ async fn returned_rows(
     const TABLE: &str = "__qg_returning";
     db.create_table(TABLE, columns.clone(), &[])?;
     for body in bodies {
-        settled(db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new())?).await?;
+        let load = db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new());
+        settled(load.await?).await?;
     }
     let projection = match returning {
         Returning::All => "*".to_owned(),

@@ -19,6 +19,7 @@ use super::eval::{Database, PendingLoad, settled};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::rows::RowLocator;
+use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
@@ -53,9 +54,11 @@ pub(crate) async fn run_with(
     query: Box<Query>,
     sources: Vec<(String, QueryOutput)>,
 ) -> Result<QueryOutput> {
+    let planning = slots::slot(cx).await;
     let (sql, jobs) = plan(inner, cx, query).await?;
+    drop(planning);
 
-    let db = Database::open(inner.config.eval);
+    let db = Database::open(inner.config.eval, cx.slots.clone());
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
     }
@@ -135,14 +138,14 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
         })
         .collect();
     let body = bytes::Bytes::from(Value::Array(rows).to_string());
-    settled(db.load(
+    let load = db.load(
         table,
         body,
         Arc::new(RowLocator::Path(Vec::new())),
         Vec::new(),
         Vec::new(),
-    )?)
-    .await?;
+    );
+    settled(load.await?).await?;
     Ok(())
 }
 
@@ -151,7 +154,9 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 /// token is fetched), and SQLite compiles the rewritten statement over empty tables with
 /// the planned columns (skipped when a table's columns come only from data).
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
+    let planning = slots::slot(cx).await;
     let (sql, jobs) = plan(inner, cx, query).await?;
+    drop(planning);
     for job in &jobs {
         check_auth_material(&job.auth, cx.credentials.as_ref())
             .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;
@@ -159,7 +164,7 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());
     }
-    let db = Database::open(inner.config.eval);
+    let db = Database::open(inner.config.eval, cx.slots.clone());
     for job in &jobs {
         db.create_table(
             &job.plan.local,
@@ -485,7 +490,8 @@ async fn load_table(
         }
         db.create_table(&plan.local, columns, &plan.boolean_columns)?;
         for (body, fixed, _) in held {
-            settled(db.load(&plan.local, body, job.locator.clone(), fixed, Vec::new())?).await?;
+            let load = db.load(&plan.local, body, job.locator.clone(), fixed, Vec::new());
+            settled(load.await?).await?;
         }
     }
     Ok(warnings)
@@ -539,51 +545,30 @@ async fn fetch_leg(
         .fetch(&request, |body, wanted| {
             let body = transform::rows_body(method, &resource, body)?;
             let fixed = fixed.clone();
-            let queued = if plan.dynamic_columns {
-                let discovering = db.discover_page(body.clone(), job.locator.clone(), wanted)?;
-                Queued::Discovering(body, discovering)
-            } else {
+            // Handing the page over may wait for an evaluation slot: meanwhile the next page
+            // is not fetched.
+            Ok(async move {
+                if plan.dynamic_columns {
+                    let discovering = db
+                        .discover_page(body.clone(), job.locator.clone(), wanted)
+                        .await?;
+                    let (names, found) = settled(discovering).await?;
+                    return Ok((Page::Held(body, fixed, names), found));
+                }
                 // With fields wanted, the next-page token comes from this load.
                 let scanning = !wanted.is_empty();
-                let load = db.load(
-                    &plan.local,
-                    body,
-                    job.locator.clone(),
-                    fixed.clone(),
-                    wanted,
-                )?;
+                let load = db
+                    .load(&plan.local, body, job.locator.clone(), fixed, wanted)
+                    .await?;
                 if scanning {
-                    Queued::Scanning(load)
+                    let loaded = settled(load).await?;
+                    Ok((Page::Loaded, loaded.scalars))
                 } else {
-                    Queued::Loading(load)
-                }
-            };
-            Ok(async move {
-                match queued {
-                    Queued::Loading(load) => Ok((Page::Loading(load), Vec::new())),
-                    Queued::Scanning(load) => {
-                        let loaded = settled(load).await?;
-                        Ok((Page::Loaded, loaded.scalars))
-                    }
-                    Queued::Discovering(body, discovering) => {
-                        let (names, found) = settled(discovering).await?;
-                        Ok((Page::Held(body, fixed, names), found))
-                    }
+                    Ok((Page::Loading(load), Vec::new()))
                 }
             })
         })
         .await
-}
-
-/// A page handed to the statement's database.
-enum Queued {
-    /// Loading; its next page does not depend on its body.
-    Loading(PendingLoad),
-    /// Loading; its next-page token comes from this load.
-    Scanning(PendingLoad),
-    /// Its property names (and next-page token) are being read; it is loaded once every
-    /// page's names are known.
-    Discovering(bytes::Bytes, super::eval::Pending<super::eval::Discovered>),
 }
 
 /// A fetched page.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::credentials::CredentialStore;
+use super::slots::EvalSlots;
 
 /// A SQL verb a provider method can be bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -124,6 +125,8 @@ pub struct ExecContext {
     pub allowed_providers: Option<BTreeSet<String>>,
     /// The tenant's credentials.
     pub credentials: Arc<CredentialStore>,
+    /// Where the statement gets a slot for each piece of its local work; `None`: no bound.
+    pub slots: Option<Arc<dyn EvalSlots>>,
 }
 
 impl ExecContext {
@@ -135,6 +138,7 @@ impl ExecContext {
             principal: "anonymous".to_owned(),
             allowed_providers: None,
             credentials: Arc::new(CredentialStore::process_env()),
+            slots: None,
         }
     }
 

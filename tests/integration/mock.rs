@@ -38,6 +38,19 @@ pub struct Reply {
     pub echo: bool,
     /// A failure while the body is sent.
     pub fault: Option<BodyFault>,
+    /// Held back until this turns true (see [`Reply::held`]).
+    pub hold: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// Lets the replies [`Reply::held`] made go out.
+#[derive(Debug)]
+pub struct Release(tokio::sync::watch::Sender<bool>);
+
+impl Release {
+    /// Sends every reply held by this, and any asked for later.
+    pub fn release(&self) {
+        self.0.send_replace(true);
+    }
 }
 
 /// How a body fails part-way (the headers, with the full `content-length`, go out first).
@@ -58,6 +71,7 @@ impl Reply {
             delay: Default::default(),
             echo: false,
             fault: None,
+            hold: None,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -68,6 +82,7 @@ impl Reply {
             delay: Default::default(),
             echo: false,
             fault: None,
+            hold: None,
         }
     }
     /// Raw bytes with a content type (registry packages, form bodies).
@@ -79,11 +94,19 @@ impl Reply {
             delay: Default::default(),
             echo: false,
             fault: None,
+            hold: None,
         }
     }
     pub fn status_code(mut self, status: u16) -> Self {
         self.status = status;
         self
+    }
+    /// This reply, held back (the request is recorded at once) until the returned
+    /// [`Release`] is released.
+    pub fn held(mut self) -> (Self, Release) {
+        let (release, hold) = tokio::sync::watch::channel(false);
+        self.hold = Some(hold);
+        (self, Release(release))
     }
     pub fn delayed(mut self, delay: std::time::Duration) -> Self {
         self.delay = delay;
@@ -131,8 +154,11 @@ impl Mock {
                     .await
                     .map(|b| b.to_vec())
                     .unwrap_or_default();
-                let (response, delay) = answer(&routes, &log, parts, body);
+                let (response, delay, hold) = answer(&routes, &log, parts, body);
                 tokio::time::sleep(delay).await;
+                if let Some(mut hold) = hold {
+                    let _ = hold.wait_for(|released| *released).await;
+                }
                 response
             }
         });
@@ -204,7 +230,11 @@ fn answer(
     log: &Arc<Mutex<Vec<Recorded>>>,
     request: axum::http::request::Parts,
     body: Vec<u8>,
-) -> (Response, std::time::Duration) {
+) -> (
+    Response,
+    std::time::Duration,
+    Option<tokio::sync::watch::Receiver<bool>>,
+) {
     use base64::Engine as _;
     let path = request.uri.path().to_owned();
     let query = request.uri.query().map(str::to_owned);
@@ -253,7 +283,7 @@ fn answer(
             .status(StatusCode::NOT_FOUND)
             .body(Body::from("no route"))
             .unwrap();
-        return (response, Default::default());
+        return (response, Default::default(), None);
     };
     let mut builder = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {
@@ -288,5 +318,5 @@ fn answer(
             Body::from_stream(futures::StreamExt::chain(first, rest))
         }
     };
-    (builder.body(body).unwrap(), reply.delay)
+    (builder.body(body).unwrap(), reply.delay, reply.hold)
 }

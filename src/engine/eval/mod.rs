@@ -12,6 +12,14 @@
 //! its commands, so a large statement's decoding and SQL never hold up the async runtime;
 //! final SQL stopped at the time limit runs again there from its start. Dropping the
 //! [`Database`] interrupts SQL running on that thread and ends the statement.
+//!
+//! A database opened with evaluation slots (see `engine::slots`) runs each command that
+//! does work (loading or scanning a page, running SQL) on its own thread in a slot, freed
+//! when the command is done: the slots bound the SQLite work running beside the async
+//! runtime. The sender waits for the slot before it hands such a command over, so a
+//! statement whose pages wait for a slot fetches no more meanwhile; final SQL that moves
+//! there after its time on the calling thread waits for its slot on its own thread. A
+//! command run where it is sent needs no slot: the async runtime's threads bound it.
 
 mod connection;
 mod functions;
@@ -30,12 +38,17 @@ use tokio::sync::oneshot;
 
 use super::error::{Error, Result};
 use super::rows::{Loaded, RowLocator};
+use super::slots::{EvalSlot, EvalSlots};
 use super::types::QueryOutput;
 
 pub use self::limits::EvalLimits;
 use self::worker::Worker;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// A command handed to a statement's own thread, with the slot it runs in when the sender
+/// took one for it.
+type Job = (Command, Option<EvalSlot>);
 
 enum Command {
     /// Not answered: a failure fails the statement's next command that is.
@@ -73,6 +86,9 @@ enum Command {
 /// Handle to a statement's SQLite database.
 pub(crate) struct Database {
     state: Mutex<State>,
+    /// Where the commands run on the statement's own thread get their slots; `None`: no
+    /// bound.
+    slots: Option<Arc<dyn EvalSlots>>,
 }
 
 /// Where a statement's commands run.
@@ -81,7 +97,7 @@ enum State {
     Caller(Box<Worker>),
     /// On the statement's own thread.
     Own {
-        commands: mpsc::Sender<Command>,
+        commands: mpsc::Sender<Job>,
         /// Stops SQL running on that thread.
         interrupt: Option<InterruptHandle>,
     },
@@ -91,6 +107,12 @@ enum State {
 }
 
 impl Command {
+    /// Whether it does work that needs a slot on the statement's own thread (all but
+    /// creating a table).
+    fn does_work(&self) -> bool {
+        !matches!(self, Command::Create { .. })
+    }
+
     /// The bytes of the response page it scans, if it scans one.
     fn body_len(&self) -> Option<usize> {
         match self {
@@ -167,45 +189,67 @@ pub(crate) async fn settled<T>(pending: Pending<T>) -> Result<T> {
 
 impl Database {
     /// Starts an empty in-memory database bounded by `limits`, its commands run on the
-    /// calling thread until one is too large for it. A failure to open it is the reply to
-    /// the first command that is answered.
-    pub(crate) fn open(limits: EvalLimits) -> Self {
+    /// calling thread until one is too large for it, then on its own thread, each in a slot
+    /// from `slots` when given. A failure to open it is the reply to the first command that
+    /// is answered.
+    pub(crate) fn open(limits: EvalLimits, slots: Option<Arc<dyn EvalSlots>>) -> Self {
         Database {
             state: Mutex::new(State::Caller(Box::new(Worker::begin(limits)))),
+            slots,
         }
     }
 
-    fn send<T>(
+    /// Sends the command `make` builds, first waiting for its slot when it will run on the
+    /// statement's own thread.
+    async fn send<T>(
         &self,
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<oneshot::Receiver<Result<T>>> {
         let (reply, receiver) = oneshot::channel();
-        self.dispatch(make(reply))?;
+        let command = make(reply);
+        let slot = match &self.slots {
+            Some(slots) if command.does_work() && self.runs_on_own_thread(&command)? => {
+                Some(slots.acquire().await)
+            }
+            _ => None,
+        };
+        self.dispatch(command, slot)?;
         Ok(receiver)
     }
 
-    /// Runs `command` on the calling thread, or hands it to the statement's own thread
-    /// (started for the first command too large for the calling one).
-    fn dispatch(&self, command: Command) -> Result<()> {
+    /// Whether `command` will run on the statement's own thread: it runs there already,
+    /// or the command is a page too large for the calling thread.
+    fn runs_on_own_thread(&self, command: &Command) -> Result<bool> {
+        let state = self.state.lock().map_err(|_| stopped())?;
+        Ok(match &*state {
+            State::Caller(worker) => !worker.takes_inline(command),
+            State::Own { .. } | State::Stopped => true,
+        })
+    }
+
+    /// Runs `command` on the calling thread, or hands it (with `slot`, if one was taken for
+    /// it) to the statement's own thread, started for the first command too large for the
+    /// calling one.
+    fn dispatch(&self, command: Command, slot: Option<EvalSlot>) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| stopped())?;
         let command = match &mut *state {
             State::Caller(worker) => {
                 let Some(command) = worker.on_caller(command) else {
                     return Ok(());
                 };
-                move_to_own_thread(&mut state)?;
+                move_to_own_thread(&mut state, self.slots.clone())?;
                 command
             }
             State::Own { .. } | State::Stopped => command,
         };
         match &*state {
-            State::Own { commands, .. } => commands.send(command).map_err(|_| stopped()),
+            State::Own { commands, .. } => commands.send((command, slot)).map_err(|_| stopped()),
             State::Caller(_) | State::Stopped => Err(stopped()),
         }
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
-        settled(self.send(make)?).await
+        settled(self.send(make).await?).await
     }
 
     /// Queues the creation of a table with these columns (no declared types: values keep
@@ -217,16 +261,18 @@ impl Database {
         columns: Vec<String>,
         booleans: &[String],
     ) -> Result<()> {
-        self.dispatch(Command::Create {
+        let command = Command::Create {
             table: table.to_owned(),
             columns,
             booleans: booleans.to_vec(),
-        })
+        };
+        self.dispatch(command, None)
     }
 
-    /// Queues one response page for loading; the receiver yields the rows inserted and the
-    /// scalars at the `wanted` paths (read in the same pass).
-    pub(crate) fn load(
+    /// Queues one response page for loading (once it has its slot, if it needs one); the
+    /// receiver yields the rows inserted and the scalars at the `wanted` paths (read in the
+    /// same pass).
+    pub(crate) async fn load(
         &self,
         table: &str,
         body: Bytes,
@@ -243,11 +289,13 @@ impl Database {
             wanted,
             reply,
         })
+        .await
     }
 
-    /// Queues one page for reading the property names of its rows (for schemas that declare
-    /// none) and the scalars at the `wanted` paths, in one pass.
-    pub(crate) fn discover_page(
+    /// Queues one page (once it has its slot, if it needs one) for reading the property
+    /// names of its rows (for schemas that declare none) and the scalars at the `wanted`
+    /// paths, in one pass.
+    pub(crate) async fn discover_page(
         &self,
         body: Bytes,
         locator: Arc<RowLocator>,
@@ -259,6 +307,7 @@ impl Database {
             wanted,
             reply,
         })
+        .await
     }
 
     /// The property names found in a page (for schemas that declare none).
@@ -267,7 +316,7 @@ impl Database {
         body: Bytes,
         locator: Arc<RowLocator>,
     ) -> Result<Vec<String>> {
-        let (names, _) = settled(self.discover_page(body, locator, Vec::new())?).await?;
+        let (names, _) = settled(self.discover_page(body, locator, Vec::new()).await?).await?;
         Ok(names)
     }
 
@@ -296,14 +345,15 @@ impl Database {
 }
 
 /// Moves the worker of a statement whose commands ran on the calling thread to a thread of
-/// its own; when that thread cannot start, the statement is stopped.
-fn move_to_own_thread(state: &mut State) -> Result<()> {
+/// its own, where its commands take their slots from `slots`; when that thread cannot
+/// start, the statement is stopped.
+fn move_to_own_thread(state: &mut State, slots: Option<Arc<dyn EvalSlots>>) -> Result<()> {
     let State::Caller(worker) = std::mem::replace(state, State::Stopped) else {
         return Ok(());
     };
     let interrupt = worker.interrupt_handle();
-    let (commands, receiver) = mpsc::channel::<Command>();
-    threads::run(Box::new(move || worker.serve(receiver)))
+    let (commands, receiver) = mpsc::channel::<Job>();
+    threads::run(Box::new(move || worker.serve(receiver, slots.as_deref())))
         .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
     *state = State::Own {
         commands,
@@ -326,6 +376,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use crate::engine::slots::EvalSlot;
     use crate::engine::types::Cell;
 
     /// Whether the statement's commands still run on the calling thread.
@@ -351,12 +402,13 @@ mod tests {
                 Vec::new(),
                 Vec::new(),
             )
+            .await
             .unwrap();
         settled(pending).await.unwrap().rows
     }
 
     fn with_table() -> Database {
-        let db = Database::open(EvalLimits::default());
+        let db = Database::open(EvalLimits::default(), None);
         db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
             .unwrap();
         db
@@ -406,9 +458,73 @@ mod tests {
         assert!(!on_caller(&db), "ran again on its own thread");
     }
 
+    /// Slots handed out one per permit added to `permits`, telling `asked` of each wait.
+    #[derive(Debug)]
+    struct CountedSlots {
+        permits: Arc<tokio::sync::Semaphore>,
+        asked: tokio::sync::mpsc::UnboundedSender<()>,
+    }
+
+    impl EvalSlots for CountedSlots {
+        fn acquire(
+            &self,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = EvalSlot> + Send + '_>> {
+            Box::pin(async move {
+                self.asked.send(()).unwrap();
+                EvalSlot::new(self.permits.clone().acquire_owned().await.unwrap())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn only_work_on_the_statements_own_thread_waits_for_a_slot() {
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let (asked, mut waits) = tokio::sync::mpsc::unbounded_channel();
+        let slots = CountedSlots {
+            permits: permits.clone(),
+            asked,
+        };
+        let db = Database::open(EvalLimits::default(), Some(Arc::new(slots)));
+        db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
+            .unwrap();
+        // Small work runs on the calling thread without a slot.
+        assert_eq!(load(&db, page(10, 10)).await, 10);
+        assert!(
+            waits.try_recv().is_err(),
+            "a slot was asked for inline work"
+        );
+        // A large page goes to the statement's thread once it has a slot: sending it waits.
+        let large = page(worker::INLINE_BYTES / 100 + 1, 100);
+        let sending = db.load(
+            "t",
+            large,
+            Arc::new(RowLocator::Auto),
+            Vec::new(),
+            Vec::new(),
+        );
+        tokio::pin!(sending);
+        tokio::select! {
+            biased;
+            _ = &mut sending => panic!("sent without a slot"),
+            asked = waits.recv() => asked.unwrap(),
+        }
+        assert!(on_caller(&db), "handed over without a slot");
+        permits.add_permits(1);
+        let loaded = settled(sending.await.unwrap()).await.unwrap();
+        assert!(!on_caller(&db));
+        assert!(loaded.rows > 0);
+        // SQL on the statement's thread asks for a slot too: the one the load freed.
+        let out = db
+            .query("SELECT count(*) FROM t".to_owned(), 10)
+            .await
+            .unwrap();
+        assert_eq!(out.rows, [[Cell::Integer(10 + loaded.rows as i64)]]);
+        assert!(waits.try_recv().is_ok(), "the query asked for no slot");
+    }
+
     #[tokio::test]
     async fn a_failed_table_is_the_reply_to_the_next_answered_command() {
-        let db = Database::open(EvalLimits::default());
+        let db = Database::open(EvalLimits::default(), None);
         // SQLite reserves names starting with `sqlite_`.
         db.create_table("sqlite_t", vec!["a".to_owned()], &[])
             .unwrap();

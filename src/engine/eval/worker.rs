@@ -13,9 +13,10 @@ use super::connection::{POOL, Session};
 use super::limits::EvalLimits;
 use super::query::{Ran, run_bounded};
 use super::tables::{self, Page, Table};
-use super::{Command, sqlite_internal};
+use super::{Command, Job, sqlite_internal};
 use crate::engine::error::{Error, ErrorKind, Result};
 use crate::engine::rows;
+use crate::engine::slots::EvalSlots;
 
 /// Response bytes a statement loads on the calling thread, over all its pages: about
 /// 0.3 ms of scanning and inserting. A page that would take it past this moves the
@@ -76,24 +77,43 @@ impl Worker {
     /// [`INLINE_QUERY_TIME`]. Such a command is handed back, unanswered, for the statement's
     /// own thread.
     pub(super) fn on_caller(&mut self, command: Command) -> Option<Command> {
-        if let Some(bytes) = command.body_len()
-            && self.loaded.saturating_add(bytes) > INLINE_BYTES
-        {
+        if !self.takes_inline(&command) {
             return Some(command);
         }
         self.run(command, Place::Caller)
     }
 
+    /// Whether `command` runs on the calling thread (for final SQL: starts there): all but
+    /// a page that takes the statement past [`INLINE_BYTES`].
+    pub(super) fn takes_inline(&self, command: &Command) -> bool {
+        command
+            .body_len()
+            .is_none_or(|bytes| self.loaded.saturating_add(bytes) <= INLINE_BYTES)
+    }
+
     /// Runs the commands that come through `commands` on this (the statement's own) thread,
-    /// then ends the statement. Past [`EvalLimits::BULK_BYTES`] of responses the thread's
-    /// priority is lowered (as `limits.bulk_priority` says) until the statement ends.
-    pub(super) fn serve(mut self, commands: mpsc::Receiver<Command>) {
-        while let Ok(command) = commands.recv() {
+    /// each that does work in its slot (one from `slots`, waited for here, when the sender
+    /// took none for it), then ends the statement. Past [`EvalLimits::BULK_BYTES`] of
+    /// responses the thread's priority is lowered (as `limits.bulk_priority` says) until
+    /// the statement ends.
+    pub(super) fn serve(mut self, commands: mpsc::Receiver<Job>, slots: Option<&dyn EvalSlots>) {
+        while let Ok((command, slot)) = commands.recv() {
             // Nobody waits for this reply (the statement was dropped: cancelled or timed
             // out): skip the work instead of loading pages nobody reads.
             if command.abandoned() {
                 continue;
             }
+            let _slot = match (slot, slots) {
+                (None, Some(slots)) if command.does_work() => {
+                    let slot = futures::executor::block_on(slots.acquire());
+                    // The statement may have been dropped while this waited.
+                    if command.abandoned() {
+                        continue;
+                    }
+                    Some(slot)
+                }
+                (slot, _) => slot,
+            };
             if let Some(bytes) = command.body_len()
                 && self.loaded.saturating_add(bytes) >= EvalLimits::BULK_BYTES
             {

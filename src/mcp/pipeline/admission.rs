@@ -1,26 +1,38 @@
-//! Admission: a cap on the SQL statements evaluated at once (per replica), with a share per
+//! Admission: a cap on the evaluation slots in use at once (per replica), with a share per
 //! tenant so that one tenant's flood leaves slots for the others, and a cap on the rendered
-//! response bytes in flight, with a share per tenant (see [`super::response_bytes`]). A call
-//! that takes an `sql` argument waits for room under its tenant's bytes share and the
-//! replica's bytes cap, then for its tenant's slot and a global one, all within
+//! response bytes in flight, with a share per tenant (see [`super::response_bytes`]). A
+//! statement holds a slot only while it does local work (planning, decoding a response page
+//! into SQLite, running SQL: see `engine::EvalSlots`), never while it waits for an upstream
+//! API, the audit or its response to be sent.
+//!
+//! A call that takes an `sql` argument waits for room under its tenant's bytes share and the
+//! replica's bytes cap, then for one of its tenant's slots and a global one, all within
 //! `limits.admission_wait`; then it is answered `server.busy` (a tool error, nothing ran)
-//! with a retry delay. Calls that run no statement take no slot (their responses are
-//! counted all the same). Request rates and HTTP requests in flight per
-//! tenant are bounded before this, at the HTTP level (`tenants[].limits`).
+//! with a retry delay. The slot it was admitted with is its statement's first (planning);
+//! each later piece of work waits for a slot of its own, within `server.call_timeout`, ranked
+//! by when its call was admitted (see [`super::ranked_slots`]): statements under way are
+//! served before newer ones.
+//! Calls that run no statement take no slot (their responses are counted all the same).
+//! Request rates and HTTP requests in flight per tenant are bounded before this, at the HTTP
+//! level (`tenants[].limits`).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Service, ServiceExt as _};
 
+use super::ranked_slots::{RankedSlot, RankedSlots};
 use super::response_bytes::{Full, ResponseBytes};
 use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::code::Code;
 use crate::config::AdmissionLimits;
+use crate::engine::{EvalSlot, EvalSlots};
 
 /// The delay a busy answer suggests before retrying.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -29,18 +41,28 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Admission {
     limits: AdmissionLimits,
-    global: Arc<Semaphore>,
-    /// One semaphore per tenant seen (tenants come from configuration: a closed set).
-    tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+    global: Arc<RankedSlots>,
+    /// One share per tenant seen (tenants come from configuration: a closed set).
+    tenants: Mutex<HashMap<String, Arc<RankedSlots>>>,
+    /// Calls admitted so far: the next one's rank.
+    admitted: AtomicU64,
     /// The rendered response bytes in flight.
     responses: Arc<ResponseBytes>,
 }
 
-/// Slots held while a statement runs; dropping it frees them.
+/// A tenant's slot and a global one, held for a piece of a statement's local work;
+/// dropping it frees them.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    _tenant: OwnedSemaphorePermit,
-    _global: OwnedSemaphorePermit,
+    _tenant: RankedSlot,
+    _global: RankedSlot,
+}
+
+/// An admitted call's first slot, and the rank its later ones wait with.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    slot: Slot,
+    rank: u64,
 }
 
 /// Why no slot was given.
@@ -60,8 +82,9 @@ impl Admission {
     /// Slots as `limits` says.
     pub(crate) fn new(limits: AdmissionLimits) -> Self {
         Admission {
-            global: Arc::new(Semaphore::new(limits.max_concurrent_evaluations)),
+            global: RankedSlots::new(limits.max_concurrent_evaluations),
             tenants: Mutex::default(),
+            admitted: AtomicU64::new(0),
             responses: ResponseBytes::with_bulk_priority(
                 limits.max_response_bytes,
                 limits.max_tenant_response_bytes,
@@ -82,17 +105,17 @@ impl Admission {
         &self.responses
     }
 
-    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
+    fn tenant(&self, tenant: &str) -> Arc<RankedSlots> {
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         tenants
             .entry(tenant.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.limits.max_tenant_evaluations)))
+            .or_insert_with(|| RankedSlots::new(self.limits.max_tenant_evaluations))
             .clone()
     }
 
-    /// Waits for room under the response bytes caps, then (first come, first served) for
-    /// one of `tenant`'s slots and a global one, up to the admission wait.
-    pub(crate) async fn admit(&self, tenant: &str) -> Result<Slot, Busy> {
+    /// Waits for room under the response bytes caps, then for one of `tenant`'s slots and
+    /// a global one (after the calls admitted before it), up to the admission wait.
+    pub(crate) async fn admit(&self, tenant: &str) -> Result<Admitted, Busy> {
         let deadline = tokio::time::Instant::now() + self.limits.wait;
         self.responses
             .room(tenant, deadline)
@@ -101,21 +124,32 @@ impl Admission {
                 Full::Tenant => Busy::TenantBytes,
                 Full::Global => Busy::GlobalBytes,
             })?;
+        let rank = self.admitted.fetch_add(1, Ordering::Relaxed);
         let share = self.tenant(tenant);
-        let own = tokio::time::timeout_at(deadline, share.acquire_owned())
+        let own = tokio::time::timeout_at(deadline, share.acquire(rank))
             .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or(Busy::Tenant)?;
-        let global = tokio::time::timeout_at(deadline, self.global.clone().acquire_owned())
+            .map_err(|_| Busy::Tenant)?;
+        let global = tokio::time::timeout_at(deadline, self.global.acquire(rank))
             .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or(Busy::Global)?;
-        Ok(Slot {
-            _tenant: own,
-            _global: global,
+            .map_err(|_| Busy::Global)?;
+        Ok(Admitted {
+            slot: Slot {
+                _tenant: own,
+                _global: global,
+            },
+            rank,
         })
+    }
+
+    /// The slots of one admitted call of `tenant`: its first, then each as the tenant's
+    /// share and the global slots allow, at the call's rank.
+    fn call_slots(&self, tenant: &str, admitted: Admitted) -> CallSlots {
+        CallSlots {
+            admitted: Mutex::new(Some(admitted.slot)),
+            rank: admitted.rank,
+            tenant: self.tenant(tenant),
+            global: self.global.clone(),
+        }
     }
 
     /// The tool error of a call that got no slot.
@@ -152,6 +186,40 @@ impl Admission {
     }
 }
 
+/// The evaluation slots of one admitted call, handed to the engine in its context.
+#[derive(Debug)]
+struct CallSlots {
+    /// The slot the call was admitted with, until its statement's first piece of work
+    /// takes it.
+    admitted: Mutex<Option<Slot>>,
+    /// When the call was admitted: its place among the waiters for a slot.
+    rank: u64,
+    tenant: Arc<RankedSlots>,
+    global: Arc<RankedSlots>,
+}
+
+impl EvalSlots for CallSlots {
+    fn acquire(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>> {
+        Box::pin(async move {
+            let admitted = self
+                .admitted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(slot) = admitted {
+                return EvalSlot::new(slot);
+            }
+            // The tenant's share first, so a tenant over it waits without a global slot.
+            let own = self.tenant.acquire(self.rank).await;
+            let global = self.global.acquire(self.rank).await;
+            EvalSlot::new(Slot {
+                _tenant: own,
+                _global: global,
+            })
+        })
+    }
+}
+
 /// A byte count for people: `1.5 MiB`, `640 KiB`, `512 bytes`.
 fn bytes(count: usize) -> String {
     const KIB: usize = 1024;
@@ -185,6 +253,7 @@ impl Step for Admit {
     {
         let admission = self.admission.clone();
         Box::pin(async move {
+            let mut call = call;
             if !call.spec.takes_sql {
                 return inner.oneshot(call).await;
             }
@@ -200,7 +269,10 @@ impl Step for Admit {
                 }
             };
             match admitted {
-                Ok(_slot) => inner.oneshot(call).await,
+                Ok(admitted) => {
+                    call.cx.slots = Some(Arc::new(admission.call_slots(&tenant, admitted)));
+                    inner.oneshot(call).await
+                }
                 Err(why) => Ok(ToolReply::allowed(admission.busy(name, &tenant, why))),
             }
         })
@@ -254,6 +326,68 @@ mod tests {
             message.starts_with("server busy: tenant 'acme' already has 600 bytes of responses being sent (limits.max_tenant_response_bytes_in_flight) and they were not sent within 50ms"),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_works_in_the_slot_it_was_admitted_with_then_waits_for_each_next_one() {
+        let slots = Arc::new(admission(2, 1));
+        let first = slots.admit("a").await.unwrap();
+        let call = slots.call_slots("a", first);
+        // The tenant's only slot is the call's: its first piece of work takes it at once,
+        // and while that one is held no other call of the tenant is admitted.
+        let planning = call.acquire().await;
+        assert_eq!(slots.admit("a").await.unwrap_err(), Busy::Tenant);
+        // The next piece waits until the first is done.
+        let next = {
+            let call = Arc::new(call);
+            let waiter = call.clone();
+            let next = tokio::spawn(async move { waiter.acquire().await });
+            tokio::task::yield_now().await;
+            assert!(
+                !next.is_finished(),
+                "the next piece did not wait for the slot"
+            );
+            drop(planning);
+            next.await.unwrap()
+        };
+        // Held by that piece, not by the call: once it is done another call is admitted.
+        assert_eq!(slots.admit("a").await.unwrap_err(), Busy::Tenant);
+        drop(next);
+        assert!(slots.admit("a").await.is_ok());
+        // Another tenant took the global slot the call left meanwhile.
+        let _b = slots.admit("b").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_call_under_way_gets_the_next_slot_before_a_later_one() {
+        let slots = admission(2, 1);
+        let earlier = slots.admit("a").await.unwrap();
+        let earlier = Arc::new(slots.call_slots("a", earlier));
+        drop(earlier.acquire().await);
+        let later = slots.admit("a").await.unwrap();
+        let later = Arc::new(slots.call_slots("a", later));
+        let held = later.acquire().await;
+        // The later call asks for its next slot first, the earlier one after it.
+        let (tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+        let mut waiters = Vec::new();
+        for (name, call) in [("later", later.clone()), ("earlier", earlier.clone())] {
+            let tx = tx.clone();
+            waiters.push(tokio::spawn(async move {
+                let slot = call.acquire().await;
+                tx.send(name).unwrap();
+                drop(slot);
+            }));
+            // Each waits in line before the next asks.
+            while slots.tenant("a").waiting() < waiters.len() {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(held);
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(served.recv().await, Some("earlier"));
+        assert_eq!(served.recv().await, Some("later"));
     }
 
     #[test]

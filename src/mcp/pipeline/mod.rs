@@ -24,6 +24,7 @@ mod dispatch;
 mod gate;
 mod observe;
 mod prepare;
+mod ranked_slots;
 pub(crate) mod response_bytes;
 mod step;
 mod timeout;

@@ -11,8 +11,8 @@
 //! The size of a response is only known once it is rendered, and a statement's result size
 //! cannot be known before it ran, so the cap is checked on admission and a result is counted
 //! with its real size after rendering (never refused then: the work is done). The count can
-//! therefore pass the cap by at most the results of the calls admitted meanwhile (bounded by
-//! `limits.max_concurrent_evaluations`), and it stays there only until those are sent.
+//! therefore pass the cap by at most the results of the calls admitted meanwhile, and it
+//! stays there only until those are sent.
 
 use crate::thread_priority::BulkPriority;
 use std::collections::HashMap;
