@@ -467,3 +467,35 @@ async fn a_config_error_mentions_environment_overrides_only_when_there_are_some(
         "{overridden}"
     );
 }
+
+/// Every problem of a file is reported in one run: keys that do not parse (an unknown key, a
+/// value of the wrong type) and values the checks refuse, each with its key.
+#[tokio::test]
+async fn every_problem_of_a_config_file_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(
+        &config,
+        "upstream:\n  timout: 5s\n  page_limit: many\nserver:\n  max_rows: 0\ntenants:\n  - id: default\n    mode: wide_open\n",
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        querygate_command()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for key in [
+        "upstream.timout: unknown field",
+        "upstream.page_limit: invalid",
+        "tenants[0].mode: unknown variant `wide_open`",
+        "server.max_rows: must be greater than 0",
+    ] {
+        assert!(stderr.contains(key), "{key} missing from: {stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
