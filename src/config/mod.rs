@@ -67,6 +67,70 @@ pub enum ConfigError {
     Validation(Problems),
 }
 
+/// The most keys that fail to parse reported at once.
+const MAX_PARSE_ERRORS: usize = 20;
+
+/// Deserializes `tree`, collecting every key that does not parse: each failing key is
+/// reported (`upstream.timout: unknown field …`) and taken out, and the rest parsed again,
+/// so one run names them all. A key missing only because a key inside it was taken out is
+/// not reported again. The configuration is `None` when what is left still does not parse.
+fn parse_all(mut tree: serde_json::Value) -> (Option<raw::RawConfig>, Vec<String>) {
+    let mut failed: Vec<String> = Vec::new();
+    let mut errors = Vec::new();
+    while errors.len() < MAX_PARSE_ERRORS {
+        let err = match serde_path_to_error::deserialize::<_, raw::RawConfig>(tree.clone()) {
+            Ok(raw) => return (Some(raw), errors),
+            Err(err) => err,
+        };
+        let path = err.path().to_string();
+        if path == "." {
+            errors.push(err.inner().to_string());
+            break;
+        }
+        let inside_a_failed_key = failed.iter().any(|f| {
+            f.strip_prefix(path.as_str())
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
+        });
+        if !inside_a_failed_key {
+            errors.push(format!("{path}: {}", err.inner()));
+        }
+        let segments: Vec<serde_path_to_error::Segment> = err.path().iter().cloned().collect();
+        if !remove(&mut tree, &segments) {
+            break;
+        }
+        failed.push(path);
+    }
+    (None, errors)
+}
+
+/// Takes the value at `path` out of `tree`; whether there was one.
+fn remove(tree: &mut serde_json::Value, path: &[serde_path_to_error::Segment]) -> bool {
+    use serde_path_to_error::Segment;
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut node = tree;
+    for segment in parents {
+        let next = match (segment, node) {
+            (Segment::Map { key }, serde_json::Value::Object(map)) => map.get_mut(key),
+            (Segment::Seq { index }, serde_json::Value::Array(items)) => items.get_mut(*index),
+            _ => None,
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    match (last, node) {
+        (Segment::Map { key }, serde_json::Value::Object(map)) => map.remove(key).is_some(),
+        (Segment::Seq { index }, serde_json::Value::Array(items)) if *index < items.len() => {
+            items.remove(*index);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Where configuration comes from. `main` passes the process environment; tests pass maps.
 #[derive(Debug, Default, Clone)]
 pub struct Sources {
@@ -153,17 +217,22 @@ impl Config {
             Some(path) => path.display().to_string(),
             None => "environment".to_owned(),
         };
-        let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
-            let path = err.path().to_string();
-            let message = if path == "." {
-                err.inner().to_string()
-            } else {
-                format!("{path}: {}", err.inner())
-            };
-            ConfigError::Invalid { origin, message }
-        })?;
         let paths = paths::PathResolver::new(&sources.env, file.as_deref());
-        Config::validate(raw, &sources.env, &paths)
+        let (raw, mut errors) = parse_all(tree);
+        let checked = raw.map(|raw| Config::validate(raw, &sources.env, &paths));
+        if errors.is_empty() {
+            // Parsed whole: `checked` is there.
+            return checked.unwrap_or_else(|| Err(ConfigError::Validation(Problems::default())));
+        }
+        // Every problem of the file at once: the keys that do not parse, then what the
+        // checks find in the rest.
+        if let Some(Err(ConfigError::Validation(problems))) = checked {
+            errors.extend(problems.iter().map(ToString::to_string));
+        }
+        Err(ConfigError::Invalid {
+            origin,
+            message: errors.join("; "),
+        })
     }
 
     /// Checks every section, collecting every problem before failing.

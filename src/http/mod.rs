@@ -74,15 +74,17 @@ pub fn router(
         // Reads the whole body in time (408), answers unparsable JSON-RPC with 400, keeps a
         // tool result's bytes counted until its response body is sent.
         .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
+        // `route_layer`: the layers wrap `/mcp` only, so a path the server does not have is
+        // a plain 404 (not a 401 of the authentication layer).
         // Bound the requests handled at once over all tenants (`server.max_in_flight`); more
         // wait for a slot. After the tenant limits: what they refuse takes no slot.
-        .layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight))
+        .route_layer(GlobalConcurrencyLimitLayer::new(settings.max_in_flight))
         // The caller's tenant limits: rate and requests in flight (429).
-        .layer(limits::TenantLimitLayer::new(limiter))
+        .route_layer(limits::TenantLimitLayer::new(limiter))
         // Who is calling: a Principal in the extensions, or 401/403 before the body is read.
-        .layer(AuthLayer::new(authentication))
+        .route_layer(AuthLayer::new(authentication))
         // Refuse bodies over `server.max_request_bytes` by Content-Length (413).
-        .layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
+        .route_layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
 
     let mut public = ready::probes(readiness);
     if let Some(metrics) = metrics {

@@ -184,7 +184,13 @@ pub fn build_observed(
     let library = library::Library::new(&content.files, server.query_library_url.as_deref())
         .map_err(StartError::Library)?;
     let keys = KeyRing::from_files(&config.approval.key_files)?;
-    if config.approval.key_files.is_empty() && transport == Transport::Http {
+    // A per-process key matters only where another replica could be asked to redeem an
+    // approval: a shared approval store, or an address beyond this machine (a load
+    // balancer may be in front). A loopback server or stdio is one process.
+    let shared = config.approval.store == ApprovalStoreKind::Postgres
+        || crate::config::resolve_listen(&config.server.listen)
+            .is_some_and(|addr| !addr.ip().is_loopback());
+    if config.approval.key_files.is_empty() && transport == Transport::Http && shared {
         tracing::warn!(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );

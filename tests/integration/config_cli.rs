@@ -372,38 +372,11 @@ async fn a_relative_key_file_of_a_provider_auth_is_read_from_the_config_folder()
 #[tokio::test]
 async fn a_listen_address_may_name_its_host() {
     use crate::mcp_support::{call, install_crypto_provider, modern_client, test_config};
-    use tokio::io::AsyncBufReadExt as _;
     install_crypto_provider();
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = test_config(&mock, dir.path(), "read_only", "");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "localhost:0",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        let mut seen = Vec::new();
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-            seen.push(line);
-        }
-        panic!("serve --listen localhost:0 exited: {seen:?}");
-    })
-    .await
-    .expect("serve announces its address");
+    let (url, mut child, _) = serve_on(&config, "localhost:0").await;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let client = modern_client(&url).await;
     let info = call(&client, "server_info", serde_json::json!({})).await;
@@ -466,4 +439,90 @@ async fn a_config_error_mentions_environment_overrides_only_when_there_are_some(
         )),
         "{overridden}"
     );
+}
+
+/// Every problem of a file is reported in one run: keys that do not parse (an unknown key, a
+/// value of the wrong type) and values the checks refuse, each with its key.
+#[tokio::test]
+async fn every_problem_of_a_config_file_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(
+        &config,
+        "upstream:\n  timout: 5s\n  page_limit: many\nserver:\n  max_rows: 0\ntenants:\n  - id: default\n    mode: wide_open\n",
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        querygate_command()
+            .args(["--config", config.to_str().unwrap(), "providers"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for key in [
+        "upstream.timout: unknown field",
+        "upstream.page_limit: invalid",
+        "tenants[0].mode: unknown variant `wide_open`",
+        "server.max_rows: must be greater than 0",
+    ] {
+        assert!(stderr.contains(key), "{key} missing from: {stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// Starts `querygate --config CONFIG serve --listen LISTEN`: the URL it announces, the child,
+/// and the stderr lines before the announcement.
+async fn serve_on(
+    config: &std::path::Path,
+    listen: &str,
+) -> (String, tokio::process::Child, Vec<String>) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--listen",
+            listen,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let (url, seen) = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut seen = Vec::new();
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
+                return (url.to_owned(), seen);
+            }
+            seen.push(line);
+        }
+        panic!("serve --listen {listen} exited: {seen:?}");
+    })
+    .await
+    .expect("serve announces its address");
+    (url, child, seen)
+}
+
+/// The warning that approvals are sealed with a per-process key shows where another replica
+/// could be asked to redeem one (here: an address beyond loopback), not on every local start.
+#[tokio::test]
+async fn the_approval_key_warning_shows_only_where_replicas_may_share_approvals() {
+    use crate::mcp_support::test_config;
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&mock, dir.path(), "safe", "  allow_unauthenticated: true\n");
+    let warning = "approval.key_files is empty";
+    let (_, mut local, lines) = serve_on(&config, "127.0.0.1:0").await;
+    local.kill().await.unwrap();
+    assert!(!lines.iter().any(|l| l.contains(warning)), "{lines:?}");
+    let (_, mut exposed, lines) = serve_on(&config, "0.0.0.0:0").await;
+    exposed.kill().await.unwrap();
+    assert!(lines.iter().any(|l| l.contains(warning)), "{lines:?}");
 }

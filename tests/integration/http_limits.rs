@@ -155,3 +155,39 @@ fn a_bad_listen_address_is_a_configuration_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("allow_unauthenticated"), "{stderr}");
 }
+
+/// With authentication on, a path the server does not have is 404, not the 401 that `/mcp`
+/// answers without a credential: the authentication layer wraps `/mcp` only.
+#[tokio::test]
+async fn unknown_paths_are_404_also_with_authentication() {
+    use crate::identity::{JwksServer, SigningKey, jwt_server};
+    crate::mcp_support::install_crypto_provider();
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+    let server = jwt_server(&jwks, "300ms", "", "").await;
+    let http = reqwest::Client::new();
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    for path in [
+        "/.well-known/openid-configuration",
+        "/.well-known/oauth-authorization-server",
+        "/nope",
+    ] {
+        let response = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    let document = http
+        .get(format!("{base}/.well-known/oauth-protected-resource"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(document.status(), 200);
+    let unauthenticated = http
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+}
