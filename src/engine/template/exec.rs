@@ -54,6 +54,16 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    fn check_output(&self) -> Run<()> {
+        match self.out.len() > self.limits.max_output {
+            true => Err(TemplateError::Limit(format!(
+                "output over {} bytes",
+                self.limits.max_output
+            ))),
+            false => Ok(()),
+        }
+    }
+
     fn write(&mut self, text: &str) -> Run<()> {
         if self.out.len() + text.len() > self.limits.max_output {
             return Err(TemplateError::Limit(format!(
@@ -73,12 +83,14 @@ impl<'a> Exec<'a> {
                 Node::Action(pipe) => {
                     let value = self.pipeline(dot, pipe)?;
                     if pipe.vars.is_empty() {
-                        let mut text = String::new();
                         match value.view() {
-                            View::Nil => text.push_str("<no value>"),
-                            view => format::value_text(&mut text, view),
+                            View::Nil => self.write("<no value>")?,
+                            View::Str(text) => self.write(text)?,
+                            view => {
+                                format::value_text(&mut self.out, view);
+                                self.check_output()?;
+                            }
                         }
-                        self.write(&text)?;
                     }
                 }
                 Node::If(branch) => {
