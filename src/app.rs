@@ -5,13 +5,14 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthSetupError, Authentication};
-use crate::config::{Config, DrainConfig};
+use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::drain::Drain;
 use crate::http::ready::Readiness;
@@ -103,8 +104,10 @@ pub struct App {
     audit: Option<crate::audit::Auditor>,
     /// The main listener's stop sequence (`/readyz` follows it).
     drain: Drain,
-    /// `server.drain`.
-    drain_settings: DrainConfig,
+    /// `server.drain.delay` for the listen address ([`crate::config::DrainConfig::delay_for`]).
+    drain_delay: Duration,
+    /// `server.drain.timeout`.
+    drain_timeout: Duration,
     /// The admin listener (`server.admin_listen`): plain HTTP, the probes and
     /// [`admin_routes`].
     admin: Option<AdminListener>,
@@ -206,7 +209,8 @@ impl App {
             streams,
             audit,
             drain,
-            drain_settings: config.server.drain,
+            drain_delay: config.server.drain.delay_for(addr),
+            drain_timeout: config.server.drain.timeout,
             admin,
         })
     }
@@ -256,7 +260,8 @@ impl App {
             streams,
             audit,
             drain,
-            drain_settings,
+            drain_delay,
+            drain_timeout,
             admin,
             ..
         } = self;
@@ -279,21 +284,21 @@ impl App {
             admin_drain.begin();
             tracing::info!(
                 "draining: /readyz answers 503; the listener closes in {}",
-                humantime::format_duration(drain_settings.delay)
+                humantime::format_duration(drain_delay)
             );
             let mut hurry = std::pin::pin!(hurry);
             let mut hurried = tokio::select! {
-                () = tokio::time::sleep(drain_settings.delay) => false,
+                () = tokio::time::sleep(drain_delay) => false,
                 () = &mut hurry => true,
             };
             drain.close();
             if !hurried {
                 tracing::info!(
                     "listener closed; requests in flight have {} to finish",
-                    humantime::format_duration(drain_settings.timeout)
+                    humantime::format_duration(drain_timeout)
                 );
                 hurried = tokio::select! {
-                    () = tokio::time::sleep(drain_settings.timeout) => false,
+                    () = tokio::time::sleep(drain_timeout) => false,
                     () = &mut hurry => true,
                 };
             }
@@ -302,7 +307,7 @@ impl App {
             } else {
                 eprintln!(
                     "querygate: drain timeout ({}) reached: ending the requests still in flight",
-                    humantime::format_duration(drain_settings.timeout)
+                    humantime::format_duration(drain_timeout)
                 );
             }
             drain.cut();

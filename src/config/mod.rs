@@ -660,7 +660,7 @@ mod tests {
             config.server.admin_listen.as_deref(),
             Some("127.0.0.1:9090")
         );
-        assert_eq!(config.server.drain.delay, std::time::Duration::ZERO);
+        assert_eq!(config.server.drain.delay, Some(std::time::Duration::ZERO));
         assert_eq!(
             config.server.drain.timeout,
             std::time::Duration::from_secs(120)
@@ -668,7 +668,21 @@ mod tests {
         let defaults = load("", &[]).unwrap().server;
         assert_eq!(defaults.admin_listen, None);
         assert_eq!(defaults.drain, DrainConfig::default());
-        assert_eq!(defaults.drain.delay, std::time::Duration::from_secs(5));
+        assert_eq!(defaults.drain.delay, None);
+        let loopback: std::net::SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        let any: std::net::SocketAddr = "0.0.0.0:8765".parse().unwrap();
+        assert_eq!(
+            defaults.drain.delay_for(loopback),
+            std::time::Duration::ZERO
+        );
+        assert_eq!(
+            defaults.drain.delay_for(any),
+            std::time::Duration::from_secs(5)
+        );
+        assert_eq!(
+            config.server.drain.delay_for(any),
+            std::time::Duration::ZERO
+        );
         for (yaml, expected) in [
             (
                 "server:\n  listen: 0.0.0.0:8765\n  allow_unauthenticated: true\n  admin_listen: 127.0.0.1:8765\n",

@@ -39,7 +39,7 @@ pub(super) struct RawServer {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawDrain {
     #[serde(with = "humantime_serde")]
-    pub(super) delay: Duration,
+    pub(super) delay: Option<Duration>,
     #[serde(with = "humantime_serde")]
     pub(super) timeout: Duration,
 }
@@ -47,7 +47,7 @@ pub(super) struct RawDrain {
 impl Default for RawDrain {
     fn default() -> Self {
         RawDrain {
-            delay: Duration::from_secs(5),
+            delay: None,
             timeout: Duration::from_secs(30),
         }
     }
@@ -133,11 +133,29 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainConfig {
     /// How long new connections are still accepted after the signal, while `/readyz`
-    /// answers 503, so that load balancers stop sending before the listener closes.
-    pub delay: Duration,
+    /// answers 503, so that load balancers stop sending before the listener closes;
+    /// `None` (not configured): [`DrainConfig::delay_for`] decides by the listen address.
+    pub delay: Option<Duration>,
     /// How long requests in flight may take to finish once the listener is closed; what
     /// is still running then is cut.
     pub timeout: Duration,
+}
+
+/// The drain delay when `server.drain.delay` is not set and the server listens on an
+/// address other than loopback.
+pub const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(5);
+
+impl DrainConfig {
+    /// The delay the server waits for when listening on `listen`: the configured one, else
+    /// [`DEFAULT_DRAIN_DELAY`], or none on a loopback address (no load balancer reaches it
+    /// there, so Ctrl-C on a local server stops at once).
+    pub fn delay_for(&self, listen: std::net::SocketAddr) -> Duration {
+        match self.delay {
+            Some(delay) => delay,
+            None if listen.ip().is_loopback() => Duration::ZERO,
+            None => DEFAULT_DRAIN_DELAY,
+        }
+    }
 }
 
 impl Default for DrainConfig {
@@ -227,12 +245,14 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
             Some(_) => {}
         }
     }
-    if raw.drain.delay > MAX_DRAIN {
+    if let Some(delay) = raw.drain.delay
+        && delay > MAX_DRAIN
+    {
         problems.push(
             "server.drain.delay",
             format!(
                 "{} is more than the longest allowed, {}",
-                humantime::format_duration(raw.drain.delay),
+                humantime::format_duration(delay),
                 humantime::format_duration(MAX_DRAIN)
             ),
         );

@@ -349,3 +349,30 @@ async fn a_second_signal_ends_the_drain_at_once() {
         "{lines:?}"
     );
 }
+
+#[tokio::test]
+async fn a_loopback_server_without_a_configured_delay_stops_without_one() {
+    install_crypto_provider();
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // No `server.drain.delay`: on 127.0.0.1 no load balancer needs one.
+    let config = test_config(&mock, dir.path(), "read_only", "");
+    let mut yaml = std::fs::read_to_string(&config).unwrap();
+    yaml.push_str("log:\n  level: querygate=info\n");
+    std::fs::write(&config, yaml).unwrap();
+    let (_url, mut child, stderr) = spawn_serve(&config).await;
+    let lines = collect_lines(stderr);
+    terminate(&child);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("serve exits")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let lines = lines.await.unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the listener closes in 0s")),
+        "{lines:?}"
+    );
+}
