@@ -24,6 +24,7 @@ mod slots;
 mod sql;
 mod template;
 mod transform;
+mod xml;
 mod types;
 mod upstream;
 
