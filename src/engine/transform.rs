@@ -332,7 +332,7 @@ mod registry_tests {
         };
         let file = std::fs::File::open(&path).unwrap();
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        let (mut parsed, mut failures) = (0usize, Vec::new());
+        let (mut parsed, mut failures, mut known_mxj) = (0usize, Vec::new(), 0usize);
         for entry in archive.entries().unwrap() {
             let mut entry = entry.unwrap();
             let name = entry.path().unwrap().to_string_lossy().into_owned();
@@ -356,11 +356,21 @@ mod registry_tests {
                 };
                 match Template::parse(body, dialect) {
                     Ok(_) => parsed += 1,
+                    // Known, and named in docs/engine.md: mxj templates that open an action
+                    // with `{{{-` (Go's parser refuses them too) or call `separator` (a
+                    // function value for `call`, which this interpreter does not have).
+                    Err(_)
+                        if kind.starts_with("golang_template_mxj")
+                            && (body.contains("{{{") || body.contains("separator")) =>
+                    {
+                        known_mxj += 1
+                    }
                     Err(err) => failures.push(format!("{name}: {kind}: {err}")),
                 }
             }
         }
         assert!(failures.is_empty(), "{failures:#?}");
+        assert_eq!(known_mxj, 8, "the known mxj template failures changed");
         // 6,951 JSON and text transforms (request and response) as of the copy's commit.
         assert!(parsed > 6_900, "only {parsed} transforms found");
     }
