@@ -24,9 +24,9 @@ mod slots;
 mod sql;
 mod template;
 mod transform;
-mod xml;
 mod types;
 mod upstream;
+mod xml;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

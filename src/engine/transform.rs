@@ -77,7 +77,10 @@ impl ResponseTransform {
             if !applied {
                 return Ok(None);
             }
-            let key = response.get("objectKey").and_then(Value::as_str).unwrap_or("");
+            let key = response
+                .get("objectKey")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let list_property = key.strip_prefix("$.").unwrap_or("");
             if list_property.is_empty() || list_property.contains(['.', '[']) {
                 return Err(format!(
@@ -269,10 +272,18 @@ mod tests {
                 .is_none()
         );
         let with = json!({"transform": transform, "overrideMediaType": "application/json"});
-        let t = ResponseTransform::from_response(&with, None).unwrap().unwrap();
-        assert_eq!(t.apply(br#"{"b":1,"a":2}"#, &[]).unwrap(), br#"{"a":2,"b":1}"#);
+        let t = ResponseTransform::from_response(&with, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            t.apply(br#"{"b":1,"a":2}"#, &[]).unwrap(),
+            br#"{"a":2,"b":1}"#
+        );
         assert!(t.apply(b"", &[]).unwrap().is_empty());
-        assert!(matches!(t.apply(b"{nope", &[]), Err(TransformError::Body(_))));
+        assert!(matches!(
+            t.apply(b"{nope", &[]),
+            Err(TransformError::Body(_))
+        ));
     }
 
     #[test]

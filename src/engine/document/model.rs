@@ -566,7 +566,10 @@ impl Method {
             object_key: response.and_then(|r| str_field(r, "objectKey")),
             transform: response
                 .map(|r| {
-                    let protocol = op_doc.value.pointer("/info/x-protocol").and_then(Value::as_str);
+                    let protocol = op_doc
+                        .value
+                        .pointer("/info/x-protocol")
+                        .and_then(Value::as_str);
                     crate::engine::transform::ResponseTransform::from_response(r, protocol)
                 })
                 .transpose()

@@ -76,7 +76,10 @@ const AWS_XML_TOKENS: [(&str, &[&str]); 6] = [
     ("nextToken", &["nextToken"]),
     ("NextMarker", &["marker", "Marker"]),
     ("Marker", &["Marker", "marker"]),
-    ("ContinuationToken", &["continuation-token", "ContinuationToken"]),
+    (
+        "ContinuationToken",
+        &["continuation-token", "ContinuationToken"],
+    ),
 ];
 
 /// Whether rows come from an XML body by the schema-driven transform (whose envelope
@@ -112,7 +115,10 @@ fn aws_xml(
     found: &mut impl Iterator<Item = Option<String>>,
 ) -> Option<Next> {
     let truncated = found.next().flatten();
-    if truncated.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("false")) {
+    if truncated
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case("false"))
+    {
         return None;
     }
     aws_xml_tokens(method)

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 pub(crate) use self::aws_error::{AwsError, aws_error};
 pub(crate) use self::rows::{RowField, transform as schema_driven};
-pub(crate) use self::tree::XmlError;
 use self::tree::Node;
+pub(crate) use self::tree::XmlError;
 
 /// `body` decoded as mxj's `NewMapXml` decodes it: `{"<root>": value}` with maps, lists
 /// (`[]interface{}`) and strings (no casting). An empty body is an empty map.

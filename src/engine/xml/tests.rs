@@ -70,11 +70,12 @@ fn malformed_bodies_are_errors() {
         );
         assert!(schema_driven(bad, &[field("a", "string")], None, "line_items").is_err());
     }
-    let deep = format!("{}{}", "<a>".repeat(MAX_DEPTH + 1), "</a>".repeat(MAX_DEPTH + 1));
-    assert_eq!(
-        tree::parse(deep.as_bytes()).unwrap_err(),
-        XmlError::TooDeep
+    let deep = format!(
+        "{}{}",
+        "<a>".repeat(MAX_DEPTH + 1),
+        "</a>".repeat(MAX_DEPTH + 1)
     );
+    assert_eq!(tree::parse(deep.as_bytes()).unwrap_err(), XmlError::TooDeep);
 }
 
 #[test]

@@ -93,7 +93,10 @@ impl<'a> Open<'a> {
                 .normalized_value(XmlVersion::Implicit1_0)
                 .map_err(|err| err.to_string())?
                 .into_owned();
-            open.insert(Cow::Owned(format!("-{local}")), Node::Text(Cow::Owned(value)));
+            open.insert(
+                Cow::Owned(format!("-{local}")),
+                Node::Text(Cow::Owned(value)),
+            );
         }
         Ok(open)
     }
@@ -148,7 +151,8 @@ impl<'a> Open<'a> {
             return (self.name, Node::Text(text));
         }
         if !text.is_empty() {
-            self.entries.push((Cow::Borrowed("#text"), Node::Text(text)));
+            self.entries
+                .push((Cow::Borrowed("#text"), Node::Text(text)));
         }
         (self.name, Node::Map(self.entries))
     }
