@@ -12,6 +12,12 @@
 //!    {…}}]}`) as `bench.arm.items`, whose list method has the Azure providers' flatten
 //!    transform (`golang_template_json_v0.3.0`): the same GROUP BY, its CPU against point a's.
 //!
+//! 5. The same rows S3-shaped: a ListObjectsV2 XML listing (`<Contents>` per object: `Key`,
+//!    `LastModified`, `ETag`, `Size`, `StorageClass` = the group, `Owner`) as
+//!    `bench.s3.objects`, read by the aws provider's `schema_driven_xml_v0.1.0` transform,
+//!    10 pages chained by `NextContinuationToken` → `continuation-token`: the same GROUP BY
+//!    (by `StorageClass`), its CPU against point a's.
+//!
 //! CPU time is the sum of per-thread `sum_exec_runtime` (`/proc/self/task/*/schedstat`,
 //! nanoseconds). Threads that exit during a query (an engine SQLite thread beyond the ones
 //! kept for reuse) would vanish from that sum, so a probe thread polls new threads' counters
@@ -57,6 +63,8 @@ const QUERY: &str =
     r#"SELECT "group", count(*), sum(size) FROM bench.items.items GROUP BY "group""#;
 const ARM_QUERY: &str =
     r#"SELECT "group", count(*), sum(size) FROM bench.arm.items GROUP BY "group""#;
+const S3_QUERY: &str =
+    "SELECT StorageClass, count(*), sum(Size) FROM bench.s3.objects GROUP BY StorageClass";
 /// Columns of the fixture's item schema, in document order.
 const COLUMNS: [&str; 10] = [
     "id",
@@ -89,7 +97,11 @@ fn main() -> Result<()> {
     );
     println!("  query: {QUERY}");
 
-    let mock = Mock::start(data.pages.clone(), data.arm_pages.clone())?;
+    let mock = Mock::start(
+        data.pages.clone(),
+        data.arm_pages.clone(),
+        data.s3_pages.clone(),
+    )?;
     let result = match std::env::var("QUERYGATE_BENCH_PROFILE") {
         Ok(n) => match n.parse() {
             Ok(n) => profile(crate_root, &data, &mock, n),
@@ -119,19 +131,20 @@ fn bench_engine(crate_root: &Path, mock: &Mock) -> Result<Engine> {
     Ok(Engine::new(config)?)
 }
 
-/// CPU (all engine threads but the mock's) of [`ARM_QUERY`], per timed iteration, each
-/// result checked against the generated data.
+/// CPU (all engine threads but the mock's) of `query`, per timed iteration, each result
+/// checked against the generated data.
 fn engine_query_cpu(
     runtime: &tokio::runtime::Runtime,
     engine: &Engine,
     cx: &ExecContext,
     mock_tid: u32,
     expected: &Groups,
+    query: &str,
 ) -> Result<Vec<u64>> {
     let mut cpu = Vec::with_capacity(ITERATIONS);
     for i in 0..WARMUPS + ITERATIONS {
         let probe = CpuProbe::start(&[mock_tid])?;
-        let out = runtime.block_on(engine.execute(cx, ARM_QUERY));
+        let out = runtime.block_on(engine.execute(cx, query));
         let sample = probe.finish()?;
         let out = out.map_err(|err| anyhow!("engine query failed: {err} ({:?})", err.kind()))?;
         check_engine_output(&out.columns, &out.rows, expected)?;
@@ -335,6 +348,7 @@ fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
         &cx,
         mock.tid,
         &data.expected,
+        ARM_QUERY,
     )?);
     let arm_ratio = arm_cpu.median / engine_cpu_s.median.max(1.0);
     println!();
@@ -345,6 +359,28 @@ fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
     println!(
         "   per row: {:.2} us transformed vs {:.2} us plain JSON (point a): {arm_ratio:.2}x",
         arm_cpu.median / 1e3 / (PAGES * ROWS_PER_PAGE) as f64,
+        engine_cpu_s.median / 1e3 / (PAGES * ROWS_PER_PAGE) as f64
+    );
+
+    // ---- f. S3-shaped XML listing through schema_driven_xml --------------------------
+    let s3_cpu = Stats::of(&engine_query_cpu(
+        &runtime,
+        &engine,
+        &cx,
+        mock.tid,
+        &data.expected,
+        S3_QUERY,
+    )?);
+    let s3_ratio = s3_cpu.median / engine_cpu_s.median.max(1.0);
+    println!();
+    println!(
+        "f. engine: the same GROUP BY over bench.s3.objects (10,000 objects of S3 ListObjectsV2 XML, schema_driven_xml, {:.2} MiB)",
+        mib(data.s3_pages.iter().map(Bytes::len).sum::<usize>() as u64)
+    );
+    print_stats("CPU (all engine threads)", &s3_cpu);
+    println!(
+        "   per row: {:.2} us XML vs {:.2} us plain JSON (point a): {s3_ratio:.2}x",
+        s3_cpu.median / 1e3 / (PAGES * ROWS_PER_PAGE) as f64,
         engine_cpu_s.median / 1e3 / (PAGES * ROWS_PER_PAGE) as f64
     );
 
@@ -373,6 +409,15 @@ fn run(crate_root: &Path, data: &Dataset, mock: &Mock) -> Result<()> {
             ms(engine_cpu_s.median)
         ),
         arm_ratio <= TARGET_CPU_RATIO,
+    );
+    verdict(
+        &format!("S3 XML listing CPU per row <= {TARGET_CPU_RATIO}x plain JSON path"),
+        format!(
+            "{s3_ratio:.2}x ({:.2} / {:.2} ms)",
+            ms(s3_cpu.median),
+            ms(engine_cpu_s.median)
+        ),
+        s3_ratio <= TARGET_CPU_RATIO,
     );
     match discovery {
         Some((first, cached)) => {
@@ -496,6 +541,8 @@ struct Dataset {
     /// The same rows, Azure-shaped: `{"value": [{"id", "name", "type", "location",
     /// "properties": {the rest}}], "nextLink": null}`.
     arm_pages: Vec<Bytes>,
+    /// The same rows as S3 ListObjectsV2 XML pages (`StorageClass` holds the group).
+    s3_pages: Vec<Bytes>,
     /// group → (count, sum(size)).
     expected: Groups,
     /// The row with `seq = 0`, to check what the engine makes of each type.
@@ -514,6 +561,7 @@ impl Dataset {
         let mut expected: Groups = BTreeMap::new();
         let mut pages = Vec::with_capacity(PAGES);
         let mut arm_pages = Vec::with_capacity(PAGES);
+        let mut s3_pages = Vec::with_capacity(PAGES);
         for page in 0..PAGES {
             let mut rows = Vec::with_capacity(ROWS_PER_PAGE);
             for r in 0..ROWS_PER_PAGE {
@@ -541,6 +589,7 @@ impl Dataset {
             let arm_rows: Vec<Value> = rows.iter().map(arm_row).collect();
             let arm_page = json!({"value": arm_rows, "nextLink": null});
             arm_pages.push(Bytes::from(arm_page.to_string()));
+            s3_pages.push(Bytes::from(s3_page(&rows, page)));
             // `Value::to_string` cannot fail.
             pages.push(Bytes::from(Value::Array(rows).to_string()));
         }
@@ -552,6 +601,7 @@ impl Dataset {
         Dataset {
             pages,
             arm_pages,
+            s3_pages,
             expected,
             first_row,
         }
@@ -560,6 +610,56 @@ impl Dataset {
     fn total_bytes(&self) -> usize {
         self.pages.iter().map(Bytes::len).sum()
     }
+}
+
+/// Rows as one page (`page`, from 0) of an S3 ListObjectsV2 answer, with the token of the
+/// next page while one follows.
+fn s3_page(rows: &[Value], page: usize) -> String {
+    let text = |row: &Value, key: &str| {
+        row.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut body = String::from(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bench-bucket</Name><Prefix></Prefix>"#,
+    );
+    let more = page + 1 < PAGES;
+    body.push_str(&format!(
+        "<KeyCount>{}</KeyCount><MaxKeys>{ROWS_PER_PAGE}</MaxKeys><IsTruncated>{more}</IsTruncated>",
+        rows.len()
+    ));
+    if page > 0 {
+        body.push_str(&format!(
+            "<ContinuationToken>page-{}</ContinuationToken>",
+            page + 1
+        ));
+    }
+    if more {
+        body.push_str(&format!(
+            "<NextContinuationToken>page-{}</NextContinuationToken>",
+            page + 2
+        ));
+    }
+    for row in rows {
+        let owner = row.get("owner").cloned().unwrap_or(Value::Null);
+        body.push_str(&format!(
+            "<Contents><Key>photos/2024/{}.jpg</Key><LastModified>{}</LastModified>\
+             <ETag>&quot;{:032x}&quot;</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm>\
+             <Size>{}</Size><StorageClass>{}</StorageClass>\
+             <Owner><DisplayName>{}</DisplayName><ID>{:064x}</ID></Owner></Contents>",
+            text(row, "name"),
+            text(row, "created_at"),
+            row.get("id").and_then(Value::as_i64).unwrap_or(0),
+            row.get("size").and_then(Value::as_i64).unwrap_or(0),
+            text(row, "group"),
+            owner.get("login").and_then(Value::as_str).unwrap_or(""),
+            owner.get("id").and_then(Value::as_u64).unwrap_or(0),
+        ));
+    }
+    body.push_str("</ListBucketResult>");
+    body
 }
 
 /// A row as an ARM list item: `name` at the top, the other fields under `properties`.
@@ -764,14 +864,14 @@ async fn serve_page(State(pages): State<Pages>, Query(query): Query<PageQuery>) 
 }
 
 impl Mock {
-    fn start(bodies: Vec<Bytes>, arm_bodies: Vec<Bytes>) -> Result<Mock> {
+    fn start(bodies: Vec<Bytes>, arm_bodies: Vec<Bytes>, s3_bodies: Vec<Bytes>) -> Result<Mock> {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(u16, u32)>>();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("bench-mock".into())
             .spawn(move || {
-                let served = mock_thread(bodies, arm_bodies, &ready_tx, shutdown_rx);
+                let served = mock_thread(bodies, arm_bodies, s3_bodies, &ready_tx, shutdown_rx);
                 if let Err(err) = served {
                     // Start-up errors reach `start`; later ones are only printed.
                     if ready_tx.send(Err(anyhow!("{err:#}"))).is_err() {
@@ -826,9 +926,37 @@ fn linked_pages(port: u16, path: &str, bodies: Vec<Bytes>) -> Result<Pages> {
     })
 }
 
+/// An S3 ListObjectsV2 page: the first, or the one `continuation-token=page-N` names.
+async fn serve_s3_page(
+    State(pages): State<Arc<Vec<Bytes>>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let index = match query.get("continuation-token") {
+        None => Some(1),
+        Some(token) => token
+            .strip_prefix("page-")
+            .and_then(|n| n.parse::<usize>().ok()),
+    };
+    let Some(body) = index
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| pages.get(i))
+    else {
+        return (StatusCode::NOT_FOUND, "no such page").into_response();
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        )],
+        body.clone(),
+    )
+        .into_response()
+}
+
 fn mock_thread(
     bodies: Vec<Bytes>,
     arm_bodies: Vec<Bytes>,
+    s3_bodies: Vec<Bytes>,
     ready: &mpsc::Sender<Result<(u16, u32)>>,
     shutdown: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<()> {
@@ -836,10 +964,13 @@ fn mock_thread(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let s3_pages = Arc::new(s3_bodies);
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let app = axum::Router::new()
+            .route("/s3", axum::routing::get(serve_s3_page))
+            .with_state(s3_pages)
             .route("/items", axum::routing::get(serve_page))
             .with_state(linked_pages(port, "/items", bodies)?)
             .merge(

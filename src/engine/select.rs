@@ -540,10 +540,11 @@ async fn fetch_leg(
         })
         .collect();
     let resource = plan.resource.full_name();
+    let shape = method.row_shape(&inner.store)?;
     inner
         .upstream
         .fetch(&request, |body, wanted| {
-            let body = transform::rows_body(method, &resource, body)?;
+            let body = transform::rows_body(method, &resource, body, &shape.columns)?;
             let fixed = fixed.clone();
             // Handing the page over may wait for an evaluation slot: meanwhile the next page
             // is not fetched.

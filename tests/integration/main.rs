@@ -51,3 +51,4 @@ mod select;
 mod support;
 mod telemetry;
 mod transforms;
+mod xml_responses;

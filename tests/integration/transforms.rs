@@ -14,7 +14,7 @@ use crate::support::{column, compat_registry};
 
 /// The current registry's files under `prefixes`, unpacked into a registry root; `None`
 /// (skipped) when `QUERYGATE_COMPAT_REGISTRY` is not set outside CI.
-fn current_registry(prefixes: &[&str]) -> Option<tempfile::TempDir> {
+pub(crate) fn current_registry(prefixes: &[&str]) -> Option<tempfile::TempDir> {
     let tarball = compat_registry()?.join("current/registry-src.tar.gz");
     let file =
         std::fs::File::open(&tarball).unwrap_or_else(|err| panic!("{}: {err}", tarball.display()));
@@ -36,7 +36,7 @@ fn current_registry(prefixes: &[&str]) -> Option<tempfile::TempDir> {
 
 /// An engine over `root` whose `provider` calls `mock`, with its auth replaced by a bearer
 /// token from `TOKEN` (the operator's `providers.<name>.auth` override).
-fn engine(root: &std::path::Path, provider: &str, mock: &Mock) -> Engine {
+pub(crate) fn engine(root: &std::path::Path, provider: &str, mock: &Mock) -> Engine {
     let mut config = EngineConfig::new(root.to_path_buf());
     config.providers.insert(
         provider.to_owned(),
@@ -49,7 +49,7 @@ fn engine(root: &std::path::Path, provider: &str, mock: &Mock) -> Engine {
     Engine::new(config).expect("engine")
 }
 
-fn context() -> ExecContext {
+pub(crate) fn context() -> ExecContext {
     ExecContext {
         credentials: Arc::new(CredentialStore::fixed([(
             "TOKEN".to_owned(),

@@ -8,7 +8,7 @@ mod yaml;
 
 pub(crate) use cache::ModelCache;
 pub(crate) use model::{
-    Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
+    ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
 pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;

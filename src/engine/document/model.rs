@@ -403,6 +403,10 @@ pub(crate) struct ColumnSpec {
     pub(crate) name: String,
     pub(crate) type_name: String,
     pub(crate) description: Option<String>,
+    /// The property's `xml.name` (its element or attribute name in an XML body).
+    pub(crate) xml_name: Option<String>,
+    /// The property's `xml.attribute: true`.
+    pub(crate) xml_attribute: bool,
 }
 
 /// Where rows sit in a method's response, and the columns of a row.
@@ -561,7 +565,13 @@ impl Method {
             }),
             object_key: response.and_then(|r| str_field(r, "objectKey")),
             transform: response
-                .map(crate::engine::transform::ResponseTransform::from_response)
+                .map(|r| {
+                    let protocol = op_doc
+                        .value
+                        .pointer("/info/x-protocol")
+                        .and_then(Value::as_str);
+                    crate::engine::transform::ResponseTransform::from_response(r, protocol)
+                })
                 .transpose()
                 .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?
                 .flatten()
@@ -849,10 +859,21 @@ impl Method {
         let columns = row_schema
             .properties(store)?
             .into_iter()
-            .map(|(name, schema)| ColumnSpec {
-                type_name: schema.type_name().unwrap_or("object").to_owned(),
-                description: schema.description().map(str::to_owned),
-                name,
+            .map(|(name, schema)| {
+                let xml = schema.schema.get("xml");
+                ColumnSpec {
+                    type_name: schema.type_name().unwrap_or("object").to_owned(),
+                    description: schema.description().map(str::to_owned),
+                    xml_name: xml
+                        .and_then(|x| x.get("name"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    xml_attribute: xml
+                        .and_then(|x| x.get("attribute"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    name,
+                }
             })
             .collect();
         Ok(RowShape {

@@ -429,12 +429,37 @@ fn status_error(
     if body.len() > head.len() && !text.ends_with("…(truncated)") {
         text.push_str("…(truncated)");
     }
-    Error::upstream(UpstreamFailure {
+    let error = Error::upstream(UpstreamFailure {
         status,
         retryable: UpstreamFailure::is_retryable_status(status),
         body: text,
         request: describe(method, url),
-    })
+    });
+    // An AWS XML error body names its code and message: said plainly, with the method.
+    match crate::engine::xml::aws_error(scrubbed.as_bytes()) {
+        Some(aws) => error.with_note(&aws_error_note(leg.method, &aws)),
+        None => error,
+    }
+}
+
+/// `resource 'users', method 'list_users': AWS error AccessDenied: …`.
+fn aws_error_note(method: &Method, aws: &crate::engine::xml::AwsError) -> String {
+    let resource = method
+        .location
+        .split_once("/x-stackQL-resources/")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .map(|r| r.replace("~1", "/").replace("~0", "~"));
+    let mut note = match resource {
+        Some(resource) => format!("resource '{resource}', method '{}'", method.name),
+        None => format!("method '{}'", method.name),
+    };
+    note.push_str(": AWS error ");
+    note.push_str(&truncate_lossy(aws.code.as_bytes(), 128));
+    if let Some(message) = &aws.message {
+        note.push_str(": ");
+        note.push_str(&truncate_lossy(message.as_bytes(), 512));
+    }
+    note
 }
 
 /// An error with its sources: `outer: inner: innermost`.

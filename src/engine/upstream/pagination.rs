@@ -1,7 +1,10 @@
 //! Deciding the next page: the method's explicit `pagination` config (token in query or
 //! header, page number with terminator), or, without config, the conventions StackQL's
 //! documents rely on: `Link: <…>; rel="next"`, `nextPageToken` → `pageToken`,
-//! `@odata.nextLink`, and `next_cursor` → `cursor`. [`wanted`] names the body values a
+//! `@odata.nextLink`, and `next_cursor` → `cursor`; for AWS XML listings (a
+//! `schema_driven_xml` response), `IsTruncated` with `NextContinuationToken`, `NextToken`,
+//! `nextToken`, `NextMarker`, `Marker` or `ContinuationToken`, sent back as the query
+//! parameter the method declares for it. [`wanted`] names the body values a
 //! decision needs, so they are read in the pass that decodes the page's rows; [`next_page`]
 //! decides from them and the headers.
 
@@ -10,6 +13,7 @@ use url::Url;
 
 use crate::engine::document::{Method, Pagination, ParamLocation};
 use crate::engine::error::{Error, ErrorKind, Result};
+use crate::engine::transform::ResponseTransform;
 
 /// How to ask for the next page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +40,13 @@ pub(crate) fn wanted(method: &Method, headers: &HeaderMap) -> Vec<Vec<String>> {
             _ => Vec::new(),
         },
         None if link_next(headers).is_some() => Vec::new(),
+        None if is_aws_xml(method) => std::iter::once(vec![TRUNCATED.to_owned()])
+            .chain(
+                aws_xml_tokens(method)
+                    .into_iter()
+                    .map(|(field, _)| vec![field.to_owned()]),
+            )
+            .collect(),
         None => CONVENTIONAL
             .iter()
             .map(|path| path.iter().map(|key| (*key).to_owned()).collect())
@@ -51,6 +62,72 @@ const CONVENTIONAL: [&[&str]; 4] = [
     &["response_metadata", "next_cursor"],
 ];
 
+/// The flag of AWS listings that says whether more pages follow.
+const TRUNCATED: &str = "IsTruncated";
+
+/// Next-page tokens of AWS XML listings, in the order they are tried: the response field
+/// and the request parameters (query) it is sent back as.
+const AWS_XML_TOKENS: [(&str, &[&str]); 6] = [
+    (
+        "NextContinuationToken",
+        &["continuation-token", "ContinuationToken"],
+    ),
+    ("NextToken", &["NextToken"]),
+    ("nextToken", &["nextToken"]),
+    ("NextMarker", &["marker", "Marker"]),
+    ("Marker", &["Marker", "marker"]),
+    (
+        "ContinuationToken",
+        &["continuation-token", "ContinuationToken"],
+    ),
+];
+
+/// Whether rows come from an XML body by the schema-driven transform (whose envelope
+/// carries the listing's own text fields).
+fn is_aws_xml(method: &Method) -> bool {
+    matches!(
+        method.response.transform.as_deref(),
+        Some(ResponseTransform::SchemaDrivenXml { .. })
+    )
+}
+
+/// The tokens of [`AWS_XML_TOKENS`] whose request parameter `method` declares in its query.
+fn aws_xml_tokens(method: &Method) -> Vec<(&'static str, &str)> {
+    AWS_XML_TOKENS
+        .iter()
+        .filter_map(|(field, names)| {
+            names.iter().find_map(|name| {
+                method
+                    .params
+                    .iter()
+                    .find(|p| p.location == ParamLocation::Query && p.name == *name)
+                    .map(|p| (*field, p.name.as_str()))
+            })
+        })
+        .collect()
+}
+
+/// The next page of an AWS XML listing: none once `IsTruncated` is false, else the first
+/// token found, sent as its declared parameter.
+fn aws_xml(
+    method: &Method,
+    current: &Url,
+    found: &mut impl Iterator<Item = Option<String>>,
+) -> Option<Next> {
+    let truncated = found.next().flatten();
+    if truncated
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case("false"))
+    {
+        return None;
+    }
+    aws_xml_tokens(method)
+        .into_iter()
+        .zip(found)
+        .find_map(|((_, param), token)| token.map(|t| (param, t)))
+        .map(|(param, token)| Next::Url(with_query(current, param, &token)))
+}
+
 /// The next page after a response with `headers` to a request for `current`; `found` holds
 /// the body's scalars at the paths [`wanted`] named for it.
 pub(crate) fn next_page(
@@ -65,6 +142,9 @@ pub(crate) fn next_page(
         .map(|v| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned));
     match &method.pagination {
         Some(config) => explicit(config, current, headers, &mut found),
+        None if link_next(headers).is_none() && is_aws_xml(method) => {
+            Ok(aws_xml(method, current, &mut found))
+        }
         None => conventional(method, current, headers, &mut found),
     }
 }

@@ -1,0 +1,294 @@
+//! An XML body decoded into a tree with the conventions of Go's `mxj` (`NewMapXml`, no
+//! casting), which any-sdk uses for both its XML transforms: an element with only text is
+//! its text (trimmed), an empty element is `""`, an element with attributes or children is
+//! a map of them (attributes as `-name`, its text as `#text`), and an element name that
+//! repeats among its siblings holds a list. Names are local names: a namespace prefix is
+//! dropped, as mxj drops it (`xmlns` declarations are attributes like any other).
+//!
+//! Parsed with `quick-xml` over the borrowed body (names and most texts are not copied);
+//! the body must be well-formed UTF-8 XML, nesting is bounded, entity references other than
+//! XML's five and character references are refused.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use quick_xml::XmlVersion;
+use quick_xml::events::{BytesStart, Event};
+
+/// Nesting deeper than this is refused (a hostile body must not exhaust the stack of
+/// whatever walks the tree).
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// Children of an element are looked up through an index once there are this many.
+const INDEX_FROM: usize = 16;
+
+/// One XML value in mxj's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Node<'a> {
+    /// A simple element's text (`""` for an empty element).
+    Text(Cow<'a, str>),
+    /// Attributes (`-name`), child elements and `#text`, in document order of first
+    /// appearance.
+    Map(Vec<(Cow<'a, str>, Node<'a>)>),
+    /// The values of a repeated child element, in document order.
+    List(Vec<Node<'a>>),
+}
+
+impl<'a> Node<'a> {
+    /// The value of `key` in a map.
+    pub(crate) fn get(&self, key: &str) -> Option<&Node<'a>> {
+        match self {
+            Node::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The text of a simple element.
+    pub(crate) fn text(&self) -> Option<&str> {
+        match self {
+            Node::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// Why a body is not XML this decoder takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum XmlError {
+    /// Not UTF-8.
+    #[error("the XML body is not UTF-8 (byte {0})")]
+    NotUtf8(usize),
+    /// Not well-formed, with quick-xml's reason and the byte offset.
+    #[error("the XML body is not well-formed at byte {offset}: {reason}")]
+    Malformed { offset: u64, reason: String },
+    /// No root element.
+    #[error("the XML body has no root element")]
+    NoRoot,
+    /// Nested beyond [`MAX_DEPTH`].
+    #[error("the XML body nests elements deeper than {MAX_DEPTH}")]
+    TooDeep,
+}
+
+/// An element being read.
+struct Open<'a> {
+    name: Cow<'a, str>,
+    entries: Vec<(Cow<'a, str>, Node<'a>)>,
+    /// Position of each key in `entries`, once there are many.
+    index: Option<HashMap<Cow<'a, str>, usize>>,
+    text: Cow<'a, str>,
+}
+
+impl<'a> Open<'a> {
+    fn new(start: &BytesStart<'a>, owned_name: Cow<'a, str>) -> Result<Self, String> {
+        let mut open = Open {
+            name: owned_name,
+            entries: Vec::new(),
+            index: None,
+            text: Cow::Borrowed(""),
+        };
+        for attr in start.attributes() {
+            let attr = attr.map_err(|err| err.to_string())?;
+            let local = local(attr.key.into_inner());
+            let value = attr
+                .normalized_value(XmlVersion::Implicit1_0)
+                .map_err(|err| err.to_string())?
+                .into_owned();
+            open.insert(
+                Cow::Owned(format!("-{local}")),
+                Node::Text(Cow::Owned(value)),
+            );
+        }
+        Ok(open)
+    }
+
+    fn push_text(&mut self, piece: Cow<'a, str>) {
+        if self.text.is_empty() {
+            self.text = piece;
+        } else {
+            self.text.to_mut().push_str(&piece);
+        }
+    }
+
+    /// Adds a child value; a key seen before turns into (or extends) a list.
+    fn insert(&mut self, key: Cow<'a, str>, value: Node<'a>) {
+        let found = match &self.index {
+            Some(index) => index.get(key.as_ref()).copied(),
+            None => self.entries.iter().position(|(k, _)| *k == key),
+        };
+        match found {
+            Some(at) => {
+                let slot = &mut self.entries[at].1;
+                match slot {
+                    Node::List(items) => items.push(value),
+                    other => {
+                        let first = std::mem::replace(other, Node::List(Vec::new()));
+                        *other = Node::List(vec![first, value]);
+                    }
+                }
+            }
+            None => {
+                if let Some(index) = &mut self.index {
+                    index.insert(key.clone(), self.entries.len());
+                }
+                self.entries.push((key, value));
+                if self.index.is_none() && self.entries.len() >= INDEX_FROM {
+                    self.index = Some(
+                        self.entries
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (k, _))| (k.clone(), i))
+                            .collect(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The element's value, by mxj's rules.
+    fn finish(mut self) -> (Cow<'a, str>, Node<'a>) {
+        let text = trim_cow(self.text);
+        if self.entries.is_empty() {
+            return (self.name, Node::Text(text));
+        }
+        if !text.is_empty() {
+            self.entries
+                .push((Cow::Borrowed("#text"), Node::Text(text)));
+        }
+        (self.name, Node::Map(self.entries))
+    }
+}
+
+/// mxj trims these from text (`"\t\r\b\n "`).
+fn is_trimmed(c: char) -> bool {
+    matches!(c, '\t' | '\r' | '\u{8}' | '\n' | ' ')
+}
+
+fn trim_cow(text: Cow<'_, str>) -> Cow<'_, str> {
+    match text {
+        Cow::Borrowed(s) => Cow::Borrowed(s.trim_matches(is_trimmed)),
+        Cow::Owned(s) => {
+            let trimmed = s.trim_matches(is_trimmed);
+            if trimmed.len() == s.len() {
+                Cow::Owned(s)
+            } else {
+                Cow::Owned(trimmed.to_owned())
+            }
+        }
+    }
+}
+
+/// The local part of a qualified name.
+fn local(name: &str) -> &str {
+    name.rsplit_once(':').map_or(name, |(_, local)| local)
+}
+
+/// Decodes `body`: the root element's name and value. What follows the root element is
+/// not read (as mxj reads one value).
+pub(crate) fn parse(body: &[u8]) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
+    let text = std::str::from_utf8(body).map_err(|err| XmlError::NotUtf8(err.valid_up_to()))?;
+    // A byte-order mark is not markup.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = quick_xml::Reader::from_str(text);
+    let config = reader.config_mut();
+    config.check_end_names = true;
+    config.expand_empty_elements = false;
+    let mut stack: Vec<Open<'_>> = Vec::new();
+    let malformed = |reader: &quick_xml::Reader<&[u8]>, reason: String| XmlError::Malformed {
+        offset: reader.error_position(),
+        reason,
+    };
+    loop {
+        let event = reader
+            .read_event()
+            .map_err(|err| malformed(&reader, err.to_string()))?;
+        match event {
+            Event::Start(start) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(XmlError::TooDeep);
+                }
+                let name = element_name(&start);
+                let open = Open::new(&start, name).map_err(|reason| malformed(&reader, reason))?;
+                stack.push(open);
+            }
+            Event::Empty(start) => {
+                let name = element_name(&start);
+                let open = Open::new(&start, name).map_err(|reason| malformed(&reader, reason))?;
+                let (name, node) = open.finish();
+                match stack.last_mut() {
+                    Some(parent) => parent.insert(name, node),
+                    None => return Ok((name, node)),
+                }
+            }
+            Event::End(_) => {
+                let Some(open) = stack.pop() else {
+                    return Err(malformed(&reader, "unmatched end tag".to_owned()));
+                };
+                let (name, node) = open.finish();
+                match stack.last_mut() {
+                    Some(parent) => parent.insert(name, node),
+                    None => return Ok((name, node)),
+                }
+            }
+            Event::Text(text) => {
+                if let Some(open) = stack.last_mut() {
+                    open.push_text(text.xml10_content());
+                } else if !text.xml10_content().trim().is_empty() {
+                    return Err(malformed(
+                        &reader,
+                        "text outside the root element".to_owned(),
+                    ));
+                }
+            }
+            Event::CData(data) => {
+                if let Some(open) = stack.last_mut() {
+                    open.push_text(data.xml10_content());
+                }
+            }
+            Event::GeneralRef(reference) => {
+                let Some(open) = stack.last_mut() else {
+                    return Err(malformed(
+                        &reader,
+                        "a reference outside the root element".to_owned(),
+                    ));
+                };
+                let resolved = match reference
+                    .resolve_char_ref()
+                    .map_err(|err| malformed(&reader, err.to_string()))?
+                {
+                    Some(c) => Cow::Owned(c.to_string()),
+                    None => {
+                        let name = reference.xml10_content();
+                        match quick_xml::escape::resolve_predefined_entity(&name) {
+                            Some(s) => Cow::Borrowed(s),
+                            None => {
+                                return Err(malformed(
+                                    &reader,
+                                    format!("undeclared entity '&{name};'"),
+                                ));
+                            }
+                        }
+                    }
+                };
+                open.push_text(resolved);
+            }
+            Event::Eof => {
+                return Err(if stack.is_empty() {
+                    XmlError::NoRoot
+                } else {
+                    malformed(
+                        &reader,
+                        format!("element <{}> is not closed", stack[stack.len() - 1].name),
+                    )
+                });
+            }
+            Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+        }
+    }
+}
+
+/// An element's local name, borrowed from the body where it can be.
+fn element_name<'a>(start: &BytesStart<'a>) -> Cow<'a, str> {
+    // `BytesStart::name` borrows from the event; the event borrows from the body only when
+    // its content is borrowed, so the name is copied once here (names are short).
+    Cow::Owned(local(start.name().into_inner()).to_owned())
+}
