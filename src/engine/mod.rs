@@ -26,6 +26,7 @@ mod template;
 mod transform;
 mod types;
 mod upstream;
+mod views;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
