@@ -105,7 +105,7 @@ struct Given {
 }
 
 enum GivenValue {
-    Eq(Expr),
+    Eq(Box<Expr>),
     In(Vec<Expr>),
 }
 
@@ -294,7 +294,7 @@ fn given_params(conjuncts: &[Expr], alias: &str) -> Vec<Given> {
                         index,
                         name,
                         qualified,
-                        value: GivenValue::Eq(value.as_ref().clone()),
+                        value: GivenValue::Eq(value.clone()),
                     });
                 }
             }
@@ -369,7 +369,7 @@ fn clobber(ddl: &mut Query, given: &[Given]) -> Vec<usize> {
             GivenValue::Eq(value) => Expr::BinaryOp {
                 left: Box::new(target),
                 op: BinaryOperator::Eq,
-                right: Box::new(value.clone()),
+                right: value.clone(),
             },
             GivenValue::In(list) => Expr::In {
                 expr: Box::new(target),
