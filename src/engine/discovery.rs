@@ -107,7 +107,7 @@ pub(crate) fn methods(
     names: &[String; 3],
 ) -> Result<Vec<MethodInfo>> {
     let resource = open_resource(inner, cx, names)?;
-    let mut out = Vec::with_capacity(resource.methods.len());
+    let mut out = super::views::methods(&resource);
     for m in &resource.methods {
         out.push(MethodInfo {
             name: m.name.clone(),
@@ -166,19 +166,7 @@ pub(crate) fn columns(
     cx: &ExecContext,
     names: &[String; 3],
 ) -> Result<Vec<ColumnInfo>> {
-    let resource = open_resource(inner, cx, names)?;
-    let Some(method) = resource.methods_for(SqlVerb::Select).into_iter().next() else {
-        return Ok(Vec::new());
-    };
-    Ok(method
-        .columns(&inner.store)?
-        .into_iter()
-        .map(|c| ColumnInfo {
-            name: c.name,
-            type_name: c.type_name,
-            description: c.description,
-        })
-        .collect())
+    super::views::columns(inner, cx, names)
 }
 
 pub(crate) fn contract(

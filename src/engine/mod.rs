@@ -26,6 +26,7 @@ mod template;
 mod transform;
 mod types;
 mod upstream;
+mod views;
 mod xml;
 
 use std::collections::HashMap;

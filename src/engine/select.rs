@@ -231,6 +231,7 @@ fn prepare(
     cx: &ExecContext,
     mut query: Box<Query>,
 ) -> Result<(String, Vec<TableJob>)> {
+    super::views::expand(inner, cx, &mut query)?;
     let analysis = analyse(&mut query)?;
     let mut resources = Vec::with_capacity(analysis.occurrences.len());
     let mut providers = Vec::with_capacity(analysis.occurrences.len());

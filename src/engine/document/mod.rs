@@ -4,6 +4,7 @@ mod cache;
 mod model;
 mod schema;
 mod store;
+mod view;
 mod yaml;
 
 pub(crate) use cache::ModelCache;
@@ -12,3 +13,4 @@ pub(crate) use model::{
 };
 pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;
+pub(crate) use view::View;

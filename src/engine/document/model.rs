@@ -169,6 +169,9 @@ pub(crate) struct Resource {
     pub(crate) broken: Vec<BrokenMethod>,
     /// `sqlVerbs` as declared: verb → method names in preference order.
     verbs: Vec<(SqlVerb, Vec<String>)>,
+    /// The SQLite views of `config.views.select`, in fallback order: a SELECT reads the
+    /// first whose required parameters the statement gives, in place of any method.
+    pub(crate) views: Vec<super::View>,
 }
 
 /// A method of a resource whose definition does not resolve (a dangling `$ref`, a missing
@@ -239,6 +242,7 @@ impl Resource {
             methods,
             broken,
             verbs,
+            views: super::view::select_views(resource_config),
         })
     }
 

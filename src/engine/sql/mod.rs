@@ -5,12 +5,16 @@ mod columns;
 mod exec_source;
 mod mutation;
 mod tables;
+mod views;
 
 pub(crate) use columns::{Referenced, referenced};
 pub(crate) use exec_source::exec_table;
 pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
 pub(crate) use tables::{
     Analysis, Binding, Conjunct, Filter, Literal, Source, analyse, drop_conjuncts, expand_wildcards,
+};
+pub(crate) use views::{
+    ViewSet, expand as expand_views, parse_ddl as parse_view_ddl, projected as view_projection,
 };
 
 /// Splits `a AND b AND …` into its conjuncts.
