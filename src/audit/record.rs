@@ -14,6 +14,11 @@ pub enum Phase {
     /// Written when the call ends, whatever the end was.
     #[default]
     Outcome,
+    /// A request refused by authentication (no call was made): the reason in `error_code`,
+    /// the client's address in `client_addr`, what the credential names in `principal`,
+    /// `issuer` or `cert_fingerprint`. Rate-limited: `suppressed` counts the failures of the
+    /// same reason and address not recorded since the previous record of that pair.
+    AuthFailure,
 }
 
 impl Phase {
@@ -22,6 +27,7 @@ impl Phase {
         match self {
             Phase::Intent => "intent",
             Phase::Outcome => "outcome",
+            Phase::AuthFailure => "auth_failure",
         }
     }
 }
@@ -154,9 +160,12 @@ pub struct AuditRecord {
     /// The negotiated MCP protocol version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
-    /// The tool called.
+    /// The tool called (absent in `auth_failure` records).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tool: String,
-    /// The tenant's mode at call time.
+    /// The tenant's mode at call time (absent when the call was refused before its tenant
+    /// was known).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mode: String,
     /// What the gate decided.
     pub decision: Decision,
@@ -195,6 +204,13 @@ pub struct AuditRecord {
     /// The last HTTP status the upstream answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<u16>,
+    /// The client's IP address (`auth_failure` records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_addr: Option<String>,
+    /// Failures of the same reason and client address left unrecorded since the previous
+    /// `auth_failure` record of that pair (rate limiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<u64>,
 }
 
 impl AuditRecord {

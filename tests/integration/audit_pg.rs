@@ -71,6 +71,8 @@ fn full_record() -> AuditRecord {
         error: Some("upstream answered 409".into()),
         rows_returned: Some(0),
         upstream_status: Some(409),
+        client_addr: None,
+        suppressed: None,
     }
 }
 

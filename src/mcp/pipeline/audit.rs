@@ -203,6 +203,8 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         error: None,
         rows_returned: None,
         upstream_status: None,
+        client_addr: None,
+        suppressed: None,
     }
 }
 
