@@ -134,9 +134,12 @@ pub struct AuditRecord {
     pub trace_id: Option<String>,
     /// The replica (process) that wrote the record; also the chain's stream.
     pub replica: String,
-    /// The tenant the call ran for.
+    /// The tenant the call ran for (absent when no tenant was established).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
-    /// The principal's subject (JWT `sub`, certificate identity, `local` for the CLI).
+    /// The principal's subject (JWT `sub`, certificate identity, `local` for the CLI);
+    /// absent when there was none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub principal: String,
     /// The issuer that vouched for the principal (the JWT `iss`); absent for other
     /// methods. With `principal` it names the caller: one `sub` of two issuers is two
@@ -232,6 +235,17 @@ pub fn timestamp_now() -> String {
 /// `at` as an audit timestamp (RFC 3339, UTC, microseconds).
 pub fn timestamp(at: std::time::SystemTime) -> String {
     humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// The operating-system user of this process, for local sessions: `$USER`, else `$LOGNAME`,
+/// else the name of the process's uid in the user database, else `uid:<n>` (a container
+/// user without a passwd entry).
+pub fn os_user() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        .or_else(|| whoami::fallible::username().ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| format!("uid:{}", rustix::process::getuid().as_raw()))
 }
 
 /// A new random call id (128 bits, hex).

@@ -59,6 +59,15 @@ pub fn format_record(stored: &Stored) -> String {
     if let Some(code) = &r.error_code {
         parts.push(format!("[{code}]"));
     }
+    if r.sql.is_none()
+        && let Some(provider) = r
+            .args
+            .as_ref()
+            .and_then(|args| args.get("provider"))
+            .and_then(|p| p.as_str())
+    {
+        parts.push(format!("provider={provider}"));
+    }
     if let Some(sql) = &r.sql {
         let flat: String = sql
             .chars()

@@ -7,6 +7,7 @@ mod admission;
 mod audit_file;
 mod audit_pg;
 mod audit_pipeline;
+mod audit_records;
 mod auth;
 mod auth_failures;
 mod bulk_priority;
