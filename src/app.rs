@@ -137,7 +137,7 @@ impl App {
     ) -> Result<App, AppError> {
         let listen: SocketAddr = crate::config::resolve_listen(&config.server.listen)
             .ok_or_else(|| AppError::Listen(config.server.listen.clone()))?;
-        let authentication = Arc::new(Authentication::from_config(&config)?);
+        let authentication = Authentication::from_config(&config)?;
         let tls = config
             .server
             .tls
@@ -156,6 +156,14 @@ impl App {
                 "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
             );
         }
+        if config.telemetry.metrics
+            && authentication.enabled()
+            && config.server.admin_listen.is_none()
+        {
+            tracing::warn!(
+                "/metrics is not served: with authentication on it is served on server.admin_listen only, which is not set"
+            );
+        }
         let metrics = config.telemetry.metrics.then(|| {
             let tenants = config.tenants.iter().map(|t| t.id.as_str());
             crate::telemetry::Metrics::new(mcp::tool_names(), tenants)
@@ -167,6 +175,14 @@ impl App {
             }
             (audit, _) => audit,
         };
+        let authentication = Arc::new(
+            authentication.with_failure_reporter(crate::auth::failures::FailureReporter::new(
+                audit.clone(),
+                metrics
+                    .clone()
+                    .map(|m| m as Arc<dyn crate::auth::failures::FailureCounter>),
+            )),
+        );
         let handler = observed_handler(&config, Transport::Http, audit.clone(), metrics.clone())?;
         let listener = TcpListener::bind(listen)
             .await

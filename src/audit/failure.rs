@@ -36,6 +36,8 @@ impl FailureMode {
     pub fn on_failure(self, phase: Phase, side_effect: bool) -> OnFailure {
         match (self, phase, side_effect) {
             (FailureMode::BestEffort, _, _) => OnFailure::Proceed,
+            // The request is refused whatever the audit does.
+            (_, Phase::AuthFailure, _) => OnFailure::Proceed,
             (FailureMode::StrictMutations, Phase::Outcome, false) => OnFailure::Proceed,
             (_, Phase::Intent, _) => OnFailure::Refuse,
             (_, Phase::Outcome, _) => OnFailure::FailCall,

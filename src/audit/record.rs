@@ -14,6 +14,11 @@ pub enum Phase {
     /// Written when the call ends, whatever the end was.
     #[default]
     Outcome,
+    /// A request refused by authentication (no call was made): the reason in `error_code`,
+    /// the client's address in `client_addr`, what the credential names in `principal`,
+    /// `issuer` or `cert_fingerprint`. Rate-limited: `suppressed` counts the failures of the
+    /// same reason and address not recorded since the previous record of that pair.
+    AuthFailure,
 }
 
 impl Phase {
@@ -22,6 +27,7 @@ impl Phase {
         match self {
             Phase::Intent => "intent",
             Phase::Outcome => "outcome",
+            Phase::AuthFailure => "auth_failure",
         }
     }
 }
@@ -128,9 +134,12 @@ pub struct AuditRecord {
     pub trace_id: Option<String>,
     /// The replica (process) that wrote the record; also the chain's stream.
     pub replica: String,
-    /// The tenant the call ran for.
+    /// The tenant the call ran for (absent when no tenant was established).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
-    /// The principal's subject (JWT `sub`, certificate identity, `local` for the CLI).
+    /// The principal's subject (JWT `sub`, certificate identity, `local` for the CLI);
+    /// absent when there was none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub principal: String,
     /// The issuer that vouched for the principal (the JWT `iss`); absent for other
     /// methods. With `principal` it names the caller: one `sub` of two issuers is two
@@ -154,9 +163,12 @@ pub struct AuditRecord {
     /// The negotiated MCP protocol version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
-    /// The tool called.
+    /// The tool called (absent in `auth_failure` records).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tool: String,
-    /// The tenant's mode at call time.
+    /// The tenant's mode at call time (absent when the call was refused before its tenant
+    /// was known).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mode: String,
     /// What the gate decided.
     pub decision: Decision,
@@ -195,6 +207,13 @@ pub struct AuditRecord {
     /// The last HTTP status the upstream answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<u16>,
+    /// The client's IP address (`auth_failure` records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_addr: Option<String>,
+    /// Failures of the same reason and client address left unrecorded since the previous
+    /// `auth_failure` record of that pair (rate limiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<u64>,
 }
 
 impl AuditRecord {
@@ -216,6 +235,17 @@ pub fn timestamp_now() -> String {
 /// `at` as an audit timestamp (RFC 3339, UTC, microseconds).
 pub fn timestamp(at: std::time::SystemTime) -> String {
     humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// The operating-system user of this process, for local sessions: `$USER`, else `$LOGNAME`,
+/// else the name of the process's uid in the user database, else `uid:<n>` (a container
+/// user without a passwd entry).
+pub fn os_user() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        .or_else(|| whoami::fallible::username().ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| format!("uid:{}", rustix::process::getuid().as_raw()))
 }
 
 /// A new random call id (128 bits, hex).

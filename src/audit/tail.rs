@@ -10,26 +10,43 @@ use sqlx_postgres::{PgPool, Postgres};
 
 use super::chain::{self, Stored};
 use super::location::{self, FileLocation};
+use super::record::Phase;
 
 /// How often `--follow` looks for new records.
 const POLL: Duration = Duration::from_millis(500);
 
-/// One record as a line: time, tenant/principal, tool, class, decision, outcome, duration,
-/// rows, error code, and the SQL (shortened).
+/// One record as a line: time, tenant/principal (issuer), tool (or `AUTH_FAILURE` with the
+/// client address), class, decision, outcome, duration, rows, error code, and the SQL
+/// (shortened).
 pub fn format_record(stored: &Stored) -> String {
     let r = &stored.record;
+    let issuer = r
+        .issuer
+        .as_ref()
+        .map(|issuer| format!(" ({issuer})"))
+        .unwrap_or_default();
     let mut parts = vec![
         r.timestamp.clone(),
         format!("{}#{}", stored.stream, stored.seq),
-        format!("{}/{}({})", r.tenant, r.principal, r.auth_method),
-        r.tool.clone(),
+        format!("{}/{}{issuer}({})", r.tenant, r.principal, r.auth_method),
     ];
+    if r.phase == Phase::AuthFailure {
+        parts.push("AUTH_FAILURE".to_owned());
+        if let Some(client) = &r.client_addr {
+            parts.push(format!("from {client}"));
+        }
+        if let Some(n) = r.suppressed.filter(|n| *n > 0) {
+            parts.push(format!("+{n} suppressed"));
+        }
+    } else {
+        parts.push(r.tool.clone());
+    }
     if let Some(class) = &r.query_class {
         parts.push(class.clone());
     }
     parts.push(r.decision.as_str().to_owned());
     match (r.phase, r.outcome) {
-        (super::record::Phase::Intent, _) => parts.push("INTENT".to_owned()),
+        (Phase::Intent, _) => parts.push("INTENT".to_owned()),
         (_, Some(outcome)) => parts.push(outcome.as_str().to_owned()),
         _ => {}
     }
@@ -41,6 +58,15 @@ pub fn format_record(stored: &Stored) -> String {
     }
     if let Some(code) = &r.error_code {
         parts.push(format!("[{code}]"));
+    }
+    if r.sql.is_none()
+        && let Some(provider) = r
+            .args
+            .as_ref()
+            .and_then(|args| args.get("provider"))
+            .and_then(|p| p.as_str())
+    {
+        parts.push(format!("provider={provider}"));
     }
     if let Some(sql) = &r.sql {
         let flat: String = sql

@@ -230,18 +230,9 @@ impl Authenticator for JwtAuthenticator {
             let Some(value) = parts.headers.get(AUTHORIZATION) else {
                 return Ok(None);
             };
-            let token = value
-                .to_str()
-                .ok()
-                .and_then(|v| {
-                    v.strip_prefix("Bearer ")
-                        .or_else(|| v.strip_prefix("bearer "))
-                })
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| {
-                    AuthError::InvalidToken("the Authorization header is not a Bearer token".into())
-                })?;
+            let token = bearer_token(value).ok_or_else(|| {
+                AuthError::InvalidToken("the Authorization header is not a Bearer token".into())
+            })?;
             self.principal(token).await.map(Some)
         })
     }
@@ -323,12 +314,33 @@ fn check_times(claims: &Map<String, Value>, now: u64, leeway: u64) -> Result<Val
 
 /// The `iss` claim, read before verification only to choose the issuer's keys.
 fn unverified_issuer(token: &str) -> Option<String> {
+    unverified_claims(token)?
+        .get("iss")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The token's claims, not verified: to choose the issuer's keys, and to say in the record
+/// of a refused token what it claimed to be.
+pub(super) fn unverified_claims(token: &str) -> Option<Map<String, Value>> {
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .ok()?;
-    let claims: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
-    claims.get("iss")?.as_str().map(str::to_owned)
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The bearer token of an `Authorization` header, if it has one.
+pub(super) fn bearer_token(value: &http::HeaderValue) -> Option<&str> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// The token's scopes: `scope` (space-separated) or `scp` (a list).

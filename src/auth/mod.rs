@@ -5,9 +5,11 @@
 //! answers `401` (no or a bad credential, with `WWW-Authenticate: Bearer resource_metadata=…`),
 //! `403` (a valid credential naming no known tenant) or `503` (an issuer's keys cannot be
 //! fetched). With no method configured every request runs as [`Principal::anonymous`].
+//! Every refusal is reported to [`failures`]: counted, and (rate-limited) logged and audited.
 //!
 //! This module knows the configuration only; it never reads tenants' credentials.
 
+pub mod failures;
 pub mod jwt;
 pub mod metadata;
 pub mod mtls;
@@ -157,6 +159,19 @@ pub enum Forbidden {
 }
 
 impl AuthError {
+    /// Every code [`AuthError::code`] gives.
+    pub const CODES: [&'static str; 9] = [
+        "auth.missing",
+        "auth.invalid_token",
+        "auth.no_tenant",
+        "auth.unknown_tenant",
+        "auth.tenant_not_allowed",
+        "auth.certificate_invalid",
+        "auth.certificate_unmapped",
+        "auth.certificate_ambiguous",
+        "auth.unavailable",
+    ];
+
     /// The stable code of the refusal (`auth.…`): in the answer's body, the log line and
     /// the `reason` label of `querygate_auth_failures_total`.
     pub fn code(&self) -> &'static str {
@@ -203,6 +218,8 @@ pub struct Authentication {
     methods: Vec<Box<dyn Authenticator>>,
     /// `WWW-Authenticate` on 401 (when bearer tokens are accepted).
     challenge: Option<String>,
+    /// Where refusals are reported.
+    failures: failures::FailureReporter,
 }
 
 impl Authentication {
@@ -219,7 +236,17 @@ impl Authentication {
             challenge = metadata::metadata_url(&config.auth)
                 .map(|url| format!("Bearer resource_metadata=\"{url}\""));
         }
-        Ok(Authentication { methods, challenge })
+        Ok(Authentication {
+            methods,
+            challenge,
+            failures: failures::FailureReporter::default(),
+        })
+    }
+
+    /// Reports refusals to `failures` (the default logs them only).
+    pub fn with_failure_reporter(mut self, failures: failures::FailureReporter) -> Self {
+        self.failures = failures;
+        self
     }
 
     /// Whether requests need a credential.
@@ -337,8 +364,9 @@ where
                     inner.call(Request::from_parts(parts, body)).await
                 }
                 Err(err) => {
-                    tracing::info!("request refused: {err}");
-                    Ok(authentication.refusal(&err))
+                    let refusal = authentication.refusal(&err);
+                    authentication.failures.report(&parts, &err).await;
+                    Ok(refusal)
                 }
             }
         })

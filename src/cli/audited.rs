@@ -60,12 +60,20 @@ pub(super) async fn run(
         Ok(output) => {
             record.outcome = Some(Outcome::Ok);
             record.rows_returned = u64::try_from(output.rows.len()).ok();
+            record.upstream_status = output.upstream_status;
         }
         Err(err) => {
-            record.outcome = Some(Outcome::Error);
+            // After a write the upstream acknowledged, what it did is not known.
+            record.outcome = Some(match err.acknowledged_write() {
+                Some(_) => Outcome::Unknown,
+                None => Outcome::Error,
+            });
             record.error_code = Some(Code::from(err.kind()).as_str().to_owned());
             record.error = Some(err.message().to_owned());
-            record.upstream_status = err.upstream_failure().map(|f| f.status);
+            record.upstream_status = err
+                .upstream_failure()
+                .map(|f| f.status)
+                .or(err.acknowledged_write());
         }
     }
     let written = auditor.record(record).await;
@@ -119,14 +127,13 @@ fn base_record(config: &Config, call: &CliCall<'_>) -> AuditRecord {
         tenant: call.tenant.to_owned(),
         principal: "local".to_owned(),
         auth_method: "local".to_owned(),
-        os_user: ["USER", "LOGNAME"]
-            .iter()
-            .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty())),
+        os_user: Some(record::os_user()),
         client_name: Some("querygate-cli".to_owned()),
         client_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         tool: call.tool.to_owned(),
         mode: mode.to_owned(),
-        query_class: Some(call.class.as_str().to_owned()),
+        // `registry pull` carries no statement: no class.
+        query_class: call.sql.map(|_| call.class.as_str().to_owned()),
         sql: call.sql.map(str::to_owned),
         args: call.args.clone(),
         ..Default::default()

@@ -63,6 +63,7 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     upstream: Option<Box<UpstreamFailure>>,
+    acknowledged: Option<u16>,
 }
 
 impl Error {
@@ -74,6 +75,7 @@ impl Error {
             kind,
             message: escape_controls(&message).into_owned(),
             upstream: None,
+            acknowledged: None,
         }
     }
 
@@ -91,6 +93,7 @@ impl Error {
             kind: ErrorKind::Upstream,
             message,
             upstream: Some(Box::new(failure)),
+            acknowledged: None,
         }
     }
 
@@ -108,6 +111,21 @@ impl Error {
     /// The typed upstream failure, when the upstream answered with an error status.
     pub fn upstream_failure(&self) -> Option<&UpstreamFailure> {
         self.upstream.as_deref()
+    }
+
+    /// The status a write request of the failed statement was answered with, when the
+    /// upstream had acknowledged a write before this error (awaiting its operation, a later
+    /// request of the same statement, or reading its `RETURNING` rows failed): the side
+    /// effect may have happened.
+    pub fn acknowledged_write(&self) -> Option<u16> {
+        self.acknowledged
+    }
+
+    /// This error, after the upstream acknowledged a write with `status` (the first
+    /// acknowledgement noted is kept).
+    pub(crate) fn after_write(mut self, status: u16) -> Self {
+        self.acknowledged.get_or_insert(status);
+        self
     }
 
     /// The message for the caller.

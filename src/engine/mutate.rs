@@ -520,6 +520,13 @@ async fn send_all(
     let mut messages = Vec::with_capacity(total);
     let mut bodies = Vec::new();
     let mut targets = false;
+    // The status of the last write the upstream acknowledged: an error after it may leave
+    // the side effect done.
+    let mut acknowledged: Option<u16> = None;
+    let after_write = |err: Error, acknowledged: Option<u16>| match acknowledged {
+        Some(status) => err.after_write(status),
+        None => err,
+    };
     for (index, request) in prepared.requests.iter().enumerate() {
         let leg = Leg {
             method,
@@ -535,13 +542,17 @@ async fn send_all(
         let (status, response) = match inner.upstream.call(&leg, body).await {
             Ok(done) => done,
             Err(err) if total > 1 => {
-                return Err(err.with_note(&format!(
-                    "request {} of {total} failed; the {index} before it succeeded and are not undone",
-                    index + 1
-                )));
+                return Err(after_write(
+                    err.with_note(&format!(
+                        "request {} of {total} failed; the {index} before it succeeded and are not undone",
+                        index + 1
+                    )),
+                    acknowledged,
+                ));
             }
             Err(err) => return Err(err),
         };
+        acknowledged = Some(status);
         tracing::info!(
             tenant = %cx.tenant,
             resource = %resource.full_name(),
@@ -559,6 +570,7 @@ async fn send_all(
             )
             .await
             .map_err(|err| {
+                let err = err.after_write(status);
                 if total > 1 {
                     err.with_note(&format!(
                         "awaiting request {} of {total}; the {index} before it completed and are not undone",
@@ -604,22 +616,23 @@ async fn send_all(
                 inner.config.max_result_rows,
                 Database::open(inner.config.eval, cx.slots.clone()),
             )
-            .await?
+            .await
+            .map_err(|err| after_write(err, acknowledged))?
         }
-        Some(returning) if !bodies.is_empty() => {
-            returned_rows(
-                prepared.locator.clone(),
-                prepared.columns.clone(),
-                bodies,
-                returning,
-                inner.config.max_result_rows,
-                Database::open(inner.config.eval, cx.slots.clone()),
-            )
-            .await?
-        }
+        Some(returning) if !bodies.is_empty() => returned_rows(
+            prepared.locator.clone(),
+            prepared.columns.clone(),
+            bodies,
+            returning,
+            inner.config.max_result_rows,
+            Database::open(inner.config.eval, cx.slots.clone()),
+        )
+        .await
+        .map_err(|err| after_write(err, acknowledged))?,
         _ => QueryOutput::default(),
     };
     output.messages = messages;
+    output.upstream_status = acknowledged;
     output.timestamp =
         Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
     Ok(output)

@@ -112,6 +112,9 @@ pub struct QueryOutput {
     pub messages: Vec<String>,
     /// When a write, EXEC or registry pull completed (RFC 3339, UTC); `None` for reads.
     pub timestamp: Option<String>,
+    /// The HTTP status the upstream answered the last write or EXEC request with; `None`
+    /// for reads.
+    pub upstream_status: Option<u16>,
 }
 
 /// Everything an engine call needs to know about who it runs for.

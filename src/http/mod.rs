@@ -5,7 +5,8 @@
 //! ```text
 //! server (accept loop: connection cap, TLS handshake per connection, header-read timeout)
 //!  └─ request id → sensitive headers → trace → propagate id → timeout
-//!      ├─ /healthz, /readyz, /metrics, /.well-known/oauth-protected-resource[/mcp]  (no authentication)
+//!      ├─ /healthz, /readyz, /.well-known/oauth-protected-resource[/mcp]  (no authentication),
+//!      │  /metrics (only while authentication is off; else on the admin listener only)
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
 //!               → concurrency limit → body read (408, JSON-RPC 400s) → response bytes held
 //!               until sent → rmcp StreamableHttpService
@@ -55,9 +56,9 @@ use crate::telemetry::Metrics;
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
 /// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
-/// the public `/healthz`, `/readyz` (of `readiness`), `/metrics` (with `metrics`) and
-/// protected resource metadata, all
-/// behind the HTTP-level middleware. `shutdown` ends rmcp's streams.
+/// the public `/healthz`, `/readyz` (of `readiness`), protected resource metadata and, while
+/// authentication is off, `/metrics` (with `metrics`), all behind the HTTP-level middleware.
+/// `shutdown` ends rmcp's streams.
 pub fn router(
     handler: QuerygateMcp,
     config: &Config,
@@ -68,6 +69,7 @@ pub fn router(
     metrics: Option<Arc<Metrics>>,
 ) -> Router {
     let settings = &config.server;
+    let authenticated = authentication.enabled();
     let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
     // Layers added later wrap the earlier ones: a request meets them bottom to top.
     let mcp = Router::new()
@@ -87,7 +89,9 @@ pub fn router(
         .route_layer(RequestBodyLimitLayer::new(settings.max_request_bytes));
 
     let mut public = ready::probes(readiness);
-    if let Some(metrics) = metrics {
+    // With authentication on, the metrics (every tenant id and its activity) are not for
+    // whoever reaches the main port: only the admin listener serves them.
+    if let Some(metrics) = metrics.filter(|_| !authenticated) {
         public = public.merge(metrics_route(metrics));
     }
     if config.auth.jwt.is_some() {
@@ -131,7 +135,8 @@ pub fn router(
 }
 
 /// `GET /metrics`: the Prometheus metrics as OpenMetrics text, without authentication, as
-/// Prometheus scrapes it (the main router mounts it; an admin listener can mount it too).
+/// Prometheus scrapes it (the admin listener mounts it; the main router too while
+/// authentication is off).
 pub fn metrics_route(metrics: Arc<Metrics>) -> Router {
     Router::new().route(
         "/metrics",

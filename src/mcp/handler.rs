@@ -176,8 +176,14 @@ fn response_slot(context: &RequestContext<RoleServer>) -> Option<ResponseSlot> {
 
 /// Where a call came from, for its audit record: the HTTP `x-request-id` (else the JSON-RPC
 /// id), the W3C `traceparent` in `_meta` (else the HTTP header) and its trace id, the client
-/// and the protocol version.
-fn origin_of(context: &RequestContext<RoleServer>, request: &CallToolRequestParams) -> CallOrigin {
+/// and the protocol version. Over HTTP (stateless) the client is known only from the
+/// request's `_meta` (`io.modelcontextprotocol/clientInfo`): rmcp's stand-in session of a
+/// 2025-protocol request names rmcp itself, which is not the caller, so it is left out.
+fn origin_of(
+    context: &RequestContext<RoleServer>,
+    transport: Transport,
+    request: &CallToolRequestParams,
+) -> CallOrigin {
     let header = context
         .extensions
         .get::<http::request::Parts>()
@@ -206,7 +212,13 @@ fn origin_of(context: &RequestContext<RoleServer>, request: &CallToolRequestPara
     let trace_id = traceparent
         .as_deref()
         .and_then(crate::telemetry::trace::traceparent_trace_id);
-    let client = context.client_info();
+    let client = match transport {
+        Transport::Stdio => context.client_info(),
+        Transport::Http => context
+            .meta
+            .client_info()
+            .or_else(|| request.meta.as_ref().and_then(|meta| meta.client_info())),
+    };
     CallOrigin {
         request_id: header.or_else(|| Some(context.id.to_string())),
         trace_id,
@@ -435,7 +447,7 @@ impl ServerHandler for QuerygateMcp {
         let principal = principal_of(&context, transport);
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
-            origin: origin_of(&context, &request),
+            origin: origin_of(&context, transport, &request),
             principal,
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),

@@ -77,6 +77,11 @@ struct SinkLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     commit: &'static str,
@@ -148,6 +153,7 @@ pub struct Metrics {
     approvals: Family<OutcomeLabel, Counter>,
     audit_duration: HistogramFamily<SinkLabel>,
     audit_failures: Family<SinkLabel, Counter>,
+    auth_failures: Family<ReasonLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -214,6 +220,15 @@ impl Metrics {
             "Audit writes that failed",
             audit_failures.clone(),
         );
+        let auth_failures = Family::<ReasonLabel, Counter>::default();
+        for reason in crate::auth::AuthError::CODES {
+            let _ = auth_failures.get_or_create(&ReasonLabel { reason });
+        }
+        registry.register(
+            "querygate_auth_failures",
+            "Requests refused by authentication, by reason (an auth.… code)",
+            auth_failures.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -238,6 +253,7 @@ impl Metrics {
             approvals,
             audit_duration,
             audit_failures,
+            auth_failures,
         })
     }
 
@@ -342,6 +358,14 @@ impl UpstreamObserver for Metrics {
                 provider: provider.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+}
+
+impl crate::auth::failures::FailureCounter for Metrics {
+    fn auth_failure(&self, reason: &'static str) {
+        self.auth_failures
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 }
 

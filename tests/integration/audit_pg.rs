@@ -71,6 +71,8 @@ fn full_record() -> AuditRecord {
         error: Some("upstream answered 409".into()),
         rows_returned: Some(0),
         upstream_status: Some(409),
+        client_addr: None,
+        suppressed: None,
     }
 }
 
@@ -581,4 +583,117 @@ async fn write_selects(sink: &PgSink, n: usize) {
         .await
         .unwrap();
     }
+}
+
+#[tokio::test]
+async fn the_views_name_the_issuer_and_list_authentication_failures() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let sink = PgSink::start(pool.clone(), config("r1")).await.unwrap();
+    let of_issuer = |call: &str, issuer: &str| AuditRecord {
+        issuer: Some(issuer.into()),
+        ..simple(
+            call,
+            "run_select_query",
+            Decision::Allow,
+            class::SELECT,
+            Phase::Outcome,
+        )
+    };
+    sink.write(of_issuer("c-a", "https://idp-a")).await.unwrap();
+    sink.write(of_issuer("c-b", "https://idp-b")).await.unwrap();
+    let mut pull = simple(
+        "c-pull",
+        "pull_provider",
+        Decision::Allow,
+        class::SELECT,
+        Phase::Outcome,
+    );
+    pull.query_class = None;
+    pull.args = serde_json::json!({"provider": "github"})
+        .as_object()
+        .cloned();
+    sink.write(pull).await.unwrap();
+    sink.write(AuditRecord {
+        timestamp: record::timestamp_now(),
+        phase: Phase::AuthFailure,
+        call_id: "c-auth".into(),
+        principal: "mallory".into(),
+        issuer: Some("https://idp-a".into()),
+        auth_method: "jwt".into(),
+        decision: Decision::RefuseImmediate,
+        outcome: Some(Outcome::Error),
+        error_code: Some("auth.invalid_token".into()),
+        error: Some("invalid token: signature does not verify".into()),
+        client_addr: Some("127.0.0.1".into()),
+        suppressed: Some(41),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    sink.close().await;
+
+    let mut conn = pool.acquire().await.unwrap();
+    query::<Postgres>("SET ROLE querygate_auditor")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let calls: Vec<(String, Option<String>)> =
+        query_as("SELECT call_id, issuer FROM audit_calls ORDER BY call_id")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        calls,
+        vec![
+            ("c-a".into(), Some("https://idp-a".into())),
+            ("c-b".into(), Some("https://idp-b".into())),
+            ("c-pull".into(), None),
+        ],
+        "an auth failure is no call"
+    );
+    // One `bob` of two issuers is two principals.
+    let activity: Vec<(Option<String>, i64)> = query_as(
+        "SELECT issuer, calls FROM audit_principal_activity WHERE principal = 'bob' ORDER BY issuer NULLS LAST",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        activity,
+        vec![
+            (Some("https://idp-a".into()), 1),
+            (Some("https://idp-b".into()), 1),
+            (None, 1)
+        ]
+    );
+    let provider: Option<String> = query_scalar(
+        "SELECT args ->> 'provider' FROM audit_mutations WHERE tool = 'pull_provider'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(provider.as_deref(), Some("github"));
+    let failure: (String, String, String, String, i64) = query_as(
+        "SELECT reason, client_addr, claimed_subject, claimed_issuer, suppressed FROM audit_auth_failures",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        failure,
+        (
+            "auth.invalid_token".into(),
+            "127.0.0.1".into(),
+            "mallory".into(),
+            "https://idp-a".into(),
+            41
+        )
+    );
+    query::<Postgres>("RESET ROLE")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
 }

@@ -24,9 +24,9 @@ use crate::mock::{BodyFault, Mock, Reply};
 use crate::support::{SECRET, pg, querygate_command};
 
 /// An in-process server whose tool calls are audited by `auditor`.
-struct AuditedServer {
-    url: String,
-    mock: Mock,
+pub(crate) struct AuditedServer {
+    pub(crate) url: String,
+    pub(crate) mock: Mock,
     _dir: tempfile::TempDir,
     shutdown: CancellationToken,
 }
@@ -37,7 +37,7 @@ impl Drop for AuditedServer {
     }
 }
 
-async fn start(mode: &str, server_extra: &str, auditor: Auditor) -> AuditedServer {
+pub(crate) async fn start(mode: &str, server_extra: &str, auditor: Auditor) -> AuditedServer {
     install_crypto_provider();
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -62,7 +62,7 @@ async fn start(mode: &str, server_extra: &str, auditor: Auditor) -> AuditedServe
     }
 }
 
-fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileSink>) {
+pub(crate) fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileSink>) {
     let sink = Arc::new(
         FileSink::start(FileSinkConfig {
             location: FileLocation::Dir(dir.to_owned()),
@@ -77,7 +77,7 @@ fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileSink>) {
 }
 
 /// Every record in the files of `dir`, in order.
-fn records(dir: &Path) -> Vec<Stored> {
+pub(crate) fn records(dir: &Path) -> Vec<Stored> {
     let files = location::files_of(&FileLocation::Dir(dir.to_owned())).unwrap();
     let mut out = Vec::new();
     for file in files {
@@ -88,7 +88,7 @@ fn records(dir: &Path) -> Vec<Stored> {
     out
 }
 
-fn summary(r: &Stored) -> String {
+pub(crate) fn summary(r: &Stored) -> String {
     format!(
         "{} {} {} {} {}",
         r.record.phase.as_str(),
@@ -160,7 +160,11 @@ async fn every_call_gets_one_outcome_record_and_side_effects_an_intent_first() {
     assert_eq!(requested.approval_id, outcome.approval_id);
     assert_eq!(outcome.query_class.as_deref(), Some("mutation_delete"));
     assert_eq!(outcome.sql.as_deref(), Some(DELETE));
-    assert_eq!(outcome.upstream_status, None);
+    assert_eq!(
+        outcome.upstream_status,
+        Some(204),
+        "a successful write's status"
+    );
     assert_eq!(all[1].record.rows_returned, Some(1));
     for r in &all {
         assert_eq!(r.record.tenant, "default");

@@ -64,6 +64,10 @@ no client certificate), else `http`. Refuses `admin` without an adminPort.
 {{- if and (eq $port "admin") (eq (int .Values.adminPort) 0) }}
 {{- fail "metrics.port admin needs adminPort" }}
 {{- end }}
+{{- $auth := (.Values.config.auth | default dict) }}
+{{- if and (ne $port "admin") (or $auth.jwt $auth.mtls) }}
+{{- fail "with config.auth the main port does not serve /metrics (only server.admin_listen does): set adminPort and leave metrics.port empty or admin" }}
+{{- end }}
 {{- $port }}
 {{- end }}
 

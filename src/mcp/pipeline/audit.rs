@@ -192,7 +192,9 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         tool: call.tool().to_owned(),
         mode: call.mode.as_str().to_owned(),
         decision: Decision::Allow,
-        query_class: Some(call.class.as_str().to_owned()),
+        // A statement class for calls that carry SQL; none for the other tools
+        // (`pull_provider` installs a provider: it is no `select`).
+        query_class: call.spec.takes_sql.then(|| call.class.as_str().to_owned()),
         sql: call.sql.clone(),
         sql_sha256: None,
         args: Some(call.arguments.clone()),
@@ -203,6 +205,8 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         error: None,
         rows_returned: None,
         upstream_status: None,
+        client_addr: None,
+        suppressed: None,
     }
 }
 
@@ -219,6 +223,8 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     record.outcome = Some(match outcome.code {
         None => Outcome::Ok,
         Some(Code::CallOutcomeUnknown) => Outcome::Unknown,
+        // The upstream had acknowledged a write: what it did is not known.
+        Some(_) if outcome.acknowledged => Outcome::Unknown,
         Some(_) => Outcome::Error,
     });
     record.error_code = outcome.code.map(|c| c.as_str().to_owned());
@@ -260,12 +266,5 @@ fn local_user(transport: Transport) -> Option<String> {
     if transport != Transport::Stdio {
         return None;
     }
-    USER.get_or_init(os_user).clone()
-}
-
-/// `$USER`, else `$LOGNAME`.
-pub(crate) fn os_user() -> Option<String> {
-    ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+    USER.get_or_init(|| Some(record::os_user())).clone()
 }

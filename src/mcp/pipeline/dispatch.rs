@@ -59,6 +59,7 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
     let tenant = invocation.cx.tenant.clone();
     let outcome = match (spec.run)(invocation).await {
         Ok(result) => {
+            let upstream_status = result.upstream_status;
             let cells = cells_in(&result.structured);
             let rendered = offload::run(cells, priority, move || rendered(render, result)).await;
             let Rendered {
@@ -80,7 +81,8 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
                 rows: rows_in(&structured),
                 structured: Some(structured),
                 code: None,
-                upstream_status: None,
+                upstream_status,
+                acknowledged: false,
             }
         }
         Err(ToolError::InvalidArguments(message)) => {
@@ -93,8 +95,10 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
             code,
             message,
             upstream_status,
+            acknowledged,
         }) => ToolOutcome {
             upstream_status,
+            acknowledged,
             ..ToolOutcome::error(code, message)
         },
     };

@@ -127,8 +127,12 @@ pub struct ToolOutcome {
     pub code: Option<Code>,
     /// Rows returned, for results that carry rows.
     pub rows: Option<usize>,
-    /// The upstream HTTP status of an upstream error.
+    /// The upstream HTTP status: of an upstream error, of the write a failed call had
+    /// had acknowledged, or of a successful write or EXEC.
     pub upstream_status: Option<u16>,
+    /// A tool error after the upstream acknowledged a write of the call: the side effect
+    /// may have happened, so the audit records the outcome as `unknown`.
+    pub acknowledged: bool,
     /// The result's bytes, counted as in flight until this (and every clone) is dropped:
     /// the transport keeps it until the response is sent.
     pub held: Option<response_bytes::HeldBytes>,
@@ -159,6 +163,7 @@ impl ToolOutcome {
             code: Some(code),
             rows: None,
             upstream_status: None,
+            acknowledged: false,
             held: None,
         }
     }

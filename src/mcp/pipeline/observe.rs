@@ -127,6 +127,7 @@ mod tests {
                     code: None,
                     rows: None,
                     upstream_status: None,
+                    acknowledged: false,
                     held: None,
                 }),
                 gate,

@@ -112,6 +112,8 @@ pub(crate) struct Invocation {
 pub(crate) struct ToolResult {
     pub(crate) structured: Value,
     pub(crate) view: View,
+    /// The HTTP status the upstream answered the write or EXEC with, for the audit.
+    pub(crate) upstream_status: Option<u16>,
 }
 
 /// How a tool failed.
@@ -125,8 +127,12 @@ pub(crate) enum ToolError {
         code: Code,
         /// What went wrong.
         message: String,
-        /// The upstream HTTP status, when the upstream answered with an error.
+        /// The upstream HTTP status, when the upstream answered with an error (else the
+        /// status of the write it acknowledged before the failure).
         upstream_status: Option<u16>,
+        /// The upstream acknowledged a write of the call before it failed: the side effect
+        /// may have happened.
+        acknowledged: bool,
     },
 }
 
@@ -137,6 +143,7 @@ impl ToolError {
             code,
             message: message.into(),
             upstream_status: None,
+            acknowledged: false,
         }
     }
 }
@@ -146,7 +153,11 @@ impl From<crate::engine::Error> for ToolError {
         ToolError::Failed {
             code: Code::from(err.kind()),
             message: err.message().to_owned(),
-            upstream_status: err.upstream_failure().map(|f| f.status),
+            upstream_status: err
+                .upstream_failure()
+                .map(|f| f.status)
+                .or(err.acknowledged_write()),
+            acknowledged: err.acknowledged_write().is_some(),
         }
     }
 }
@@ -334,6 +345,7 @@ pub(crate) fn table_result(
         structured.insert("warnings".into(), Value::from(warnings));
     }
     ToolResult {
+        upstream_status: None,
         structured: Value::Object(structured),
         view,
     }

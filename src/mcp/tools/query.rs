@@ -147,6 +147,7 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
     let mut output = shared.engine.run(&invocation.cx, statement).await?;
     let messages = std::mem::take(&mut output.messages);
     let timestamp = output.timestamp.take().unwrap_or_default();
+    let upstream_status = output.upstream_status;
     let has_rows = !output.columns.is_empty();
     let rows = rows_result(output, row_cap(input.row_limit, shared.server.max_rows));
     let mut structured = Map::new();
@@ -165,6 +166,7 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
         }
     }
     Ok(ToolResult {
+        upstream_status,
         structured: Value::Object(structured),
         view: View::Records {
             title: title.to_owned(),

@@ -136,6 +136,7 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
             ("version".to_owned(), Value::String(outcome.version)),
         ];
         Ok(ToolResult {
+            upstream_status: None,
             structured: Value::Object(record.iter().cloned().collect()),
             view: View::Records {
                 title: "Pull Result".to_owned(),

@@ -95,6 +95,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             ]],
         };
         Ok(ToolResult {
+            upstream_status: None,
             structured: serde_json::to_value(&verdict).unwrap_or(Value::Null),
             view,
         })
