@@ -10,6 +10,7 @@ mod oauth2;
 mod service_account;
 mod sigv4;
 mod static_keys;
+mod template;
 mod token;
 
 pub(crate) use sigv4::session_token_var;

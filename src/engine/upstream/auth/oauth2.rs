@@ -3,10 +3,12 @@
 //! `client_secret_env_var` (or inline `client_id` / `client_secret`), `scopes`, `values`
 //! (extra form fields such as `audience`) and `auth_style` (client credentials in an HTTP
 //! Basic header by default; `1`, `in_params` or `body` puts them in the form instead).
+//! `token_url` may hold `{{ .__env__NAME }}` templates (see `template`).
 
 use serde_json::Value;
 
 use super::static_keys::read_var;
+use super::template;
 use super::token::{self, TokenRequest};
 use super::{credential_error, field};
 use crate::engine::credentials::{CredentialSource, CredentialStore};
@@ -20,11 +22,15 @@ pub(super) async fn authorization(
     auth: &Value,
     credentials: &CredentialStore,
 ) -> Result<String> {
-    let token_url = field(auth, "token_url").ok_or_else(|| {
+    let template_url = field(auth, "token_url").ok_or_else(|| {
         Error::bad_document(format!(
             "provider '{provider}': oauth2 auth needs a 'token_url'"
         ))
     })?;
+    let token_url = template::expand("token_url", template_url, credentials)
+        .map_err(|cause| credential_error(provider, &cause))?;
+    let shown_url = (token_url != template_url).then(|| template::shown(template_url));
+    let token_url = token_url.as_ref();
     let grant_type = field(auth, "grant_type").unwrap_or("client_credentials");
     if grant_type != "client_credentials" {
         return Err(Error::bad_document(format!(
@@ -73,6 +79,7 @@ pub(super) async fn authorization(
         TokenRequest {
             provider,
             token_url,
+            shown_url: shown_url.as_deref(),
             form,
             basic,
         },
@@ -85,9 +92,10 @@ pub(super) fn check(
     auth: &Value,
     credentials: &dyn CredentialSource,
 ) -> std::result::Result<(), String> {
-    if field(auth, "token_url").is_none() {
+    let Some(token_url) = field(auth, "token_url") else {
         return Err("the oauth2 auth config has no token_url".to_owned());
-    }
+    };
+    template::expand("token_url", token_url, credentials)?;
     client_pair(auth, credentials).map(|_| ())
 }
 

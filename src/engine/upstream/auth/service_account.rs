@@ -91,6 +91,7 @@ pub(super) async fn authorization(
         TokenRequest {
             provider,
             token_url,
+            shown_url: None,
             form: vec![
                 ("grant_type", JWT_BEARER_GRANT.to_owned()),
                 ("assertion", assertion),

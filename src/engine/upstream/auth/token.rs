@@ -50,10 +50,48 @@ pub(super) fn cached(credentials: &CredentialStore, key: &str) -> Option<String>
 pub(super) struct TokenRequest<'a> {
     pub(super) provider: &'a str,
     pub(super) token_url: &'a str,
+    /// How errors name the endpoint when it differs from `token_url` (the document's
+    /// template, so that values expanded into the URL are not shown).
+    pub(super) shown_url: Option<&'a str>,
     /// Form fields of the body (may hold a client secret or a signed assertion).
     pub(super) form: Vec<(&'a str, String)>,
     /// Client id and secret for an HTTP Basic `Authorization` header.
     pub(super) basic: Option<(String, String)>,
+}
+
+/// The token cached under `key`, else the one `fetch` obtains (its `Authorization` value
+/// and lifetime), cached until [`EXPIRY_MARGIN`] before it expires. One fetch per key at a
+/// time: concurrent callers wait for the first one and find its token cached.
+pub(super) async fn single_flight<F, Fut>(
+    credentials: &CredentialStore,
+    key: String,
+    fetch: F,
+) -> Result<String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(String, Duration)>>,
+{
+    if let Some(value) = cached(credentials, &key) {
+        return Ok(value);
+    }
+    let flight = credentials.tokens().flight(&key);
+    let _turn = flight.lock().await;
+    if let Some(value) = cached(credentials, &key) {
+        return Ok(value);
+    }
+    let started = Instant::now();
+    let (value, lifetime) = fetch().await?;
+    let lifetime = lifetime.min(MAX_LIFETIME);
+    if lifetime > EXPIRY_MARGIN {
+        credentials.tokens().put(
+            key,
+            CachedToken {
+                value: value.clone(),
+                expires_at: started + (lifetime - EXPIRY_MARGIN),
+            },
+        );
+    }
+    Ok(value)
 }
 
 /// Posts `request` to its token endpoint, caches the token under `key` and returns the
@@ -65,24 +103,29 @@ pub(super) async fn exchange(
     key: String,
     request: TokenRequest<'_>,
 ) -> Result<String> {
+    single_flight(credentials, key, || post_form(upstream, request)).await
+}
+
+/// Posts `request` once: the `Authorization` value and lifetime of the answer.
+pub(super) async fn post_form(
+    upstream: &Upstream,
+    request: TokenRequest<'_>,
+) -> Result<(String, Duration)> {
     let provider = request.provider;
-    // One fetch per key at a time; a caller that waited finds the token cached.
-    let flight = credentials.tokens().flight(&key);
-    let _turn = flight.lock().await;
-    if let Some(value) = cached(credentials, &key) {
-        return Ok(value);
-    }
     let url = Url::parse(request.token_url)
         .ok()
         .filter(|url| matches!(url.scheme(), "http" | "https"))
         .ok_or_else(|| {
             Error::bad_document(format!(
                 "provider '{provider}': token URL '{}' is not an http(s) URL",
-                request.token_url
+                request.shown_url.unwrap_or(request.token_url)
             ))
         })?;
     let method = reqwest::Method::POST;
-    let shown = describe(&method, &url);
+    let shown = match request.shown_url {
+        Some(template) => format!("{method} {template}"),
+        None => describe(&method, &url),
+    };
     let mut headers = HeaderMap::new();
     headers.insert(
         reqwest::header::CONTENT_TYPE,
@@ -109,23 +152,37 @@ pub(super) async fn exchange(
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(request.form.iter().map(|(k, v)| (*k, v.as_str())))
         .finish();
-    let started = Instant::now();
+    fetch_token(
+        upstream,
+        provider,
+        &method,
+        &url,
+        &shown,
+        &headers,
+        Some(Bytes::from(body)),
+    )
+    .await
+}
+
+/// Sends one token request (`shown` names it in errors) and reads the answer: the
+/// `Authorization` value and the token's lifetime.
+pub(super) async fn fetch_token(
+    upstream: &Upstream,
+    provider: &str,
+    method: &reqwest::Method,
+    url: &Url,
+    shown: &str,
+    headers: &HeaderMap,
+    body: Option<Bytes>,
+) -> Result<(String, Duration)> {
     let (status, _, answer) = upstream
-        .send(
-            &method,
-            &url,
-            &headers,
-            Some(&Bytes::from(body)),
-            &AuthParts::default(),
-        )
+        .send(method, url, headers, body.as_ref(), &AuthParts::default())
         .await
         .map_err(|err| {
+            let message = err.message().replace(&describe(method, url), shown);
             Error::new(
                 err.kind(),
-                format!(
-                    "token request for provider '{provider}' failed: {}",
-                    err.message()
-                ),
+                format!("token request for provider '{provider}' failed: {message}"),
             )
         })?;
     if !(200..300).contains(&status) {
@@ -139,22 +196,13 @@ pub(super) async fn exchange(
     }
     let (value, lifetime) = parse_answer(&answer)
         .map_err(|cause| credential_error(provider, &format!("token endpoint {shown} {cause}")))?;
-    if lifetime > EXPIRY_MARGIN {
-        credentials.tokens().put(
-            key,
-            CachedToken {
-                value: value.clone(),
-                expires_at: started + (lifetime - EXPIRY_MARGIN),
-            },
-        );
-    }
     tracing::debug!(%provider, endpoint = %shown, lifetime_s = lifetime.as_secs(), "obtained an access token");
-    Ok(value)
+    Ok((value, lifetime))
 }
 
 /// The `Authorization` value and lifetime from a token response: JSON, or (as some older
 /// endpoints answer) a form-encoded body with the same fields.
-fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration), String> {
+pub(super) fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration), String> {
     let json: Value = match serde_json::from_slice(body) {
         Ok(json) => json,
         Err(_) => {
@@ -186,11 +234,26 @@ fn parse_answer(body: &[u8]) -> std::result::Result<(String, Duration), String> 
         Some(Value::String(s)) => s.trim().parse().ok(),
         _ => None,
     };
+    // Azure's managed identity endpoints may give only `expires_on` (Unix seconds).
+    let expires_on = match json.get("expires_on") {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    };
     let lifetime = expires_in
         .map(Duration::from_secs)
+        .or_else(|| expires_on.map(lifetime_until))
         .unwrap_or(DEFAULT_LIFETIME)
         .min(MAX_LIFETIME);
     Ok((value, lifetime))
+}
+
+/// The time from now until `unix_seconds` (zero when past).
+pub(super) fn lifetime_until(unix_seconds: u64) -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Duration::from_secs(unix_seconds).saturating_sub(now)
 }
 
 /// ` (invalid_client)` when the body is an RFC 6749 error with a plain code; nothing else
