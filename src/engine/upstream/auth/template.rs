@@ -48,10 +48,9 @@ pub(super) fn expand<'a>(
         let value = credentials.get(name).ok_or_else(|| {
             format!("variable {name} (named by {field}'s {{{{ .__env__{name} }}}}) is not set")
         })?;
-        if value
-            .chars()
-            .any(|c| matches!(c, '/' | '?' | '#' | '@' | '\\') || c.is_whitespace() || c.is_control())
-        {
+        if value.chars().any(|c| {
+            matches!(c, '/' | '?' | '#' | '@' | '\\') || c.is_whitespace() || c.is_control()
+        }) {
             return Err(format!(
                 "variable {name} (named by {field}'s {{{{ .__env__{name} }}}}) holds characters a URL component cannot have (/ ? # @ \\ or whitespace)"
             ));
@@ -99,7 +98,8 @@ mod tests {
 
     #[test]
     fn env_references_expand_with_folded_whitespace() {
-        let url = "https://login.microsoftonline.com/{{ .__env__AZURE_TENANT_ID\n }}/oauth2/v2.0/token";
+        let url =
+            "https://login.microsoftonline.com/{{ .__env__AZURE_TENANT_ID\n }}/oauth2/v2.0/token";
         assert_eq!(
             expand("token_url", url, &creds()).unwrap(),
             "https://login.microsoftonline.com/72f988bf-86f1/oauth2/v2.0/token"
@@ -122,7 +122,10 @@ mod tests {
             "variable NOPE (named by token_url's {{ .__env__NOPE }}) is not set"
         );
         let err = expand("token_url", "https://h/{{ .__env__BAD }}/t", &creds()).unwrap_err();
-        assert!(err.contains("variable BAD") && !err.contains("evil"), "{err}");
+        assert!(
+            err.contains("variable BAD") && !err.contains("evil"),
+            "{err}"
+        );
         assert!(
             expand("token_url", "https://h/{{ .other }}", &creds())
                 .unwrap_err()
