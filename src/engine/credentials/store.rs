@@ -21,6 +21,13 @@ pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     fn secret_values(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Whether the identity of the host may serve this tenant: Azure managed identity
+    /// (IMDS, App Service) and the Azure CLI's login. Only a store that reads the process
+    /// environment (the `default` tenant's) says yes; the default is no.
+    fn allows_host_identity(&self) -> bool {
+        false
+    }
 }
 
 /// What re-sourcing the env file did.
@@ -87,6 +94,9 @@ impl TokenCache {
 pub struct CredentialStore {
     env_file: Option<PathBuf>,
     process_env: bool,
+    /// Whether the host's identity may serve this tenant (see
+    /// [`CredentialSource::allows_host_identity`]).
+    host_identity: bool,
     values: RwLock<Arc<HashMap<String, String>>>,
     /// Names whose values came from the process environment (their values are secrets too).
     read_from_process: Mutex<BTreeSet<String>>,
@@ -144,10 +154,19 @@ impl CredentialStore {
         CredentialStore {
             env_file,
             process_env,
+            host_identity: process_env,
             values: RwLock::new(Arc::new(values)),
             read_from_process: Mutex::default(),
             tokens: TokenCache::default(),
         }
+    }
+
+    /// This store with the host's identity (managed identity, the Azure CLI's login)
+    /// allowed or refused for its tenant. By default only a store that reads the process
+    /// environment allows it.
+    pub fn with_host_identity(mut self, allowed: bool) -> Self {
+        self.host_identity = allowed;
+        self
     }
 
     /// The configured env file.
@@ -222,6 +241,10 @@ impl CredentialSource for CredentialStore {
             return value;
         }
         None
+    }
+
+    fn allows_host_identity(&self) -> bool {
+        self.host_identity
     }
 
     /// The env file's values and those read from the process environment.

@@ -6,6 +6,7 @@
 //! [`AuthParts::apply`] runs on every request once it is fully built, and signs it when the
 //! auth is `aws_signing_v4`.
 
+mod azure;
 mod oauth2;
 mod service_account;
 mod sigv4;
@@ -23,8 +24,7 @@ use crate::engine::credentials::{CredentialSource, CredentialStore};
 use crate::engine::error::{Error, ErrorKind, Result};
 
 /// The auth types [`resolve`] knows.
-const SUPPORTED: &str =
-    "basic, bearer, api_key, custom, oauth2, service_account, aws_signing_v4, null_auth";
+const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, null_auth";
 
 /// What auth adds to a request.
 #[derive(Default)]
@@ -129,6 +129,10 @@ pub(crate) async fn resolve(
                     service_account::authorization(upstream, provider, auth, credentials).await?;
                 parts.headers.push(("Authorization".to_owned(), value));
             }
+            "azure_default" => {
+                let value = azure::authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
             "aws_signing_v4" => {
                 parts.signer = Some(Signer::resolve(provider, auth, credentials)?);
             }
@@ -166,7 +170,7 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
 /// Checks, without any network call, that the material every auth of the chain needs is
 /// present: the secret of the static types, the client id and secret of `oauth2`, a
 /// readable key with `client_email` and `private_key` for `service_account`, key id and
-/// secret for `aws_signing_v4`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
+/// secret for `aws_signing_v4`, a configured source of `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
 /// check (e.g. `null_auth`); `Err(cause)`: missing or unusable, with a cause that names
 /// variables and paths, never values.
 pub(crate) fn check_material(
@@ -194,6 +198,9 @@ pub(crate) fn check_material(
             "aws_signing_v4" => {
                 sigv4::check(auth, credentials)?;
                 checked = true;
+            }
+            "azure_default" => {
+                checked |= azure::check(auth, credentials)?;
             }
             _ => {}
         }
@@ -295,18 +302,13 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_types_fail_and_signing_types_check_their_material() {
-        let err = resolve(
-            &upstream(),
-            "az",
-            &json!({"type": "azure_default"}),
-            &creds(),
-        )
-        .await
-        .unwrap_err();
+        let err = resolve(&upstream(), "az", &json!({"type": "kerberos"}), &creds())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Credentials);
         assert!(
             err.message()
-                .starts_with("auth type 'azure_default' of provider 'az' is not supported"),
+                .starts_with("auth type 'kerberos' of provider 'az' is not supported"),
             "{err}"
         );
         let aws =

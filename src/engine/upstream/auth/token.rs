@@ -20,7 +20,7 @@ use crate::engine::upstream::{Upstream, describe};
 const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 
 /// How long a token is kept when the endpoint gives no `expires_in`.
-const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 
 /// Longer lifetimes are cut to this (and an absurd `expires_in` cannot overflow a clock).
 const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
