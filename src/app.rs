@@ -387,7 +387,9 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+    let audit = open_local_audit(&config, true)
+        .await
+        .map_err(AppError::Audit)?;
     let handler = handler(&config, Transport::Stdio, audit.clone())?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
@@ -420,11 +422,28 @@ fn observed_handler(
         config, engine, tenants, transport, audit, metrics,
     )?)
 }
-/// Opens the audit of tool calls from `audit:` (and `database:` for the PostgreSQL sink);
-/// an unwritable location or an unreachable database stops the start.
+/// Opens the audit of a server's tool calls from `audit:` (and `database:` for the
+/// PostgreSQL sink); an unwritable location or an unreachable database stops the start.
 pub async fn open_audit(
     config: &Config,
     announce: bool,
+) -> Result<Option<crate::audit::Auditor>, String> {
+    open_audit_scoped(config, announce, crate::audit::open::Scope::Server).await
+}
+
+/// [`open_audit`] for a local process (`querygate stdio`, the command line): in files, a
+/// stream of its own, as several may write one folder at once.
+pub async fn open_local_audit(
+    config: &Config,
+    announce: bool,
+) -> Result<Option<crate::audit::Auditor>, String> {
+    open_audit_scoped(config, announce, crate::audit::open::Scope::Local).await
+}
+
+async fn open_audit_scoped(
+    config: &Config,
+    announce: bool,
+    scope: crate::audit::open::Scope,
 ) -> Result<Option<crate::audit::Auditor>, String> {
     use crate::audit::SinkSettings;
     let needs_database =
@@ -438,7 +457,7 @@ pub async fn open_audit(
     } else {
         None
     };
-    let audit = crate::audit::open(&config.audit, pool)
+    let audit = crate::audit::open::open_scoped(&config.audit, pool, scope)
         .await
         .map_err(|err| format!("audit: {err}"))?;
     match &audit {

@@ -5,12 +5,22 @@
 //! concurrent calls share an fsync (group commit; see `group` for how long a batch waits
 //! for the callers the last commits released).
 //!
-//! Files are created 0600 in folders created 0700. A failed write is rolled back (the file
-//! truncated to where the batch began) and every caller of the batch gets the error; the
-//! next record tries again, reopening the file, so a sink that comes back is used again.
+//! Several processes may write one folder at once (stdio sessions of two desktop windows,
+//! a client that starts a process per call): in a `dir` they share the day's file
+//! ([`location::file_for`]), each batch is appended under an exclusive `flock` of the file,
+//! and each process chains its records in a stream of its own (`FileSink::start_fresh`),
+//! so the chains interleave in the file and each stays linear. Under the lock a torn last
+//! line (a writer that died mid-write) is cut before appending, and a file that another
+//! process rotated away or that was deleted is left for the current one.
+//!
+//! Files are created 0600 in folders created 0700, on the first record (a start that is
+//! refused leaves no empty file: the folder is checked with a probe file that is removed).
+//! A failed write is rolled back (the file truncated to where the batch began, under the
+//! lock) and every caller of the batch gets the error; the next record tries again,
+//! reopening the file, so a sink that comes back is used again.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::io::{ErrorKind, Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -60,10 +70,20 @@ impl std::fmt::Debug for FileSink {
 }
 
 impl FileSink {
-    /// Opens the sink: creates the folder (0700) and the file (0600), finds where the
-    /// stream's chain left off, and starts the writer thread. Fails when the location is
-    /// not writable.
+    /// Opens the sink: creates the folder (0700), checks that it is writable, finds where
+    /// the stream's chain left off, and starts the writer thread. Fails when the location
+    /// is not writable.
     pub fn start(config: FileSinkConfig) -> Result<FileSink, AuditError> {
+        FileSink::open(config, false)
+    }
+
+    /// [`FileSink::start`] for a stream no file has yet (a name unique to this process):
+    /// its chain starts at the genesis hash without reading the files.
+    pub fn start_fresh(config: FileSinkConfig) -> Result<FileSink, AuditError> {
+        FileSink::open(config, true)
+    }
+
+    fn open(config: FileSinkConfig, fresh: bool) -> Result<FileSink, AuditError> {
         let dir = match &config.location {
             FileLocation::Dir(dir) => dir.clone(),
             FileLocation::Path(path) => path
@@ -81,12 +101,17 @@ impl FileSink {
                     err,
                 )
             })?;
-        let head = find_head(&config.location, &config.stream)?;
+        let head = if fresh {
+            ChainHead::genesis()
+        } else {
+            find_head(&config.location, &config.stream)?
+        };
         let mut writer = Writer {
             dir,
             path: PathBuf::new(),
             file: None,
             size: 0,
+            day: String::new(),
             head,
             fresh_file_needed: false,
             config,
@@ -108,7 +133,7 @@ impl FileSink {
         })
     }
 
-    /// The file the sink opened at start.
+    /// The file the sink writes its first records to (created with the first record).
     pub fn first_file(&self) -> &Path {
         &self.first_file
     }
@@ -141,7 +166,10 @@ struct Writer {
     dir: PathBuf,
     path: PathBuf,
     file: Option<File>,
+    /// The length of the file where the current batch begins (read under the lock).
     size: u64,
+    /// The UTC day (`YYYYMMDD`) of `path` in a `dir`.
+    day: String,
     head: ChainHead,
     /// A failed write could not be rolled back: the next batch goes to a new file.
     fresh_file_needed: bool,
@@ -192,7 +220,19 @@ impl Writer {
         if linked.is_empty() {
             return;
         }
-        match self.append(&buffer) {
+        let mut appended = self.append_locked(&buffer);
+        if appended
+            .as_ref()
+            .is_err_and(|err| err.kind() == ErrorKind::NotFound)
+        {
+            // The file was rotated away by another process (or deleted) before the lock
+            // was ours: nothing was written; once more, to the current file.
+            appended = self
+                .prepare_file()
+                .map_err(|err| std::io::Error::other(err.to_string()))
+                .and_then(|()| self.append_locked(&buffer));
+        }
+        match appended {
             Ok(()) => {
                 self.size += buffer.len() as u64;
                 self.head = linked.acknowledge();
@@ -200,54 +240,96 @@ impl Writer {
             Err(err) => {
                 let err = unavailable(format!("cannot write '{}'", self.path.display()), err);
                 tracing::error!("{err}");
-                self.roll_back();
                 linked.fail(&err);
             }
         }
     }
 
-    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    /// Appends `bytes` and syncs them under an exclusive lock of the file, so processes
+    /// sharing it never interleave within a line; a failed write is rolled back before the
+    /// lock is let go.
+    fn append_locked(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let file = self
             .file
             .as_mut()
             .ok_or_else(|| std::io::Error::other("the audit file is not open"))?;
-        file.write_all(bytes)?;
-        file.sync_data()
+        file.lock()?;
+        let written = locked_append(file, &self.path, bytes);
+        let result = match written {
+            Ok(start) => {
+                self.size = start;
+                Ok(())
+            }
+            Err((start, err)) => {
+                if let Some(start) = start {
+                    self.size = start;
+                    self.roll_back();
+                } else if let Some(file) = self.file.take() {
+                    // Nothing was written: reopen for the next batch.
+                    let _ = file.unlock();
+                }
+                Err(err)
+            }
+        };
+        if let Some(file) = &self.file {
+            let _ = file.unlock();
+        }
+        result
     }
 
-    /// After a failed write: cut the file back to the last acknowledged record, or, when
-    /// that fails, leave it for a new file.
+    /// After a failed write (the lock held): cut the file back to where the batch began,
+    /// or, when that fails, leave it for a new file; the lock is let go and the file
+    /// reopened for the next batch.
     fn roll_back(&mut self) {
         let size = self.size;
         let rolled = self
             .file
             .as_mut()
             .is_some_and(|file| file.set_len(size).and_then(|()| file.sync_data()).is_ok());
-        self.file = None;
+        if let Some(file) = self.file.take() {
+            let _ = file.unlock();
+        }
         if !rolled {
             self.fresh_file_needed = true;
         }
     }
 
-    /// Makes sure a file is open for the next batch: reopens after a failure, rotates when
-    /// the current file is full.
+    /// Makes sure a file is open for the next batch: reopens after a failure, moves to the
+    /// day's file in a `dir`, follows a file moved or deleted (by a rotation of another
+    /// process, or by hand), rotates when the current file is full.
     fn prepare_file(&mut self) -> Result<(), AuditError> {
         if self.fresh_file_needed {
             self.rotate()?;
             self.fresh_file_needed = false;
             return Ok(());
         }
+        if let FileLocation::Dir(dir) = &self.config.location {
+            let now = SystemTime::now();
+            let day = location::day_utc(now);
+            if day != self.day {
+                self.file = None;
+                self.path = location::file_for(dir, now, self.config.max_size);
+                self.day = day;
+            }
+        }
         if let Some(file) = &self.file
             && !still_at(file, &self.path)
         {
-            tracing::warn!(
-                "audit file '{}' was moved or deleted; writing to a new file at that path",
+            tracing::info!(
+                "audit file '{}' was moved or deleted; writing to the current file",
                 self.path.display()
             );
             self.file = None;
+            if let FileLocation::Dir(dir) = &self.config.location {
+                self.path = location::file_for(dir, SystemTime::now(), self.config.max_size);
+            }
         }
         if self.file.is_none() {
             self.open_current()?;
+        }
+        if let Some(file) = &self.file {
+            // Other processes may have appended since.
+            self.size = file.metadata().map_or(self.size, |m| m.len());
         }
         if self.config.max_size > 0 && self.size >= self.config.max_size {
             self.rotate()?;
@@ -262,8 +344,21 @@ impl Writer {
                 self.open_current()
             }
             FileLocation::Dir(dir) => {
-                self.path = location::new_file_in(dir, SystemTime::now());
-                self.create_new()
+                // Writable? A probe file, removed again: the day's file is created with the
+                // first record, so a start refused later leaves no empty file.
+                tempfile::Builder::new()
+                    .prefix(".querygate_audit_probe")
+                    .tempfile_in(dir)
+                    .map_err(|err| {
+                        unavailable(
+                            format!("cannot write audit folder '{}'", dir.display()),
+                            err,
+                        )
+                    })?;
+                let now = SystemTime::now();
+                self.path = location::file_for(dir, now, self.config.max_size);
+                self.day = location::day_utc(now);
+                Ok(())
             }
         }
     }
@@ -285,21 +380,10 @@ impl Writer {
             .mode(0o600)
             .open(&path)
             .map_err(|err| unavailable(what(), err))?;
-        let size = complete_length(&mut file).map_err(|err| unavailable(what(), err))?;
-        let len = file
-            .metadata()
-            .map_err(|err| unavailable(what(), err))?
-            .len();
-        if size < len {
-            tracing::warn!(
-                "audit file '{}' ended with an incomplete line of {} bytes (a write cut by a crash, never acknowledged); removed",
-                path.display(),
-                len - size
-            );
-            file.set_len(size)
-                .and_then(|()| file.sync_data())
-                .map_err(|err| unavailable(what(), err))?;
-        }
+        file.lock().map_err(|err| unavailable(what(), err))?;
+        let cut = cut_torn_line(&mut file, &path);
+        let _ = file.unlock();
+        let size = cut.map_err(|err| unavailable(what(), err))?;
         sync_dir(&self.dir);
         self.file = Some(file);
         self.size = size;
@@ -331,8 +415,14 @@ impl Writer {
         let now = SystemTime::now();
         match self.config.location.clone() {
             FileLocation::Dir(dir) => {
-                self.path = location::new_file_in(&dir, now);
-                self.create_new()?;
+                // The next file, or the one another process has rotated to already.
+                let next = location::file_for(&dir, now, self.config.max_size);
+                self.path = if next == self.path {
+                    location::file_for(&dir, now, 1)
+                } else {
+                    next
+                };
+                self.open_current()?;
             }
             FileLocation::Path(path) => {
                 if path.exists() {
@@ -405,6 +495,51 @@ fn sync_dir(dir: &Path) {
     if let Ok(dir) = File::open(dir) {
         let _ = dir.sync_all();
     }
+}
+
+/// Under the lock: cuts a torn last line (a write a crash cut short, never acknowledged);
+/// returns where the next line begins.
+fn cut_torn_line(file: &mut File, path: &Path) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(0);
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(len);
+    }
+    let size = complete_length(file)?;
+    tracing::warn!(
+        "audit file '{}' ended with an incomplete line of {} bytes (a write cut by a crash, never acknowledged); removed",
+        path.display(),
+        len - size
+    );
+    file.set_len(size)?;
+    file.sync_data()?;
+    Ok(size)
+}
+
+/// Under the lock: makes sure `path` still names `file` and its last line is complete,
+/// then appends `bytes` and syncs them. `Ok`: where the batch began; `Err`: that (when
+/// something may have been written) and the error.
+fn locked_append(
+    file: &mut File,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<u64, (Option<u64>, std::io::Error)> {
+    if !still_at(file, path) {
+        return Err((
+            None,
+            std::io::Error::new(ErrorKind::NotFound, "the audit file was moved or deleted"),
+        ));
+    }
+    let start = cut_torn_line(file, path).map_err(|err| (None, err))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_data())
+        .map_err(|err| (Some(start), err))?;
+    Ok(start)
 }
 
 /// The length of the file up to and including its last newline.

@@ -1,5 +1,7 @@
-//! Where the file sink writes: a fixed `path`, or a `dir` with one file per start
-//! (`querygate_audit_<UTC YYYYMMDDTHHMMSSZ>.log`), and which files make up a set.
+//! Where the file sink writes: a fixed `path`, or a `dir` with one file per UTC day
+//! (`querygate_audit_<YYYYMMDD>.log`, `-1`, `-2`… after a rotation; every process writing
+//! the folder shares it), and which files make up a set. Files of the older per-start
+//! naming (`querygate_audit_<YYYYMMDDTHHMMSSZ>.log`) belong to the set too.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,8 @@ pub enum FileLocation {
     /// One file, appended to across restarts; rotated files sit beside it as
     /// `<stem>-<UTC>.<ext>`.
     Path(PathBuf),
-    /// A folder; each start and each rotation opens a new named file.
+    /// A folder: one file per UTC day, shared by every process, and a new one at each
+    /// rotation.
     Dir(PathBuf),
 }
 
@@ -43,21 +46,51 @@ pub fn compact_utc(at: SystemTime) -> String {
         .collect()
 }
 
+/// `YYYYMMDD` of `at`, in UTC.
+pub fn day_utc(at: SystemTime) -> String {
+    compact_utc(at).chars().take(8).collect()
+}
+
+/// The file of `dir` the records of `at` go to: the newest audit file when it was started
+/// the same UTC day and is not full (`max_size` bytes; 0: never full), else a new name that
+/// sorts after every file there: `querygate_audit_<YYYYMMDD>.log`, then `-1`, `-2`… (or, when
+/// a file of the older per-start naming of that day sorts after those, a per-start name
+/// `querygate_audit_<YYYYMMDDTHHMMSSZ>.log`). Every process writing `dir` picks the same
+/// file, so a day of short sessions is one file.
+pub fn file_for(dir: &Path, at: SystemTime, max_size: u64) -> PathBuf {
+    let existing = files_of(&FileLocation::Dir(dir.to_owned())).unwrap_or_default();
+    let day = day_utc(at);
+    if let Some(newest) = existing.last() {
+        let of_today = newest
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(FILE_PREFIX))
+            .is_some_and(|rest| rest.starts_with(&day));
+        let full = max_size > 0 && std::fs::metadata(newest).is_ok_and(|m| m.len() >= max_size);
+        if of_today && !full {
+            return newest.clone();
+        }
+    }
+    let daily = next_name(
+        dir,
+        &format!("{FILE_PREFIX}{day}"),
+        FILE_EXTENSION,
+        &existing,
+    );
+    match existing.last() {
+        Some(newest) if start_key(&daily) <= start_key(newest) => next_name(
+            dir,
+            &format!("{FILE_PREFIX}{}", compact_utc(at)),
+            FILE_EXTENSION,
+            &existing,
+        ),
+        _ => daily,
+    }
+}
+
 /// The default file name for a file started at `at`.
 pub fn file_name_at(at: SystemTime) -> String {
     format!("{FILE_PREFIX}{}.{FILE_EXTENSION}", compact_utc(at))
-}
-
-/// A path for a new file in `dir` started at `at` that sorts after every audit file
-/// already there (`-1`, `-2`… are added when several files start in the same second).
-pub fn new_file_in(dir: &Path, at: SystemTime) -> PathBuf {
-    let existing = files_of(&FileLocation::Dir(dir.to_owned())).unwrap_or_default();
-    next_name(
-        dir,
-        &format!("{FILE_PREFIX}{}", compact_utc(at)),
-        FILE_EXTENSION,
-        &existing,
-    )
 }
 
 /// The name a rotated `path` is renamed to: `<stem>-<UTC>.<ext>`, sorting after the
@@ -199,9 +232,9 @@ mod tests {
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_038_201);
         assert_eq!(file_name_at(at), "querygate_audit_20261130T113001Z.log");
         let dir = tempfile::tempdir().unwrap();
-        let first = new_file_in(dir.path(), at);
-        std::fs::write(&first, "").unwrap();
-        let second = new_file_in(dir.path(), at);
+        let first = dir.path().join(file_name_at(at));
+        std::fs::write(&first, "x").unwrap();
+        let second = file_for(dir.path(), at, 1);
         assert_eq!(
             second.file_name().unwrap(),
             "querygate_audit_20261130T113001Z-1.log"
@@ -210,6 +243,43 @@ mod tests {
         std::fs::write(dir.path().join("other.log"), "").unwrap();
         let files = files_of(&FileLocation::Dir(dir.path().to_owned())).unwrap();
         assert_eq!(files, vec![first, second]);
+    }
+
+    #[test]
+    fn a_folder_has_one_file_per_day_until_it_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_038_201);
+        let first = file_for(dir.path(), day, 10);
+        assert_eq!(first.file_name().unwrap(), "querygate_audit_20261130.log");
+        std::fs::write(&first, "abc").unwrap();
+        assert_eq!(
+            file_for(dir.path(), day + Duration::from_secs(60), 10),
+            first
+        );
+        std::fs::write(&first, "0123456789").unwrap();
+        let second = file_for(dir.path(), day, 10);
+        assert_eq!(
+            second.file_name().unwrap(),
+            "querygate_audit_20261130-1.log"
+        );
+        std::fs::write(&second, "").unwrap();
+        let next_day = file_for(dir.path(), day + Duration::from_secs(86_400), 10);
+        assert_eq!(
+            next_day.file_name().unwrap(),
+            "querygate_audit_20261201.log"
+        );
+        // A per-start file of that day (the older naming) sorts after the daily name: a
+        // rotation then keeps the per-start naming, so the order stays the writing order.
+        std::fs::write(
+            dir.path().join("querygate_audit_20261201T080000Z.log"),
+            "0123456789",
+        )
+        .unwrap();
+        let later = file_for(dir.path(), day + Duration::from_secs(86_400 + 3_600), 10);
+        assert_eq!(
+            later.file_name().unwrap(),
+            "querygate_audit_20261201T123001Z.log"
+        );
     }
 
     #[test]

@@ -12,11 +12,42 @@ use super::redact::{HmacKey, MIN_KEY_BYTES};
 use super::settings::{AuditSettings, SinkSettings};
 use super::sink::{AuditError, AuditSink};
 
-/// Opens the audit: `Ok(None)` when `audit.enabled` is false. The PostgreSQL sink needs
-/// `pool` (from the `database:` settings).
+/// Whose records a process writes: a server's, chained in the replica's stream across its
+/// restarts, or a local session's (`querygate stdio`, the command line), of which several
+/// may run at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `querygate serve`: the stream is `audit.replica`.
+    Server,
+    /// A local process: in files, a stream of its own, `<replica>.<pid>-<unix ms>`, so two
+    /// sessions writing one file at once keep two linear chains (the PostgreSQL sink keeps
+    /// one chain per replica across concurrent writers by itself).
+    Local,
+}
+
+/// The file stream of a local process.
+fn local_stream(replica: &str) -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    format!("{replica}.{}-{millis}", std::process::id())
+}
+
+/// Opens the audit of a server ([`Scope::Server`]): `Ok(None)` when `audit.enabled` is
+/// false. The PostgreSQL sink needs `pool` (from the `database:` settings).
 pub async fn open(
     settings: &AuditSettings,
     pool: Option<PgPool>,
+) -> Result<Option<Auditor>, AuditError> {
+    open_scoped(settings, pool, Scope::Server).await
+}
+
+/// [`open`] for `scope`.
+pub async fn open_scoped(
+    settings: &AuditSettings,
+    pool: Option<PgPool>,
+    scope: Scope,
 ) -> Result<Option<Auditor>, AuditError> {
     if !settings.enabled {
         return Ok(None);
@@ -28,16 +59,23 @@ pub async fn open(
             max_files,
             max_age,
         } => {
+            let stream = match scope {
+                Scope::Server => settings.replica.clone(),
+                Scope::Local => local_stream(&settings.replica),
+            };
             let config = FileSinkConfig {
                 location: location.clone(),
-                stream: settings.replica.clone(),
+                stream,
                 max_size: *max_size,
                 max_files: *max_files,
                 max_age: *max_age,
             };
-            let sink = tokio::task::spawn_blocking(move || FileSink::start(config))
-                .await
-                .map_err(|err| AuditError::Unavailable(err.to_string()))??;
+            let sink = tokio::task::spawn_blocking(move || match scope {
+                Scope::Server => FileSink::start(config),
+                Scope::Local => FileSink::start_fresh(config),
+            })
+            .await
+            .map_err(|err| AuditError::Unavailable(err.to_string()))??;
             Arc::new(sink)
         }
         SinkSettings::Postgres {

@@ -2,8 +2,8 @@
 //! pull` are audited like tool calls: principal `local`, auth method `local`, the OS user;
 //! an intent durable before anything is sent, an outcome after, `audit.failure_mode`
 //! applied. Statements the mode gate refuses get one outcome record. Reads that run are not
-//! audited (they change nothing, and a command per read would start a new audit file in
-//! `dir` mode).
+//! audited (they change nothing). Each command chains its records in a stream of its own
+//! (`app::open_local_audit`): several may run at once.
 
 use std::future::Future;
 use std::time::Instant;
@@ -38,7 +38,7 @@ pub(super) async fn run(
     call: CliCall<'_>,
     work: impl Future<Output = Result<QueryOutput, Error>>,
 ) -> Result<Result<QueryOutput, Error>, String> {
-    let Some(auditor) = crate::app::open_audit(config, false).await? else {
+    let Some(auditor) = crate::app::open_local_audit(config, false).await? else {
         return Ok(work.await);
     };
     let mut record = base_record(config, &call);
@@ -100,7 +100,7 @@ pub(super) async fn record_refusal(
     call: CliCall<'_>,
     refused: Refused<'_>,
 ) -> Result<(), String> {
-    let Some(auditor) = crate::app::open_audit(config, false).await? else {
+    let Some(auditor) = crate::app::open_local_audit(config, false).await? else {
         return Ok(());
     };
     let mut record = base_record(config, &call);

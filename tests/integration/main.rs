@@ -8,6 +8,7 @@ mod audit_file;
 mod audit_pg;
 mod audit_pipeline;
 mod audit_records;
+mod audit_sessions;
 mod auth;
 mod auth_failures;
 mod bulk_priority;
