@@ -196,7 +196,16 @@ impl App {
         })?;
         let streams = CancellationToken::new();
         let drain = Drain::new();
-        let readiness = Readiness::new(&config, drain.clone());
+        let readiness = Readiness::new(
+            &config,
+            drain.clone(),
+            // With best_effort calls go on without their records: the metric and the log
+            // say so; readiness does not take the replica out of service for it.
+            audit
+                .as_ref()
+                .filter(|a| a.failure_mode() != crate::audit::FailureMode::BestEffort)
+                .map(crate::audit::Auditor::health),
+        );
         let admin = match &config.server.admin_listen {
             Some(admin) => Some(bind_admin(admin, readiness.clone(), metrics.clone()).await?),
             None => None,

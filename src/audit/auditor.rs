@@ -21,6 +21,42 @@ pub struct Auditor {
     replica: String,
     hmac: Option<HmacKey>,
     observer: Option<Arc<dyn WriteObserver>>,
+    health: Arc<WriteHealth>,
+}
+
+/// Whether the sink's last write failed (a full disk, a lost database), for `/readyz`: set
+/// by every write, so it clears with the first write that succeeds again. The change is
+/// logged once each way.
+#[derive(Debug, Default)]
+pub struct WriteHealth {
+    failing: std::sync::Mutex<Option<String>>,
+}
+
+impl WriteHealth {
+    /// The error of the last write, when it failed.
+    pub fn failing(&self) -> Option<String> {
+        self.failing.lock().ok().and_then(|f| f.clone())
+    }
+
+    fn observe(&self, sink: &str, written: &Result<Receipt, AuditError>) {
+        let Ok(mut failing) = self.failing.lock() else {
+            return;
+        };
+        match (written, failing.is_some()) {
+            (Err(err), false) => {
+                tracing::error!(
+                    "the audit sink ({sink}) cannot write: {err}; /readyz answers 503 until a write succeeds"
+                );
+                *failing = Some(err.to_string());
+            }
+            (Err(err), true) => *failing = Some(err.to_string()),
+            (Ok(_), true) => {
+                tracing::warn!("the audit sink ({sink}) writes again");
+                *failing = None;
+            }
+            (Ok(_), false) => {}
+        }
+    }
 }
 
 /// A failed audit write that stops the call.
@@ -56,7 +92,13 @@ impl Auditor {
             replica: replica.into(),
             hmac,
             observer: None,
+            health: Arc::default(),
         }
+    }
+
+    /// Whether the last write failed, shared with every clone of this auditor.
+    pub fn health(&self) -> Arc<WriteHealth> {
+        self.health.clone()
     }
 
     /// This auditor, telling `observer` how long each write took and whether it failed.
@@ -80,9 +122,16 @@ impl Auditor {
         &self.sink
     }
 
-    /// Fills in what the auditor owns: the replica, `sql_sha256`, and (with
-    /// `hmac_sql_literals`) the SQL with its literals HMACed, in `sql` and in `args.sql`.
+    /// Fills in what the auditor owns: the replica, `sql_sha256`, (with
+    /// `hmac_sql_literals`) the SQL with its literals HMACed, in `sql` and in `args.sql`,
+    /// and then the size limits of [`super::limits`] (the SQL once, fields cut and
+    /// digested).
     pub fn prepare(&self, record: &mut AuditRecord) {
+        self.redact(record);
+        super::limits::bound(record);
+    }
+
+    fn redact(&self, record: &mut AuditRecord) {
         record.replica.clone_from(&self.replica);
         let sql = record.sql.clone().or_else(|| {
             record
@@ -124,6 +173,7 @@ impl Auditor {
         if let Some(observer) = &self.observer {
             observer.audit_write(self.sink.kind(), started.elapsed(), written.is_ok());
         }
+        self.health.observe(self.sink.kind(), &written);
         match written {
             Ok(receipt) => Ok(Some(receipt)),
             Err(error) => match self.failure_mode.on_failure(phase, side_effect) {

@@ -14,6 +14,7 @@
 //! - [`failure`]: `audit.failure_mode` and what a failed write does to the call.
 //! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
 //! - [`redact`]: HMAC of SQL string literals.
+//! - [`limits`]: every field's size limit, the SQL stored once, digests of what is cut.
 //! - [`verify`] and [`tail`]: `querygate audit verify` and `querygate audit tail`.
 //!
 //! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
@@ -24,6 +25,7 @@ pub mod chain;
 pub mod failure;
 pub mod file;
 mod group;
+pub mod limits;
 pub mod location;
 pub mod memory;
 pub mod open;

@@ -214,6 +214,19 @@ pub struct AuditRecord {
     /// `auth_failure` record of that pair (rate limiting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suppressed: Option<u64>,
+    /// The fields cut to their size limit (`sql`, `error`, `args.<name>`, `args`, …):
+    /// each one's full size and SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<std::collections::BTreeMap<String, Cut>>,
+}
+
+/// What a field cut to its limit was.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cut {
+    /// Its full length in bytes (a string's UTF-8, other values' compact JSON).
+    pub bytes: u64,
+    /// SHA-256 (hex) of those bytes.
+    pub sha256: String,
 }
 
 impl AuditRecord {

@@ -1,7 +1,8 @@
 //! `/readyz`: whether this replica should receive traffic. Ready when the registry folder
 //! can be read, the audit sink can write (the file sink's folder takes a probe file; the
-//! PostgreSQL sink's database answers `SELECT 1`), and the approval store answers when it
-//! is PostgreSQL; never while draining.
+//! PostgreSQL sink's database answers `SELECT 1`; and its last write did not fail: a full
+//! disk still takes an empty probe file), and the approval store answers when it is
+//! PostgreSQL; never while draining.
 //!
 //! The answer is JSON, `200` or `503`:
 //! `{"status":"ready","checks":{"registry":"ok","audit":"ok"}}`,
@@ -48,6 +49,8 @@ struct Inner {
     audit_dir: Option<PathBuf>,
     /// The database of the PostgreSQL audit sink and/or approval store.
     database: Option<Database>,
+    /// Whether the audit's last write failed.
+    audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
     last: tokio::sync::Mutex<Option<(Instant, Checks)>>,
 }
 
@@ -70,8 +73,13 @@ struct Failure {
 }
 
 impl Readiness {
-    /// The checks `config` calls for, answering 503 once `drain` has begun.
-    pub fn new(config: &Config, drain: Drain) -> Readiness {
+    /// The checks `config` calls for, answering 503 once `drain` has begun or while the
+    /// audit's last write (`audit_writes`) failed.
+    pub fn new(
+        config: &Config,
+        drain: Drain,
+        audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
+    ) -> Readiness {
         let audit_dir = match &config.audit.sink {
             SinkSettings::File { location, .. } if config.audit.enabled => Some(match location {
                 FileLocation::Dir(dir) => dir.clone(),
@@ -100,6 +108,7 @@ impl Readiness {
                 registry: config.engine.registry_root.join("src"),
                 audit_dir,
                 database,
+                audit_writes,
                 last: tokio::sync::Mutex::new(None),
             }),
         }
@@ -187,6 +196,18 @@ impl Inner {
             if db.approvals {
                 checks.insert("approval_store", result);
             }
+        }
+        // A folder that takes a probe file can still be full: the last write decides too.
+        if let Some(details) = self.audit_writes.as_ref().and_then(|h| h.failing())
+            && checks.get("audit").is_none_or(Result::is_ok)
+        {
+            checks.insert(
+                "audit",
+                Err(Failure {
+                    reason: "write failing",
+                    details,
+                }),
+            );
         }
         checks
     }

@@ -73,6 +73,7 @@ fn full_record() -> AuditRecord {
         upstream_status: Some(409),
         client_addr: None,
         suppressed: None,
+        cut: None,
     }
 }
 

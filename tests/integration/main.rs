@@ -5,6 +5,7 @@
 
 mod admission;
 mod audit_file;
+mod audit_limits;
 mod audit_pg;
 mod audit_pipeline;
 mod audit_records;

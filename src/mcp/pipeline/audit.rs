@@ -207,6 +207,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         upstream_status: None,
         client_addr: None,
         suppressed: None,
+        cut: None,
     }
 }
 
