@@ -65,8 +65,19 @@ pub enum AppError {
     #[error(transparent)]
     Stdio(#[from] StdioError),
     /// The audit location cannot be written or its database reached.
-    #[error("{0}")]
-    Audit(String),
+    #[error(transparent)]
+    Audit(#[from] AuditOpenError),
+}
+
+/// Why the audit could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditOpenError {
+    /// The database of the PostgreSQL sink cannot be reached.
+    #[error("audit: {0}")]
+    Database(#[from] crate::db::DbError),
+    /// The sink cannot be started (an unwritable location, an unreadable HMAC key, …).
+    #[error("audit: {0}")]
+    Sink(#[from] crate::audit::AuditError),
 }
 
 impl AppError {
@@ -122,7 +133,7 @@ impl App {
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
-        let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+        let audit = open_audit(&config, true).await?;
         App::build_with(config, audit).await
     }
 
@@ -366,7 +377,7 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+    let audit = open_audit(&config, true).await?;
     let handler = handler(&config, Transport::Stdio, audit.clone())?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
@@ -381,6 +392,25 @@ pub fn handler(
     audit: Option<crate::audit::Auditor>,
 ) -> Result<QuerygateMcp, AppError> {
     observed_handler(config, transport, audit, None)
+}
+
+/// The handler `querygate query` and `querygate registry pull` run their one call through
+/// (`Transport::Cli`), and its audit, opened at the first record ([`open_audit_deferred`]):
+/// close it with [`close_audit`] after the call.
+pub fn cli_handler(
+    config: &Config,
+) -> Result<(QuerygateMcp, Option<crate::audit::Auditor>), AppError> {
+    let audit = open_audit_deferred(config)?;
+    let engine = Engine::new(config.engine.clone())?;
+    for name in engine.unmatched_provider_settings() {
+        tracing::warn!(
+            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
+            name.escape_debug()
+        );
+    }
+    let tenants = Tenants::open(config)?;
+    let handler = mcp::build(config, engine, tenants, Transport::Cli, audit.clone())?;
+    Ok((handler, audit))
 }
 
 /// [`handler`] whose tool calls and upstream requests are counted in `metrics`.
@@ -404,22 +434,16 @@ fn observed_handler(
 pub async fn open_audit(
     config: &Config,
     announce: bool,
-) -> Result<Option<crate::audit::Auditor>, String> {
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
     use crate::audit::SinkSettings;
     let needs_database =
         config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
     let pool = if needs_database {
-        Some(
-            crate::db::connect(&config.database)
-                .await
-                .map_err(|err| format!("audit: {err}"))?,
-        )
+        Some(crate::db::connect(&config.database).await?)
     } else {
         None
     };
-    let audit = crate::audit::open(&config.audit, pool)
-        .await
-        .map_err(|err| format!("audit: {err}"))?;
+    let audit = crate::audit::open(&config.audit, pool).await?;
     match &audit {
         _ if !announce => {}
         Some(auditor) => eprintln!(
@@ -430,6 +454,42 @@ pub async fn open_audit(
         None => eprintln!("querygate: audit is off (audit.enabled: false)"),
     }
     Ok(audit)
+}
+
+/// The audit of one CLI command: its sink (and database connection) is opened at the
+/// first record, so a command that writes none leaves no trace; failing to open it fails
+/// that write, under `audit.failure_mode`.
+pub fn open_audit_deferred(
+    config: &Config,
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
+    use crate::audit::deferred::DeferredSink;
+    use crate::audit::{AuditError, SinkSettings};
+    if !config.audit.enabled {
+        return Ok(None);
+    }
+    let settings = config.audit.clone();
+    let database = config.database.clone();
+    let kind = match settings.sink {
+        SinkSettings::File { .. } => "file",
+        SinkSettings::Postgres { .. } => "postgres",
+    };
+    let opener = Box::new(move || {
+        let settings = settings.clone();
+        let database = database.clone();
+        Box::pin(async move {
+            let pool = match settings.sink {
+                SinkSettings::Postgres { .. } => Some(
+                    crate::db::connect(&database)
+                        .await
+                        .map_err(|err| AuditError::Unavailable(err.to_string()))?,
+                ),
+                SinkSettings::File { .. } => None,
+            };
+            crate::audit::open::start_sink(&settings, pool).await
+        }) as futures::future::BoxFuture<'static, _>
+    });
+    let sink = Arc::new(DeferredSink::new(kind, opener));
+    Ok(Some(crate::audit::open::auditor_over(&config.audit, sink)?))
 }
 
 /// Writes the records still queued before the process ends.

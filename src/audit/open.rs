@@ -21,7 +21,16 @@ pub async fn open(
     if !settings.enabled {
         return Ok(None);
     }
-    let sink: Arc<dyn AuditSink> = match &settings.sink {
+    let sink = start_sink(settings, pool).await?;
+    auditor_over(settings, sink).map(Some)
+}
+
+/// Starts the sink `settings` choose (the PostgreSQL sink needs `pool`).
+pub async fn start_sink(
+    settings: &AuditSettings,
+    pool: Option<PgPool>,
+) -> Result<Arc<dyn AuditSink>, AuditError> {
+    Ok(match &settings.sink {
         SinkSettings::File {
             location,
             max_size,
@@ -57,18 +66,25 @@ pub async fn open(
             };
             Arc::new(PgSink::start(pool, config).await?)
         }
-    };
+    })
+}
+
+/// The auditor of `settings` over a started (or [deferred](super::deferred)) `sink`.
+pub fn auditor_over(
+    settings: &AuditSettings,
+    sink: Arc<dyn AuditSink>,
+) -> Result<Auditor, AuditError> {
     let hmac = if settings.hmac_sql_literals {
         Some(hmac_key(settings)?)
     } else {
         None
     };
-    Ok(Some(Auditor::new(
+    Ok(Auditor::new(
         sink,
         settings.failure_mode,
         settings.replica.clone(),
         hmac,
-    )))
+    ))
 }
 
 fn hmac_key(settings: &AuditSettings) -> Result<HmacKey, AuditError> {

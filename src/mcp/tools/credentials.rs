@@ -116,6 +116,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             })
             .unwrap_or_default();
         Ok(ToolResult {
+            typed: None,
             structured,
             view: View::Table {
                 columns: COLUMNS.iter().map(|c| (*c).to_owned()).collect(),

@@ -425,6 +425,7 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
         let mut structured = Map::new();
         insert_rows(&mut structured, &records, seen);
         Ok(ToolResult {
+            typed: None,
             structured: Value::Object(structured),
             view: View::Records {
                 title: "Resource".to_owned(),
@@ -533,6 +534,7 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
         let mut records = vec![summary];
         records.extend(rows);
         Ok(ToolResult {
+            typed: None,
             structured: Value::Object(structured),
             view: View::Records {
                 title: "Method".to_owned(),

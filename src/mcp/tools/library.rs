@@ -305,6 +305,7 @@ fn run_search(invocation: Invocation) -> ToolFuture {
         };
         let text = search_markdown(&output);
         Ok(ToolResult {
+            typed: None,
             structured: serde_json::to_value(&output).unwrap_or(Value::Null),
             view: View::Markdown(text),
         })
@@ -378,6 +379,7 @@ fn run_get(invocation: Invocation) -> ToolFuture {
         let output = get_output(&doc, &source, input.params.as_ref());
         let text = get_markdown(&output);
         Ok(ToolResult {
+            typed: None,
             structured: serde_json::to_value(&output).unwrap_or(Value::Null),
             view: View::Markdown(text),
         })

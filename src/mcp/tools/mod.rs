@@ -106,12 +106,32 @@ pub(crate) struct Invocation {
     /// The parsed `sql` argument, for tools that take one (for SQL tools the gate has
     /// checked that it parsed and is the tool's class).
     pub(crate) statement: Option<crate::engine::Result<PreparedStatement>>,
+    /// Whether the caller takes the engine's output as it is ([`ToolResult::typed`]): the
+    /// CLI renders rows itself, as tables, JSON or CSV.
+    pub(crate) typed: bool,
 }
 
-/// A successful tool result: the structured payload and how its markdown looks.
+/// A successful tool result: the structured payload and how its markdown looks, or the
+/// engine's output itself for a caller that renders it (the CLI).
 pub(crate) struct ToolResult {
     pub(crate) structured: Value,
     pub(crate) view: View,
+    /// The engine's output, unrendered and uncapped (`structured` is then `null`).
+    pub(crate) typed: Option<QueryOutput>,
+}
+
+impl ToolResult {
+    /// A result handed on as the engine's output, for [`Invocation::typed`] callers.
+    pub(crate) fn typed(output: QueryOutput) -> Self {
+        ToolResult {
+            structured: Value::Null,
+            view: View::Records {
+                title: String::new(),
+                records: Vec::new(),
+            },
+            typed: Some(output),
+        }
+    }
 }
 
 /// How a tool failed.
@@ -334,6 +354,7 @@ pub(crate) fn table_result(
         structured.insert("warnings".into(), Value::from(warnings));
     }
     ToolResult {
+        typed: None,
         structured: Value::Object(structured),
         view,
     }

@@ -128,6 +128,12 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
             .engine
             .registry_pull_for(&invocation.cx, provider, version)
             .await?;
+        if invocation.typed {
+            return Ok(ToolResult::typed(crate::engine::QueryOutput {
+                messages: vec![outcome.message],
+                ..Default::default()
+            }));
+        }
         let timestamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let record = vec![
             ("messages".to_owned(), Value::from(vec![outcome.message])),
@@ -136,6 +142,7 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
             ("version".to_owned(), Value::String(outcome.version)),
         ];
         Ok(ToolResult {
+            typed: None,
             structured: Value::Object(record.iter().cloned().collect()),
             view: View::Records {
                 title: "Pull Result".to_owned(),

@@ -76,6 +76,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             is_read_only: invocation.mode == Mode::ReadOnly,
         };
         Ok(ToolResult {
+            typed: None,
             structured: serde_json::to_value(&info).unwrap_or(Value::Null),
             view: View::Record {
                 title: "Server Info".to_owned(),

@@ -95,6 +95,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             ]],
         };
         Ok(ToolResult {
+            typed: None,
             structured: serde_json::to_value(&verdict).unwrap_or(Value::Null),
             view,
         })
