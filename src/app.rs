@@ -66,8 +66,19 @@ pub enum AppError {
     #[error(transparent)]
     Stdio(#[from] StdioError),
     /// The audit location cannot be written or its database reached.
-    #[error("{0}")]
-    Audit(String),
+    #[error(transparent)]
+    Audit(#[from] AuditOpenError),
+}
+
+/// Why the audit could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditOpenError {
+    /// The database of the PostgreSQL sink cannot be reached.
+    #[error("audit: {0}")]
+    Database(#[from] crate::db::DbError),
+    /// The sink cannot be started (an unwritable location, an unreadable HMAC key, …).
+    #[error("audit: {0}")]
+    Sink(#[from] crate::audit::AuditError),
 }
 
 impl AppError {
@@ -125,7 +136,7 @@ impl App {
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
-        let audit = open_audit(&config, true).await.map_err(AppError::Audit)?;
+        let audit = open_audit(&config, true).await?;
         App::build_with(config, audit).await
     }
 
@@ -396,9 +407,7 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    let audit = open_local_audit(&config, true)
-        .await
-        .map_err(AppError::Audit)?;
+    let audit = open_local_audit(&config, true).await?;
     let handler = handler(&config, Transport::Stdio, audit.clone())?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
@@ -413,6 +422,25 @@ pub fn handler(
     audit: Option<crate::audit::Auditor>,
 ) -> Result<QuerygateMcp, AppError> {
     observed_handler(config, transport, audit, None)
+}
+
+/// The handler `querygate query` and `querygate registry pull` run their one call through
+/// (`Transport::Cli`), and its audit, opened at the first record ([`open_audit_deferred`]):
+/// close it with [`close_audit`] after the call.
+pub fn cli_handler(
+    config: &Config,
+) -> Result<(QuerygateMcp, Option<crate::audit::Auditor>), AppError> {
+    let audit = open_audit_deferred(config)?;
+    let engine = Engine::new(config.engine.clone())?;
+    for name in engine.unmatched_provider_settings() {
+        tracing::warn!(
+            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
+            name.escape_debug()
+        );
+    }
+    let tenants = Tenants::open(config)?;
+    let handler = mcp::build(config, engine, tenants, Transport::Cli, audit.clone())?;
+    Ok((handler, audit))
 }
 
 /// [`handler`] whose tool calls and upstream requests are counted in `metrics`.
@@ -436,7 +464,7 @@ fn observed_handler(
 pub async fn open_audit(
     config: &Config,
     announce: bool,
-) -> Result<Option<crate::audit::Auditor>, String> {
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
     open_audit_scoped(config, announce, crate::audit::open::Scope::Server).await
 }
 
@@ -445,7 +473,7 @@ pub async fn open_audit(
 pub async fn open_local_audit(
     config: &Config,
     announce: bool,
-) -> Result<Option<crate::audit::Auditor>, String> {
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
     open_audit_scoped(config, announce, crate::audit::open::Scope::Local).await
 }
 
@@ -453,22 +481,16 @@ async fn open_audit_scoped(
     config: &Config,
     announce: bool,
     scope: crate::audit::open::Scope,
-) -> Result<Option<crate::audit::Auditor>, String> {
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
     use crate::audit::SinkSettings;
     let needs_database =
         config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
     let pool = if needs_database {
-        Some(
-            crate::db::connect(&config.database)
-                .await
-                .map_err(|err| format!("audit: {err}"))?,
-        )
+        Some(crate::db::connect(&config.database).await?)
     } else {
         None
     };
-    let audit = crate::audit::open::open_scoped(&config.audit, pool, scope)
-        .await
-        .map_err(|err| format!("audit: {err}"))?;
+    let audit = crate::audit::open::open_scoped(&config.audit, pool, scope).await?;
     match &audit {
         _ if !announce => {}
         Some(auditor) => eprintln!(
@@ -479,6 +501,42 @@ async fn open_audit_scoped(
         None => eprintln!("querygate: audit is off (audit.enabled: false)"),
     }
     Ok(audit)
+}
+
+/// The audit of one CLI command: its sink (and database connection) is opened at the
+/// first record, so a command that writes none leaves no trace; failing to open it fails
+/// that write, under `audit.failure_mode`.
+pub fn open_audit_deferred(
+    config: &Config,
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
+    use crate::audit::deferred::DeferredSink;
+    use crate::audit::{AuditError, SinkSettings};
+    if !config.audit.enabled {
+        return Ok(None);
+    }
+    let settings = config.audit.clone();
+    let database = config.database.clone();
+    let kind = match settings.sink {
+        SinkSettings::File { .. } => "file",
+        SinkSettings::Postgres { .. } => "postgres",
+    };
+    let opener = Box::new(move || {
+        let settings = settings.clone();
+        let database = database.clone();
+        Box::pin(async move {
+            let pool = match settings.sink {
+                SinkSettings::Postgres { .. } => Some(
+                    crate::db::connect(&database)
+                        .await
+                        .map_err(|err| AuditError::Unavailable(err.to_string()))?,
+                ),
+                SinkSettings::File { .. } => None,
+            };
+            crate::audit::open::start_sink(&settings, pool, crate::audit::open::Scope::Local).await
+        }) as futures::future::BoxFuture<'static, _>
+    });
+    let sink = Arc::new(DeferredSink::new(kind, opener));
+    Ok(Some(crate::audit::open::auditor_over(&config.audit, sink)?))
 }
 
 /// Writes the records still queued before the process ends.

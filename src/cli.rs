@@ -1,7 +1,8 @@
 //! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
 //! and `audit`.
 
-mod audited;
+mod approve;
+mod call;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -10,8 +11,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Sources};
-use crate::engine::{Cell, Engine, ParsedSql, PreparedStatement, QueryOutput};
-use crate::policy::{self, Decision, Mode};
+use crate::engine::{Cell, Engine, QueryOutput};
 use crate::tenant::{Principal, Tenants};
 
 /// SQL over cloud and SaaS APIs.
@@ -183,143 +183,31 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
         }
         _ => {}
     }
-    let engine = match Engine::new(config.engine.clone()) {
-        Ok(engine) => engine,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return 2;
-        }
-    };
-    for name in engine.unmatched_provider_settings() {
-        tracing::warn!(
-            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
-            name.escape_debug()
-        );
-    }
-    let tenants = match Tenants::open(&config) {
-        Ok(tenants) => tenants,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return 2;
-        }
-    };
-    let cx = match tenants.context(&Principal::local()) {
-        Ok(cx) => cx,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return 2;
-        }
-    };
     let (result, output) = match cli.command {
-        Command::Serve { .. } | Command::Stdio | Command::Migrate | Command::Audit { .. } => {
-            return 1;
-        }
-        Command::Query { output, yes, sql } => {
-            let mode = tenants.mode(&cx.tenant).unwrap_or_default();
-            match gate_statement(mode, &sql, yes) {
-                Ok((statement, crate::policy::QueryClass::Select, _)) => {
-                    (engine.run(&cx, statement).await, output)
-                }
-                Ok((statement, class, approved)) => {
-                    let call = audited::CliCall {
-                        tool: "query",
-                        sql: Some(&sql),
-                        class,
-                        approved,
-                        tenant: &cx.tenant,
-                        args: None,
-                    };
-                    match audited::run(&config, call, engine.run(&cx, statement)).await {
-                        Ok(result) => (result, output),
-                        Err(message) => {
-                            eprintln!("error: {}", said(&message));
-                            return 1;
-                        }
-                    }
-                }
-                Err(refusal) => {
-                    eprintln!("error: {}", refusal.message);
-                    let call = audited::CliCall {
-                        tool: "query",
-                        sql: Some(&sql),
-                        class: refusal.class,
-                        approved: false,
-                        tenant: &cx.tenant,
-                        args: None,
-                    };
-                    let refused = audited::Refused {
-                        decision: refusal.decision,
-                        code: refusal.code,
-                        message: &refusal.message,
-                    };
-                    if let Err(message) = audited::record_refusal(&config, call, refused).await {
-                        eprintln!("error: {}", said(&message));
-                    }
-                    return 1;
-                }
-            }
-        }
-        Command::Providers { output } => {
-            let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
-                columns: vec![
-                    "name".to_owned(),
-                    "version".to_owned(),
-                    "versions".to_owned(),
-                ],
-                rows: providers
-                    .into_iter()
-                    .map(|p| {
-                        vec![
-                            Cell::Text(p.name),
-                            Cell::Text(p.version),
-                            Cell::Text(p.versions.join(", ")),
-                        ]
-                    })
-                    .collect(),
-                warnings: Vec::new(),
-                ..Default::default()
-            });
-            (listed, output)
-        }
-        Command::Registry { action } => match action {
-            RegistryAction::List { output, provider } => {
-                (engine.registry_list_rows(provider.as_deref()).await, output)
-            }
-            RegistryAction::Pull {
+        Command::Query { output, yes, sql } => (
+            call::run(&config, call::Command::Query { sql, yes }).await,
+            output,
+        ),
+        Command::Registry {
+            action:
+                RegistryAction::Pull {
+                    output,
+                    provider,
+                    version,
+                },
+        } => (
+            call::run(&config, call::Command::Pull { provider, version }).await,
+            output,
+        ),
+        command => match local_command(&config, command).await {
+            Ok((result, output)) => (
+                result.map_err(|err| call::Failure {
+                    message: err.to_string(),
+                    exit_code: 1,
+                }),
                 output,
-                provider,
-                version,
-            } => {
-                let pull = async {
-                    engine
-                        .registry_pull(&provider, version.as_deref())
-                        .await
-                        .map(|outcome| QueryOutput {
-                            messages: vec![outcome.message],
-                            ..Default::default()
-                        })
-                };
-                let mut args = serde_json::Map::new();
-                args.insert("provider".into(), provider.clone().into());
-                if let Some(version) = &version {
-                    args.insert("version".into(), version.clone().into());
-                }
-                let call = audited::CliCall {
-                    tool: "pull_provider",
-                    sql: None,
-                    class: crate::policy::QueryClass::Select,
-                    approved: false,
-                    tenant: &cx.tenant,
-                    args: Some(args),
-                };
-                match audited::run(&config, call, pull).await {
-                    Ok(pulled) => (pulled, output),
-                    Err(message) => {
-                        eprintln!("error: {}", said(&message));
-                        return 1;
-                    }
-                }
-            }
+            ),
+            Err(code) => return code,
         },
     };
     match result {
@@ -352,10 +240,73 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
             }
             0
         }
-        Err(err) => {
-            eprintln!("error: {}", said(&err.to_string()));
-            1
+        Err(failure) => {
+            eprintln!("error: {}", said(&failure.message));
+            failure.exit_code
         }
+    }
+}
+
+/// `querygate providers` and `querygate registry list`: reads of what is installed and of
+/// the remote registry, outside the tool-call pipeline (they reach no tenant's upstream).
+/// `Err`: the exit code, the error printed.
+async fn local_command(
+    config: &Config,
+    command: Command,
+) -> Result<(crate::engine::Result<QueryOutput>, Output), i32> {
+    let engine = match Engine::new(config.engine.clone()) {
+        Ok(engine) => engine,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Err(2);
+        }
+    };
+    for name in engine.unmatched_provider_settings() {
+        tracing::warn!(
+            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
+            name.escape_debug()
+        );
+    }
+    let cx = match Tenants::open(config).and_then(|tenants| tenants.context(&Principal::local())) {
+        Ok(cx) => cx,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Err(2);
+        }
+    };
+    match command {
+        Command::Providers { output } => {
+            let listed = engine.providers(&cx).await.map(|providers| QueryOutput {
+                columns: vec![
+                    "name".to_owned(),
+                    "version".to_owned(),
+                    "versions".to_owned(),
+                ],
+                rows: providers
+                    .into_iter()
+                    .map(|p| {
+                        vec![
+                            Cell::Text(p.name),
+                            Cell::Text(p.version),
+                            Cell::Text(p.versions.join(", ")),
+                        ]
+                    })
+                    .collect(),
+                warnings: Vec::new(),
+                ..Default::default()
+            });
+            Ok((listed, output))
+        }
+        Command::Registry {
+            action: RegistryAction::List { output, provider },
+        } => Ok((engine.registry_list_rows(provider.as_deref()).await, output)),
+        // Dispatched before: served, or run through the pipeline.
+        Command::Query { .. }
+        | Command::Registry { .. }
+        | Command::Serve { .. }
+        | Command::Stdio
+        | Command::Migrate
+        | Command::Audit { .. } => Err(1),
     }
 }
 
@@ -401,84 +352,6 @@ async fn serve(mut config: Config, listen: Option<String>) -> i32 {
             eprintln!("error: {err}");
             err.exit_code()
         }
-    }
-}
-
-/// Why `querygate query` refused a statement, as its audit record needs it.
-struct Refusal {
-    /// What the person at the terminal reads.
-    message: String,
-    /// The gate's decision (`refuse_immediate`, `needs_approval_declined`, …).
-    decision: audited::Decision,
-    /// The stable code.
-    code: crate::code::Code,
-    /// What the statement would do.
-    class: policy::QueryClass,
-}
-
-/// The mode gate for `querygate query`, the same decisions the MCP tools get: the default
-/// tenant's mode decides; what it holds for approval runs with `--yes`, or after the person
-/// at the terminal answers `y`; texts of several statements are refused.
-fn gate_statement(
-    mode: Mode,
-    sql: &str,
-    yes: bool,
-) -> Result<(PreparedStatement, policy::QueryClass, bool), Refusal> {
-    use crate::code::Code;
-    use audited::Decision as D;
-    use std::io::IsTerminal as _;
-    let parsed = ParsedSql::parse(sql);
-    let class = policy::classify(&parsed);
-    let count = parsed.parts().len();
-    let refuse = |decision, code, message: String| Refusal {
-        message,
-        decision,
-        code,
-        class,
-    };
-    if count > 1 {
-        return Err(refuse(
-            D::RefuseImmediate,
-            Code::PolicyMultipleStatements,
-            format!(
-                "refused: the SQL holds {count} statements (the most dangerous is {class}); send one statement at a time"
-            ),
-        ));
-    }
-    let statement = parsed
-        .into_single()
-        .map_err(|err| refuse(D::RefuseImmediate, Code::from(err.kind()), err.to_string()))?;
-    match policy::decide(mode, class) {
-        Decision::Allow => Ok((statement, class, false)),
-        Decision::Refuse(reason) => Err(refuse(
-            D::RefuseImmediate,
-            Code::PolicyRefused,
-            format!("refused: {reason}"),
-        )),
-        Decision::NeedsApproval(_) if yes => Ok((statement, class, true)),
-        Decision::NeedsApproval(reason)
-            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
-        {
-            eprint!("Approve this {class} statement ({reason})? [y/N] ");
-            let mut answer = String::new();
-            let _ = std::io::stdin().read_line(&mut answer);
-            if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-                Ok((statement, class, true))
-            } else {
-                Err(refuse(
-                    D::NeedsApprovalDeclined,
-                    Code::PolicyApprovalDeclined,
-                    "refused: not approved".to_owned(),
-                ))
-            }
-        }
-        Decision::NeedsApproval(reason) => Err(refuse(
-            D::NeedsApprovalUnavailable,
-            Code::PolicyApprovalRequired,
-            format!(
-                "refused: {reason}; this {class} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked"
-            ),
-        )),
     }
 }
 

@@ -8,7 +8,7 @@
 //! - [`sink`]: the [`AuditSink`] trait; a record is durable when `write` returns `Ok`.
 //! - [`file`] (JSONL, fsync with group commit on a writer thread, rotation),
 //!   [`postgres`] (the append-only `audit_events` table, batched inserts),
-//!   [`memory`] (tests).
+//!   [`memory`] (tests), [`deferred`] (opened at the first record: the CLI).
 //! - `batch`: a writer's batch linked into the chain and its callers answered, shared by
 //!   the file and PostgreSQL sinks.
 //! - [`failure`]: `audit.failure_mode` and what a failed write does to the call.
@@ -22,6 +22,7 @@
 pub mod auditor;
 mod batch;
 pub mod chain;
+pub mod deferred;
 pub mod failure;
 pub mod file;
 mod group;

@@ -52,7 +52,17 @@ pub async fn open_scoped(
     if !settings.enabled {
         return Ok(None);
     }
-    let sink: Arc<dyn AuditSink> = match &settings.sink {
+    let sink = start_sink(settings, pool, scope).await?;
+    auditor_over(settings, sink).map(Some)
+}
+
+/// Starts the sink `settings` choose for `scope` (the PostgreSQL sink needs `pool`).
+pub async fn start_sink(
+    settings: &AuditSettings,
+    pool: Option<PgPool>,
+    scope: Scope,
+) -> Result<Arc<dyn AuditSink>, AuditError> {
+    Ok(match &settings.sink {
         SinkSettings::File {
             location,
             max_size,
@@ -95,18 +105,25 @@ pub async fn open_scoped(
             };
             Arc::new(PgSink::start(pool, config).await?)
         }
-    };
+    })
+}
+
+/// The auditor of `settings` over a started (or [deferred](super::deferred)) `sink`.
+pub fn auditor_over(
+    settings: &AuditSettings,
+    sink: Arc<dyn AuditSink>,
+) -> Result<Auditor, AuditError> {
     let hmac = if settings.hmac_sql_literals {
         Some(hmac_key(settings)?)
     } else {
         None
     };
-    Ok(Some(Auditor::new(
+    Ok(Auditor::new(
         sink,
         settings.failure_mode,
         settings.replica.clone(),
         hmac,
-    )))
+    ))
 }
 
 fn hmac_key(settings: &AuditSettings) -> Result<HmacKey, AuditError> {

@@ -22,6 +22,9 @@ pub struct AuditSettings {
     pub hmac_sql_literals: bool,
     /// The HMAC key file (≥ 32 bytes); `None`: a random key per start.
     pub hmac_key_file: Option<PathBuf>,
+    /// Whether reads that `querygate query` runs get records (`false`: only its writes,
+    /// EXECs, installs and refusals do).
+    pub cli_reads: bool,
 }
 
 /// The sink and its settings.

@@ -241,7 +241,7 @@ impl Engine {
     /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
     /// INSERT, UPDATE, REPLACE, DELETE or EXEC (writes are sent once, never retried), or
     /// `REGISTRY LIST [provider]` / `REGISTRY PULL provider [version]` (see
-    /// [`Engine::registry_list`] and [`Engine::registry_pull`]; a pull is refused for a
+    /// [`Engine::registry_list`] and [`Engine::registry_pull_for`]; a pull is refused for a
     /// provider the tenant may not use).
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
         self.run(cx, PreparedStatement::parse(sql)?).await
@@ -302,23 +302,12 @@ impl Engine {
     }
 
     /// Downloads `provider` from the remote registry and installs it into the local registry
-    /// root, where the engine sees it at once. Without `version`, the newest version that has
-    /// a package and that querygate can use is installed, and the outcome names the newer
-    /// ones skipped and why. The package is checked before it becomes visible (see
-    /// `docs/engine.md`); an existing copy of the same version is replaced.
-    pub async fn registry_pull(
-        &self,
-        provider: &str,
-        version: Option<&str>,
-    ) -> Result<PullOutcome> {
-        self.inner
-            .remote
-            .pull(provider, version, &self.inner.registry)
-            .await
-    }
-
-    /// [`Engine::registry_pull`] for a tenant: refused with `ProviderNotAllowed` when the
-    /// tenant may not use the provider, as `REGISTRY PULL` is.
+    /// root, where the engine sees it at once, for the tenant of `cx`: refused with
+    /// `ProviderNotAllowed` when the tenant may not use the provider, as `REGISTRY PULL` is.
+    /// Without `version`, the newest version that has a package and that querygate can use
+    /// is installed, and the outcome names the newer ones skipped and why. The package is
+    /// checked before it becomes visible (see `docs/engine.md`); an existing copy of the
+    /// same version is replaced.
     pub async fn registry_pull_for(
         &self,
         cx: &ExecContext,
@@ -326,7 +315,10 @@ impl Engine {
         version: Option<&str>,
     ) -> Result<PullOutcome> {
         remote::check_pull_allowed(cx, provider)?;
-        self.registry_pull(provider, version).await
+        self.inner
+            .remote
+            .pull(provider, version, &self.inner.registry)
+            .await
     }
 
     /// Names under configured provider settings (`providers.<name>`) that no installed

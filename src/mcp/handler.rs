@@ -155,7 +155,7 @@ pub(crate) fn fill_prompt(
 /// user.
 fn principal_of(context: &RequestContext<RoleServer>, transport: Transport) -> Option<Principal> {
     match transport {
-        Transport::Stdio => Some(Principal::local()),
+        Transport::Stdio | Transport::Cli => Some(Principal::local()),
         Transport::Http => context
             .extensions
             .get::<http::request::Parts>()
@@ -226,6 +226,7 @@ fn origin_of(
         client_name: client.as_ref().map(|c| c.name.clone()),
         client_version: client.map(|c| c.version),
         protocol_version: context.protocol_version().map(|v| v.to_string()),
+        command: None,
     }
 }
 
@@ -247,9 +248,11 @@ fn approval_channel(
     match (elicits, resumable, transport) {
         (true, true, _) => ApprovalChannel::Resumable {
             request_state: request.request_state.clone(),
-            input_responses: request.input_responses.clone(),
+            answer: super::elicit::resumed_answer(request.input_responses.as_ref()),
         },
-        (true, false, Transport::Stdio) => ApprovalChannel::Inline(context.peer.clone()),
+        (true, false, Transport::Stdio) => ApprovalChannel::Inline(Arc::new(
+            super::elicit::RmcpApprover::new(context.peer.clone()),
+        )),
         _ => ApprovalChannel::Unavailable,
     }
 }
@@ -471,7 +474,9 @@ impl ServerHandler for QuerygateMcp {
                     result.structured_content = outcome.structured;
                     Ok(result.into())
                 }
-                ReplyBody::InputRequired(input) => Ok((*input).into()),
+                ReplyBody::InputRequired { prompt, sealed } => {
+                    Ok(super::elicit::input_required(prompt, sealed).into())
+                }
             },
             Err(err @ (CallError::UnknownTool(_) | CallError::InvalidArguments { .. })) => {
                 Err(ErrorData::invalid_params(err.to_string(), None))

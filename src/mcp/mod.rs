@@ -3,12 +3,15 @@
 //!
 //! ```text
 //! transport (http | stdio) → handler (rmcp ServerHandler) → pipeline (prepare, then the
-//!   tower stack: audit → mode gate → intent → call timeout → dispatch) → tools/* → engine facade
+//!   tower stack: audit → mode gate → admission → intent → call timeout → cancel →
+//!   dispatch) → tools/* → engine facade
+//! cli (`querygate query`, `registry pull`) → the same pipeline, Transport::Cli
 //! ```
 //!
 //! The MCP surface talks to the engine only through `crate::engine`'s public API.
 
 pub mod content;
+mod elicit;
 mod handler;
 mod library;
 mod malformed;
@@ -39,6 +42,8 @@ pub enum Transport {
     Http,
     /// Newline-delimited JSON-RPC on stdin/stdout.
     Stdio,
+    /// `querygate query` and `querygate registry pull`: one call of the local user.
+    Cli,
 }
 
 impl Transport {
@@ -47,6 +52,7 @@ impl Transport {
         match self {
             Transport::Http => "http",
             Transport::Stdio => "stdio",
+            Transport::Cli => "cli",
         }
     }
 }
@@ -98,6 +104,9 @@ pub(crate) struct Shared {
     pub(crate) approvals: Approvals,
     /// The audit of tool calls (`None`: `audit.enabled` is false).
     pub(crate) audit: Option<Auditor>,
+    /// Whether reads that ran get an outcome record: always, but for the CLI only with
+    /// `audit.cli_reads`.
+    pub(crate) audit_reads: bool,
     /// The server's metrics (`None`: not collected, e.g. over stdio).
     pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
     /// The evaluation slots statements wait for.
@@ -215,6 +224,7 @@ pub fn build_observed(
         library,
         approvals,
         audit,
+        audit_reads: transport != Transport::Cli || config.audit.cli_reads,
         metrics,
         admission: Arc::new(pipeline::admission::Admission::new(
             config.admission.clone(),

@@ -216,7 +216,10 @@ async fn pull_newest_usable_version_then_query_it() {
     assert_eq!(rows.rows, vec![vec![text("photos"), text("EU")]]);
 
     // Pulling again replaces the same version in place.
-    let again = e.registry_pull("googleapis.com", None).await.unwrap();
+    let again = e
+        .registry_pull_for(&context(), "googleapis.com", None)
+        .await
+        .unwrap();
     assert_eq!(again.provider, "google");
     assert_eq!(again.version, "v0.1.2");
     assert_eq!(again.skipped.len(), 1);
@@ -306,7 +309,10 @@ async fn pull_argument_checks_and_registry_urls() {
     });
     let err = query_err(&local, "REGISTRY LIST").await;
     assert!(err.message().contains("meaningless in local mode"), "{err}");
-    let err = local.registry_pull("google", None).await.unwrap_err();
+    let err = local
+        .registry_pull_for(&context(), "google", None)
+        .await
+        .unwrap_err();
     assert!(err.message().contains("meaningless in local mode"), "{err}");
     // Redirects are not followed; errors other than 404 stop a pull.
     mock.route(
@@ -697,7 +703,7 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
     );
     let root = tempfile::tempdir().unwrap();
     let e = registry_engine(root.path(), &mock, small_caps);
-    let outcome = e.registry_pull("evil", None).await.unwrap();
+    let outcome = e.registry_pull_for(&context(), "evil", None).await.unwrap();
     assert_eq!(outcome.version, "v1");
     assert_eq!(
         outcome.message,
@@ -714,13 +720,22 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
             "src/evil/v1/services/things.yaml",
         ]
     );
-    let err = e.registry_pull("evil", Some("v2")).await.unwrap_err();
+    let err = e
+        .registry_pull_for(&context(), "evil", Some("v2"))
+        .await
+        .unwrap_err();
     assert!(err.message().contains("requires StackQL v3.0.0"), "{err}");
-    let err = e.registry_pull("evil", Some("v3")).await.unwrap_err();
+    let err = e
+        .registry_pull_for(&context(), "evil", Some("v3"))
+        .await
+        .unwrap_err();
     assert!(err.message().contains("has no package"), "{err}");
     // A failure other than 404 stops the pull: no silent fall-back to an older version.
     mock.route("/providers/dist/evil/v3.tgz", Reply::status(503, "busy"));
-    let err = e.registry_pull("evil", None).await.unwrap_err();
+    let err = e
+        .registry_pull_for(&context(), "evil", None)
+        .await
+        .unwrap_err();
     assert!(err.message().contains("returned 503"), "{err}");
     // An empty quoted provider lists everything.
     let all = query(&e, "REGISTRY LIST ''").await;

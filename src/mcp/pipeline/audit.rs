@@ -4,6 +4,8 @@
 //! `intent` record for a call with side effects before anything of it runs. Both apply
 //! `audit.failure_mode` through [`Auditor::record`]: a failed intent refuses the call before
 //! the upstream sees a request; a failed outcome replaces the reply with the audit error.
+//! Reads that `querygate query` runs get no record unless `audit.cli_reads` is on (its
+//! refusals, writes, EXECs and installs always do).
 
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -41,8 +43,13 @@ impl Step for Audit {
         };
         let mut record = base_record(&call, self.shared.transport);
         let started = call.started;
+        let skip_read = !self.shared.audit_reads && !call.has_side_effects();
         Box::pin(async move {
             let result = inner.oneshot(call).await;
+            // A read that was allowed ran (or failed) without changing anything.
+            if skip_read && matches!(&result, Ok(reply) if reply.gate == GateOutcome::Allow) {
+                return result;
+            }
             record.duration_ms =
                 Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
             match &result {
@@ -157,7 +164,7 @@ pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call
         client_name: call.origin.client_name.clone(),
         client_version: call.origin.client_version.clone(),
         protocol_version: call.origin.protocol_version.clone(),
-        tool: call.name.to_owned(),
+        tool: call.origin.command.unwrap_or(call.name).to_owned(),
         decision: Decision::RefuseImmediate,
         outcome: Some(Outcome::Error),
         duration_ms: Some(0),
@@ -189,7 +196,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         client_name: call.origin.client_name.clone(),
         client_version: call.origin.client_version.clone(),
         protocol_version: call.origin.protocol_version.clone(),
-        tool: call.tool().to_owned(),
+        tool: call.origin.command.unwrap_or(call.tool()).to_owned(),
         mode: call.mode.as_str().to_owned(),
         decision: Decision::Allow,
         // A statement class for calls that carry SQL; none for the other tools
@@ -261,10 +268,10 @@ fn auth_method(principal: &Principal) -> String {
     principal.method.as_str().to_owned()
 }
 
-/// The operating-system user, for local sessions (stdio).
+/// The operating-system user, for local sessions (stdio, the CLI).
 fn local_user(transport: Transport) -> Option<String> {
     static USER: OnceLock<Option<String>> = OnceLock::new();
-    if transport != Transport::Stdio {
+    if transport == Transport::Http {
         return None;
     }
     USER.get_or_init(|| Some(record::os_user())).clone()

@@ -15,7 +15,7 @@ use super::{CallError, PreparedCall, ToolOutcome, ToolReply, response_bytes};
 use crate::code::Code;
 use crate::config::Render;
 use crate::mcp::tools::{Invocation, ToolError, ToolResult};
-use crate::mcp::{Shared, offload, render};
+use crate::mcp::{Shared, Transport, offload, render};
 
 /// Runs tools.
 #[derive(Clone)]
@@ -49,15 +49,25 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
     let render = call.render.clone().unwrap_or(Render::Markdown);
     let shared_responses = shared.admission.responses().clone();
     let priority = shared.admission.bulk_work_priority();
+    let transport = shared.transport;
     let invocation = Invocation {
         shared,
         cx: call.cx,
         mode: call.mode,
         arguments: call.arguments,
         statement: call.statement,
+        typed: transport == Transport::Cli,
     };
     let tenant = invocation.cx.tenant.clone();
     let outcome = match (spec.run)(invocation).await {
+        Ok(ToolResult {
+            typed: Some(output),
+            ..
+        }) => ToolOutcome {
+            rows: Some(output.rows.len()),
+            output: Some(Box::new(output)),
+            ..ToolOutcome::empty()
+        },
         Ok(result) => {
             let upstream_status = result.upstream_status;
             let cells = cells_in(&result.structured);
@@ -80,9 +90,8 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
                 text,
                 rows: rows_in(&structured),
                 structured: Some(structured),
-                code: None,
                 upstream_status,
-                acknowledged: false,
+                ..ToolOutcome::empty()
             }
         }
         Err(ToolError::InvalidArguments(message)) => {

@@ -3,30 +3,21 @@
 //! statements and unparseable SQL; it asks a person to approve what the mode holds for
 //! approval, and runs such a call only once its approval is redeemed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use std::time::Duration;
-
-use rmcp::RoleServer;
-use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequiredResult, ServerRequest,
-};
-use rmcp::service::{Peer, PeerRequestOptions};
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
-use super::{ApprovalChannel, CallError, GateOutcome, PreparedCall, ReplyBody, ToolReply};
+use super::{
+    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, CallError, GateOutcome, PreparedCall,
+    ReplyBody, ToolReply,
+};
 use crate::approval::{ApprovalError, Binding};
 use crate::code::Code;
-use crate::mcp::Shared;
 use crate::mcp::tools::Effect;
+use crate::mcp::{Shared, Transport};
 use crate::policy::{self, Decision, QueryClass, Reason};
 use crate::tenant::ToolAccess;
-
-/// The key of the approval prompt in `inputRequests` / `inputResponses`.
-pub(crate) const APPROVAL_KEY: &str = "approval";
 
 /// The gate, in front of the rest of the pipeline.
 #[derive(Clone)]
@@ -50,16 +41,15 @@ impl Step for ModeGate {
     }
 }
 
-/// `tool "<name>" refused: <why>`, with the tenant when it is not `default`.
+/// `tool "<name>" refused: <why>`, with the tenant when it is not `default` (the name is
+/// the CLI command's for calls of `querygate query`).
 fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> String {
     let tenant = &call.cx.tenant;
+    let tool = call.origin.command.unwrap_or(call.tool());
     if tenant == "default" {
-        format!("tool \"{}\" refused: {why}", call.tool())
+        format!("tool \"{tool}\" refused: {why}")
     } else {
-        format!(
-            "tool \"{}\" refused: {why} (tenant '{tenant}')",
-            call.tool()
-        )
+        format!("tool \"{tool}\" refused: {why} (tenant '{tenant}')")
     }
 }
 
@@ -204,15 +194,6 @@ fn prompt(call: &PreparedCall) -> String {
     message
 }
 
-fn elicitation(call: &PreparedCall) -> ElicitRequestParams {
-    // Nothing to fill in: accepting is the approval.
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: prompt(call),
-        requested_schema: ElicitationSchema::builder().build_unchecked(),
-    }
-}
-
 async fn approve<S>(
     shared: &Shared,
     inner: S,
@@ -244,6 +225,14 @@ where
         Ok(ToolReply::stopped(gate, code, refusal(&call, why)))
     };
     match &call.approval {
+        ApprovalChannel::Unavailable if shared.transport == Transport::Cli => refused(
+            GateOutcome::ApprovalUnavailable,
+            Code::PolicyApprovalRequired,
+            format!(
+                "{reason}; this {} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked",
+                call.class
+            ),
+        ),
         ApprovalChannel::Unavailable => refused(
             GateOutcome::ApprovalUnavailable,
             Code::PolicyApprovalRequired,
@@ -257,7 +246,7 @@ where
         } => ask(&call, binding, approvals),
         ApprovalChannel::Resumable {
             request_state: Some(sealed),
-            input_responses,
+            answer,
         } => {
             let state = match approvals.open(sealed, binding) {
                 Ok(state) => state,
@@ -271,18 +260,10 @@ where
                     );
                 }
             };
-            let Some(answer) = input_responses
-                .as_ref()
-                .and_then(|responses| responses.get(APPROVAL_KEY))
-            else {
+            match answer {
                 // No answer yet: ask again with the same state (the spec's re-ask).
-                return Ok(input_required(&call, sealed.clone(), state.id));
-            };
-            let action = serde_json::from_value::<ElicitResult>(answer.clone())
-                .ok()
-                .map(|r| r.action);
-            match action {
-                Some(ElicitationAction::Accept) => match approvals.redeem(&state).await {
+                None => Ok(input_required(&call, sealed.clone(), state.id)),
+                Some(ApprovalAnswer::Accept) => match approvals.redeem(&state).await {
                     Ok(()) => run_approved(inner, call, state.id).await,
                     Err(err @ ApprovalError::Replayed) => refused(
                         GateOutcome::RefuseImmediate,
@@ -297,116 +278,72 @@ where
                         err.to_string(),
                     ),
                 },
-                other => Ok(not_approved(&call, other, state.id)),
+                Some(other) => Ok(not_approved(&call, other.clone(), state.id, approvals)),
             }
         }
-        ApprovalChannel::Inline(peer) => {
+        ApprovalChannel::Inline(approver) => {
             let id = crate::digest::random_id().unwrap_or_default();
-            match ask_inline(peer, &call, approvals.ttl()).await {
-                InlineAnswer::Answered(result) if result.action == ElicitationAction::Accept => {
-                    run_approved(inner, call, id).await
-                }
-                InlineAnswer::Answered(result) => Ok(not_approved(&call, Some(result.action), id)),
-                InlineAnswer::Failed(err) => refused(
-                    GateOutcome::ApprovalDeclined(id),
-                    Code::PolicyApprovalDeclined,
-                    format!("elicitation transport error: {err}"),
-                ),
-                InlineAnswer::Expired => refused(
-                    GateOutcome::ApprovalCancelled(id),
-                    Code::PolicyApprovalCancelled,
-                    format!(
-                        "approval prompt was not answered within {}",
-                        humantime::format_duration(approvals.ttl())
-                    ),
-                ),
-                InlineAnswer::CallCancelled => refused(
+            let question = ApprovalPrompt {
+                message: prompt(&call),
+                class: call.class,
+                reason: reason.to_string(),
+                ttl: approvals.ttl(),
+            };
+            match approver.ask(question, call.cancel.clone()).await {
+                ApprovalAnswer::Accept => run_approved(inner, call, id).await,
+                ApprovalAnswer::Cancel if call.cancel.is_cancelled() => refused(
                     GateOutcome::ApprovalCancelled(id),
                     Code::CallCancelled,
                     "the client cancelled the call while its approval prompt was open; nothing was done".to_owned(),
                 ),
+                other => Ok(not_approved(&call, other, id, approvals)),
             }
         }
     }
 }
 
-/// How an approval prompt in the client's session ended.
-enum InlineAnswer {
-    /// The client answered.
-    Answered(ElicitResult),
-    /// The request could not be sent, or its answer could not be read.
-    Failed(rmcp::ServiceError),
-    /// Nobody answered within the approval TTL.
-    Expired,
-    /// The client cancelled the tool call (or went away) while the prompt was open.
-    CallCancelled,
-}
-
-/// Asks for approval in the client's session and waits for the answer, at most `ttl` and
-/// no longer than the client waits for the tool call. A prompt that is no longer wanted (it
-/// expired, or the call was cancelled) is withdrawn with `notifications/cancelled`.
-async fn ask_inline(peer: &Peer<RoleServer>, call: &PreparedCall, ttl: Duration) -> InlineAnswer {
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(elicitation(call)));
-    let mut handle = match peer
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-    {
-        Ok(handle) => handle,
-        Err(err) => return InlineAnswer::Failed(err),
-    };
-    let answer = tokio::select! {
-        biased;
-        () = call.cancel.cancelled() => None,
-        answer = tokio::time::timeout(ttl, &mut handle.rx) => Some(answer),
-    };
-    match answer {
-        Some(Ok(Ok(Ok(ClientResult::ElicitResult(result))))) => InlineAnswer::Answered(result),
-        Some(Ok(Ok(Ok(_)))) => InlineAnswer::Failed(rmcp::ServiceError::UnexpectedResponse),
-        Some(Ok(Ok(Err(err)))) => InlineAnswer::Failed(err),
-        Some(Ok(Err(_))) => InlineAnswer::Failed(rmcp::ServiceError::TransportClosed),
-        Some(Err(_)) => {
-            let _ = handle
-                .cancel(Some("the approval prompt expired".to_owned()))
-                .await;
-            InlineAnswer::Expired
-        }
-        None => {
-            let _ = handle
-                .cancel(Some("the tool call was cancelled".to_owned()))
-                .await;
-            InlineAnswer::CallCancelled
-        }
-    }
-}
-
-/// The refusal for an answer other than accept (`None`: not an elicitation result).
-fn not_approved(call: &PreparedCall, action: Option<ElicitationAction>, id: String) -> ToolReply {
-    let (gate, code, why) = match action {
-        Some(ElicitationAction::Cancel) => (
+/// The refusal for an answer other than accept.
+fn not_approved(
+    call: &PreparedCall,
+    answer: ApprovalAnswer,
+    id: String,
+    approvals: &crate::approval::Approvals,
+) -> ToolReply {
+    let (gate, code, why) = match answer {
+        ApprovalAnswer::Cancel => (
             GateOutcome::ApprovalCancelled(id),
             Code::PolicyApprovalCancelled,
             "approval prompt was dismissed".to_owned(),
         ),
-        Some(ElicitationAction::Decline) => (
+        ApprovalAnswer::Expired => (
+            GateOutcome::ApprovalCancelled(id),
+            Code::PolicyApprovalCancelled,
+            format!(
+                "approval prompt was not answered within {}",
+                humantime::format_duration(approvals.ttl())
+            ),
+        ),
+        ApprovalAnswer::Decline => (
             GateOutcome::ApprovalDeclined(id),
             Code::PolicyApprovalDeclined,
             "user declined approval".to_owned(),
         ),
-        Some(other) => (
+        ApprovalAnswer::Failed(why) => (
             GateOutcome::ApprovalDeclined(id),
             Code::PolicyApprovalDeclined,
-            format!("unexpected elicitation action {other:?}"),
+            why,
         ),
-        None => (
-            GateOutcome::ApprovalDeclined(id),
-            Code::PolicyApprovalDeclined,
-            "unexpected approval response (expected an elicitation result)".to_owned(),
+        // Not reached: an accepted approval runs the call.
+        ApprovalAnswer::Accept => (
+            GateOutcome::RefuseImmediate,
+            Code::Internal,
+            "an accepted approval was treated as a refusal".to_owned(),
         ),
     };
     ToolReply::stopped(gate, code, refusal(call, why))
 }
 
-/// Issues an approval request: the elicitation and the sealed state.
+/// Issues an approval request: the prompt and the sealed state.
 fn ask(
     call: &PreparedCall,
     binding: Binding<'_>,
@@ -423,15 +360,11 @@ fn ask(
 }
 
 fn input_required(call: &PreparedCall, sealed: String, id: String) -> ToolReply {
-    let requests = BTreeMap::from([(
-        APPROVAL_KEY.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(elicitation(call))),
-    )]);
     ToolReply {
-        body: ReplyBody::InputRequired(Box::new(InputRequiredResult::new(
-            Some(requests),
-            Some(sealed),
-        ))),
+        body: ReplyBody::InputRequired {
+            prompt: prompt(call),
+            sealed,
+        },
         gate: GateOutcome::ApprovalRequested(id),
     }
 }

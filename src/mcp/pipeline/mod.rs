@@ -1,11 +1,13 @@
-//! The tool-call pipeline every call passes, on HTTP and stdio alike:
+//! The tool-call pipeline every call passes, over HTTP, stdio and the CLI alike:
 //!
 //! ```text
 //! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
 //!                                      parsed once (class known), the approval channel
 //!   Audit         one outcome record per call (refusals and approval prompts included),
-//!                 durable before the reply; audit.failure_mode decides about failures
-//!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked or redeemed
+//!                 durable before the reply; audit.failure_mode decides about failures;
+//!                 reads of `querygate query` only with audit.cli_reads
+//!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked (an
+//!                 [`Approver`], or a resumable round) or redeemed
 //!   Admission     SQL statements: a slot of the tenant's share and a global one, or
 //!                 `server.busy` after limits.admission_wait
 //!   Intent        side effects only: an intent record, durable before anything runs
@@ -15,9 +17,11 @@
 //! ```
 //!
 //! Every layer sees the tenant, the principal, the class and exactly the statement that will
-//! run. No call reaches a tool, and so the engine, without passing the gate.
+//! run. No call reaches a tool, and so the engine, without passing the gate. The pipeline
+//! holds no transport's types: the MCP handler and the CLI translate at their edge.
 
 pub(crate) mod admission;
+mod approver;
 mod audit;
 mod cancel;
 mod dispatch;
@@ -31,14 +35,12 @@ mod timeout;
 
 use std::sync::Arc;
 
-use rmcp::RoleServer;
-use rmcp::model::{InputRequiredResult, InputResponses};
-use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
+pub use approver::{ApprovalAnswer, ApprovalPrompt, Approver};
 pub use prepare::PreparedCall;
 
 use super::Shared;
@@ -78,23 +80,28 @@ pub struct CallOrigin {
     pub client_version: Option<String>,
     /// The MCP protocol version of the request.
     pub protocol_version: Option<String>,
+    /// The CLI command that made the call (`query`): its records and messages name it as
+    /// the tool, since that is what the person typed.
+    pub command: Option<&'static str>,
 }
 
 /// How the client can carry an approval prompt to a person.
 #[derive(Debug, Clone)]
 pub enum ApprovalChannel {
     /// A 2026-07-28 client that declared elicitation: the call returns an input request and
-    /// a sealed state; the client retries with the answer (`inputResponses`) and the state.
+    /// a sealed state; the client retries with the answer and the state.
     Resumable {
         /// The sealed state of an earlier round, if this is a retry.
         request_state: Option<String>,
-        /// The client's answers of an earlier round.
-        input_responses: Option<InputResponses>,
+        /// The client's answer to the approval prompt of an earlier round (`None`: none
+        /// sent; the prompt is asked again).
+        answer: Option<ApprovalAnswer>,
     },
-    /// A client of an older revision in a session (stdio) that declared elicitation:
-    /// `elicitation/create` in the middle of the call.
-    Inline(Peer<RoleServer>),
-    /// The client cannot be asked (no elicitation, or stateless HTTP of an older revision).
+    /// A person asked in the middle of the call: `elicitation/create` in an MCP session of
+    /// an older revision (stdio), or the terminal of `querygate query`.
+    Inline(Arc<dyn Approver>),
+    /// Nobody can be asked (no elicitation, stateless HTTP of an older revision, or
+    /// `querygate query` without a terminal and without `--yes`).
     Unavailable,
 }
 
@@ -112,8 +119,14 @@ pub struct ToolReply {
 pub enum ReplyBody {
     /// A finished call (a result or a tool error).
     Complete(ToolOutcome),
-    /// The call needs an approval first (MRTR round).
-    InputRequired(Box<InputRequiredResult>),
+    /// The call needs an approval first (MRTR round): the transport asks the client to put
+    /// `prompt` to a person and to call again with the answer and `sealed`.
+    InputRequired {
+        /// The question for the person.
+        prompt: String,
+        /// The sealed approval state the retry must carry.
+        sealed: String,
+    },
 }
 
 /// A finished call: structured content, text, and the error code when it failed.
@@ -136,9 +149,26 @@ pub struct ToolOutcome {
     /// The result's bytes, counted as in flight until this (and every clone) is dropped:
     /// the transport keeps it until the response is sent.
     pub held: Option<response_bytes::HeldBytes>,
+    /// The engine's output as it is, for the CLI, which renders it itself (`structured` is
+    /// then `None`).
+    pub output: Option<Box<crate::engine::QueryOutput>>,
 }
 
 impl ToolOutcome {
+    /// A successful outcome with nothing in it yet.
+    pub(crate) fn empty() -> Self {
+        ToolOutcome {
+            structured: None,
+            text: String::new(),
+            code: None,
+            rows: None,
+            upstream_status: None,
+            acknowledged: false,
+            held: None,
+            output: None,
+        }
+    }
+
     /// A tool error: text `<message> [<code>]`, structured `{"error": {code, message}}`.
     pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self::error_with(code, message, serde_json::Map::new())
@@ -161,10 +191,7 @@ impl ToolOutcome {
             // Messages quote upstream bodies (the engine escapes those): shown, never acted on.
             text: crate::safe_text::escape_controls(&format!("{message} [{code}]")).into_owned(),
             code: Some(code),
-            rows: None,
-            upstream_status: None,
-            acknowledged: false,
-            held: None,
+            ..ToolOutcome::empty()
         }
     }
 
@@ -195,7 +222,7 @@ impl ToolReply {
     pub fn outcome(&self) -> Option<&ToolOutcome> {
         match &self.body {
             ReplyBody::Complete(outcome) => Some(outcome),
-            ReplyBody::InputRequired(_) => None,
+            ReplyBody::InputRequired { .. } => None,
         }
     }
 }

@@ -121,15 +121,7 @@ mod tests {
         Ok(match code {
             Some(code) => ToolReply::stopped(gate, code, "x"),
             None => ToolReply {
-                body: super::super::ReplyBody::Complete(ToolOutcome {
-                    structured: None,
-                    text: String::new(),
-                    code: None,
-                    rows: None,
-                    upstream_status: None,
-                    acknowledged: false,
-                    held: None,
-                }),
+                body: super::super::ReplyBody::Complete(ToolOutcome::empty()),
                 gate,
             },
         })

@@ -117,6 +117,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             .unwrap_or_default();
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured,
             view: View::Table {
                 columns: COLUMNS.iter().map(|c| (*c).to_owned()).collect(),

@@ -426,6 +426,7 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
         insert_rows(&mut structured, &records, seen);
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: Value::Object(structured),
             view: View::Records {
                 title: "Resource".to_owned(),
@@ -535,6 +536,7 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
         records.extend(rows);
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: Value::Object(structured),
             view: View::Records {
                 title: "Method".to_owned(),

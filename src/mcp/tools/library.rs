@@ -306,6 +306,7 @@ fn run_search(invocation: Invocation) -> ToolFuture {
         let text = search_markdown(&output);
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: serde_json::to_value(&output).unwrap_or(Value::Null),
             view: View::Markdown(text),
         })
@@ -380,6 +381,7 @@ fn run_get(invocation: Invocation) -> ToolFuture {
         let text = get_markdown(&output);
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: serde_json::to_value(&output).unwrap_or(Value::Null),
             view: View::Markdown(text),
         })

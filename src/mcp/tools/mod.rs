@@ -106,14 +106,35 @@ pub(crate) struct Invocation {
     /// The parsed `sql` argument, for tools that take one (for SQL tools the gate has
     /// checked that it parsed and is the tool's class).
     pub(crate) statement: Option<crate::engine::Result<PreparedStatement>>,
+    /// Whether the caller takes the engine's output as it is ([`ToolResult::typed`]): the
+    /// CLI renders rows itself, as tables, JSON or CSV.
+    pub(crate) typed: bool,
 }
 
-/// A successful tool result: the structured payload and how its markdown looks.
+/// A successful tool result: the structured payload and how its markdown looks, or the
+/// engine's output itself for a caller that renders it (the CLI).
 pub(crate) struct ToolResult {
     pub(crate) structured: Value,
     pub(crate) view: View,
     /// The HTTP status the upstream answered the write or EXEC with, for the audit.
     pub(crate) upstream_status: Option<u16>,
+    /// The engine's output, unrendered and uncapped (`structured` is then `null`).
+    pub(crate) typed: Option<QueryOutput>,
+}
+
+impl ToolResult {
+    /// A result handed on as the engine's output, for [`Invocation::typed`] callers.
+    pub(crate) fn typed(output: QueryOutput) -> Self {
+        ToolResult {
+            structured: Value::Null,
+            view: View::Records {
+                title: String::new(),
+                records: Vec::new(),
+            },
+            upstream_status: output.upstream_status,
+            typed: Some(output),
+        }
+    }
 }
 
 /// How a tool failed.
@@ -346,6 +367,7 @@ pub(crate) fn table_result(
     }
     ToolResult {
         upstream_status: None,
+        typed: None,
         structured: Value::Object(structured),
         view,
     }

@@ -122,6 +122,9 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
         let (input, statement) = parse(&mut invocation)?;
         let shared = &invocation.shared;
         let output = shared.engine.run(&invocation.cx, statement).await?;
+        if invocation.typed {
+            return Ok(ToolResult::typed(output));
+        }
         let cap = row_cap(input.row_limit, shared.server.max_rows);
         // Thousands of rows become JSON values off the async workers.
         let cells = output.rows.len().min(cap) * output.columns.len();
@@ -145,6 +148,9 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
     let (input, statement) = parse(&mut invocation)?;
     let shared = &invocation.shared;
     let mut output = shared.engine.run(&invocation.cx, statement).await?;
+    if invocation.typed {
+        return Ok(ToolResult::typed(output));
+    }
     let messages = std::mem::take(&mut output.messages);
     let timestamp = output.timestamp.take().unwrap_or_default();
     let upstream_status = output.upstream_status;
@@ -167,6 +173,7 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
     }
     Ok(ToolResult {
         upstream_status,
+        typed: None,
         structured: Value::Object(structured),
         view: View::Records {
             title: title.to_owned(),

@@ -128,6 +128,12 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
             .engine
             .registry_pull_for(&invocation.cx, provider, version)
             .await?;
+        if invocation.typed {
+            return Ok(ToolResult::typed(crate::engine::QueryOutput {
+                messages: vec![outcome.message],
+                ..Default::default()
+            }));
+        }
         let timestamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let record = vec![
             ("messages".to_owned(), Value::from(vec![outcome.message])),
@@ -137,6 +143,7 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
         ];
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: Value::Object(record.iter().cloned().collect()),
             view: View::Records {
                 title: "Pull Result".to_owned(),

@@ -77,6 +77,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         };
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: serde_json::to_value(&info).unwrap_or(Value::Null),
             view: View::Record {
                 title: "Server Info".to_owned(),

@@ -96,6 +96,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         };
         Ok(ToolResult {
             upstream_status: None,
+            typed: None,
             structured: serde_json::to_value(&verdict).unwrap_or(Value::Null),
             view,
         })
