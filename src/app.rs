@@ -186,14 +186,18 @@ impl App {
             }
             (audit, _) => audit,
         };
-        let authentication = Arc::new(
-            authentication.with_failure_reporter(crate::auth::failures::FailureReporter::new(
-                audit.clone(),
-                metrics
-                    .clone()
-                    .map(|m| m as Arc<dyn crate::auth::failures::FailureCounter>),
-            )),
-        );
+        // Refusals of the auth layer and of the TLS handshake: counted, logged, audited.
+        let refusals = Arc::new(crate::auth::failures::FailureReporter::new(
+            audit.clone(),
+            metrics
+                .clone()
+                .map(|m| m as Arc<dyn crate::auth::failures::FailureCounter>),
+        ));
+        let authentication = Arc::new(authentication.with_failure_reporter(refusals.clone()));
+        let tls = tls.map(|tls| crate::http::tls::Tls {
+            refusals: Some(refusals),
+            ..tls
+        });
         let handler = observed_handler(&config, Transport::Http, audit.clone(), metrics.clone())?;
         let listener = TcpListener::bind(listen)
             .await

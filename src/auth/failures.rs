@@ -41,6 +41,22 @@ pub trait FailureCounter: Send + Sync + std::fmt::Debug {
     fn auth_failure(&self, reason: &'static str);
 }
 
+/// The reason of a client certificate refused in the TLS handshake (missing where
+/// required, expired, of an untrusted CA): no request was read.
+pub const HANDSHAKE_REASON: &str = "auth.certificate_rejected";
+
+/// Every `reason` this module reports: the codes of [`AuthError`] and
+/// [`HANDSHAKE_REASON`].
+pub const REASONS: [&str; 10] = {
+    let mut all = [HANDSHAKE_REASON; 10];
+    let mut i = 0;
+    while i < AuthError::CODES.len() {
+        all[i] = AuthError::CODES[i];
+        i += 1;
+    }
+    all
+};
+
 /// One refused request, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
@@ -148,7 +164,32 @@ impl FailureReporter {
         let Some(suppressed) = self.admit(reason, client_ip(parts), Instant::now()) else {
             return;
         };
-        let refusal = Refusal::of(parts, err);
+        self.emit(Refusal::of(parts, err), suppressed).await;
+    }
+
+    /// Counts a client certificate refused in the TLS handshake from `client`; logs and
+    /// records it as [`HANDSHAKE_REASON`] unless that pair was recorded in this window.
+    pub async fn report_handshake(&self, client: IpAddr, why: String) {
+        if let Some(counter) = &self.counter {
+            counter.auth_failure(HANDSHAKE_REASON);
+        }
+        let Some(suppressed) = self.admit(HANDSHAKE_REASON, Some(client), Instant::now()) else {
+            return;
+        };
+        let refusal = Refusal {
+            reason: HANDSHAKE_REASON,
+            message: bounded(&why),
+            client: Some(client),
+            issuer: None,
+            subject: None,
+            fingerprint: None,
+            request_id: None,
+        };
+        self.emit(refusal, suppressed).await;
+    }
+
+    /// The log line and the audit record of a refusal admitted by [`Self::admit`].
+    async fn emit(&self, refusal: Refusal, suppressed: u64) {
         let client = refusal
             .client
             .map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
@@ -167,7 +208,7 @@ impl FailureReporter {
         };
         let auth_method = if refusal.issuer.is_some() || refusal.subject.is_some() {
             "jwt"
-        } else if refusal.fingerprint.is_some() {
+        } else if refusal.fingerprint.is_some() || refusal.reason == HANDSHAKE_REASON {
             "mtls"
         } else {
             "none"

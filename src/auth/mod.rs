@@ -219,7 +219,7 @@ pub struct Authentication {
     /// `WWW-Authenticate` on 401 (when bearer tokens are accepted).
     challenge: Option<String>,
     /// Where refusals are reported.
-    failures: failures::FailureReporter,
+    failures: Arc<failures::FailureReporter>,
 }
 
 impl Authentication {
@@ -239,12 +239,12 @@ impl Authentication {
         Ok(Authentication {
             methods,
             challenge,
-            failures: failures::FailureReporter::default(),
+            failures: Arc::default(),
         })
     }
 
     /// Reports refusals to `failures` (the default logs them only).
-    pub fn with_failure_reporter(mut self, failures: failures::FailureReporter) -> Self {
+    pub fn with_failure_reporter(mut self, failures: Arc<failures::FailureReporter>) -> Self {
         self.failures = failures;
         self
     }

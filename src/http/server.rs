@@ -97,7 +97,12 @@ pub async fn serve(
                     });
                     serve_connection(stream, peer, certs, router, limits, watcher, drain).await;
                 }
-                Ok(Err(err)) => tracing::debug!(%peer, "TLS handshake failed: {err}"),
+                Ok(Err(err)) => match (&tls.refusals, refused_certificate(&err)) {
+                    (Some(refusals), Some(why)) => {
+                        refusals.report_handshake(peer.ip(), why).await;
+                    }
+                    _ => tracing::debug!(%peer, "TLS handshake failed: {err}"),
+                },
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
         });
@@ -133,6 +138,20 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// Why the handshake refused the client's certificate (none presented where one is
+/// required, or one that does not verify), when that is why it failed.
+fn refused_certificate(err: &std::io::Error) -> Option<String> {
+    match err.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::NoCertificatesPresented => {
+            Some("no client certificate was presented".to_owned())
+        }
+        rustls::Error::InvalidCertificate(why) => {
+            Some(format!("the client certificate was refused: {why:?}"))
+        }
+        _ => None,
+    }
 }
 
 /// Takes every connection waiting in `listener`'s queue, and closes it.

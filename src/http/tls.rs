@@ -35,6 +35,8 @@ pub struct Tls {
     pub acceptor: tokio_rustls::TlsAcceptor,
     /// The current certificate and key.
     pub certificate: Arc<ReloadingCertificate>,
+    /// Where client certificates refused in the handshake are reported.
+    pub refusals: Option<Arc<crate::auth::failures::FailureReporter>>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -78,6 +80,7 @@ pub fn build(config: &TlsConfig) -> Result<Tls, TlsError> {
     Ok(Tls {
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
         certificate,
+        refusals: None,
     })
 }
 

@@ -221,7 +221,7 @@ impl Metrics {
             audit_failures.clone(),
         );
         let auth_failures = Family::<ReasonLabel, Counter>::default();
-        for reason in crate::auth::AuthError::CODES {
+        for reason in crate::auth::failures::REASONS {
             let _ = auth_failures.get_or_create(&ReasonLabel { reason });
         }
         registry.register(

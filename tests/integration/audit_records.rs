@@ -181,3 +181,52 @@ async fn a_stdio_session_without_user_variables_names_the_os_user_from_its_uid()
     });
     assert_eq!(user, named.unwrap_or_else(|| format!("uid:{uid}")));
 }
+
+/// The engine says when a write was acknowledged before its statement failed: an AWAIT
+/// whose operation cannot be polled after the upstream accepted the insert.
+#[tokio::test]
+async fn an_await_that_fails_after_the_upstream_accepted_the_write_is_an_acknowledged_write() {
+    use querygate::engine::{Engine, EngineConfig};
+    let mock = Mock::start().await;
+    let base = mock.url();
+    mock.route(
+        "POST /projects/p1/zones/z1/instances",
+        Reply::json(json!({
+            "name": "op-1", "status": "RUNNING",
+            "selfLink": format!("{base}/projects/p1/zones/z1/operations/op-1")
+        })),
+    );
+    mock.route(
+        "/projects/p1/zones/z1/operations/op-1",
+        Reply::status(500, "poll failed"),
+    );
+    let mut config = EngineConfig::new(crate::corpus::providers_root());
+    config.upstream.await_operations.poll_interval = std::time::Duration::from_millis(10);
+    config.providers.insert(
+        "google".to_owned(),
+        querygate::engine::ProviderSettings {
+            base_url: Some(base.clone()),
+            auth: Some(json!({"type": "bearer", "credentialsenvvar": "GOOGLE_TOKEN"})),
+            ..Default::default()
+        },
+    );
+    let e = Engine::new(config).unwrap();
+    let err = e
+        .execute(
+            &crate::corpus::providers_context(),
+            "INSERT /*+ AWAIT */ INTO google.compute.instances (project, zone, name) VALUES ('p1', 'z1', 'vm1')",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.acknowledged_write(), Some(200), "{err}");
+    assert_eq!(err.upstream_failure().map(|f| f.status), Some(500));
+    // Without AWAIT the same insert succeeds and says how the upstream answered.
+    let out = e
+        .execute(
+            &crate::corpus::providers_context(),
+            "INSERT INTO google.compute.instances (project, zone, name) VALUES ('p1', 'z1', 'vm1')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.upstream_status, Some(200));
+}

@@ -10,7 +10,9 @@ use querygate::config::{Config, Sources};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::identity::{ISSUER, RESOURCE, SigningKey, base_yaml, claims, raw_call, write};
+use crate::identity::{
+    ISSUER, Pki, RESOURCE, SigningKey, base_yaml, claims, https_client, raw_call, write,
+};
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::Mock;
 
@@ -41,11 +43,15 @@ fn config_text(mock: &Mock, dir: &Path, key: &SigningKey) -> String {
 }
 
 async fn serve(key: &SigningKey) -> Served {
+    serve_with(|mock, dir| config_text(mock, dir, key)).await
+}
+
+async fn serve_with(text: impl FnOnce(&Mock, &Path) -> String) -> Served {
     install_crypto_provider();
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
-    std::fs::write(&file, config_text(&mock, dir.path(), key)).unwrap();
+    std::fs::write(&file, text(&mock, dir.path())).unwrap();
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
@@ -77,8 +83,11 @@ fn audit_lines(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        // Complete lines only: a batch may be being written.
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
         out.extend(
-            text.lines()
+            complete
+                .lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),
         );
     }
@@ -311,4 +320,107 @@ async fn the_served_binary_logs_refusals_at_the_default_level() {
     );
     let signature = forged.rsplit('.').next().unwrap();
     assert!(!lines.iter().any(|l| l.contains(signature)));
+}
+
+#[tokio::test]
+async fn refused_client_certificates_are_counted_and_recorded_with_their_fingerprint() {
+    let pki = Pki::new("test CA");
+    let server_pair = pki.server_pair();
+    let ca = pki.ca_pem();
+    let server = serve_with(|mock, dir| {
+        format!(
+            "{}audit:\n  file:\n    dir: {}\nserver:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n  tls:\n    cert_file: {}\n    key_file: {}\n    client_ca_file: {}\nauth:\n  mtls:\n    identities:\n      \"uri:spiffe://example.org/agent-a\": acme\n",
+            base_yaml(&mock.url(), dir, ""),
+            dir.join("audit").display(),
+            write(dir, "server.crt", &server_pair.0),
+            write(dir, "server.key", &server_pair.1),
+            write(dir, "ca.crt", &ca),
+        )
+    })
+    .await;
+    // Trusted, but mapped to no tenant: 403 from the auth layer.
+    let stranger = pki.spiffe_client("spiffe://example.org/stranger", false);
+    for _ in 0..2 {
+        let response = raw_call(&https_client(&ca, Some(&stranger)), &server.url, None)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403);
+    }
+    // Of another CA: refused in the handshake, before any request.
+    let untrusted = Pki::new("other CA").spiffe_client("spiffe://example.org/agent-a", false);
+    for _ in 0..2 {
+        assert!(
+            raw_call(&https_client(&ca, Some(&untrusted)), &server.url, None)
+                .await
+                .is_err()
+        );
+    }
+    let count = |text: &str, reason: &str| {
+        sample(
+            text,
+            &format!("querygate_auth_failures_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    let metrics_url = format!("{}/metrics", server.admin);
+    // The handshake's refusal is reported on the connection's task, after the client has
+    // seen it fail: wait for its count and its record.
+    let rejected_recorded = |dir: &Path| {
+        audit_lines(dir)
+            .iter()
+            .any(|r| r["error_code"] == "auth.certificate_rejected")
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let text = reqwest::get(&metrics_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let done =
+            count(&text, "auth.certificate_rejected") >= 2.0 && rejected_recorded(&server.audit);
+        if done || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        count(&metrics, "auth.certificate_unmapped"),
+        2.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        count(&metrics, "auth.certificate_rejected"),
+        2.0,
+        "{metrics}"
+    );
+
+    let records = audit_lines(&server.audit);
+    let failures: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["phase"] == "auth_failure")
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:#?}");
+    let unmapped = failures
+        .iter()
+        .find(|r| r["error_code"] == "auth.certificate_unmapped")
+        .unwrap();
+    use rustls::pki_types::pem::PemObject as _;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(stranger.0.as_bytes()).unwrap();
+    assert_eq!(
+        unmapped["cert_fingerprint"],
+        querygate::digest::sha256_hex(der.as_ref())
+    );
+    assert_eq!(unmapped["auth_method"], "mtls");
+    let rejected = failures
+        .iter()
+        .find(|r| r["error_code"] == "auth.certificate_rejected")
+        .unwrap();
+    assert_eq!(rejected["client_addr"], "127.0.0.1");
+    assert!(
+        rejected["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("the client certificate was refused")),
+        "{rejected}"
+    );
 }
