@@ -218,6 +218,8 @@ fn origin_of(
             .meta
             .client_info()
             .or_else(|| request.meta.as_ref().and_then(|meta| meta.client_info())),
+        // The command line calls the pipeline directly, not through this handler.
+        Transport::Cli => None,
     };
     CallOrigin {
         request_id: header.or_else(|| Some(context.id.to_string())),
