@@ -11,6 +11,7 @@ mod auth;
 mod bulk_priority;
 mod cancel;
 mod classes;
+mod cli_pipeline;
 mod compat;
 mod config_cli;
 mod corpus;
