@@ -31,7 +31,19 @@ async fn query(
     env: &[(&str, &str)],
     args: &[&str],
 ) -> std::process::Output {
-    let config = test_config(mock, dir, mode, "");
+    query_with(mock, dir, mode, "", env, args).await
+}
+
+/// [`query`] with extra `server:` settings (indented two spaces).
+async fn query_with(
+    mock: &Mock,
+    dir: &Path,
+    mode: &str,
+    server_extra: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
+    let config = test_config(mock, dir, mode, server_extra);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_querygate"));
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -201,4 +213,24 @@ async fn reads_are_audited_only_with_audit_cli_reads() {
     assert_eq!(records[0].rows_returned, Some(2));
     assert_eq!(records[0].query_class.as_deref(), Some("select"));
     assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_tool_the_server_does_not_offer_is_refused_with_its_code_in_the_record() {
+    let mock = Mock::start().await;
+    route(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "  enabled_tools: [run_select_query]\n";
+    let out = query_with(&mock, dir.path(), "full_access", extra, &[], &[DELETE]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("error: unknown tool 'run_mutation_query'"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(deletes(&mock), 0, "nothing was sent");
+    assert_eq!(
+        summaries(&records(dir.path())),
+        vec!["outcome query refuse_immediate error arguments.invalid"]
+    );
 }

@@ -57,7 +57,7 @@ impl Step for Audit {
                 Err(err) => {
                     record.decision = Decision::Allow;
                     record.outcome = Some(Outcome::Error);
-                    record.error_code = Some(Code::ArgumentsInvalid.as_str().to_owned());
+                    record.error_code = Some(err.code().as_str().to_owned());
                     record.error = Some(err.to_string());
                 }
             }
@@ -168,6 +168,7 @@ pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call
         decision: Decision::RefuseImmediate,
         outcome: Some(Outcome::Error),
         duration_ms: Some(0),
+        error_code: Some(call.error.code().as_str().to_owned()),
         error: Some(call.error.to_string()),
         ..Default::default()
     };

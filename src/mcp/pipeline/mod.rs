@@ -290,6 +290,21 @@ pub enum CallError {
     Tenant(#[from] TenantError),
 }
 
+impl CallError {
+    /// The stable code of the refusal, for the audit record, the span and the metrics (the
+    /// MCP handler answers these as JSON-RPC errors, which carry no code of ours): the
+    /// caller's request was wrong (`arguments.invalid`), or the caller may not be served
+    /// (`policy.refused`).
+    pub fn code(&self) -> Code {
+        match self {
+            CallError::UnknownTool(_) | CallError::InvalidArguments { .. } => {
+                Code::ArgumentsInvalid
+            }
+            CallError::Unauthenticated | CallError::Tenant(_) => Code::PolicyRefused,
+        }
+    }
+}
+
 /// The stack after `prepare`, boxed and cheap to clone per request.
 pub type CallStack = BoxCloneSyncService<PreparedCall, ToolReply, CallError>;
 

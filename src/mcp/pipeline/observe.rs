@@ -84,7 +84,7 @@ fn summary(
 ) -> (&'static str, &'static str, Option<ApprovalOutcome>) {
     let reply = match result {
         Ok(reply) => reply,
-        Err(err) => return ("refuse_immediate", refusal_code(err).as_str(), None),
+        Err(err) => return ("refuse_immediate", err.code().as_str(), None),
     };
     let code = reply.outcome().and_then(|o| o.code);
     let approval = match (&reply.gate, code) {
@@ -102,14 +102,6 @@ fn summary(
         code.map_or("ok", Code::as_str),
         approval,
     )
-}
-
-/// The code of a call refused before the layers ran.
-fn refusal_code(err: &CallError) -> Code {
-    match err {
-        CallError::UnknownTool(_) | CallError::InvalidArguments { .. } => Code::ArgumentsInvalid,
-        CallError::Unauthenticated | CallError::Tenant(_) => Code::PolicyRefused,
-    }
 }
 
 #[cfg(test)]
