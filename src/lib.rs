@@ -42,9 +42,12 @@
 //! mcp/
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
-//!   pipeline/     the tool-call pipeline every call passes: prepare (tenant, mode, SQL parsed
-//!                 once, class) → audit (outcome record) → mode gate (refusals, approvals) →
-//!                 intent (write-ahead record of side effects) → call timeout → dispatch
+//!   elicit        approval prompts as MCP elicitation (the pipeline's Approver over rmcp)
+//!   pipeline/     the tool-call pipeline every call passes (HTTP, stdio, `querygate query`
+//!                 and `registry pull`): prepare (tenant, mode, SQL parsed once, class) →
+//!                 audit (outcome record) → mode gate (refusals, approvals) → admission
+//!                 (evaluation slots) → intent (write-ahead record of side effects) → call
+//!                 timeout → cancel → dispatch
 //!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build

@@ -133,9 +133,10 @@ impl fmt::Display for Reason {
     }
 }
 
-/// The gate's answer for one call.
+/// The mode's verdict on one call, before anyone is asked: the gate turns it into the
+/// call's [`Decision`](crate::audit::Decision) (allowed, refused, or how its approval ended).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Verdict {
     /// Run it.
     Allow,
     /// Run it only after a person approves this very call.
@@ -144,13 +145,13 @@ pub enum Decision {
     Refuse(Reason),
 }
 
-impl Decision {
+impl Verdict {
     /// `allow`, `needs_approval` or `refuse_immediate` (StackQL's strings).
     pub fn as_str(self) -> &'static str {
         match self {
-            Decision::Allow => "allow",
-            Decision::NeedsApproval(_) => "needs_approval",
-            Decision::Refuse(_) => "refuse_immediate",
+            Verdict::Allow => "allow",
+            Verdict::NeedsApproval(_) => "needs_approval",
+            Verdict::Refuse(_) => "refuse_immediate",
         }
     }
 }
@@ -163,13 +164,13 @@ impl Decision {
 /// | `safe`        | allow  | approval        | approval        | approval  | approval|
 /// | `delete_safe` | allow  | allow           | approval        | approval  | approval|
 /// | `full_access` | allow  | allow           | allow           | allow     | allow   |
-pub fn decide(mode: Mode, class: QueryClass) -> Decision {
+pub fn decide(mode: Mode, class: QueryClass) -> Verdict {
     let reason = Reason { mode };
     match (mode, class) {
-        (_, QueryClass::Select) | (Mode::FullAccess, _) => Decision::Allow,
-        (Mode::ReadOnly, _) => Decision::Refuse(reason),
-        (Mode::DeleteSafe, QueryClass::MutationCreate) => Decision::Allow,
-        (Mode::Safe | Mode::DeleteSafe, _) => Decision::NeedsApproval(reason),
+        (_, QueryClass::Select) | (Mode::FullAccess, _) => Verdict::Allow,
+        (Mode::ReadOnly, _) => Verdict::Refuse(reason),
+        (Mode::DeleteSafe, QueryClass::MutationCreate) => Verdict::Allow,
+        (Mode::Safe | Mode::DeleteSafe, _) => Verdict::NeedsApproval(reason),
     }
 }
 
@@ -203,8 +204,8 @@ mod tests {
 
     #[test]
     fn every_mode_and_class_pair_follows_stackqls_table() {
-        use Decision::*;
         use QueryClass::*;
+        use Verdict::*;
         let allow = Allow;
         for mode in Mode::ALL {
             let r = Reason { mode };
@@ -245,7 +246,7 @@ mod tests {
             "server is in 'read_only' mode"
         );
         assert_eq!(
-            Decision::Refuse(Reason { mode: Mode::Safe }).as_str(),
+            Verdict::Refuse(Reason { mode: Mode::Safe }).as_str(),
             "refuse_immediate"
         );
     }

@@ -130,8 +130,8 @@ pub struct FinishedCall<'a> {
     pub tool: &'a str,
     /// The caller's tenant (mapped to `unknown` unless it is a configured tenant).
     pub tenant: &'a str,
-    /// The gate's decision (`allow`, `refuse_immediate`, `needs_approval_…`).
-    pub decision: &'static str,
+    /// The gate's decision.
+    pub decision: crate::audit::Decision,
     /// The stable error code, or `ok`.
     pub code: &'static str,
     /// What happened to an approval, if one was involved.
@@ -297,7 +297,7 @@ impl Metrics {
         self.calls
             .get_or_create(&CallLabels {
                 tool,
-                decision: call.decision,
+                decision: call.decision.as_str(),
                 code: call.code,
                 tenant: tenant.clone(),
             })
@@ -392,7 +392,7 @@ mod tests {
         metrics.call_finished(FinishedCall {
             tool: "run_select_query",
             tenant: "acme",
-            decision: "allow",
+            decision: crate::audit::Decision::Allow,
             code: "ok",
             approval: None,
             elapsed: Duration::from_millis(3),
@@ -400,7 +400,7 @@ mod tests {
         metrics.call_finished(FinishedCall {
             tool: "x\"} 1\nevil_metric{a=\"",
             tenant: "mallory",
-            decision: "refuse_immediate",
+            decision: crate::audit::Decision::RefuseImmediate,
             code: "arguments.invalid",
             approval: Some(ApprovalOutcome::Invalid),
             elapsed: Duration::from_millis(1),

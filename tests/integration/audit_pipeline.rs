@@ -147,7 +147,7 @@ async fn every_call_gets_one_outcome_record_and_side_effects_an_intent_first() {
             "outcome run_mutation_query needs_approval_requested - -",
             "outcome run_mutation_query needs_approval_declined error policy.approval_declined",
             "outcome run_mutation_query needs_approval_unavailable error policy.approval_required",
-            "outcome no_such_tool refuse_immediate error -",
+            "outcome no_such_tool refuse_immediate error arguments.invalid",
         ],
         "{lines:#?}"
     );

@@ -15,6 +15,7 @@ mod auth_failures;
 mod bulk_priority;
 mod cancel;
 mod classes;
+mod cli_pipeline;
 mod compat;
 mod config_cli;
 mod corpus;

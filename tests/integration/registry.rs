@@ -943,3 +943,80 @@ async fn resource_models_follow_their_documents() {
     assert_eq!(out.rows, vec![vec![text("l1")]]);
     assert_eq!(evil_columns(&fresh).await, ["id", "label"]);
 }
+
+#[tokio::test]
+async fn cli_registry_pull_is_audited_with_its_provider() {
+    let mock = Mock::start().await;
+    serve_evil(&mock, tgz(good_items("Audited")));
+    let root = tempfile::tempdir().unwrap();
+    let audit = tempfile::tempdir().unwrap();
+    let (root_path, audit_path) = (root.path().to_owned(), audit.path().to_owned());
+    let url = format!("{}/providers", mock.url());
+    let pull = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("USER", "ops-person")
+            .env("QUERYGATE_REGISTRY__ROOT", &root_path)
+            .env("QUERYGATE_REGISTRY__URL", &url)
+            .env("QUERYGATE_AUDIT__FILE__DIR", &audit_path)
+            .args(["registry", "pull", "evil", "v1"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        pull.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pull.stderr)
+    );
+    assert!(root.path().join("src/evil/v1/provider.yaml").is_file());
+    use querygate::audit::{FileLocation, location};
+    let files = location::files_of(&FileLocation::Dir(audit.path().to_owned())).unwrap();
+    let records: Vec<querygate::audit::AuditRecord> = files
+        .iter()
+        .flat_map(|file| {
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    querygate::audit::chain::parse_line(line)
+                        .unwrap()
+                        .stored
+                        .record
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let seen: Vec<(&str, &str, &str, Option<&str>)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.phase.as_str(),
+                r.tool.as_str(),
+                r.decision.as_str(),
+                r.outcome.map(|o| o.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("intent", "pull_provider", "allow", None),
+            ("outcome", "pull_provider", "allow", Some("ok")),
+        ]
+    );
+    for r in &records {
+        assert_eq!(
+            r.args
+                .as_ref()
+                .map(|a| serde_json::Value::Object(a.clone())),
+            Some(json!({"provider": "evil", "version": "v1"}))
+        );
+        assert_eq!(
+            (r.principal.as_str(), r.os_user.as_deref()),
+            ("local", Some("ops-person"))
+        );
+    }
+}

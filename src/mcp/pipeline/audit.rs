@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
-use super::{CallError, GateOutcome, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
+use super::{CallError, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
 use crate::audit::Auditor;
 use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
 use crate::code::Code;
@@ -47,7 +47,7 @@ impl Step for Audit {
         Box::pin(async move {
             let result = inner.oneshot(call).await;
             // A read that was allowed ran (or failed) without changing anything.
-            if skip_read && matches!(&result, Ok(reply) if reply.gate == GateOutcome::Allow) {
+            if skip_read && matches!(&result, Ok(reply) if reply.decision == Decision::Allow) {
                 return result;
             }
             record.duration_ms =
@@ -57,7 +57,7 @@ impl Step for Audit {
                 Err(err) => {
                     record.decision = Decision::Allow;
                     record.outcome = Some(Outcome::Error);
-                    record.error_code = Some(Code::ArgumentsInvalid.as_str().to_owned());
+                    record.error_code = Some(err.code().as_str().to_owned());
                     record.error = Some(err.to_string());
                 }
             }
@@ -75,7 +75,8 @@ impl Step for Audit {
                             Code::AuditUnavailable,
                             failure.message,
                         )),
-                        gate: reply.gate,
+                        decision: reply.decision,
+                        approval_id: reply.approval_id,
                     }),
                     Err(err) => Err(err),
                 },
@@ -117,7 +118,7 @@ impl Step for Intent {
             match auditor.record(record).await {
                 Ok(_) => inner.oneshot(call).await,
                 Err(failure) => Ok(ToolReply::stopped(
-                    GateOutcome::Allow,
+                    Decision::Allow,
                     Code::AuditUnavailable,
                     failure.message,
                 )),
@@ -168,6 +169,7 @@ pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call
         decision: Decision::RefuseImmediate,
         outcome: Some(Outcome::Error),
         duration_ms: Some(0),
+        error_code: Some(call.error.code().as_str().to_owned()),
         error: Some(call.error.to_string()),
         ..Default::default()
     };
@@ -220,9 +222,9 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
 
 /// Fills the outcome of a reply into its record.
 fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
-    record.decision = decision_of(&reply.gate);
-    if let Some(id) = reply.gate.approval_id() {
-        record.approval_id = Some(id.to_owned());
+    record.decision = reply.decision;
+    if let Some(id) = &reply.approval_id {
+        record.approval_id = Some(id.clone());
     }
     let Some(outcome) = reply.outcome() else {
         // An approval prompt went back: the call has not run (yet).
@@ -248,18 +250,6 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     }
     record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());
     record.upstream_status = outcome.upstream_status;
-}
-
-fn decision_of(gate: &GateOutcome) -> Decision {
-    match gate {
-        GateOutcome::Allow => Decision::Allow,
-        GateOutcome::RefuseImmediate => Decision::RefuseImmediate,
-        GateOutcome::ApprovalRequested(_) => Decision::NeedsApprovalRequested,
-        GateOutcome::ApprovalAccepted(_) => Decision::NeedsApprovalAccepted,
-        GateOutcome::ApprovalDeclined(_) => Decision::NeedsApprovalDeclined,
-        GateOutcome::ApprovalCancelled(_) => Decision::NeedsApprovalCancelled,
-        GateOutcome::ApprovalUnavailable => Decision::NeedsApprovalUnavailable,
-    }
 }
 
 /// How the principal was established: `mtls`, `jwt`, `local` (stdio, the CLI) or

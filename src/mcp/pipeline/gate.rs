@@ -9,14 +9,14 @@ use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
 use super::{
-    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, CallError, GateOutcome, PreparedCall,
-    ReplyBody, ToolReply,
+    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, CallError, PreparedCall, ReplyBody, ToolReply,
 };
 use crate::approval::{ApprovalError, Binding};
+use crate::audit::Decision;
 use crate::code::Code;
 use crate::mcp::tools::Effect;
 use crate::mcp::{Shared, Transport};
-use crate::policy::{self, Decision, QueryClass, Reason};
+use crate::policy::{self, QueryClass, Reason, Verdict};
 use crate::tenant::ToolAccess;
 
 /// The gate, in front of the rest of the pipeline.
@@ -61,35 +61,30 @@ where
     if let Err(message) = &call.render {
         let message = message.clone();
         return Ok(ToolReply::stopped(
-            GateOutcome::RefuseImmediate,
+            Decision::RefuseImmediate,
             Code::ArgumentsInvalid,
             message,
         ));
     }
-    let decision = match check(&call) {
-        Ok(decision) => decision,
+    let verdict = match check(&call) {
+        Ok(verdict) => verdict,
         Err(stop) => return Ok(*stop),
     };
-    match decision {
-        Decision::Allow => inner.oneshot(call).await,
-        Decision::Refuse(reason) => Ok(ToolReply::stopped(
-            GateOutcome::RefuseImmediate,
+    match verdict {
+        Verdict::Allow => inner.oneshot(call).await,
+        Verdict::Refuse(reason) => Ok(ToolReply::stopped(
+            Decision::RefuseImmediate,
             Code::PolicyRefused,
             refusal(&call, reason),
         )),
-        Decision::NeedsApproval(reason) => approve(&shared, inner, call, reason).await,
+        Verdict::NeedsApproval(reason) => approve(&shared, inner, call, reason).await,
     }
 }
 
-/// What the gate decides for a call before any approval: a stop, or the mode's decision.
-fn check(call: &PreparedCall) -> Result<Decision, Box<ToolReply>> {
-    let stop = |code, message| {
-        Box::new(ToolReply::stopped(
-            GateOutcome::RefuseImmediate,
-            code,
-            message,
-        ))
-    };
+/// What the gate decides for a call before any approval: a stop, or the mode's verdict.
+fn check(call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
+    let stop =
+        |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     match call.access {
         ToolAccess::Allowed => {}
         ToolAccess::NotInTenantAllowlist => {
@@ -109,8 +104,8 @@ fn check(call: &PreparedCall) -> Result<Decision, Box<ToolReply>> {
         }
     }
     match call.spec.effect {
-        Effect::Read => Ok(Decision::Allow),
-        Effect::RegistryInstall if call.allow_pull_provider => Ok(Decision::Allow),
+        Effect::Read => Ok(Verdict::Allow),
+        Effect::RegistryInstall if call.allow_pull_provider => Ok(Verdict::Allow),
         Effect::RegistryInstall => Err(stop(
             Code::PolicyRefused,
             refusal(
@@ -208,7 +203,7 @@ where
     // `prepare` digests the arguments of every call `policy::decide` holds for approval.
     let Some(arguments_sha256) = call.arguments_sha256.as_deref() else {
         return Ok(ToolReply::stopped(
-            GateOutcome::RefuseImmediate,
+            Decision::RefuseImmediate,
             Code::Internal,
             refusal(&call, "its arguments were not digested for an approval"),
         ));
@@ -221,12 +216,12 @@ where
         tool: call.tool(),
         arguments_sha256,
     };
-    let refused = |gate: GateOutcome, code: Code, why: String| {
-        Ok(ToolReply::stopped(gate, code, refusal(&call, why)))
+    let refused = |decision: Decision, code: Code, why: String| {
+        Ok(ToolReply::stopped(decision, code, refusal(&call, why)))
     };
     match &call.approval {
         ApprovalChannel::Unavailable if shared.transport == Transport::Cli => refused(
-            GateOutcome::ApprovalUnavailable,
+            Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
                 "{reason}; this {} statement needs approval: run it again with --yes to approve it, or from a terminal to be asked",
@@ -234,7 +229,7 @@ where
             ),
         ),
         ApprovalChannel::Unavailable => refused(
-            GateOutcome::ApprovalUnavailable,
+            Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
                 "{reason} and the MCP client does not support elicitation. Use an elicitation-capable client (MCP 2026-07-28, or a session over stdio), or ask an operator to change the tenant's mode if this client is trusted"
@@ -252,7 +247,7 @@ where
                 Ok(state) => state,
                 Err(err) => {
                     return refused(
-                        GateOutcome::RefuseImmediate,
+                        Decision::RefuseImmediate,
                         Code::PolicyApprovalInvalid,
                         format!(
                             "{err}; call the tool again without requestState to ask for a new approval"
@@ -266,14 +261,14 @@ where
                 Some(ApprovalAnswer::Accept) => match approvals.redeem(&state).await {
                     Ok(()) => run_approved(inner, call, state.id).await,
                     Err(err @ ApprovalError::Replayed) => refused(
-                        GateOutcome::RefuseImmediate,
+                        Decision::RefuseImmediate,
                         Code::PolicyApprovalInvalid,
                         format!(
                             "{err}; call the tool again without requestState to ask for a new approval"
                         ),
                     ),
                     Err(err) => refused(
-                        GateOutcome::RefuseImmediate,
+                        Decision::RefuseImmediate,
                         Code::PolicyApprovalUnavailable,
                         err.to_string(),
                     ),
@@ -291,11 +286,15 @@ where
             };
             match approver.ask(question, call.cancel.clone()).await {
                 ApprovalAnswer::Accept => run_approved(inner, call, id).await,
-                ApprovalAnswer::Cancel if call.cancel.is_cancelled() => refused(
-                    GateOutcome::ApprovalCancelled(id),
+                ApprovalAnswer::Cancel if call.cancel.is_cancelled() => Ok(ToolReply::stopped(
+                    Decision::NeedsApprovalCancelled,
                     Code::CallCancelled,
-                    "the client cancelled the call while its approval prompt was open; nothing was done".to_owned(),
-                ),
+                    refusal(
+                        &call,
+                        "the client cancelled the call while its approval prompt was open; nothing was done",
+                    ),
+                )
+                .for_approval(id)),
                 other => Ok(not_approved(&call, other, id, approvals)),
             }
         }
@@ -309,14 +308,14 @@ fn not_approved(
     id: String,
     approvals: &crate::approval::Approvals,
 ) -> ToolReply {
-    let (gate, code, why) = match answer {
+    let (decision, code, why) = match answer {
         ApprovalAnswer::Cancel => (
-            GateOutcome::ApprovalCancelled(id),
+            Decision::NeedsApprovalCancelled,
             Code::PolicyApprovalCancelled,
             "approval prompt was dismissed".to_owned(),
         ),
         ApprovalAnswer::Expired => (
-            GateOutcome::ApprovalCancelled(id),
+            Decision::NeedsApprovalCancelled,
             Code::PolicyApprovalCancelled,
             format!(
                 "approval prompt was not answered within {}",
@@ -324,23 +323,23 @@ fn not_approved(
             ),
         ),
         ApprovalAnswer::Decline => (
-            GateOutcome::ApprovalDeclined(id),
+            Decision::NeedsApprovalDeclined,
             Code::PolicyApprovalDeclined,
             "user declined approval".to_owned(),
         ),
         ApprovalAnswer::Failed(why) => (
-            GateOutcome::ApprovalDeclined(id),
+            Decision::NeedsApprovalDeclined,
             Code::PolicyApprovalDeclined,
             why,
         ),
         // Not reached: an accepted approval runs the call.
         ApprovalAnswer::Accept => (
-            GateOutcome::RefuseImmediate,
+            Decision::RefuseImmediate,
             Code::Internal,
             "an accepted approval was treated as a refusal".to_owned(),
         ),
     };
-    ToolReply::stopped(gate, code, refusal(call, why))
+    ToolReply::stopped(decision, code, refusal(call, why)).for_approval(id)
 }
 
 /// Issues an approval request: the prompt and the sealed state.
@@ -352,7 +351,7 @@ fn ask(
     match approvals.issue(binding, call.class.as_str()) {
         Ok((sealed, state)) => Ok(input_required(call, sealed, state.id)),
         Err(err) => Ok(ToolReply::stopped(
-            GateOutcome::RefuseImmediate,
+            Decision::RefuseImmediate,
             Code::PolicyApprovalUnavailable,
             refusal(call, err),
         )),
@@ -365,7 +364,8 @@ fn input_required(call: &PreparedCall, sealed: String, id: String) -> ToolReply 
             prompt: prompt(call),
             sealed,
         },
-        gate: GateOutcome::ApprovalRequested(id),
+        decision: Decision::NeedsApprovalRequested,
+        approval_id: Some(id),
     }
 }
 
@@ -377,6 +377,7 @@ where
     let mut call = call;
     call.approval_id = Some(id.clone());
     let mut reply = inner.oneshot(call).await?;
-    reply.gate = GateOutcome::ApprovalAccepted(id);
+    reply.decision = Decision::NeedsApprovalAccepted;
+    reply.approval_id = Some(id);
     Ok(reply)
 }

@@ -44,6 +44,7 @@ pub use approver::{ApprovalAnswer, ApprovalPrompt, Approver};
 pub use prepare::PreparedCall;
 
 use super::Shared;
+use crate::audit::Decision;
 use crate::code::Code;
 use crate::tenant::{Principal, TenantError};
 
@@ -110,8 +111,10 @@ pub enum ApprovalChannel {
 pub struct ToolReply {
     /// The result, or a request for input.
     pub body: ReplyBody,
-    /// What the gate decided, for audit and metrics.
-    pub gate: GateOutcome,
+    /// What the gate decided, for the audit record, the span and the metrics.
+    pub decision: Decision,
+    /// The approval involved (asked, accepted, declined or dismissed), if any.
+    pub approval_id: Option<String>,
 }
 
 /// The result of a call, or a request for the client to ask a person.
@@ -206,16 +209,24 @@ impl ToolReply {
     pub(crate) fn allowed(outcome: ToolOutcome) -> Self {
         ToolReply {
             body: ReplyBody::Complete(outcome),
-            gate: GateOutcome::Allow,
+            decision: Decision::Allow,
+            approval_id: None,
         }
     }
 
     /// A call the gate stopped.
-    pub(crate) fn stopped(gate: GateOutcome, code: Code, message: impl Into<String>) -> Self {
+    pub(crate) fn stopped(decision: Decision, code: Code, message: impl Into<String>) -> Self {
         ToolReply {
             body: ReplyBody::Complete(ToolOutcome::error(code, message)),
-            gate,
+            decision,
+            approval_id: None,
         }
+    }
+
+    /// This reply, about the approval `id`.
+    pub(crate) fn for_approval(mut self, id: String) -> Self {
+        self.approval_id = Some(id);
+        self
     }
 
     /// The finished outcome, if the call finished.
@@ -223,52 +234,6 @@ impl ToolReply {
         match &self.body {
             ReplyBody::Complete(outcome) => Some(outcome),
             ReplyBody::InputRequired { .. } => None,
-        }
-    }
-}
-
-/// What the gate decided for one call (StackQL's audit decisions).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GateOutcome {
-    /// Ran without approval.
-    Allow,
-    /// Refused by the mode, the tool's class, or an unusable statement or approval.
-    RefuseImmediate,
-    /// An approval was asked (the approval id).
-    ApprovalRequested(String),
-    /// Ran after approval (the approval id).
-    ApprovalAccepted(String),
-    /// The person declined (the approval id).
-    ApprovalDeclined(String),
-    /// The person dismissed the prompt (the approval id).
-    ApprovalCancelled(String),
-    /// Approval was needed and the client cannot carry the prompt.
-    ApprovalUnavailable,
-}
-
-impl GateOutcome {
-    /// `allow`, `refuse_immediate`, `needs_approval_requested`, `needs_approval_accepted`,
-    /// `needs_approval_declined`, `needs_approval_cancelled` or `needs_approval_unavailable`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            GateOutcome::Allow => "allow",
-            GateOutcome::RefuseImmediate => "refuse_immediate",
-            GateOutcome::ApprovalRequested(_) => "needs_approval_requested",
-            GateOutcome::ApprovalAccepted(_) => "needs_approval_accepted",
-            GateOutcome::ApprovalDeclined(_) => "needs_approval_declined",
-            GateOutcome::ApprovalCancelled(_) => "needs_approval_cancelled",
-            GateOutcome::ApprovalUnavailable => "needs_approval_unavailable",
-        }
-    }
-
-    /// The approval id, when an approval was involved.
-    pub fn approval_id(&self) -> Option<&str> {
-        match self {
-            GateOutcome::ApprovalRequested(id)
-            | GateOutcome::ApprovalAccepted(id)
-            | GateOutcome::ApprovalDeclined(id)
-            | GateOutcome::ApprovalCancelled(id) => Some(id),
-            _ => None,
         }
     }
 }
@@ -293,6 +258,21 @@ pub enum CallError {
     /// The caller's tenant cannot be served.
     #[error(transparent)]
     Tenant(#[from] TenantError),
+}
+
+impl CallError {
+    /// The stable code of the refusal, for the audit record, the span and the metrics (the
+    /// MCP handler answers these as JSON-RPC errors, which carry no code of ours): the
+    /// caller's request was wrong (`arguments.invalid`), or the caller may not be served
+    /// (`policy.refused`).
+    pub fn code(&self) -> Code {
+        match self {
+            CallError::UnknownTool(_) | CallError::InvalidArguments { .. } => {
+                Code::ArgumentsInvalid
+            }
+            CallError::Unauthenticated | CallError::Tenant(_) => Code::PolicyRefused,
+        }
+    }
 }
 
 /// The stack after `prepare`, boxed and cheap to clone per request.

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use tracing::Instrument as _;
 
-use super::{CallError, GateOutcome, ToolCall, ToolReply};
+use super::{CallError, ToolCall, ToolReply};
+use crate::audit::Decision;
 use crate::code::Code;
 use crate::mcp::Shared;
 use crate::telemetry::metrics::{ApprovalOutcome, FinishedCall, UNKNOWN};
@@ -51,7 +52,7 @@ where
     let result = run(call).instrument(span.clone()).await;
     drop(in_flight);
     let (decision, code, approval) = summary(&result);
-    span.record("decision", decision);
+    span.record("decision", decision.as_str());
     span.record("code", code);
     if code != "ok" {
         span.record("otel.status_code", "error");
@@ -59,7 +60,7 @@ where
     let elapsed = started.elapsed();
     span.in_scope(|| {
         tracing::info!(
-            decision,
+            decision = decision.as_str(),
             code,
             duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             "tool call finished"
@@ -81,35 +82,23 @@ where
 /// The gate's decision, the code (`ok` when none) and the approval outcome of a result.
 fn summary(
     result: &Result<ToolReply, CallError>,
-) -> (&'static str, &'static str, Option<ApprovalOutcome>) {
+) -> (Decision, &'static str, Option<ApprovalOutcome>) {
     let reply = match result {
         Ok(reply) => reply,
-        Err(err) => return ("refuse_immediate", refusal_code(err).as_str(), None),
+        Err(err) => return (Decision::RefuseImmediate, err.code().as_str(), None),
     };
     let code = reply.outcome().and_then(|o| o.code);
-    let approval = match (&reply.gate, code) {
-        (GateOutcome::ApprovalRequested(_), _) => Some(ApprovalOutcome::Requested),
-        (GateOutcome::ApprovalAccepted(_), _) => Some(ApprovalOutcome::Accepted),
-        (GateOutcome::ApprovalDeclined(_), _) => Some(ApprovalOutcome::Declined),
-        (GateOutcome::ApprovalCancelled(_), _) => Some(ApprovalOutcome::Cancelled),
-        (GateOutcome::ApprovalUnavailable, _) => Some(ApprovalOutcome::Unavailable),
+    let approval = match (reply.decision, code) {
+        (Decision::NeedsApprovalRequested, _) => Some(ApprovalOutcome::Requested),
+        (Decision::NeedsApprovalAccepted, _) => Some(ApprovalOutcome::Accepted),
+        (Decision::NeedsApprovalDeclined, _) => Some(ApprovalOutcome::Declined),
+        (Decision::NeedsApprovalCancelled, _) => Some(ApprovalOutcome::Cancelled),
+        (Decision::NeedsApprovalUnavailable, _) => Some(ApprovalOutcome::Unavailable),
         (_, Some(Code::PolicyApprovalInvalid)) => Some(ApprovalOutcome::Invalid),
         (_, Some(Code::PolicyApprovalUnavailable)) => Some(ApprovalOutcome::Failed),
         _ => None,
     };
-    (
-        reply.gate.as_str(),
-        code.map_or("ok", Code::as_str),
-        approval,
-    )
-}
-
-/// The code of a call refused before the layers ran.
-fn refusal_code(err: &CallError) -> Code {
-    match err {
-        CallError::UnknownTool(_) | CallError::InvalidArguments { .. } => Code::ArgumentsInvalid,
-        CallError::Unauthenticated | CallError::Tenant(_) => Code::PolicyRefused,
-    }
+    (reply.decision, code.map_or("ok", Code::as_str), approval)
 }
 
 #[cfg(test)]
@@ -117,23 +106,23 @@ mod tests {
     use super::*;
     use crate::mcp::pipeline::ToolOutcome;
 
-    fn reply(gate: GateOutcome, code: Option<Code>) -> Result<ToolReply, CallError> {
+    fn reply(decision: Decision, code: Option<Code>) -> Result<ToolReply, CallError> {
         Ok(match code {
-            Some(code) => ToolReply::stopped(gate, code, "x"),
+            Some(code) => ToolReply::stopped(decision, code, "x"),
             None => ToolReply {
                 body: super::super::ReplyBody::Complete(ToolOutcome::empty()),
-                gate,
+                decision,
+                approval_id: None,
             },
         })
     }
 
     #[test]
     fn decisions_codes_and_approval_outcomes() {
-        let id = || "a1".to_owned();
         let cases = [
-            (reply(GateOutcome::Allow, None), ("allow", "ok", None)),
+            (reply(Decision::Allow, None), ("allow", "ok", None)),
             (
-                reply(GateOutcome::ApprovalAccepted(id()), None),
+                reply(Decision::NeedsApprovalAccepted, None),
                 (
                     "needs_approval_accepted",
                     "ok",
@@ -142,7 +131,7 @@ mod tests {
             ),
             (
                 reply(
-                    GateOutcome::ApprovalDeclined(id()),
+                    Decision::NeedsApprovalDeclined,
                     Some(Code::PolicyApprovalDeclined),
                 ),
                 (
@@ -153,7 +142,7 @@ mod tests {
             ),
             (
                 reply(
-                    GateOutcome::ApprovalCancelled(id()),
+                    Decision::NeedsApprovalCancelled,
                     Some(Code::PolicyApprovalCancelled),
                 ),
                 (
@@ -163,10 +152,7 @@ mod tests {
                 ),
             ),
             (
-                reply(
-                    GateOutcome::RefuseImmediate,
-                    Some(Code::PolicyApprovalInvalid),
-                ),
+                reply(Decision::RefuseImmediate, Some(Code::PolicyApprovalInvalid)),
                 (
                     "refuse_immediate",
                     "policy.approval_invalid",
@@ -175,7 +161,7 @@ mod tests {
             ),
             (
                 reply(
-                    GateOutcome::RefuseImmediate,
+                    Decision::RefuseImmediate,
                     Some(Code::PolicyApprovalUnavailable),
                 ),
                 (
@@ -185,7 +171,7 @@ mod tests {
                 ),
             ),
             (
-                reply(GateOutcome::RefuseImmediate, Some(Code::PolicyRefused)),
+                reply(Decision::RefuseImmediate, Some(Code::PolicyRefused)),
                 ("refuse_immediate", "policy.refused", None),
             ),
             (
@@ -198,7 +184,8 @@ mod tests {
             ),
         ];
         for (result, expected) in cases {
-            assert_eq!(summary(&result), expected, "{result:?}");
+            let (decision, code, approval) = summary(&result);
+            assert_eq!((decision.as_str(), code, approval), expected, "{result:?}");
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
 use crate::mcp::Shared;
 use crate::mcp::tools::{Effect, ToolSpec};
-use crate::policy::{self, Decision, Mode, QueryClass};
+use crate::policy::{self, Mode, QueryClass, Verdict};
 use crate::tenant::{Principal, ToolAccess};
 
 /// A call ready for the layers.
@@ -110,7 +110,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
     };
     // Only a call the mode holds for approval is bound to its arguments.
     let needs_approval = matches!(spec.effect, Effect::Sql(_))
-        && matches!(policy::decide(mode, class), Decision::NeedsApproval(_));
+        && matches!(policy::decide(mode, class), Verdict::NeedsApproval(_));
     let arguments_sha256 = needs_approval
         .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
     let render = render_of(shared, spec, arguments.remove("format"));
