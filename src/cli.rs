@@ -2,6 +2,7 @@
 //! and `audit`.
 
 mod approve;
+mod audit_query;
 mod call;
 
 use std::collections::HashMap;
@@ -122,6 +123,62 @@ pub enum AuditAction {
         /// An audit file or folder to read instead of the configured one.
         path: Option<PathBuf>,
     },
+    /// Prints the records that match every filter given, in the order they were written
+    /// (exit 1 when a line or row is not an intact record: it is named on stderr, never
+    /// printed).
+    Query {
+        /// Calls that started at or after TIME: RFC 3339 (`2026-11-30T11:30:00Z`,
+        /// `…+01:00`, or a UTC date `2026-11-30`) or a time ago (`30m`, `1h`, `7d`).
+        #[arg(long, value_name = "TIME", value_parser = crate::audit::query::parse_time)]
+        since: Option<std::time::SystemTime>,
+        /// Calls that started before TIME (as `--since`).
+        #[arg(long, value_name = "TIME", value_parser = crate::audit::query::parse_time)]
+        until: Option<std::time::SystemTime>,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this principal (the subject: JWT `sub`, `uri:…` of a certificate, `local`).
+        #[arg(long)]
+        principal: Option<String>,
+        /// Only principals vouched for by this JWT issuer (`iss`).
+        #[arg(long)]
+        issuer: Option<String>,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only this statement class: select, mutation_create, mutation_delete, lifecycle,
+        /// unknown.
+        #[arg(long, value_parser = crate::audit::query::parse_class)]
+        class: Option<String>,
+        /// Only this decision: allow, refuse_immediate, needs_approval_requested,
+        /// needs_approval_accepted, needs_approval_declined, needs_approval_cancelled,
+        /// needs_approval_unavailable.
+        #[arg(long, value_parser = crate::audit::query::parse_decision)]
+        decision: Option<crate::audit::Decision>,
+        /// Only calls that ended so: ok, error, unknown (intent records have no outcome).
+        #[arg(long, value_parser = crate::audit::query::parse_outcome)]
+        outcome: Option<crate::audit::Outcome>,
+        /// At most this many records (the first ones written).
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = RecordFormat::Table)]
+        format: RecordFormat,
+        /// Read the `audit_events` table of `database.url`.
+        #[arg(long)]
+        database: bool,
+        /// Audit files or folders to read instead of the configured ones.
+        paths: Vec<PathBuf>,
+    },
+}
+
+/// How `querygate audit query` prints records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    /// Aligned columns for a person, untrusted text escaped.
+    Table,
+    /// JSON Lines: each record as stored, one a line.
+    Json,
 }
 
 /// How results are printed.
@@ -384,12 +441,15 @@ async fn migrate(config: &Config) -> i32 {
     }
 }
 
-/// `querygate audit verify|tail`.
+/// `querygate audit verify|tail|query`.
 async fn audit(config: &Config, action: AuditAction) -> i32 {
     use crate::audit::{FileLocation, SinkSettings};
     let (use_database, paths) = match &action {
         AuditAction::Verify { database, paths } => (*database, paths.clone()),
         AuditAction::Tail { database, path, .. } => (*database, path.iter().cloned().collect()),
+        AuditAction::Query {
+            database, paths, ..
+        } => (*database, paths.clone()),
     };
     let use_database = use_database
         || (paths.is_empty() && matches!(config.audit.sink, SinkSettings::Postgres { .. }));
@@ -411,6 +471,41 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
         }
     };
     match action {
+        AuditAction::Query {
+            since,
+            until,
+            tenant,
+            principal,
+            issuer,
+            tool,
+            class,
+            decision,
+            outcome,
+            limit,
+            format,
+            ..
+        } => {
+            let filter = crate::audit::query::Filter {
+                since,
+                until,
+                tenant,
+                principal,
+                issuer,
+                tool,
+                class,
+                decision,
+                outcome,
+                limit,
+            };
+            let source = match &pool {
+                Some(pool) => audit_query::Source::Database(pool),
+                None if paths.is_empty() => {
+                    audit_query::Source::Files(crate::audit::location::files_of(&configured))
+                }
+                None => audit_query::Source::Files(crate::audit::verify::expand(&paths)),
+            };
+            audit_query::run(source, filter, format).await
+        }
         AuditAction::Verify { .. } => {
             let report = match &pool {
                 Some(pool) => crate::audit::verify::verify_database(pool)

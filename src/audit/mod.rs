@@ -15,7 +15,7 @@
 //! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
 //! - [`redact`]: HMAC of SQL string literals.
 //! - [`limits`]: every field's size limit, the SQL stored once, digests of what is cut.
-//! - [`verify`] and [`tail`]: `querygate audit verify` and `querygate audit tail`.
+//! - [`verify`], [`tail`] and [`query`]: `querygate audit verify`, `tail` and `query`.
 //!
 //! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
 
@@ -31,6 +31,7 @@ pub mod location;
 pub mod memory;
 pub mod open;
 pub mod postgres;
+pub mod query;
 mod queue;
 pub mod record;
 pub mod redact;

@@ -8,6 +8,7 @@ mod audit_file;
 mod audit_limits;
 mod audit_pg;
 mod audit_pipeline;
+mod audit_query;
 mod audit_records;
 mod audit_sessions;
 mod auth;
