@@ -9,6 +9,8 @@
 # writes goes to volumes mounted under /var/lib/querygate (registry, audit) and /tmp;
 # configuration and secrets are mounted read-only under /etc/querygate and
 # /var/run/secrets/querygate. docs/deployment.md has the layout and a `docker run` example.
+# The default command listens on 0.0.0.0, which querygate refuses (exit 2) without `auth`
+# unless server.allow_unauthenticated is set: configure auth, or opt out explicitly.
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
@@ -41,12 +43,17 @@ LABEL org.opencontainers.image.title="querygate" \
 COPY --from=build /out/usr/local/bin/querygate /usr/local/bin/querygate
 COPY --from=build --chown=65532:65532 /out/var/lib/querygate /var/lib/querygate
 COPY --from=build /out/etc/querygate /etc/querygate
-# HOME and XDG_DATA_HOME only set defaults (the registry defaults to
-# $XDG_DATA_HOME/querygate/registry = /var/lib/querygate/registry); a config file still
+# HOME, XDG_DATA_HOME and XDG_STATE_HOME only set defaults (the registry defaults to
+# $XDG_DATA_HOME/querygate/registry = /var/lib/querygate/registry, the audit folder to
+# $XDG_STATE_HOME/querygate/audit = /var/lib/querygate/audit); a config file still
 # overrides them, unlike QUERYGATE_* variables, which override the file.
 ENV HOME=/var/lib/querygate \
     XDG_DATA_HOME=/var/lib \
+    XDG_STATE_HOME=/var/lib \
     QUERYGATE_LOG=info
+# The audit folder is a volume: writable on a read-only root filesystem (`docker run
+# --read-only` gets an anonymous volume unless one is mounted there).
+VOLUME ["/var/lib/querygate/audit"]
 WORKDIR /var/lib/querygate
 USER 65532:65532
 EXPOSE 8765

@@ -91,7 +91,7 @@ no client certificate), else `http`. Refuses `admin` without an adminPort.
 {{/*
 The querygate configuration file: .Values.config with what the chart owns filled in
 (server.listen, server.allowed_hosts, server.drain, server.admin_listen, registry.root,
-tenants' credentials.env_file).
+audit.file.dir, tenants' credentials.env_file).
 */}}
 {{- define "querygate.config" -}}
 {{- $cfg := deepCopy (default (dict) .Values.config) }}
@@ -123,6 +123,15 @@ tenants' credentials.env_file).
 {{- $_ := set $registry "root" .Values.registry.mountPath }}
 {{- end }}
 {{- $_ := set $cfg "registry" $registry }}
+{{- $audit := default (dict) (get $cfg "audit") }}
+{{- if and .Values.audit.volume.enabled (ne (toString (get $audit "sink")) "postgres") }}
+{{- $file := default (dict) (get $audit "file") }}
+{{- if not (or (hasKey $file "dir") (hasKey $file "path")) }}
+{{- $_ := set $file "dir" .Values.audit.volume.mountPath }}
+{{- $_ := set $audit "file" $file }}
+{{- $_ := set $cfg "audit" $audit }}
+{{- end }}
+{{- end }}
 {{- $tenants := default (list) (get $cfg "tenants") }}
 {{- range $c := .Values.credentials.tenants }}
 {{- $file := printf "%s/%s/%s" (include "querygate.credentialsDir" $) $c.tenant $c.key }}
