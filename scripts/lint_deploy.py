@@ -18,8 +18,13 @@ Every check below fails the run; nothing here needs a cluster or the network:
      Service it selects) and, with adminPort, /metrics scraped on the admin port's own Service;
   5. the rendered querygate configuration is accepted by the querygate binary given with
      --querygate (paths rebased into a scratch folder);
-  6. the Grafana dashboard uses only metrics and labels of the contract in docs/deployment.md;
-  7. with --context-out DIR: the Docker build context that .dockerignore selects is copied to
+  6. the image's defaults (Dockerfile ENV, VOLUME, CMD) against docs/deployment.md: the registry
+     and audit folders where the docs put them, the audit folder a VOLUME, every `docker run`
+     example read-only with each writable path a volume or mount, and able to serve the image's
+     non-loopback listen (`auth` in its configuration or server.allow_unauthenticated); the
+     rendered chart's audit folder in a mounted volume (with 4);
+  7. the Grafana dashboard uses only metrics and labels of the contract in docs/deployment.md;
+  8. with --context-out DIR: the Docker build context that .dockerignore selects is copied to
      DIR (the caller builds the release binary there).
 """
 
@@ -300,6 +305,15 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
     source = values.get("registry", {}).get("source", "pull")
     if source != "image" and registry_root not in mounts:
         problems.append(f"registry.root {registry_root} is not a mounted volume")
+    # The file audit sink writes into the audit volume (the root filesystem is read-only).
+    audit = config.get("audit", {})
+    if audit.get("enabled", True) and audit.get("sink", "file") != "postgres":
+        file = audit.get("file", {})
+        folder = file.get("dir") or os.path.dirname(file.get("path", ""))
+        if not folder:
+            problems.append("the file audit sink has no audit.file.dir or path: it would write under HOME")
+        elif not any(folder == m or folder.startswith(m.rstrip("/") + "/") for m in mounts):
+            problems.append(f"the audit folder {folder} is not in a mounted volume")
 
     for p in problems:
         fail(f"{case}: {p}")
@@ -443,7 +457,119 @@ def check_config_with_binary(case: str, objects: list[dict[str, Any]], querygate
                     ok(f"{case}: Job {job['metadata']['name']}: querygate accepts its environment")
 
 
-# --- 6. dashboard against the metric contract -------------------------------------------------
+# --- 6. the image's defaults and the documented `docker run` ----------------------------------
+
+
+def dockerfile_run_stage() -> list[tuple[str, str]]:
+    """(instruction, arguments) of the Dockerfile's last stage, continuations joined."""
+    lines: list[str] = []
+    current = ""
+    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        lines.append(current + line)
+        current = ""
+    stage: list[tuple[str, str]] = []
+    for line in lines:
+        instruction, _, rest = line.partition(" ")
+        if instruction == "FROM":
+            stage = []
+        else:
+            stage.append((instruction, rest.strip()))
+    return stage
+
+
+def default_audit_dir(env: dict[str, str]) -> str:
+    """querygate's default audit folder for `env` (src/audit/location.rs, default_dir)."""
+    if env.get("XDG_STATE_HOME"):
+        return f"{env['XDG_STATE_HOME'].rstrip('/')}/querygate/audit"
+    if env.get("HOME"):
+        return f"{env['HOME'].rstrip('/')}/.local/state/querygate/audit"
+    return "querygate-audit"
+
+
+def image_problems(stage: list[tuple[str, str]], doc: str) -> list[str]:
+    """The image's defaults against docs/deployment.md: the registry and audit folders where
+    the path table puts them, every writable path a declared volume or mounted by each
+    `docker run` example, and each example able to serve the image's command (a non-loopback
+    listen): with `auth` in its configuration or the explicit opt-out."""
+    problems: list[str] = []
+    env: dict[str, str] = {}
+    volumes: list[str] = []
+    cmd: list[str] = []
+    for instruction, rest in stage:
+        if instruction == "ENV":
+            for pair in rest.split():
+                key, _, value = pair.partition("=")
+                env[key] = value.strip('"')
+        elif instruction == "VOLUME":
+            volumes += json.loads(rest) if rest.startswith("[") else rest.split()
+        elif instruction == "CMD":
+            cmd = json.loads(rest)
+    documented = re.findall(r"^\| `(/var/lib/querygate/[a-z]+)` \|", doc, re.M)
+    audit_doc = next((p for p in documented if p.endswith("/audit")), None)
+    registry_doc = next((p for p in documented if p.endswith("/registry")), None)
+    if audit_doc is None or registry_doc is None:
+        return ["docs/deployment.md: the path table names no /var/lib/querygate/audit or /registry"]
+    audit = default_audit_dir(env)
+    if audit != audit_doc:
+        problems.append(f"the image's default audit folder is {audit}, the docs say {audit_doc}")
+    registry = f"{env.get('XDG_DATA_HOME', env.get('HOME', '') + '/.local/share').rstrip('/')}/querygate/registry"
+    if registry != registry_doc:
+        problems.append(f"the image's default registry is {registry}, the docs say {registry_doc}")
+    if audit_doc not in volumes:
+        problems.append(f"{audit_doc} is not a VOLUME of the image: a read-only run cannot write audit records")
+    listen = cmd[cmd.index("--listen") + 1] if "--listen" in cmd else ""
+    loopback = listen.startswith("127.") or listen.startswith("localhost:") or listen.startswith("[::1]")
+    blocks = re.findall(r"```sh\n(.*?)```", doc, re.S)
+    runs = [(b, b.replace("\\\n", " ")) for b in blocks if "docker run" in b]
+    if not runs:
+        problems.append("docs/deployment.md has no docker run example")
+    for block, run in runs:
+        words = run.split()
+        label = "docker run " + " ".join(w for w in words if w.startswith("-e") or "QUERYGATE" in w)
+        if "--read-only" not in words or "--tmpfs" not in words:
+            problems.append(f"{label}: not the documented read-only run (--read-only --tmpfs /tmp)")
+        mounted = [w.strip('"').split(":")[1] for i, w in enumerate(words) if i and words[i - 1] == "-v"]
+        for path in documented:
+            if path not in volumes and path not in mounted:
+                problems.append(f"{label}: {path} is neither a VOLUME nor mounted")
+        if loopback:
+            continue
+        opted_out = "QUERYGATE_SERVER__ALLOW_UNAUTHENTICATED=true" in words
+        config = "QUERYGATE_CONFIG=" in run
+        after = doc.split(block, 1)[1]
+        following = re.search(r"```yaml\n(.*?)```", after, re.S)
+        with_auth = config and following is not None and re.search(r"^auth:", following.group(1), re.M)
+        if not (opted_out or with_auth):
+            problems.append(f"{label}: the image listens on {listen}, and the example has neither auth "
+                            "nor server.allow_unauthenticated: it exits 2")
+    return problems
+
+
+def check_image() -> None:
+    stage = dockerfile_run_stage()
+    doc = DEPLOYMENT_DOC.read_text()
+    problems = image_problems(stage, doc)
+    # The checker must catch the defaults this check exists for before it is trusted.
+    old = [(i, r.replace("XDG_STATE_HOME=/var/lib", "")) if i == "ENV" else (i, r)
+           for i, r in stage if i != "VOLUME"]
+    canary = image_problems(old, doc.replace("QUERYGATE_SERVER__ALLOW_UNAUTHENTICATED=true", ""))
+    if not any("default audit folder" in p for p in canary) or not any("VOLUME" in p for p in canary) \
+            or not any("exits 2" in p for p in canary):
+        fail(f"image: the checker misses problems of a canary Dockerfile: {canary}")
+    for p in problems:
+        fail(f"image: {p}")
+    if not problems:
+        ok("image: registry and audit defaults as documented, audit on a VOLUME, "
+           "every docker run example read-only and able to serve the image's command")
+
+
+# --- 7. dashboard against the metric contract -------------------------------------------------
 
 
 def metric_contract() -> dict[str, tuple[str, set[str]]]:
@@ -508,7 +634,7 @@ def expr_problems(exprs: list[str], contract: dict[str, tuple[str, set[str]]], u
     return problems
 
 
-# --- 7. the Docker build context --------------------------------------------------------------
+# --- 8. the Docker build context --------------------------------------------------------------
 
 
 def dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
@@ -582,7 +708,9 @@ def copy_context(destination: Path) -> None:
 
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("registry from a claim", {"registry": {"source": "claim", "existingClaim": "querygate-providers"}}),
-    ("registry baked into the image", {"registry": {"source": "image"}, "audit": {"volume": {"enabled": False}}}),
+    ("registry baked into the image, audit in PostgreSQL",
+     {"registry": {"source": "image"}, "audit": {"volume": {"enabled": False}},
+      "config": {"audit": {"sink": "postgres"}}, "database": {"urlSecret": {"secretName": "qg-db"}}}),
     ("autoscaling, hard anti-affinity, open egress, no PDB",
      {"autoscaling": {"enabled": True}, "affinity": {"podAntiAffinity": "hard"},
       "networkPolicy": {"allowAllEgress": True}, "podDisruptionBudget": {"enabled": False}}),
@@ -615,7 +743,11 @@ def main() -> int:
     parser.add_argument("--context-out", type=Path, help="copy the Docker build context here")
     parser.add_argument("--render-out", type=Path, help="write the rendered manifests here")
     parser.add_argument("--only-context", action="store_true", help="only copy the Docker build context")
+    parser.add_argument("--only-image", action="store_true", help="only check the image's defaults against the docs")
     args = parser.parse_args()
+    if args.only_image:
+        check_image()
+        return 1 if failures else 0
     if args.only_context:
         if not args.context_out:
             parser.error("--only-context needs --context-out")
@@ -663,6 +795,7 @@ def main() -> int:
         kinds = sorted({o["kind"] for o in render(chart, production)[0]})
         ok(f"production example renders {', '.join(kinds)}")
     check_dashboard()
+    check_image()
     if failures:
         print(f"\n{len(failures)} deployment check(s) failed", file=sys.stderr)
         return 1
