@@ -201,8 +201,8 @@ async fn check(
             vec![
                 "--tenant".into(),
                 "globex".into(),
-                "--outcome".into(),
-                "error".into(),
+                "--tool".into(),
+                "run_select_query".into(),
             ],
             format,
         )

@@ -33,6 +33,7 @@ mod http_limits;
 mod identity;
 mod identity_isolation;
 mod identity_tokens;
+mod image;
 mod logs;
 mod mcp_content;
 mod mcp_http;
