@@ -491,7 +491,7 @@ mod tests {
             since: Some(at("2026-11-30T10:30:00Z")),
             ..Default::default()
         };
-        let found = query_files(&[path.clone()], &filter).unwrap();
+        let found = query_files(std::slice::from_ref(&path), &filter).unwrap();
         assert_eq!(found.records.len(), 1);
         assert_eq!(found.records[0].line, lines[3]);
         assert_eq!(found.records[0].stored.seq, 3);
