@@ -44,6 +44,7 @@ fn dir_sink(dir: &Path) -> FileSink {
         max_size: 0,
         max_files: 0,
         max_age: None,
+        mac_key: None,
     })
     .expect("start the file sink")
 }
@@ -125,6 +126,7 @@ async fn files_rotate_by_size_and_count_and_the_chain_spans_them() {
         max_size: 2000,
         max_files: 3,
         max_age: None,
+        mac_key: None,
     })
     .unwrap();
     for n in 0..40 {
@@ -175,6 +177,7 @@ async fn a_restart_continues_the_chain_and_a_path_is_rotated_beside_itself() {
             max_size: 1500,
             max_files: 0,
             max_age: None,
+            mac_key: None,
         })
         .unwrap()
     };
@@ -216,6 +219,7 @@ async fn an_unwritable_location_fails_at_start() {
         max_size: 0,
         max_files: 0,
         max_age: None,
+        mac_key: None,
     })
     .unwrap_err()
     .to_string();

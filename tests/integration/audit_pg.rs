@@ -26,6 +26,7 @@ fn config(stream: &str) -> PgSinkConfig {
         stream: stream.into(),
         max_batch: 512,
         write_timeout: Duration::from_secs(3),
+        mac_key: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn full_record() -> AuditRecord {
         client_addr: None,
         suppressed: None,
         cut: None,
+        pruned: None,
     }
 }
 
