@@ -507,8 +507,16 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
             audit_query::run(source, filter, format).await
         }
         AuditAction::Verify { .. } => {
+            // MACs and heads are checked under the audit key of `audit.mac_key_file`.
+            let key = match crate::audit::open::mac_key(&config.audit) {
+                Ok(key) => key,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return 1;
+                }
+            };
             let report = match &pool {
-                Some(pool) => crate::audit::verify::verify_database(pool)
+                Some(pool) => crate::audit::verify::verify_database_with(pool, key.as_ref())
                     .await
                     .map_err(|err| err.to_string()),
                 None => {
@@ -518,7 +526,9 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
                         crate::audit::verify::expand(&paths)
                     };
                     files
-                        .and_then(|files| crate::audit::verify::verify_files(&files))
+                        .and_then(|files| {
+                            crate::audit::verify::verify_files_with(&files, key.as_ref())
+                        })
                         .map_err(|err| err.to_string())
                 }
             };

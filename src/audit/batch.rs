@@ -4,6 +4,7 @@
 
 use tokio::sync::oneshot;
 
+use super::anchor::MacKey;
 use super::chain::{self, ChainHead, Linked};
 use super::queue::Job;
 use super::record::AuditRecord;
@@ -17,20 +18,21 @@ pub(super) struct LinkedBatch {
 }
 
 impl LinkedBatch {
-    /// Links the jobs' records after `head`, in order, handing each linked record and the
+    /// Links the jobs' records after `head`, in order (MACed under `key` when given), handing each linked record and the
     /// record it came from to `keep` (which stores what the commit writes). A record that
     /// cannot be encoded is answered with [`AuditError::Encode`] at once and takes no place
     /// in the chain.
     pub(super) fn link(
         stream: &str,
         head: ChainHead,
+        key: Option<&MacKey>,
         jobs: Vec<Job>,
         mut keep: impl FnMut(Linked, &AuditRecord),
     ) -> LinkedBatch {
         let mut head = head;
         let mut waiting = Vec::with_capacity(jobs.len());
         for job in jobs {
-            match chain::link(stream, &head, &job.record) {
+            match chain::link(stream, &head, &job.record, key) {
                 Ok(linked) => {
                     head = linked.head();
                     let receipt = Receipt {
@@ -46,6 +48,11 @@ impl LinkedBatch {
             }
         }
         LinkedBatch { head, waiting }
+    }
+
+    /// The stream's head once the batch is committed.
+    pub(super) fn head(&self) -> &ChainHead {
+        &self.head
     }
 
     /// Whether no record of the batch was linked (nothing to commit).

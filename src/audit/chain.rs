@@ -2,25 +2,34 @@
 //! stream (the replica that wrote it), a sequence number (1, 2, 3… per stream) and the hash
 //! of the stream's previous record; its own hash is the SHA-256 of its canonical JSON.
 //!
-//! The canonical JSON is `{"v":1,"stream":…,"seq":…,"prev_hash":…,<the record's fields>}`
+//! The canonical JSON is `{"v":2,"stream":…,"seq":…,"prev_hash":…,<the record's fields>}`
 //! (compact, fields in this fixed order). A JSONL line is the canonical JSON with
 //! `,"hash":"<64 hex>"` inserted before the closing brace, so the hashed bytes are exactly
-//! the line without its hash, and checking a line needs no re-serialization.
+//! the line without its hash, and checking a line needs no re-serialization. With an audit
+//! key (`audit.mac_key_file`, [`super::anchor`]) the line ends with `,"mac":"<64 hex>"` after
+//! the hash: the HMAC of the hash, which whoever edits the file cannot recompute.
+//!
+//! Version 1 records were written before pruning was recorded and before records were
+//! MACed; version 2 streams record every pruning ([`super::record::Phase::Prune`]).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use super::anchor::MacKey;
 use super::record::AuditRecord;
 use crate::digest::hex;
 
 /// The record format version written in `v`.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The `prev_hash` of a stream's first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// `,"hash":"` + 64 hex + `"}`.
 const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
+
+/// `,"mac":"` + 64 hex + `"}`.
+const MAC_SUFFIX_LEN: usize = 8 + 64 + 2;
 
 /// The last record of a stream: what the next one links to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,13 +61,19 @@ pub struct Linked {
     pub hash: String,
     /// The canonical JSON (what `hash` covers).
     pub canonical: String,
+    /// The HMAC of `hash` under the audit key, when there is one.
+    pub mac: Option<String>,
 }
 
 impl Linked {
-    /// The JSONL line (no newline): the canonical JSON with the hash as its last field.
+    /// The JSONL line (no newline): the canonical JSON with the hash (and the MAC) as its
+    /// last fields.
     pub fn line(&self) -> String {
         let body = self.canonical.strip_suffix('}').unwrap_or(&self.canonical);
-        format!("{body},\"hash\":\"{}\"}}", self.hash)
+        match &self.mac {
+            Some(mac) => format!("{body},\"hash\":\"{}\",\"mac\":\"{mac}\"}}", self.hash),
+            None => format!("{body},\"hash\":\"{}\"}}", self.hash),
+        }
     }
 
     /// The head this record makes.
@@ -96,8 +111,13 @@ pub struct Stored {
     pub record: AuditRecord,
 }
 
-/// Links `record` after `head` in `stream`.
-pub fn link(stream: &str, head: &ChainHead, record: &AuditRecord) -> serde_json::Result<Linked> {
+/// Links `record` after `head` in `stream`, MACed under `key` when given.
+pub fn link(
+    stream: &str,
+    head: &ChainHead,
+    record: &AuditRecord,
+    key: Option<&MacKey>,
+) -> serde_json::Result<Linked> {
     let seq = head.seq + 1;
     let canonical = serde_json::to_string(&Envelope {
         v: FORMAT_VERSION,
@@ -106,10 +126,12 @@ pub fn link(stream: &str, head: &ChainHead, record: &AuditRecord) -> serde_json:
         prev_hash: &head.hash,
         record,
     })?;
+    let hash = hash_of(&canonical);
     Ok(Linked {
         seq,
         prev_hash: head.hash.clone(),
-        hash: hash_of(&canonical),
+        mac: key.map(|key| key.record_mac(&hash)),
+        hash,
         canonical,
     })
 }
@@ -140,11 +162,14 @@ pub struct ParsedLine {
     pub stored: Stored,
     /// Its hash (checked against the content).
     pub hash: String,
+    /// Its MAC as written (not checked here: that needs the key).
+    pub mac: Option<String>,
 }
 
-/// Parses a JSONL line and checks its hash against its content.
+/// Parses a JSONL line and checks its hash against its content (not its MAC).
 pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
     let line = line.trim_end_matches(['\n', '\r']);
+    let (line, mac) = split_mac(line);
     if line.len() < HASH_SUFFIX_LEN + 2 || !line.is_char_boundary(line.len() - HASH_SUFFIX_LEN) {
         return Err(LineError::NoHash);
     }
@@ -162,7 +187,24 @@ pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
     Ok(ParsedLine {
         stored,
         hash: hash.to_owned(),
+        mac,
     })
+}
+
+/// Splits a trailing `,"mac":"<64 hex>"` off a line: the line as it would be without it
+/// (ending in `}`), and the MAC.
+fn split_mac(line: &str) -> (std::borrow::Cow<'_, str>, Option<String>) {
+    if line.len() > MAC_SUFFIX_LEN && line.is_char_boundary(line.len() - MAC_SUFFIX_LEN) {
+        let (body, suffix) = line.split_at(line.len() - MAC_SUFFIX_LEN);
+        if let Some(mac) = suffix
+            .strip_prefix(",\"mac\":\"")
+            .and_then(|rest| rest.strip_suffix("\"}"))
+            .filter(|m| m.len() == 64 && m.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return (format!("{body}}}").into(), Some(mac.to_owned()));
+        }
+    }
+    (line.into(), None)
 }
 
 /// Parses canonical JSON (a line without its hash, or the database's `record` column).
@@ -187,8 +229,8 @@ mod tests {
 
     #[test]
     fn lines_round_trip_and_link() {
-        let first = link("r1", &ChainHead::genesis(), &record("a")).unwrap();
-        let second = link("r1", &first.head(), &record("b")).unwrap();
+        let first = link("r1", &ChainHead::genesis(), &record("a"), None).unwrap();
+        let second = link("r1", &first.head(), &record("b"), None).unwrap();
         assert_eq!((first.seq, second.seq), (1, 2));
         assert_eq!(first.prev_hash, GENESIS);
         assert_eq!(second.prev_hash, first.hash);
@@ -202,8 +244,28 @@ mod tests {
     }
 
     #[test]
+    fn a_mac_follows_the_hash_and_is_read_back() {
+        let key = MacKey::new(&[3u8; 32]).unwrap();
+        let linked = link("r1", &ChainHead::genesis(), &record("a"), Some(&key)).unwrap();
+        let line = linked.line();
+        assert!(line.ends_with(&format!(",\"mac\":\"{}\"}}", key.record_mac(&linked.hash))));
+        let parsed = parse_line(&line).unwrap();
+        assert_eq!(parsed.hash, linked.hash);
+        assert_eq!(parsed.mac, Some(key.record_mac(&linked.hash)));
+        assert_eq!(parsed.stored.v, FORMAT_VERSION);
+        let plain = parse_line(
+            &link("r1", &ChainHead::genesis(), &record("a"), None)
+                .unwrap()
+                .line(),
+        )
+        .unwrap();
+        assert_eq!(plain.mac, None);
+        assert_eq!(plain.hash, linked.hash, "the MAC is outside what is hashed");
+    }
+
+    #[test]
     fn an_edited_line_is_detected() {
-        let line = link("r1", &ChainHead::genesis(), &record("a"))
+        let line = link("r1", &ChainHead::genesis(), &record("a"), None)
             .unwrap()
             .line();
         let edited = line.replace("DELETE", "SELECT");

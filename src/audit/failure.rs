@@ -37,7 +37,7 @@ impl FailureMode {
         match (self, phase, side_effect) {
             (FailureMode::BestEffort, _, _) => OnFailure::Proceed,
             // The request is refused whatever the audit does.
-            (_, Phase::AuthFailure, _) => OnFailure::Proceed,
+            (_, Phase::AuthFailure | Phase::Prune, _) => OnFailure::Proceed,
             (FailureMode::StrictMutations, Phase::Outcome, false) => OnFailure::Proceed,
             (_, Phase::Intent, _) => OnFailure::Refuse,
             (_, Phase::Outcome, _) => OnFailure::FailCall,

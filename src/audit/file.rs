@@ -13,12 +13,19 @@
 //! line (a writer that died mid-write) is cut before appending, and a file that another
 //! process rotated away or that was deleted is left for the current one.
 //!
+//! After every batch the stream's head ([`super::head`]: the last seq and hash, MACed under
+//! the audit key when there is one) is overwritten and synced beside the files, before the
+//! callers are answered, and with a key every line carries a MAC ([`super::anchor`]). Files
+//! that rotation deletes are first named in a `prune` record (per stream, the last record
+//! that goes), so `audit verify` can tell pruning from deletion.
+//!
 //! Files are created 0600 in folders created 0700, on the first record (a start that is
 //! refused leaves no empty file: the folder is checked with a probe file that is removed).
 //! A failed write is rolled back (the file truncated to where the batch began, under the
 //! lock) and every caller of the batch gets the error; the next record tries again,
 //! reopening the file, so a sink that comes back is used again.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -29,12 +36,14 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
+use super::anchor::MacKey;
 use super::batch::{LinkedBatch, fail_all};
 use super::chain::{self, ChainHead};
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
+use super::head::{self, Head, HeadFile, HeadTrust};
 use super::location::{self, FileLocation};
 use super::queue::{Job, WriterQueue};
-use super::record::AuditRecord;
+use super::record::{AuditRecord, Phase, Pruned};
 use super::sink::{AuditError, AuditSink, Receipt};
 
 /// The most records one fsync covers.
@@ -53,6 +62,8 @@ pub struct FileSinkConfig {
     pub max_files: usize,
     /// Rotated files older than this are deleted (`None`: kept).
     pub max_age: Option<Duration>,
+    /// The audit key: every record and the head are MACed under it (`None`: unanchored).
+    pub mac_key: Option<MacKey>,
 }
 
 /// The JSONL file sink.
@@ -104,7 +115,8 @@ impl FileSink {
         let head = if fresh {
             ChainHead::genesis()
         } else {
-            find_head(&config.location, &config.stream)?
+            let found = find_head(&config.location, &config.stream)?;
+            after_stored_head(&dir, &config, found)?
         };
         let mut writer = Writer {
             dir,
@@ -113,6 +125,7 @@ impl FileSink {
             size: 0,
             day: String::new(),
             head,
+            head_file: None,
             fresh_file_needed: false,
             config,
         };
@@ -171,6 +184,8 @@ struct Writer {
     /// The UTC day (`YYYYMMDD`) of `path` in a `dir`.
     day: String,
     head: ChainHead,
+    /// The stream's head file (opened with the first batch).
+    head_file: Option<HeadFile>,
     /// A failed write could not be rolled back: the next batch goes to a new file.
     fresh_file_needed: bool,
 }
@@ -211,6 +226,7 @@ impl Writer {
         let linked = LinkedBatch::link(
             &self.config.stream,
             self.head.clone(),
+            self.config.mac_key.as_ref(),
             batch,
             |linked, _| {
                 buffer.extend_from_slice(linked.line().as_bytes());
@@ -235,7 +251,18 @@ impl Writer {
         match appended {
             Ok(()) => {
                 self.size += buffer.len() as u64;
-                self.head = linked.acknowledge();
+                // The records are in the file: the chain goes on after them whatever the
+                // head does; callers are answered only once the head names them too.
+                self.head = linked.head().clone();
+                match self.write_head() {
+                    Ok(()) => {
+                        linked.acknowledge();
+                    }
+                    Err(err) => {
+                        tracing::error!("{err}");
+                        linked.fail(&err);
+                    }
+                }
             }
             Err(err) => {
                 let err = unavailable(format!("cannot write '{}'", self.path.display()), err);
@@ -442,8 +469,58 @@ impl Writer {
         Ok(())
     }
 
-    /// Deletes the oldest files past `max_files` and rotated files past `max_age`.
-    fn prune(&self, now: SystemTime) {
+    /// Overwrites the stream's head file with the current head (opening it the first time).
+    fn write_head(&mut self) -> Result<(), AuditError> {
+        let what = || {
+            format!(
+                "cannot write the audit head '{}'",
+                head::head_path(&self.dir, &self.config.stream).display()
+            )
+        };
+        if self.head_file.is_none() {
+            let file = HeadFile::open(&self.dir, &self.config.stream)
+                .map_err(|err| unavailable(what(), err))?;
+            self.head_file = Some(file);
+        }
+        let head = Head::new(
+            &self.config.stream,
+            &self.head,
+            self.config.mac_key.as_ref(),
+        );
+        let written = self
+            .head_file
+            .as_mut()
+            .map_or(Ok(()), |file| file.write(&head));
+        written.map_err(|err| {
+            // Reopen the next time.
+            self.head_file = None;
+            unavailable(what(), err)
+        })
+    }
+
+    /// Links one record of the writer's own (a `prune`) into the stream and appends it
+    /// durably, head included.
+    fn append_own(&mut self, record: &AuditRecord) -> Result<(), AuditError> {
+        let linked = chain::link(
+            &self.config.stream,
+            &self.head,
+            record,
+            self.config.mac_key.as_ref(),
+        )
+        .map_err(|err| AuditError::Encode(err.to_string()))?;
+        let mut bytes = linked.line().into_bytes();
+        bytes.push(b'\n');
+        self.append_locked(&bytes)
+            .map_err(|err| unavailable(format!("cannot write '{}'", self.path.display()), err))?;
+        self.size += bytes.len() as u64;
+        self.head = linked.head();
+        self.write_head()
+    }
+
+    /// Deletes the oldest files past `max_files` and rotated files past `max_age`, once a
+    /// `prune` record naming what they hold is durable (files it cannot read, or all of
+    /// them when the record cannot be written, are kept).
+    fn prune(&mut self, now: SystemTime) {
         let Ok(files) = location::files_of(&self.config.location) else {
             return;
         };
@@ -464,8 +541,44 @@ impl Writer {
                 }
             }
         }
+        let mut pruned: BTreeMap<String, Pruned> = BTreeMap::new();
+        let mut readable: Vec<PathBuf> = Vec::new();
         for file in doomed {
-            if let Err(err) = std::fs::remove_file(file) {
+            match last_records(file) {
+                Ok(last) => {
+                    for (stream, p) in last {
+                        let entry = pruned.entry(stream).or_insert_with(|| p.clone());
+                        if p.seq > entry.seq {
+                            *entry = p;
+                        }
+                    }
+                    readable.push(file.clone());
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        "cannot read old audit file '{}' (kept): {err}",
+                        file.display()
+                    );
+                }
+            }
+        }
+        if readable.is_empty() {
+            return;
+        }
+        let record = AuditRecord {
+            timestamp: super::record::timestamp(now),
+            phase: Phase::Prune,
+            call_id: super::record::new_call_id(),
+            replica: self.config.stream.clone(),
+            pruned: Some(pruned),
+            ..Default::default()
+        };
+        if let Err(err) = self.append_own(&record) {
+            tracing::warn!("cannot record the pruning of old audit files (kept): {err}");
+            return;
+        }
+        for file in readable {
+            if let Err(err) = std::fs::remove_file(&file) {
                 tracing::warn!("cannot delete old audit file '{}': {err}", file.display());
             }
         }
@@ -558,6 +671,74 @@ fn complete_length(file: &mut File) -> std::io::Result<u64> {
         end = start;
     }
     Ok(0)
+}
+
+/// Per stream, the last record (highest seq) in `file`.
+fn last_records(file: &Path) -> std::io::Result<BTreeMap<String, Pruned>> {
+    let bytes = std::fs::read(file)?;
+    let mut last: BTreeMap<String, Pruned> = BTreeMap::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        if let Ok(parsed) = chain::parse_line(line) {
+            let stored = parsed.stored;
+            let entry = last.entry(stored.stream).or_default();
+            if stored.seq > entry.seq {
+                *entry = Pruned {
+                    seq: stored.seq,
+                    hash: parsed.hash,
+                };
+            }
+        }
+    }
+    Ok(last)
+}
+
+/// Where a restarted server's chain goes on: after `found` (the files' last record of the
+/// stream), or after the head file when that is further (the newest records are gone: the
+/// chain continues after them, so the gap stays visible rather than being written over).
+/// A head whose MAC does not verify stops the start: it was forged or edited, or the key
+/// changed.
+fn after_stored_head(
+    dir: &Path,
+    config: &FileSinkConfig,
+    found: ChainHead,
+) -> Result<ChainHead, AuditError> {
+    let path = head::head_path(dir, &config.stream);
+    let stored = match head::read(&path) {
+        Ok(Some(Ok(stored))) => stored,
+        Ok(None) => return Ok(found),
+        Ok(Some(Err(why))) => {
+            return Err(AuditError::Unavailable(format!(
+                "the audit head '{}' is unreadable ({why}): check the files with `querygate audit verify`, then move it aside",
+                path.display()
+            )));
+        }
+        Err(err) => {
+            return Err(unavailable(
+                format!("cannot read '{}'", path.display()),
+                err,
+            ));
+        }
+    };
+    if stored.stream != config.stream || stored.trust(config.mac_key.as_ref()) == HeadTrust::Invalid
+    {
+        return Err(AuditError::Unavailable(format!(
+            "the audit head '{}' does not verify under audit.mac_key_file (forged, edited, or another key): check the files with `querygate audit verify`, then move it aside",
+            path.display()
+        )));
+    }
+    if stored.seq > found.seq {
+        tracing::error!(
+            "audit stream {}: its head names seq {} but the files end at seq {}: records were removed; continuing after the head",
+            config.stream,
+            stored.seq,
+            found.seq
+        );
+        return Ok(stored.chain_head());
+    }
+    Ok(found)
 }
 
 /// Where the stream's chain left off: the last complete record of the stream in the

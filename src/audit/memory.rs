@@ -58,7 +58,7 @@ impl AuditSink for MemorySink {
             ))
         } else {
             match self.state.lock() {
-                Ok(mut state) => match chain::link(&self.stream, &state.0, &record) {
+                Ok(mut state) => match chain::link(&self.stream, &state.0, &record, None) {
                     Ok(linked) => {
                         state.0 = linked.head();
                         let receipt = Receipt {

@@ -5,6 +5,8 @@
 //!   call), StackQL's decision strings and query classes.
 //! - [`chain`]: the per-stream hash chain (sequence number, predecessor's SHA-256) and the
 //!   canonical JSON it covers.
+//! - [`anchor`]: the audit key (`audit.mac_key_file`) and the MACs of records and heads;
+//!   [`head`]: a file stream's head, synced beside the files after every batch.
 //! - [`sink`]: the [`AuditSink`] trait; a record is durable when `write` returns `Ok`.
 //! - [`file`] (JSONL, fsync with group commit on a writer thread, rotation),
 //!   [`postgres`] (the append-only `audit_events` table, batched inserts),
@@ -19,6 +21,7 @@
 //!
 //! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
 
+pub mod anchor;
 pub mod auditor;
 mod batch;
 pub mod chain;
@@ -26,6 +29,7 @@ pub mod deferred;
 pub mod failure;
 pub mod file;
 mod group;
+pub mod head;
 pub mod limits;
 pub mod location;
 pub mod memory;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sqlx_postgres::PgPool;
 
+use super::anchor::MacKey;
 use super::auditor::Auditor;
 use super::file::{FileSink, FileSinkConfig};
 use super::postgres::{PgSink, PgSinkConfig};
@@ -79,6 +80,7 @@ pub async fn start_sink(
                 max_size: *max_size,
                 max_files: *max_files,
                 max_age: *max_age,
+                mac_key: mac_key(settings)?,
             };
             let sink = tokio::task::spawn_blocking(move || match scope {
                 Scope::Server => FileSink::start(config),
@@ -102,6 +104,7 @@ pub async fn start_sink(
                 stream: settings.replica.clone(),
                 max_batch: *max_batch,
                 write_timeout: *write_timeout,
+                mac_key: mac_key(settings)?,
             };
             Arc::new(PgSink::start(pool, config).await?)
         }
@@ -124,6 +127,17 @@ pub fn auditor_over(
         settings.replica.clone(),
         hmac,
     ))
+}
+
+/// The audit key of `audit.mac_key_file`, when set (an unreadable or short file fails the
+/// start).
+pub fn mac_key(settings: &AuditSettings) -> Result<Option<MacKey>, AuditError> {
+    settings
+        .mac_key_file
+        .as_deref()
+        .map(MacKey::load)
+        .transpose()
+        .map_err(|err| AuditError::Unavailable(err.to_string()))
 }
 
 fn hmac_key(settings: &AuditSettings) -> Result<HmacKey, AuditError> {

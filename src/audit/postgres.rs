@@ -3,6 +3,11 @@
 //! queue records and await a reply; the task inserts everything queued in one statement
 //! (committed on return) and then answers them all, so concurrent calls share a commit.
 //!
+//! Each statement also advances the stream's row in `audit_heads` (migration `0004`, through
+//! `audit_advance_head`, which never moves a head back), MACed under the audit key when there
+//! is one, in the same transaction as the rows: `audit verify --database` then sees rows
+//! removed from a stream's end, and rows forged by a role without the key.
+//!
 //! After any failure the task re-reads the stream's head from the database before the next
 //! batch (a failed or timed-out insert may still have committed), so the chain stays linear
 //! and a database that comes back is used again without a restart.
@@ -15,9 +20,11 @@ use sqlx_core::query_as::query_as;
 use sqlx_postgres::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
+use super::anchor::MacKey;
 use super::batch::{LinkedBatch, fail_all};
 use super::chain::ChainHead;
 use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
+use super::head::Head;
 use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
@@ -32,6 +39,8 @@ pub struct PgSinkConfig {
     /// How long one INSERT (connection wait included) may take before its callers get an
     /// error.
     pub write_timeout: Duration,
+    /// The audit key: every record and head is MACed under it (`None`: unanchored).
+    pub mac_key: Option<MacKey>,
 }
 
 /// The PostgreSQL sink.
@@ -48,10 +57,12 @@ impl std::fmt::Debug for PgSink {
     }
 }
 
-const INSERT: &str = "INSERT INTO audit_events (stream, seq, at, record, doc, prev_hash, hash) \
-     SELECT $1, t.seq, t.at::timestamptz, t.record, t.record::jsonb, t.prev_hash, t.hash \
-     FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[]) \
-     AS t(seq, at, record, prev_hash, hash)";
+const INSERT: &str = "WITH inserted AS (\
+       INSERT INTO audit_events (stream, seq, at, record, doc, prev_hash, hash, mac) \
+       SELECT $1, t.seq, t.at::timestamptz, t.record, t.record::jsonb, t.prev_hash, t.hash, t.mac \
+       FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+       AS t(seq, at, record, prev_hash, hash, mac) RETURNING 1) \
+     SELECT audit_advance_head($1, $8, $9, $10, $11) FROM (SELECT count(*) FROM inserted) AS n";
 
 impl PgSink {
     /// Starts the sink on `pool`: reads where the stream's chain left off (so a database
@@ -154,16 +165,19 @@ impl Writer {
             }
         };
         let mut columns = Columns::default();
-        let linked = LinkedBatch::link(&self.config.stream, head, batch, |linked, record| {
+        let key = self.config.mac_key.as_ref();
+        let linked = LinkedBatch::link(&self.config.stream, head, key, batch, |linked, record| {
             columns.seq.push(linked.seq as i64);
             columns.at.push(record.timestamp.clone());
             columns.prev_hash.push(linked.prev_hash);
             columns.hash.push(linked.hash);
             columns.record.push(linked.canonical);
+            columns.mac.push(linked.mac);
         });
         if linked.is_empty() {
             return;
         }
+        let head = Head::new(&self.config.stream, linked.head(), key);
         let insert = query::<Postgres>(INSERT)
             .bind(&self.config.stream)
             .bind(&columns.seq)
@@ -171,6 +185,11 @@ impl Writer {
             .bind(&columns.record)
             .bind(&columns.prev_hash)
             .bind(&columns.hash)
+            .bind(&columns.mac)
+            .bind(i64::try_from(head.seq).unwrap_or(i64::MAX))
+            .bind(&head.hash)
+            .bind(&head.at)
+            .bind(&head.mac)
             .execute(&self.pool);
         let result = match tokio::time::timeout(self.config.write_timeout, insert).await {
             Ok(Ok(_)) => Ok(()),
@@ -200,6 +219,7 @@ struct Columns {
     record: Vec<String>,
     prev_hash: Vec<String>,
     hash: Vec<String>,
+    mac: Vec<Option<String>>,
 }
 
 /// The stream's last record, through `audit_stream_head` (the writer role may not read the

@@ -19,6 +19,11 @@ pub enum Phase {
     /// `issuer` or `cert_fingerprint`. Rate-limited: `suppressed` counts the failures of the
     /// same reason and address not recorded since the previous record of that pair.
     AuthFailure,
+    /// Files were deleted by rotation (`max_files`, `max_age`): `pruned` names, for every
+    /// stream that had records in them, the last of its records that went (its seq and
+    /// hash), so a stream that now starts later is known to have been pruned, not cut.
+    /// Written, and durable, before the files are deleted.
+    Prune,
 }
 
 impl Phase {
@@ -28,6 +33,7 @@ impl Phase {
             Phase::Intent => "intent",
             Phase::Outcome => "outcome",
             Phase::AuthFailure => "auth_failure",
+            Phase::Prune => "prune",
         }
     }
 }
@@ -218,6 +224,18 @@ pub struct AuditRecord {
     /// each one's full size and SHA-256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<std::collections::BTreeMap<String, Cut>>,
+    /// `prune` records: per stream, the last record that was deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<std::collections::BTreeMap<String, Pruned>>,
+}
+
+/// The last record of a stream that a pruning deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pruned {
+    /// Its seq: the stream's records up to this one went.
+    pub seq: u64,
+    /// Its hash: the `prev_hash` of the stream's first remaining record.
+    pub hash: String,
 }
 
 /// What a field cut to its limit was.

@@ -22,6 +22,9 @@ pub struct AuditSettings {
     pub hmac_sql_literals: bool,
     /// The HMAC key file (≥ 32 bytes); `None`: a random key per start.
     pub hmac_key_file: Option<PathBuf>,
+    /// The audit key file (≥ 32 bytes) every record and head is MACed under, anchoring the
+    /// chains; `None`: records are chained but not MACed.
+    pub mac_key_file: Option<PathBuf>,
     /// Whether reads that `querygate query` runs get records (`false`: only its writes,
     /// EXECs, installs and refusals do).
     pub cli_reads: bool,

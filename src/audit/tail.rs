@@ -30,6 +30,13 @@ pub fn format_record(stored: &Stored) -> String {
         format!("{}#{}", stored.stream, stored.seq),
         format!("{}/{}{issuer}({})", r.tenant, r.principal, r.auth_method),
     ];
+    if r.phase == Phase::Prune {
+        parts.push("PRUNE".to_owned());
+        for (stream, pruned) in r.pruned.iter().flatten() {
+            parts.push(format!("{stream}#..{}", pruned.seq));
+        }
+        return parts.join(" ");
+    }
     if r.phase == Phase::AuthFailure {
         parts.push("AUTH_FAILURE".to_owned());
         if let Some(client) = &r.client_addr {

@@ -20,6 +20,7 @@ pub(super) struct RawAudit {
     replica: Option<String>,
     hmac_sql_literals: bool,
     hmac_key_file: Option<PathBuf>,
+    mac_key_file: Option<PathBuf>,
     cli_reads: bool,
     file: RawFileSink,
     postgres: RawPgSink,
@@ -34,6 +35,7 @@ impl Default for RawAudit {
             replica: None,
             hmac_sql_literals: false,
             hmac_key_file: None,
+            mac_key_file: None,
             cli_reads: false,
             file: RawFileSink::default(),
             postgres: RawPgSink::default(),
@@ -162,6 +164,7 @@ pub(super) fn check_audit(
         replica,
         hmac_sql_literals: raw.hmac_sql_literals,
         hmac_key_file: raw.hmac_key_file,
+        mac_key_file: raw.mac_key_file,
         cli_reads: raw.cli_reads,
     }
 }

@@ -281,6 +281,9 @@ impl Config {
         if let Some(file) = &mut audit.hmac_key_file {
             *file = paths.resolve_or_report(file, "audit.hmac_key_file", &mut problems);
         }
+        if let Some(file) = &mut audit.mac_key_file {
+            *file = paths.resolve_or_report(file, "audit.mac_key_file", &mut problems);
+        }
         let log = telemetry::check_log(raw.log, &mut problems);
         let telemetry = telemetry::check_telemetry(raw.telemetry, env, &mut problems);
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();

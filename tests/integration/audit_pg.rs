@@ -26,6 +26,7 @@ fn config(stream: &str) -> PgSinkConfig {
         stream: stream.into(),
         max_batch: 512,
         write_timeout: Duration::from_secs(3),
+        mac_key: None,
     }
 }
 
@@ -74,6 +75,7 @@ fn full_record() -> AuditRecord {
         client_addr: None,
         suppressed: None,
         cut: None,
+        pruned: None,
     }
 }
 
@@ -155,7 +157,7 @@ async fn every_field_lands_and_the_views_answer_an_auditor() {
 
     // Each column, derived from the hashed record, holds its field.
     let row: String = query_scalar(
-        "SELECT (to_jsonb(e) - 'record' - 'doc' - 'id' - 'inserted_at' - 'hash' - 'prev_hash' \
+        "SELECT (to_jsonb(e) - 'record' - 'doc' - 'id' - 'inserted_at' - 'hash' - 'prev_hash' - 'mac' \
                  || jsonb_build_object('at', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')))::text \
          FROM audit_events e WHERE call_id = 'c-full'",
     )

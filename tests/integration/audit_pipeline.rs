@@ -70,6 +70,7 @@ pub(crate) fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileS
             max_size: 0,
             max_files: 0,
             max_age: None,
+            mac_key: None,
         })
         .unwrap(),
     );
@@ -253,6 +254,7 @@ async fn pg_auditor(pool: querygate::db::PgPool, mode: FailureMode) -> Auditor {
             stream: "r1".into(),
             max_batch: 512,
             write_timeout: Duration::from_secs(2),
+            mac_key: None,
         },
     )
     .await

@@ -217,6 +217,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         client_addr: None,
         suppressed: None,
         cut: None,
+        pruned: None,
     }
 }
 
