@@ -421,7 +421,7 @@ impl ServerHandler for QuerygateMcp {
                     "unknown resource '{}'; resources/list names the resources this server offers",
                     request.uri
                 ),
-                None,
+                Some(serde_json::json!({ "uri": request.uri })),
             ));
         };
         Ok(ReadResourceResult::new(vec![
