@@ -33,6 +33,7 @@ mod identity;
 mod identity_isolation;
 mod identity_tokens;
 mod logs;
+mod mcp_conformance;
 mod mcp_content;
 mod mcp_http;
 mod mcp_library;
