@@ -49,6 +49,11 @@ fi
 QUERYGATE_PYTHON="$(pwd)/$venv/bin/python"
 export QUERYGATE_PYTHON
 
+# The official MCP conformance suite for tests/integration/mcp_conformance.rs, installed
+# under target/conformance when its pinned lock file changed (scripts/conformance.sh).
+QUERYGATE_CONFORMANCE_DIR="$(scripts/conformance.sh install)"
+export QUERYGATE_CONFORMANCE_DIR
+
 # nginx for the three-replica test (tests/integration/replicas.rs): Debian's nginx-light,
 # installed when missing (CI runs as root on a fresh machine); nothing to do when present.
 if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then

@@ -272,6 +272,9 @@ impl ServerHandler for QuerygateMcp {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        if let Some(version) = super::malformed::without_initialize(&context.meta) {
+            return Err(super::malformed::initialize_removed(version.as_str()));
+        }
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
         result.instructions = self.instructions();
@@ -418,7 +421,7 @@ impl ServerHandler for QuerygateMcp {
                     "unknown resource '{}'; resources/list names the resources this server offers",
                     request.uri
                 ),
-                None,
+                Some(serde_json::json!({ "uri": request.uri })),
             ));
         };
         Ok(ReadResourceResult::new(vec![
@@ -434,9 +437,9 @@ impl ServerHandler for QuerygateMcp {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        Err(super::malformed::refuse(&request))
+        Err(super::malformed::refuse(&request, &context.meta))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

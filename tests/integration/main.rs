@@ -36,6 +36,7 @@ mod identity_isolation;
 mod identity_tokens;
 mod image;
 mod logs;
+mod mcp_conformance;
 mod mcp_content;
 mod mcp_http;
 mod mcp_library;

@@ -183,6 +183,27 @@ async fn resources_are_listed_and_read() {
     assert!(unknown.contains("querygate://docs/nothing"), "{unknown}");
 }
 
+/// SEP-2164 (the conformance suite's `sep-2164-resource-not-found`): an unknown resource is
+/// `-32602` with the requested URI in the error's `data`, for both protocol generations.
+#[tokio::test]
+async fn an_unknown_resource_is_invalid_params_naming_its_uri_in_data() {
+    let server = start("read_only", "").await;
+    let modern = modern_client(&server.url).await;
+    let legacy = legacy_client(&server.url, ProtocolVersion::V_2025_11_25).await;
+    for client in [&modern, &legacy] {
+        let uri = "querygate://docs/nothing-here";
+        let err = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap_err();
+        let rmcp::service::ServiceError::McpError(err) = err else {
+            panic!("not a JSON-RPC error: {err}");
+        };
+        assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{err:?}");
+        assert_eq!(err.data, Some(json!({ "uri": uri })), "{err:?}");
+    }
+}
+
 #[tokio::test]
 async fn allowlists_limit_what_is_offered() {
     let server = start(

@@ -497,3 +497,66 @@ async fn the_serve_command_answers_clients_and_stops_cleanly_on_sigterm() {
         "{rest:?}"
     );
 }
+
+/// `initialize` on the 2026-07-28 wire (per-request `_meta`, where that method was removed)
+/// is `-32601` with HTTP 404 and the request's id, as the conformance suite's
+/// `sep-2575-http-server-method-not-found-404-initialize` requires, whether or not its params
+/// would fit an older `initialize`; an older client's `initialize` still negotiates, and one
+/// with params that do not fit is still `-32602`.
+#[tokio::test]
+async fn initialize_on_the_per_request_meta_wire_is_method_not_found() {
+    let server = start("read_only", "").await;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let post = |header: Option<&'static str>, body: Value| {
+        let mut request = reqwest::Client::new()
+            .post(&server.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-method", "initialize")
+            .body(body.to_string());
+        if let Some(version) = header {
+            request = request.header("mcp-protocol-version", version);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let only_meta =
+        json!({"jsonrpc": "2.0", "id": 500, "method": "initialize", "params": {"_meta": meta}});
+    let full = json!({"jsonrpc": "2.0", "id": "i-2", "method": "initialize", "params": {
+        "_meta": meta, "protocolVersion": "2026-07-28", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    for (body, id) in [(only_meta, json!(500)), (full, json!("i-2"))] {
+        let (status, answer) = post(Some("2026-07-28"), body).await;
+        assert_eq!(status, 404, "{answer}");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("2026-07-28"), "{message}");
+    }
+    // The older generation is unchanged.
+    let (status, answer) = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    let (_, answer) = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"capabilities": {}}}),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
