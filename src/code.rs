@@ -23,6 +23,10 @@ pub enum Code {
     /// The text holds several statements; one statement per call.
     #[serde(rename = "policy.multiple_statements")]
     PolicyMultipleStatements,
+    /// A request of the statement gives a parameter the tenant pins
+    /// (`tenants[].pinned_parameters`) another value, or leaves it to its default.
+    #[serde(rename = "policy.parameter_pinned")]
+    PolicyParameterPinned,
     /// The call needs approval and the client cannot be asked (no elicitation).
     #[serde(rename = "policy.approval_required")]
     PolicyApprovalRequired,
@@ -104,11 +108,12 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 28] = [
+    pub const ALL: [Code; 29] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
+        Code::PolicyParameterPinned,
         Code::PolicyApprovalRequired,
         Code::PolicyApprovalDeclined,
         Code::PolicyApprovalCancelled,
@@ -142,6 +147,7 @@ impl Code {
             Code::PolicyToolNotAllowed => "policy.tool_not_allowed",
             Code::PolicyWrongTool => "policy.wrong_tool",
             Code::PolicyMultipleStatements => "policy.multiple_statements",
+            Code::PolicyParameterPinned => "policy.parameter_pinned",
             Code::PolicyApprovalRequired => "policy.approval_required",
             Code::PolicyApprovalDeclined => "policy.approval_declined",
             Code::PolicyApprovalCancelled => "policy.approval_cancelled",

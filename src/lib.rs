@@ -14,6 +14,7 @@
 //!                ├─ tenant   (Principal → tenant → engine::ExecContext: allowlist, credentials)
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
 //!                ├─ policy   (pure: modes, query classes, decide(mode, class))
+//!                ├─ governance (pure: read_methods, pinned_parameters over planned requests)
 //!                ├─ approval (sealed approval states, key ring, store of redeemed ids)
 //!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
@@ -95,6 +96,7 @@ pub mod config;
 pub mod db;
 pub mod digest;
 pub mod engine;
+pub mod governance;
 pub mod http;
 pub mod mcp;
 pub mod policy;

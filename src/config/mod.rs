@@ -173,6 +173,9 @@ pub struct TenantConfig {
     pub allowed_tools: Option<BTreeSet<String>>,
     /// Request rate and in-flight limits (per replica).
     pub limits: TenantLimits,
+    /// Methods run as reads whatever their HTTP method (`read_methods`) and parameters
+    /// whose values are fixed (`pinned_parameters`).
+    pub rules: crate::governance::TenantRules,
 }
 
 /// Validated configuration.

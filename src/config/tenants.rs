@@ -1,7 +1,7 @@
 //! `credentials:` and `tenants:` — who calls run for, what they may do, and where each
 //! tenant's credentials come from.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::paths::PathResolver;
 use super::problems::Problems;
 use super::{Mode, TenantConfig};
+use crate::governance::{MethodPattern, TenantRules};
 
 /// A tenant's credential store.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -31,6 +32,81 @@ pub(super) struct RawTenant {
     pub(super) allowed_tools: Option<Vec<String>>,
     #[serde(default)]
     pub(super) limits: Option<super::identity::RawTenantLimits>,
+    #[serde(default)]
+    pub(super) read_methods: Vec<String>,
+    #[serde(default)]
+    pub(super) pinned_parameters: BTreeMap<String, PinnedValues>,
+}
+
+/// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum PinnedValue {
+    Text(String),
+    Integer(i64),
+    Bool(bool),
+}
+
+impl PinnedValue {
+    fn into_text(self) -> String {
+        match self {
+            PinnedValue::Text(text) => text,
+            PinnedValue::Integer(i) => i.to_string(),
+            PinnedValue::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+/// A pinned parameter's values: one, or a list.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum PinnedValues {
+    One(PinnedValue),
+    Many(Vec<PinnedValue>),
+}
+
+/// `tenants[].read_methods` and `tenants[].pinned_parameters`, checked.
+fn check_rules(
+    key: &str,
+    read_methods: Vec<String>,
+    pinned: BTreeMap<String, PinnedValues>,
+    problems: &mut Problems,
+) -> TenantRules {
+    let mut rules = TenantRules::default();
+    for (index, text) in read_methods.iter().enumerate() {
+        match MethodPattern::parse(text) {
+            Ok(pattern) => rules.read_methods.push(pattern),
+            Err(message) => problems.push(format!("{key}.read_methods[{index}]"), message),
+        }
+    }
+    for (name, values) in pinned {
+        let values: Vec<String> = match values {
+            PinnedValues::One(value) => vec![value.into_text()],
+            PinnedValues::Many(values) => values.into_iter().map(PinnedValue::into_text).collect(),
+        };
+        let at = format!("{key}.pinned_parameters.{}", name.escape_debug());
+        if name.is_empty() {
+            problems.push(at, "a parameter name must not be empty");
+            continue;
+        }
+        if values.is_empty() {
+            problems.push(
+                at,
+                "needs at least one allowed value (an empty list would refuse every statement that uses the parameter)",
+            );
+            continue;
+        }
+        if rules
+            .pinned_parameters
+            .keys()
+            .any(|other| other.eq_ignore_ascii_case(&name))
+        {
+            problems.push(at, "is pinned twice (names are compared ignoring case)");
+            continue;
+        }
+        rules.pinned_parameters.insert(name, values);
+    }
+    rules
 }
 
 /// Checks `tenants:` with the top-level `credentials:` (the default tenant's store); adds a
@@ -96,6 +172,12 @@ pub(super) fn check_tenants(
             );
         }
         let limits = super::identity::check_tenant_limits(&tenant.id, tenant.limits, problems);
+        let rules = check_rules(
+            &key,
+            tenant.read_methods,
+            tenant.pinned_parameters,
+            problems,
+        );
         tenants.push(TenantConfig {
             id: tenant.id,
             mode: tenant.mode,
@@ -112,6 +194,7 @@ pub(super) fn check_tenants(
             allow_pull_provider: tenant.allow_pull_provider.unwrap_or(is_default),
             allowed_tools: tenant.allowed_tools.map(|t| t.into_iter().collect()),
             limits,
+            rules,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -132,6 +215,7 @@ pub(super) fn check_tenants(
                 allow_pull_provider: true,
                 allowed_tools: None,
                 limits: super::TenantLimits::default(),
+                rules: TenantRules::default(),
             },
         );
     }

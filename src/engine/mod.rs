@@ -18,6 +18,7 @@ mod pushdown;
 mod registry;
 mod reload;
 mod remote;
+mod requests;
 mod rows;
 mod select;
 mod slots;
@@ -44,6 +45,7 @@ pub use self::observe::{UpstreamObserver, UpstreamResult};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
+pub use self::requests::{ParamValues, PlannedParam, PlannedRequest};
 pub use self::slots::{EvalSlot, EvalSlots};
 pub use self::types::{
     Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
@@ -391,6 +393,28 @@ impl Engine {
         let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
         let method = method.to_owned();
         blocking(move || discovery::contract(&inner, &cx, &names, &method)).await
+    }
+}
+
+impl Engine {
+    /// The upstream requests `statement` would make for the tenant of `cx`, planned as
+    /// [`Engine::run`] plans them (the same documents, methods and parameter bindings),
+    /// without sending anything and without checking credentials: each with the method it
+    /// runs, that method's HTTP method, and the values the statement gives its parameters.
+    /// SHOW, DESCRIBE and REGISTRY statements make none. The error is the one running it
+    /// would have reported first.
+    pub async fn requests(
+        &self,
+        cx: &ExecContext,
+        statement: &PreparedStatement,
+    ) -> Result<Vec<PlannedRequest>> {
+        if let Some(planned) =
+            inline::cached_only(|| requests::plan(&self.inner, cx, &statement.statement))
+        {
+            return planned;
+        }
+        let (inner, cx, statement) = (self.inner.clone(), cx.clone(), statement.statement.clone());
+        blocking(move || requests::plan(&inner, &cx, &statement)).await
     }
 }
 

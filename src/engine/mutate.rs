@@ -17,6 +17,7 @@ use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
+use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
@@ -154,17 +155,7 @@ pub(crate) async fn run_exec(
         .transpose()?;
     let prepared = tokio::task::spawn_blocking(move || {
         let resource = open_resource(&planner, &plan_cx, &[provider, service, resource_name])?;
-        let Some(method) = resource.methods.iter().position(|m| m.name == method_name) else {
-            if let Some(broken) = resource.broken_method(&method_name) {
-                return Err(broken);
-            }
-            let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
-            return Err(Error::unknown(format!(
-                "resource '{}' has no method '{method_name}' (methods: {})",
-                resource.full_name(),
-                names.join(", ")
-            )));
-        };
+        let method = exec_method(&resource, &method_name)?;
         check_required(&resource, &resource.methods[method], &exec.args)?;
         prepare(&planner, resource, method, vec![exec.args], &[], json_body)
     })
@@ -180,6 +171,96 @@ pub(crate) async fn run_exec(
         exec.await_operation,
     )
     .await
+}
+
+/// The index of the method `EXEC` names.
+fn exec_method(resource: &Resource, method_name: &str) -> Result<usize> {
+    if let Some(method) = resource.methods.iter().position(|m| m.name == method_name) {
+        return Ok(method);
+    }
+    if let Some(broken) = resource.broken_method(method_name) {
+        return Err(broken);
+    }
+    let names: Vec<&str> = resource.methods.iter().map(|m| m.name.as_str()).collect();
+    Err(Error::unknown(format!(
+        "resource '{}' has no method '{method_name}' (methods: {})",
+        resource.full_name(),
+        names.join(", ")
+    )))
+}
+
+/// The requests an INSERT, UPDATE, REPLACE or DELETE would send (one per row or per
+/// combination of `WHERE` values), planned as running it plans them; nothing is sent. The
+/// requests of an `INSERT … SELECT`'s query come first, and the values its rows give are
+/// [`ParamValues::Runtime`].
+pub(crate) fn mutation_requests(
+    inner: &Inner,
+    cx: &ExecContext,
+    mutation: &Mutation,
+) -> Result<Vec<PlannedRequest>> {
+    let mut out = Vec::new();
+    let (rows, runtime) = match &mutation.insert {
+        Some((columns, InsertRows::Values(values))) => (
+            values
+                .iter()
+                .map(|row| named_row(columns, row.clone()))
+                .collect::<Result<Vec<_>>>()?,
+            false,
+        ),
+        Some((columns, InsertRows::Query(query))) => {
+            out.extend(super::select::requests(inner, cx, query.clone())?);
+            // The columns are known, their values only once the query ran.
+            let row = columns
+                .iter()
+                .map(|c| (c.clone(), Scalar::Text(String::new())))
+                .collect();
+            (vec![row], true)
+        }
+        None => (
+            condition_rows(&mutation.conditions, &mutation.assignments),
+            false,
+        ),
+    };
+    let resource = open_resource(inner, cx, &mutation.target)?;
+    let method = &resource.methods[choose_method(&resource, mutation.verb, &rows)?];
+    for row in &rows {
+        out.push(row_request(&resource, method, row, runtime));
+    }
+    Ok(out)
+}
+
+/// The request `EXEC` would send; nothing is sent.
+pub(crate) fn exec_requests(
+    inner: &Inner,
+    cx: &ExecContext,
+    exec: &Exec,
+) -> Result<Vec<PlannedRequest>> {
+    let [provider, service, resource_name, method_name] = &exec.target;
+    let names = [provider.clone(), service.clone(), resource_name.clone()];
+    let resource = open_resource(inner, cx, &names)?;
+    let method = &resource.methods[exec_method(&resource, method_name)?];
+    Ok(vec![row_request(&resource, method, &exec.args, false)])
+}
+
+/// The planned request of one row of named values.
+fn row_request(
+    resource: &Arc<Resource>,
+    method: &Method,
+    row: &[(String, Scalar)],
+    runtime: bool,
+) -> PlannedRequest {
+    request(resource, method, |param| {
+        let value = row.iter().find_map(|(name, value)| {
+            param_named(method, name)
+                .is_some_and(|p| std::ptr::eq(p, param))
+                .then_some(value)
+        });
+        match value.and_then(Scalar::as_param) {
+            Some(_) if runtime => ParamValues::Runtime,
+            Some(text) => ParamValues::Given(vec![text]),
+            None => ParamValues::Omitted,
+        }
+    })
 }
 
 fn named_row(columns: &[String], row: Vec<Scalar>) -> Result<Vec<(String, Scalar)>> {

@@ -18,6 +18,7 @@ use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, settled};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
+use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
@@ -294,6 +295,35 @@ fn prepare(
         })
         .collect();
     Ok((query.to_string(), jobs))
+}
+
+/// The upstream requests `query` would make, planned as [`run`] plans them; nothing is
+/// sent. A parameter whose values come from another table's rows or from an expression is
+/// [`ParamValues::Runtime`].
+pub(crate) fn requests(
+    inner: &Inner,
+    cx: &ExecContext,
+    query: Box<Query>,
+) -> Result<Vec<PlannedRequest>> {
+    let (_, jobs) = prepare(inner, cx, query)?;
+    Ok(jobs
+        .iter()
+        .map(|job| {
+            let plan = &job.plan;
+            request(&plan.resource, plan.method(), |param| {
+                let bound = plan.params.iter().find(|(p, _)| p.name == param.name);
+                let pushed = plan.pushdown.iter().find(|(p, _)| p.name == param.name);
+                match (bound, pushed) {
+                    (Some((_, Source::Literals(literals))), _) => {
+                        ParamValues::Given(literals.iter().map(|l| l.text.clone()).collect())
+                    }
+                    (Some(_), _) => ParamValues::Runtime,
+                    (None, Some((_, value))) => ParamValues::Given(vec![value.clone()]),
+                    (None, None) => ParamValues::Omitted,
+                }
+            })
+        })
+        .collect())
 }
 
 /// [`prepare`]s `query` on this thread when the models and documents it needs are cached (no

@@ -30,6 +30,7 @@ mod eval_limits;
 mod fanout_joins;
 mod faults;
 mod gate;
+mod governance;
 mod http_limits;
 mod identity;
 mod identity_isolation;

@@ -35,7 +35,7 @@ use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, TokenizerError};
 use super::error::{Error, Result};
 
 /// What a statement asks for.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Statement {
     /// A query (SELECT, WITH, UNION, VALUES).
     Query(Box<Query>),
@@ -59,7 +59,7 @@ pub(crate) enum Statement {
 
 /// A `REGISTRY` statement. Names are passed on as written (quotes removed); the remote
 /// registry checks them.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RegistryCommand {
     /// `REGISTRY LIST [provider]`.
     List { provider: Option<String> },
@@ -71,7 +71,7 @@ pub(crate) enum RegistryCommand {
 }
 
 /// The object list `SHOW` asks for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ShowWhat {
     Providers,
     Services {

@@ -49,7 +49,7 @@ pub(crate) enum Returning {
 }
 
 /// Where an INSERT's rows come from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum InsertRows {
     /// `VALUES (…), (…)` of literals.
     Values(Vec<Vec<Scalar>>),
@@ -58,7 +58,7 @@ pub(crate) enum InsertRows {
 }
 
 /// An INSERT, UPDATE, REPLACE or DELETE.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Mutation {
     pub(crate) verb: SqlVerb,
     /// `[provider, service, resource]`.

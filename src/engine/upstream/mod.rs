@@ -131,9 +131,8 @@ impl Upstream {
         let mut outcomes = Vec::new();
         let mut seen = std::collections::HashSet::new();
         loop {
-            let (status, response_headers, body) = self
-                .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
-                .await?;
+            let (status, response_headers, body) =
+                self.send_page(&method, &url, &headers, leg).await?;
             if status == 404 {
                 let end = if pages == 0 {
                     LegEnd::NotFound
@@ -165,6 +164,24 @@ impl Upstream {
                 Next::Header(name, value) => set_header(&mut headers, &name, &value)?,
             }
         }
+    }
+
+    /// Sends one page request of a read: retried as reads are when its HTTP method is GET
+    /// or HEAD; sent exactly once otherwise (a SELECT bound to POST may change something
+    /// upstream, so a broken answer leaves its outcome unknown).
+    async fn send_page(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        leg: &Leg<'_>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        if matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD) {
+            return self
+                .send_read(method, url, headers, leg.auth, leg.method.retry.as_ref())
+                .await;
+        }
+        self.send(method, url, headers, None, leg.auth).await
     }
 
     /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read

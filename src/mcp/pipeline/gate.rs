@@ -66,7 +66,7 @@ where
             message,
         ));
     }
-    let verdict = match check(&call) {
+    let verdict = match check(&shared, &call) {
         Ok(verdict) => verdict,
         Err(stop) => return Ok(*stop),
     };
@@ -75,14 +75,14 @@ where
         Verdict::Refuse(reason) => Ok(ToolReply::stopped(
             Decision::RefuseImmediate,
             Code::PolicyRefused,
-            refusal(&call, reason),
+            refusal(&call, format!("{reason}{}", bound_note(&shared, &call))),
         )),
         Verdict::NeedsApproval(reason) => approve(&shared, inner, call, reason).await,
     }
 }
 
 /// What the gate decides for a call before any approval: a stop, or the mode's verdict.
-fn check(call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
+fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     match call.access {
@@ -133,8 +133,14 @@ fn check(call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
                 }
                 None => return Err(stop(Code::Internal, "the SQL was not parsed".to_owned())),
             }
-            if !runs.contains(&call.class) {
+            if !runs.contains(&call.sql_class) {
                 return Err(stop(Code::PolicyWrongTool, refusal(call, wrong_tool(call))));
+            }
+            if let (Some(tenant), Some(requests)) =
+                (shared.tenants.config(&call.cx.tenant), &call.requests)
+                && let Err(pinned) = crate::governance::check_pins(requests, &tenant.rules)
+            {
+                return Err(stop(Code::PolicyParameterPinned, refusal(call, pinned)));
             }
             Ok(policy::decide(call.mode, call.class))
         }
@@ -153,7 +159,7 @@ fn wrong_tool(call: &PreparedCall) -> String {
         "run_lifecycle_operation" => "EXEC p.s.r.method @param = 'value', …",
         _ => "other statements",
     };
-    let use_instead = match call.class {
+    let use_instead = match call.sql_class {
         QueryClass::Select => "use run_select_query".to_owned(),
         QueryClass::MutationCreate | QueryClass::MutationDelete => {
             "use run_mutation_query".to_owned()
@@ -169,8 +175,34 @@ fn wrong_tool(call: &PreparedCall) -> String {
     format!(
         "{} runs {runs}; this statement is {kind} ({}): {use_instead}",
         call.tool(),
-        call.class
+        call.sql_class
     )
+}
+
+/// Why a read is classed as a lifecycle operation, when it is: the request that is not a
+/// read, and the setting that would make it one.
+fn bound_note(shared: &Shared, call: &PreparedCall) -> String {
+    if call.class == call.sql_class {
+        return String::new();
+    }
+    let default_rules = crate::governance::TenantRules::default();
+    let rules = shared
+        .tenants
+        .config(&call.cx.tenant)
+        .map_or(&default_rules, |tenant| &tenant.rules);
+    match call
+        .requests
+        .as_deref()
+        .and_then(|requests| crate::governance::first_write(requests, rules))
+    {
+        Some(request) => format!(
+            "; this SELECT runs {} with {}, which may change something upstream, so it is a {} operation (tenants[].read_methods can name the method as a read)",
+            request.full_method(),
+            request.http_method,
+            call.class
+        ),
+        None => String::new(),
+    }
 }
 
 /// The prompt a person sees.

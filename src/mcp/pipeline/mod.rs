@@ -3,6 +3,8 @@
 //! ```text
 //! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
 //!                                      parsed once (class known), the approval channel
+//! bind                                 the statement's upstream requests, planned by the
+//!                                      engine: a read bound to POST… is classed lifecycle
 //!   Audit         one outcome record per call (refusals and approval prompts included),
 //!                 durable before the reply; audit.failure_mode decides about failures;
 //!                 reads of `querygate query` only with audit.cli_reads
@@ -23,6 +25,7 @@
 pub(crate) mod admission;
 mod approver;
 mod audit;
+mod bind;
 mod cancel;
 mod dispatch;
 mod gate;
@@ -341,7 +344,7 @@ impl Pipeline {
                 call.origin.clone(),
             )
         });
-        let prepared = match prepare::prepare(&self.shared, call) {
+        let mut prepared = match prepare::prepare(&self.shared, call) {
             Ok(prepared) => PreparedCall { cancel, ..prepared },
             Err(err) => {
                 if let (Some(auditor), Some((name, principal, origin))) = (&self.shared.audit, who)
@@ -357,6 +360,7 @@ impl Pipeline {
                 return Err(err);
             }
         };
+        bind::bind(&self.shared, &mut prepared).await;
         tracing::Span::current().record("class", prepared.class.as_str());
         self.stack.clone().oneshot(prepared).await
     }

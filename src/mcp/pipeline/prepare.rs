@@ -49,8 +49,14 @@ pub struct PreparedCall {
     pub statement: Option<Result<PreparedStatement, Error>>,
     /// How many statements the SQL text holds.
     pub statement_count: usize,
-    /// What the call would do.
+    /// What the call would do: the statement's class, or `lifecycle` for a read whose
+    /// requests include one the tenant does not count as a read (see `bind`).
     pub class: QueryClass,
+    /// The class of the statement as written, which decides the tool that runs it.
+    pub sql_class: QueryClass,
+    /// The upstream requests the statement would make, once `bind` planned them (`None`:
+    /// not needed for a decision, or the plan failed, as the run will, before any request).
+    pub requests: Option<Vec<crate::engine::PlannedRequest>>,
     /// How a person can be asked to approve it.
     pub approval: ApprovalChannel,
     /// The approval that lets it run, once the gate has redeemed one.
@@ -108,9 +114,11 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
     } else {
         (None, None, 0, QueryClass::Select)
     };
-    // Only a call the mode holds for approval is bound to its arguments.
+    // Only a call the mode may hold for approval is bound to its arguments: a read too when
+    // the mode holds EXECs, as `bind` classes a read that runs a method bound to POST… one.
+    let held = |class| matches!(policy::decide(mode, class), Verdict::NeedsApproval(_));
     let needs_approval = matches!(spec.effect, Effect::Sql(_))
-        && matches!(policy::decide(mode, class), Verdict::NeedsApproval(_));
+        && (held(class) || class == QueryClass::Select && held(QueryClass::Lifecycle));
     let arguments_sha256 = needs_approval
         .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
     let render = render_of(shared, spec, arguments.remove("format"));
@@ -130,6 +138,8 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         statement,
         statement_count,
         class,
+        sql_class: class,
+        requests: None,
         approval: call.approval,
         approval_id: None,
         origin: call.origin,

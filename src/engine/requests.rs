@@ -1,0 +1,134 @@
+//! What a statement would send upstream, planned as running it plans it but without sending
+//! anything: for each request (or fan-out of requests), the method it runs, that method's
+//! HTTP method, and the value the statement gives each of its parameters. The tool-call
+//! gate decides on this; it never reads the SQL itself.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::Inner;
+use super::document::{Method, Param, Resource};
+use super::error::Result;
+use super::sql;
+use super::types::ExecContext;
+
+/// One upstream request a statement would make, or one group of requests that differ only
+/// in the values of fanned-out parameters (`IN` lists, one request per value).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedRequest {
+    /// The provider's SQL name.
+    pub provider: String,
+    /// The service.
+    pub service: String,
+    /// The resource.
+    pub resource: String,
+    /// The method of the resource that runs.
+    pub method: String,
+    /// The method's HTTP method, upper case (`GET`, `POST`, …).
+    pub http_method: String,
+    /// Every parameter the method takes (path, query, header and server variables), with
+    /// the values the statement gives it.
+    pub params: Vec<PlannedParam>,
+}
+
+impl PlannedRequest {
+    /// `provider.service.resource.method`.
+    pub fn full_method(&self) -> String {
+        format!(
+            "{}.{}.{}.{}",
+            self.provider, self.service, self.resource, self.method
+        )
+    }
+
+    /// Whether the HTTP method is one that only reads (`GET` or `HEAD`).
+    pub fn is_read_method(&self) -> bool {
+        matches!(self.http_method.as_str(), "GET" | "HEAD")
+    }
+}
+
+/// One parameter of a planned request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedParam {
+    /// The parameter's name in the provider document.
+    pub name: String,
+    /// The snake_case name it also answers to in SQL, under a native casing.
+    pub sql_name: Option<String>,
+    /// The values the statement gives it.
+    pub values: ParamValues,
+}
+
+impl PlannedParam {
+    /// Whether `name` names this parameter (its document name or its SQL alias, ignoring
+    /// ASCII case).
+    pub fn is_named(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+            || self
+                .sql_name
+                .as_deref()
+                .is_some_and(|alias| alias.eq_ignore_ascii_case(name))
+    }
+}
+
+/// Where a parameter's values come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "values")]
+pub enum ParamValues {
+    /// Literal values written in the statement: one request per value.
+    Given(Vec<String>),
+    /// Values known only while the statement runs: another table's rows, an expression,
+    /// or the rows of an `INSERT … SELECT`.
+    Runtime,
+    /// Not given: the request carries the document's default, a value from the
+    /// credentials, or none.
+    Omitted,
+}
+
+/// The requests of `statement` for the tenant of `cx`. SHOW, DESCRIBE and REGISTRY
+/// statements call no provider API: none.
+pub(crate) fn plan(
+    inner: &Inner,
+    cx: &ExecContext,
+    statement: &sql::Statement,
+) -> Result<Vec<PlannedRequest>> {
+    match statement {
+        sql::Statement::Query(query) => super::select::requests(inner, cx, query.clone()),
+        sql::Statement::QueryOverExec { query, execs } => {
+            let mut out = Vec::new();
+            for exec in execs {
+                out.extend(super::mutate::exec_requests(inner, cx, exec)?);
+            }
+            out.extend(super::select::requests(inner, cx, query.clone())?);
+            Ok(out)
+        }
+        sql::Statement::Mutation(mutation) => super::mutate::mutation_requests(inner, cx, mutation),
+        sql::Statement::Exec(exec) => super::mutate::exec_requests(inner, cx, exec),
+        sql::Statement::Show { .. }
+        | sql::Statement::Describe { .. }
+        | sql::Statement::Registry(_) => Ok(Vec::new()),
+    }
+}
+
+/// A planned request of `method` of `resource`, each parameter's values from `values`.
+pub(crate) fn request(
+    resource: &Arc<Resource>,
+    method: &Method,
+    mut values: impl FnMut(&Param) -> ParamValues,
+) -> PlannedRequest {
+    PlannedRequest {
+        provider: resource.provider.clone(),
+        service: resource.service.clone(),
+        resource: resource.name.clone(),
+        method: method.name.clone(),
+        http_method: method.http_method.to_ascii_uppercase(),
+        params: method
+            .params
+            .iter()
+            .map(|param| PlannedParam {
+                name: param.name.clone(),
+                sql_name: method.sql_alias(&param.name),
+                values: values(param),
+            })
+            .collect(),
+    }
+}

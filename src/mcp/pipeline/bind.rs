@@ -1,0 +1,37 @@
+//! `bind`: the upstream requests of a prepared call's statement, planned by the engine
+//! before the layers run (nothing is sent), when a decision needs them: for a read, whose
+//! class follows the HTTP methods it runs (a SELECT of a method bound to POST, PUT, PATCH
+//! or DELETE is classed `lifecycle` unless the tenant's `read_methods` names the method),
+//! and for any statement of a tenant with `pinned_parameters` (the gate checks them). A
+//! plan that fails leaves the call as it is: running it fails the same way, before any
+//! request.
+
+use super::PreparedCall;
+use crate::governance;
+use crate::mcp::Shared;
+use crate::mcp::tools::Effect;
+use crate::policy::QueryClass;
+
+/// Plans the requests of `call`'s statement when the tenant's rules decide on them.
+pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
+    if !matches!(call.spec.effect, Effect::Sql(_)) {
+        return;
+    }
+    let Some(Ok(statement)) = &call.statement else {
+        return;
+    };
+    let rules = shared
+        .tenants
+        .config(&call.cx.tenant)
+        .map(|tenant| &tenant.rules);
+    let pinned = rules.is_some_and(governance::TenantRules::has_pins);
+    if call.class != QueryClass::Select && !pinned {
+        return;
+    }
+    let Ok(requests) = shared.engine.requests(&call.cx, statement).await else {
+        return;
+    };
+    let default_rules = governance::TenantRules::default();
+    call.class = governance::bound_class(call.class, &requests, rules.unwrap_or(&default_rules));
+    call.requests = Some(requests);
+}
