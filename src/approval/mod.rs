@@ -30,8 +30,8 @@ pub enum ApprovalError {
     /// principal or tool. One error for all, as the codec's guidance asks.
     #[error("the approval is invalid, expired, or was given for another call")]
     Invalid,
-    /// The approval was already used.
-    #[error("the approval was already used")]
+    /// The approval was already decided: used, declined or dismissed (one decision each).
+    #[error("the approval was already used, declined or dismissed")]
     Replayed,
     /// The store of redeemed approvals cannot be reached.
     #[error("the approval store is unavailable: {0}")]
@@ -92,12 +92,16 @@ pub struct ApprovalState {
     pub expires_at_ms: u64,
 }
 
+/// Where one-time ids come from.
+type IdSource = fn() -> Result<String, ring::error::Unspecified>;
+
 /// Issues and redeems approvals.
 #[derive(Debug, Clone)]
 pub struct Approvals {
     codec: Arc<RequestStateCodec>,
     ttl: Duration,
     store: Arc<dyn ApprovalStore>,
+    ids: IdSource,
 }
 
 impl Approvals {
@@ -111,7 +115,15 @@ impl Approvals {
             codec: Arc::new(keys.codec()?),
             ttl,
             store,
+            ids: digest::random_id,
         })
+    }
+
+    /// A fresh one-time id, for an approval asked in the middle of a call (a sealed one
+    /// gets its id from [`Approvals::issue`]). Without randomness there is none, and the
+    /// caller must not ask.
+    pub fn new_id(&self) -> Result<String, ApprovalError> {
+        (self.ids)().map_err(|_| ApprovalError::Keys("no randomness for an approval id".into()))
     }
 
     /// How long an issued approval stays redeemable.
@@ -126,7 +138,7 @@ impl Approvals {
         binding: Binding<'_>,
         class: &str,
     ) -> Result<(String, ApprovalState), ApprovalError> {
-        let id = digest::random_id().map_err(|_| ApprovalError::Keys("no randomness".into()))?;
+        let id = self.new_id()?;
         let expires = SystemTime::now() + self.ttl;
         let state = ApprovalState {
             v: 1,
@@ -247,6 +259,16 @@ mod tests {
             a.redeem(&opened).await,
             Err(ApprovalError::Replayed)
         ));
+    }
+
+    #[test]
+    fn no_id_no_approval() {
+        let keys = KeyRing::from_keys(vec![vec![5; 32]]).unwrap();
+        let mut a = approvals(&keys, Duration::from_secs(60));
+        assert_eq!(a.new_id().unwrap().len(), 32);
+        a.ids = || Err(ring::error::Unspecified);
+        assert!(matches!(a.new_id(), Err(ApprovalError::Keys(_))));
+        assert!(a.issue(binding("t", "x"), "lifecycle").is_err());
     }
 
     #[tokio::test]

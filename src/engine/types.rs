@@ -99,6 +99,23 @@ impl fmt::Display for Cell {
     }
 }
 
+/// One write a statement would make, resolved against the provider documents without
+/// sending anything (see [`Engine::preflight`](super::Engine::preflight)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedWrite {
+    /// `INSERT`, `UPDATE`, `REPLACE`, `DELETE` or `EXEC`.
+    pub verb: String,
+    /// The provider.
+    pub provider: String,
+    /// The resource, `provider.service.resource`.
+    pub resource: String,
+    /// The provider method the requests call.
+    pub method: String,
+    /// How many upstream requests it would send (an `IN` list or several rows make more
+    /// than one; 0 for an INSERT whose rows come from a SELECT, known only when it runs).
+    pub requests: usize,
+}
+
 /// The result of one statement: named columns and rows of cells.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct QueryOutput {
