@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
 
 use super::Inner;
 use super::discovery::open_resource;
@@ -21,7 +22,9 @@ use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, SqlVerb};
-use super::upstream::{Leg, check_auth_material, credential_error, resolve_auth};
+use super::upstream::{
+    AuthParts, Leg, check_auth_material, credential_error, resolve_auth, unsigned_request,
+};
 
 /// The prefix some provider documents give request body columns.
 const BODY_PREFIX: &str = "data__";
@@ -184,12 +187,53 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
     let provider = &prepared.resource.provider;
     check_auth_material(&prepared.auth, cx.credentials.as_ref())
         .map_err(|cause| credential_error(provider, &cause))?;
+    let method = prepared.method();
+    let resource = prepared.resource.full_name();
+    // Each piece length-prefixed, so no two different plans hash alike.
+    let mut hasher = Sha256::new();
+    let mut piece = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_be_bytes());
+        hasher.update(bytes);
+    };
+    piece(b"querygate-plan/v1");
+    piece(resource.as_bytes());
+    piece(method.name.as_bytes());
+    let unsigned = AuthParts::default();
+    for request in &prepared.requests {
+        let leg = Leg {
+            method,
+            base_url: prepared.base_url.as_deref(),
+            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            auth: &unsigned,
+            credentials: cx.credentials.as_ref(),
+        };
+        let (url, headers) = unsigned_request(&leg)?;
+        piece(method.http_method.as_bytes());
+        piece(url.as_bytes());
+        for (name, value) in &headers {
+            piece(name.as_bytes());
+            piece(value);
+        }
+        let body = request
+            .body
+            .as_ref()
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        piece(prepared.media_type.as_bytes());
+        piece(body.as_bytes());
+    }
+    let digest = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     Ok(PlannedWrite {
         verb: verb.to_ascii_uppercase(),
         provider: provider.clone(),
-        resource: prepared.resource.full_name(),
-        method: prepared.method().name.clone(),
+        resource,
+        method: method.name.clone(),
         requests: prepared.requests.len(),
+        digest,
     })
 }
 

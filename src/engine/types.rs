@@ -114,6 +114,11 @@ pub struct PlannedWrite {
     /// How many upstream requests it would send (an `IN` list or several rows make more
     /// than one; 0 for an INSERT whose rows come from a SELECT, known only when it runs).
     pub requests: usize,
+    /// SHA-256 (hex) of exactly what would be sent, in order: for each request its HTTP
+    /// method, URL, headers and body before auth is added (so no credential is in it), after
+    /// the resource and method. Planning the same statement again gives the same digest
+    /// unless the documents, the provider settings or the tenant's variables changed it.
+    pub digest: String,
 }
 
 /// The result of one statement: named columns and rows of cells.

@@ -47,7 +47,7 @@ async fn the_prompt_puts_the_trusted_fields_first_and_escapes_the_sql_onto_one_l
     assert!(!prompt.chars().any(is_hostile), "{prompt:?}");
     let lines: Vec<&str> = prompt.lines().collect();
     assert_eq!(
-        lines[..9],
+        lines[..8],
         [
             "Approve run_mutation_query (mutation_delete)?",
             "",
@@ -57,13 +57,20 @@ async fn the_prompt_puts_the_trusted_fields_first_and_escapes_the_sql_onto_one_l
             "Class: mutation_delete",
             "Mode: safe",
             "Provider: testapi · DELETE testapi.widgets.widgets via method delete (1 request)",
-            "",
         ],
         "{prompt}"
     );
+    let plan = lines[8]
+        .strip_prefix("Plan: sha256:")
+        .unwrap_or_else(|| panic!("{prompt}"));
+    assert!(
+        plan.len() == 64 && plan.chars().all(|c| c.is_ascii_hexdigit()),
+        "{prompt}"
+    );
+    assert_eq!(lines[9], "", "{prompt}");
     // The SQL is the last line, whole, every hostile character a visible escape.
-    assert_eq!(lines.len(), 10, "{prompt}");
-    let shown = lines[9]
+    assert_eq!(lines.len(), 11, "{prompt}");
+    let shown = lines[10]
         .strip_prefix("SQL as the client sent it (escaped, on one line): ")
         .unwrap_or_else(|| panic!("{prompt}"));
     assert_eq!(
@@ -163,11 +170,29 @@ async fn shared_key_files_without_a_shared_store_are_refused_at_start() {
 
 /// The configuration of [`test_config`], with `tenant` added to the default tenant.
 fn config_with_tenant(mock_url: &str, dir: &std::path::Path, mode: &str, tenant: &str) -> String {
+    config_over(
+        mock_url,
+        dir,
+        mode,
+        tenant,
+        &crate::support::fixture_registry(),
+    )
+}
+
+/// [`config_with_tenant`] over the registry folder `root`, its documents checked for changes
+/// on every use.
+fn config_over(
+    mock_url: &str,
+    dir: &std::path::Path,
+    mode: &str,
+    tenant: &str,
+    root: &std::path::Path,
+) -> String {
     let env_file = dir.join("creds.env");
     std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
     format!(
-        "registry:\n  root: {}\n  url: {mock_url}/registry\nproviders:\n  testapi:\n    base_url: {mock_url}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: {mode}\n{tenant}server:\n  listen: 127.0.0.1:0\n",
-        crate::support::fixture_registry().display(),
+        "registry:\n  root: {}\n  url: {mock_url}/registry\n  recheck_interval: 0s\nproviders:\n  testapi:\n    base_url: {mock_url}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: {mode}\n{tenant}server:\n  listen: 127.0.0.1:0\n",
+        root.display(),
         env_file.display(),
         dir.join("audit").display()
     )
@@ -245,13 +270,115 @@ async fn a_statement_that_can_never_run_is_refused_with_its_real_error_before_an
     first_round(&client, "run_lifecycle_operation", EXEC).await;
 }
 
+#[tokio::test]
+async fn an_approval_runs_only_the_plan_it_was_shown() {
+    let server = start_yaml(|url, dir| {
+        let root = dir.join("registry");
+        copy_tree(&crate::support::fixture_registry(), &root);
+        config_over(url, dir, "safe", "", &root)
+    })
+    .await;
+    route_all(&server.mock);
+    let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
+    let plan_of = |prompt: &str| {
+        prompt
+            .lines()
+            .find_map(|l| l.strip_prefix("Plan: sha256:"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{prompt}"))
+    };
+    let prompt_of = |response: CallToolResponse| match response {
+        CallToolResponse::InputRequired(input) => {
+            let requests = serde_json::to_value(input.input_requests.unwrap()).unwrap();
+            let message = requests["approval"]["params"]["message"]
+                .as_str()
+                .or_else(|| requests["approval"]["message"].as_str())
+                .unwrap_or_else(|| panic!("{requests}"))
+                .to_owned();
+            (message, input.request_state.unwrap())
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    let (first, state) = prompt_of(
+        client
+            .call_tool_once(params("run_lifecycle_operation", EXEC))
+            .await
+            .unwrap(),
+    );
+    // Planned again for the same call, the plan is the same.
+    let (again, _) = prompt_of(
+        client
+            .call_tool_once(params("run_lifecycle_operation", EXEC))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(plan_of(&first), plan_of(&again));
+
+    // The provider's document changes while the person decides: the method now posts
+    // elsewhere.
+    let document = server
+        ._dir
+        .path()
+        .join("registry/src/testapi/v1/services/widgets.yaml");
+    let text = std::fs::read_to_string(&document).unwrap();
+    let changed = text
+        .replace("widgets/{id}/restart:", "widgets/{id}/reboot:")
+        .replace("~1restart/post", "~1reboot/post");
+    assert_ne!(text, changed);
+    std::fs::write(&document, changed).unwrap();
+    server.mock.route(
+        "POST /orgs/acme/widgets/w-1/reboot",
+        crate::mock::Reply::json(json!({"operation": "op-2"})).status_code(202),
+    );
+
+    let refused = retry(&client, "run_lifecycle_operation", EXEC, &state, "accept").await;
+    assert_eq!(
+        error_code(&refused),
+        "policy.approval_invalid",
+        "{}",
+        text_of(&refused)
+    );
+    assert!(
+        error_message(&refused).contains("the plan (what would be sent upstream) changed"),
+        "{}",
+        error_message(&refused)
+    );
+    assert!(server.mock.requests().is_empty(), "nothing was sent");
+    // Used up: the same state does not run the new plan either.
+    let replay = retry(&client, "run_lifecycle_operation", EXEC, &state, "accept").await;
+    assert_eq!(error_code(&replay), "policy.approval_invalid");
+    // A new approval shows, and runs, the new plan.
+    let (fresh, state) = prompt_of(
+        client
+            .call_tool_once(params("run_lifecycle_operation", EXEC))
+            .await
+            .unwrap(),
+    );
+    assert_ne!(plan_of(&fresh), plan_of(&first));
+    let ok = retry(&client, "run_lifecycle_operation", EXEC, &state, "accept").await;
+    assert_ne!(ok.is_error, Some(true), "{}", text_of(&ok));
+    let sent = server.mock.requests();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].path.ends_with("/reboot"), "{:?}", sent[0].path);
+}
+
 /// A person asked mid-call who gives `answer` (or, with `hold`, waits until the call is
 /// cancelled), recording each prompt.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Scripted {
     answer: ApprovalAnswer,
     hold: bool,
     prompts: Arc<Mutex<Vec<ApprovalPrompt>>>,
+    /// Done while the prompt is open, before answering.
+    meanwhile: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Scripted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripted")
+            .field("answer", &self.answer)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Scripted {
@@ -260,6 +387,7 @@ impl Scripted {
             answer,
             hold: false,
             prompts: Arc::default(),
+            meanwhile: None,
         }
     }
 }
@@ -271,6 +399,9 @@ impl PipelineApprover for Scripted {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, ApprovalAnswer> {
         self.prompts.lock().unwrap().push(prompt);
+        if let Some(meanwhile) = &self.meanwhile {
+            meanwhile();
+        }
         Box::pin(async move {
             if self.hold {
                 cancel.cancelled().await;
@@ -442,4 +573,63 @@ async fn every_answer_of_a_person_asked_mid_call_ends_as_it_says() {
         text(&reply)
     );
     assert_eq!(mock.requests().len(), 1, "only the accepted call was sent");
+}
+
+#[tokio::test]
+async fn a_person_asked_mid_call_approves_only_the_plan_they_were_shown() {
+    let mock = Mock::start().await;
+    route_all(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("registry");
+    copy_tree(&crate::support::fixture_registry(), &root);
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        config_over(&mock.url(), dir.path(), "safe", "", &root),
+    )
+    .unwrap();
+    let config = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
+    let tenants = querygate::tenant::Tenants::open(&config).unwrap();
+    let handler = querygate::mcp::build(
+        &config,
+        engine,
+        tenants,
+        querygate::mcp::Transport::Stdio,
+        None,
+    )
+    .unwrap();
+    // While the prompt is open, the delete method becomes another operation.
+    let document = root.join("src/testapi/v1/services/widgets.yaml");
+    let mut person = Scripted::new(ApprovalAnswer::Accept);
+    person.meanwhile = Some(Arc::new(move || {
+        let text = std::fs::read_to_string(&document).unwrap();
+        let changed = text.replace("~1widgets~1{id}/delete'", "~1widgets~1{id}~1restart/post'");
+        assert_ne!(text, changed);
+        std::fs::write(&document, changed).unwrap();
+    }));
+    let reply = handler
+        .pipeline()
+        .call(call_with(ApprovalChannel::Inline(Arc::new(person.clone()))))
+        .await
+        .unwrap();
+    assert_eq!(
+        code_of(&reply),
+        Some("policy.approval_invalid"),
+        "{}",
+        text(&reply)
+    );
+    assert!(
+        text(&reply).contains(
+            "the plan (what would be sent upstream) changed while the approval prompt was open"
+        ),
+        "{}",
+        text(&reply)
+    );
+    assert_eq!(person.prompts.lock().unwrap().len(), 1);
+    assert!(mock.requests().is_empty(), "nothing was sent");
 }

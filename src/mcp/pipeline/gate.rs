@@ -177,10 +177,11 @@ fn wrong_tool(call: &PreparedCall) -> String {
 }
 
 /// The prompt a person sees: the trusted fields first (what querygate itself worked out:
-/// tenant, principal, tool, class, mode, and the writes the engine resolved), then the
+/// tenant, principal, tool, class, mode, the writes the engine resolved and the hash of the
+/// plan the approval is bound to), then the
 /// client's SQL, escaped onto one line so that no control, bidirectional or line-breaking
 /// character in it can pose as, reorder or hide a trusted field.
-fn prompt(call: &PreparedCall, planned: &[PlannedWrite]) -> String {
+fn prompt(call: &PreparedCall, planned: &[PlannedWrite], plan: &str) -> String {
     use crate::safe_text::escape_inline as inline;
     let mut message = format!(
         "Approve {} ({})?\n\nTenant: {}\nPrincipal: {}\nTool: {}\nClass: {}\nMode: {}",
@@ -206,6 +207,7 @@ fn prompt(call: &PreparedCall, planned: &[PlannedWrite]) -> String {
             inline(&write.method),
         ));
     }
+    message.push_str(&format!("\nPlan: sha256:{plan}"));
     if let Some(sql) = &call.sql {
         message.push_str("\n\nSQL as the client sent it (escaped, on one line): ");
         message.push_str(&inline(sql));
@@ -283,6 +285,21 @@ where
             };
             match answer {
                 Some(ApprovalAnswer::Accept) => {
+                    // Planned again: the call runs only as the person was shown it.
+                    let planned = match preflight(shared, &call).await {
+                        Ok(planned) => planned,
+                        Err(reply) => return Ok(reply),
+                    };
+                    if plan_hash(&planned) != state.plan {
+                        burn(approvals, &call, &state).await;
+                        return refused(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalInvalid,
+                            format!(
+                                "{PLAN_CHANGED} since it was approved; nothing was sent; {again}"
+                            ),
+                        );
+                    }
                     return match approvals.redeem(&state).await {
                         Ok(()) => run_approved(inner, call, state.id).await,
                         Err(err @ ApprovalError::Replayed) => refused(
@@ -300,17 +317,10 @@ where
                 Some(other) => {
                     // One decision per approval, and it is final: a declined or dismissed
                     // state is burnt, so a later retry of it with "accept" runs nothing.
-                    match approvals.redeem(&state).await {
-                        Ok(()) | Err(ApprovalError::Replayed) => {}
-                        Err(err) => tracing::warn!(
-                            tenant = %call.cx.tenant,
-                            approval_id = %state.id,
-                            "a refused approval could not be recorded as used: {err}"
-                        ),
-                    }
+                    burn(approvals, &call, &state).await;
                     return Ok(not_approved(&call, other.clone(), state.id, approvals));
                 }
-                None => Some((sealed.clone(), state.id)),
+                None => Some((sealed.clone(), state.id, state.plan)),
             }
         }
         _ => None,
@@ -321,7 +331,8 @@ where
         Ok(planned) => planned,
         Err(reply) => return Ok(reply),
     };
-    let question = prompt(&call, &planned);
+    let plan = plan_hash(&planned);
+    let question = prompt(&call, &planned, &plan);
     match &call.approval {
         ApprovalChannel::Unavailable if shared.transport == Transport::Cli => refused(
             Decision::NeedsApprovalUnavailable,
@@ -347,9 +358,14 @@ where
             ),
         ),
         ApprovalChannel::Resumable { .. } => match reask {
+            Some((_, _, approved)) if approved != plan => refused(
+                Decision::RefuseImmediate,
+                Code::PolicyApprovalInvalid,
+                format!("{PLAN_CHANGED} since the approval was asked; {again}"),
+            ),
             // No answer yet: ask again with the same state (the spec's re-ask).
-            Some((sealed, id)) => Ok(input_required(question, sealed, id)),
-            None => ask(&call, question, binding, approvals),
+            Some((sealed, id, _)) => Ok(input_required(question, sealed, id)),
+            None => ask(&call, question, binding, approvals, &plan),
         },
         ApprovalChannel::Inline(approver) => {
             // Without an id the approval could not be told apart in the audit: refuse.
@@ -370,7 +386,25 @@ where
                 ttl: approvals.ttl(),
             };
             match approver.ask(question, call.cancel.clone()).await {
-                ApprovalAnswer::Accept => run_approved(inner, call, id).await,
+                ApprovalAnswer::Accept => {
+                    // Planned again: the call runs only as the person was shown it.
+                    let planned = match preflight(shared, &call).await {
+                        Ok(planned) => planned,
+                        Err(reply) => return Ok(reply.for_approval(id)),
+                    };
+                    if plan_hash(&planned) != plan {
+                        return Ok(ToolReply::stopped(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalInvalid,
+                            refusal(
+                                &call,
+                                format!("{PLAN_CHANGED} while the approval prompt was open; nothing was sent"),
+                            ),
+                        )
+                        .for_approval(id));
+                    }
+                    run_approved(inner, call, id).await
+                }
                 ApprovalAnswer::Cancel if call.cancel.is_cancelled() => Ok(ToolReply::stopped(
                     Decision::NeedsApprovalCancelled,
                     Code::CallCancelled,
@@ -427,14 +461,45 @@ fn not_approved(
     ToolReply::stopped(decision, code, refusal(call, why)).for_approval(id)
 }
 
-/// Issues an approval request: the prompt and the sealed state.
+/// What a refusal says when planning a call again no longer gives what was approved.
+const PLAN_CHANGED: &str = "the plan (what would be sent upstream) changed";
+
+/// The hash an approval is bound to: of every planned write's digest, in order.
+fn plan_hash(planned: &[PlannedWrite]) -> String {
+    let mut text = String::from("querygate-plan-set/v1\n");
+    for write in planned {
+        text.push_str(&write.digest);
+        text.push('\n');
+    }
+    crate::digest::sha256_hex(text.as_bytes())
+}
+
+/// Uses up an approval that was decided without running (declined, dismissed, or its plan
+/// changed), so that no later retry of its state runs the call.
+async fn burn(
+    approvals: &crate::approval::Approvals,
+    call: &PreparedCall,
+    state: &crate::approval::ApprovalState,
+) {
+    match approvals.redeem(state).await {
+        Ok(()) | Err(ApprovalError::Replayed) => {}
+        Err(err) => tracing::warn!(
+            tenant = %call.cx.tenant,
+            approval_id = %state.id,
+            "a refused approval could not be recorded as used: {err}"
+        ),
+    }
+}
+
+/// Issues an approval request: the prompt and the sealed state, bound to `plan`.
 fn ask(
     call: &PreparedCall,
     prompt: String,
     binding: Binding<'_>,
     approvals: &crate::approval::Approvals,
+    plan: &str,
 ) -> Result<ToolReply, CallError> {
-    match approvals.issue(binding, call.class.as_str()) {
+    match approvals.issue(binding, call.class.as_str(), plan) {
         Ok((sealed, state)) => Ok(input_required(prompt, sealed, state.id)),
         Err(err) => Ok(ToolReply::stopped(
             Decision::RefuseImmediate,
