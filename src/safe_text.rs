@@ -20,6 +20,8 @@
 /// and line feed, DEL and `\`; for both, the lead bytes of the escaped non-ASCII characters
 /// (`0xC2` of U+0080–U+009F, `0xD8` of U+061C, `0xE2` of U+200E–U+2069).
 const DISPLAY: [bool; 256] = flags(true, true);
+/// [`DISPLAY`] with tab and line feed, for [`escape_inline`].
+const INLINE: [bool; 256] = inline_flags();
 /// [`DISPLAY`] without `\`, for [`escape_controls`].
 const CONTROLS: [bool; 256] = flags(true, false);
 /// [`DISPLAY`] without the C0 controls and `\` (which JSON serialization already escaped).
@@ -39,6 +41,13 @@ const fn flags(c0: bool, backslash: bool) -> [bool; 256] {
     table[0xc2] = true;
     table[0xd8] = true;
     table[0xe2] = true;
+    table
+}
+
+const fn inline_flags() -> [bool; 256] {
+    let mut table = flags(true, true);
+    table[b'\t' as usize] = true;
+    table[b'\n' as usize] = true;
     table
 }
 
@@ -71,6 +80,19 @@ pub fn escape_display_str(text: &str) -> std::borrow::Cow<'_, str> {
             needs_display_escape,
             push_display_escape,
         )),
+    }
+}
+
+/// [`escape_display_str`] that also escapes tab and line feed: the text stays on one line,
+/// so it cannot pose as further lines of what is around it (e.g. the trusted fields of an
+/// approval prompt). `text` itself, uncopied, when it has nothing to escape.
+pub fn escape_inline(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char, at: &str| matches!(c, '\t' | '\n') || needs_display_escape(c, at);
+    match first_escaped(text, &INLINE, needs) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some(first) => {
+            std::borrow::Cow::Owned(escape_from(text, first, needs, push_display_escape))
+        }
     }
 }
 
@@ -196,6 +218,22 @@ mod tests {
         let shown = escape_display(literal.to_owned());
         assert_eq!(shown, r"C:\dir \u{5c}u{1b} \n \\u{5c}u{");
         assert_eq!(unescape(&shown), literal);
+    }
+
+    #[test]
+    fn inline_text_stays_on_one_line_and_reads_back() {
+        let hostile = "DELETE x\n\nTenant: prod\t\u{202e}\r\\u{a}";
+        let shown = escape_inline(hostile);
+        assert_eq!(
+            shown,
+            "DELETE x\\u{a}\\u{a}Tenant: prod\\u{9}\\u{202e}\\u{d}\\u{5c}u{a}"
+        );
+        assert!(!shown.chars().any(|c| c.is_control() || is_unsafe(c)));
+        assert_eq!(unescape(&shown), hostile);
+        assert!(matches!(
+            escape_inline("plain é"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! The seal binds the tenant, the principal (its method, issuer and subject), the tool and the SHA-256 of the call's canonical
 //! arguments (as associated data: a state made for one call does not open for another),
-//! the one-time id and an expiry. The state is signed, not encrypted: it holds no secret.
+//! the one-time id, the hash of the plan the person was shown, and an expiry. The state is
+//! signed, not encrypted: it holds no secret.
 
 mod keys;
 mod postgres;
@@ -30,8 +31,8 @@ pub enum ApprovalError {
     /// principal or tool. One error for all, as the codec's guidance asks.
     #[error("the approval is invalid, expired, or was given for another call")]
     Invalid,
-    /// The approval was already used.
-    #[error("the approval was already used")]
+    /// The approval was already decided: used, declined or dismissed (one decision each).
+    #[error("the approval was already used, declined or dismissed")]
     Replayed,
     /// The store of redeemed approvals cannot be reached.
     #[error("the approval store is unavailable: {0}")]
@@ -77,6 +78,10 @@ impl Binding<'_> {
     }
 }
 
+/// The payload's format version: 2 carries the plan hash; a state of another version (one
+/// sealed before an upgrade) does not open.
+const STATE_VERSION: u8 = 2;
+
 /// The sealed payload: readable by anyone holding the state, so it holds no secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalState {
@@ -88,9 +93,15 @@ pub struct ApprovalState {
     pub tenant: String,
     /// The query class the call had when the approval was asked.
     pub class: String,
+    /// The hash of the plan the person was shown: the call runs only if planning it again
+    /// gives the same.
+    pub plan: String,
     /// Expiry, milliseconds since the Unix epoch (the seal checks it too).
     pub expires_at_ms: u64,
 }
+
+/// Where one-time ids come from.
+type IdSource = fn() -> Result<String, ring::error::Unspecified>;
 
 /// Issues and redeems approvals.
 #[derive(Debug, Clone)]
@@ -98,6 +109,7 @@ pub struct Approvals {
     codec: Arc<RequestStateCodec>,
     ttl: Duration,
     store: Arc<dyn ApprovalStore>,
+    ids: IdSource,
 }
 
 impl Approvals {
@@ -111,7 +123,15 @@ impl Approvals {
             codec: Arc::new(keys.codec()?),
             ttl,
             store,
+            ids: digest::random_id,
         })
+    }
+
+    /// A fresh one-time id, for an approval asked in the middle of a call (a sealed one
+    /// gets its id from [`Approvals::issue`]). Without randomness there is none, and the
+    /// caller must not ask.
+    pub fn new_id(&self) -> Result<String, ApprovalError> {
+        (self.ids)().map_err(|_| ApprovalError::Keys("no randomness for an approval id".into()))
     }
 
     /// How long an issued approval stays redeemable.
@@ -125,14 +145,16 @@ impl Approvals {
         &self,
         binding: Binding<'_>,
         class: &str,
+        plan: &str,
     ) -> Result<(String, ApprovalState), ApprovalError> {
-        let id = digest::random_id().map_err(|_| ApprovalError::Keys("no randomness".into()))?;
+        let id = self.new_id()?;
         let expires = SystemTime::now() + self.ttl;
         let state = ApprovalState {
-            v: 1,
+            v: STATE_VERSION,
             id,
             tenant: binding.tenant.to_owned(),
             class: class.to_owned(),
+            plan: plan.to_owned(),
             expires_at_ms: millis(expires),
         };
         let ad = binding.associated_data();
@@ -153,7 +175,7 @@ impl Approvals {
             .codec
             .open_json_with(sealed, &ad)
             .map_err(|_| ApprovalError::Invalid)?;
-        if state.v != 1
+        if state.v != STATE_VERSION
             || state.tenant != binding.tenant
             || state.expires_at_ms < millis(SystemTime::now())
         {
@@ -204,7 +226,7 @@ mod tests {
         let keys = KeyRing::from_keys(vec![vec![7; 32]]).unwrap();
         let a = approvals(&keys, Duration::from_secs(60));
         let (sealed, issued) = a
-            .issue(binding("run_mutation_query", "aa"), "mutation_delete")
+            .issue(binding("run_mutation_query", "aa"), "mutation_delete", "p1")
             .unwrap();
         let opened = a
             .open(&sealed, binding("run_mutation_query", "aa"))
@@ -249,6 +271,16 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn no_id_no_approval() {
+        let keys = KeyRing::from_keys(vec![vec![5; 32]]).unwrap();
+        let mut a = approvals(&keys, Duration::from_secs(60));
+        assert_eq!(a.new_id().unwrap().len(), 32);
+        a.ids = || Err(ring::error::Unspecified);
+        assert!(matches!(a.new_id(), Err(ApprovalError::Keys(_))));
+        assert!(a.issue(binding("t", "x"), "lifecycle", "p1").is_err());
+    }
+
     #[tokio::test]
     async fn rotation_other_replicas_and_expiry() {
         let old = vec![1u8; 32];
@@ -265,10 +297,10 @@ mod tests {
             &KeyRing::from_keys(vec![new]).unwrap(),
             Duration::from_secs(60),
         );
-        let (sealed_old, _) = before.issue(binding("t", "x"), "lifecycle").unwrap();
+        let (sealed_old, _) = before.issue(binding("t", "x"), "lifecycle", "p1").unwrap();
         assert!(during.open(&sealed_old, binding("t", "x")).is_ok());
         assert!(after.open(&sealed_old, binding("t", "x")).is_err());
-        let (sealed_new, _) = during.issue(binding("t", "x"), "lifecycle").unwrap();
+        let (sealed_new, _) = during.issue(binding("t", "x"), "lifecycle", "p1").unwrap();
         assert!(after.open(&sealed_new, binding("t", "x")).is_ok());
         assert!(before.open(&sealed_new, binding("t", "x")).is_err());
 
@@ -276,7 +308,7 @@ mod tests {
             &KeyRing::from_keys(vec![vec![3; 32]]).unwrap(),
             Duration::from_millis(20),
         );
-        let (sealed, _) = short.issue(binding("t", "x"), "lifecycle").unwrap();
+        let (sealed, _) = short.issue(binding("t", "x"), "lifecycle", "p1").unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(matches!(
             short.open(&sealed, binding("t", "x")),

@@ -64,6 +64,14 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
             );
         }
     }
+    // Key files let every replica, and every later process, open a state; the memory store
+    // knows only this process's redemptions: one approval would run its call once on each.
+    if !raw.key_files.is_empty() && raw.store == ApprovalStoreKind::Memory {
+        problems.push(
+            "approval.store",
+            "is memory while approval.key_files is set: every replica (and every restart) holding the keys opens the same approval, but each process remembers only its own redemptions, so one approval could run its call once per process; set approval.store: postgres (with database:) so redemptions are shared, or remove approval.key_files for a single replica",
+        );
+    }
     ApprovalConfig {
         key_files: raw.key_files,
         ttl: raw.ttl,

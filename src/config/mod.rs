@@ -556,7 +556,7 @@ mod tests {
         );
         std::fs::write(
             &file,
-            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\napproval:\n  key_files: [keys/a.key]\ndatabase:\n  url_file: ~/db.url\n",
+            "registry:\n  root: reg\ncredentials:\n  env_file: ~/q.env\ntenants:\n  - id: acme\n    credentials: {env_file: acme.env}\napproval:\n  key_files: [keys/a.key]\n  store: postgres\ndatabase:\n  url_file: ~/db.url\n",
         )
         .unwrap();
         let config = Config::load(&Sources {

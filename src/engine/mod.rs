@@ -48,8 +48,8 @@ pub use self::remote::{
 pub use self::requests::{ParamValues, PlannedParam, PlannedRequest};
 pub use self::slots::{EvalSlot, EvalSlots};
 pub use self::types::{
-    Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
-    QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
+    Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, PlannedWrite,
+    ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
 };
 pub use self::upstream::RetryPolicy;
 
@@ -426,6 +426,43 @@ impl Engine {
     /// other than SELECT fail with `UnsupportedStatement`.
     pub async fn validate(&self, cx: &ExecContext, sql: &str) -> Result<()> {
         self.check(cx, PreparedStatement::parse(sql)?).await
+    }
+
+    /// Resolves a parsed statement as running it would, up to the point where something
+    /// would be sent, and stops there: for INSERT, UPDATE, REPLACE, DELETE and EXEC, the
+    /// provider is allowed for the tenant, the resource and a method resolve, the required
+    /// parameters are supplied, the body fields are the method's, `/*+ AWAIT */` can be
+    /// honoured and the provider's credential material is present (no token is fetched);
+    /// a SELECT is checked as [`Engine::check`] does; other statements have nothing to
+    /// resolve. Nothing is sent upstream. The error is the one running the statement would
+    /// have reported first; on success, the writes it would make, in order.
+    pub async fn preflight(
+        &self,
+        cx: &ExecContext,
+        statement: &PreparedStatement,
+    ) -> Result<Vec<PlannedWrite>> {
+        match &statement.statement {
+            sql::Statement::Query(query) => {
+                select::check(&self.inner, cx, query.clone()).await?;
+                Ok(Vec::new())
+            }
+            sql::Statement::QueryOverExec { execs, .. } => {
+                let mut planned = Vec::with_capacity(execs.len());
+                for exec in execs {
+                    planned.push(mutate::check_exec(&self.inner, cx, exec).await?);
+                }
+                Ok(planned)
+            }
+            sql::Statement::Mutation(mutation) => Ok(vec![
+                mutate::check_mutation(&self.inner, cx, mutation).await?,
+            ]),
+            sql::Statement::Exec(exec) => {
+                Ok(vec![mutate::check_exec(&self.inner, cx, exec).await?])
+            }
+            sql::Statement::Show { .. }
+            | sql::Statement::Describe { .. }
+            | sql::Statement::Registry(_) => Ok(Vec::new()),
+        }
     }
 
     /// [`Engine::validate`] for a statement already parsed.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
 
 use super::Inner;
 use super::discovery::open_resource;
@@ -21,8 +22,10 @@ use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
-use super::types::{Cell, ExecContext, QueryOutput, SqlVerb};
-use super::upstream::{Leg, resolve_auth};
+use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, SqlVerb};
+use super::upstream::{
+    AuthParts, Leg, check_auth_material, credential_error, resolve_auth, unsigned_request,
+};
 
 /// The prefix some provider documents give request body columns.
 const BODY_PREFIX: &str = "data__";
@@ -52,6 +55,9 @@ impl Prepared {
     }
 }
 
+/// A statement's named values, one list per upstream request.
+type Rows = Vec<Vec<(String, Scalar)>>;
+
 /// Runs an INSERT, UPDATE, REPLACE or DELETE.
 pub(crate) async fn run_mutation(
     inner: &Arc<Inner>,
@@ -61,7 +67,7 @@ pub(crate) async fn run_mutation(
     let verb = mutation.verb;
     let returning = mutation.returning.clone();
     // Rows of INSERT … SELECT come from the read path first.
-    let rows: Vec<Vec<(String, Scalar)>> = match mutation.insert {
+    let rows: Rows = match mutation.insert {
         Some((columns, InsertRows::Values(values))) => values
             .into_iter()
             .map(|row| named_row(&columns, row))
@@ -84,24 +90,10 @@ pub(crate) async fn run_mutation(
         None => condition_rows(&mutation.conditions, &mutation.assignments),
     };
     let where_names: Vec<String> = mutation.conditions.iter().map(|(n, _)| n.clone()).collect();
-    let (planner, plan_cx, target) = (inner.clone(), cx.clone(), mutation.target.clone());
-    let planning = slots::slot(cx).await;
-    let prepared = tokio::task::spawn_blocking(move || {
-        let resource = open_resource(&planner, &plan_cx, &target)?;
-        let method = choose_method(&resource, verb, &rows)?;
-        prepare(&planner, resource, method, rows, &where_names, None)
-    })
-    .await
-    .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
-    drop(planning);
+    let prepared =
+        plan_mutation(inner, cx, verb, mutation.target.clone(), rows, where_names).await?;
     let awaiting = mutation.await_operation;
-    if awaiting && verb == SqlVerb::Delete && returning.is_some() {
-        // StackQL's order: a method that cannot be awaited is named first.
-        super::operation::check_awaitable(&inner.store, prepared.method())?;
-        return Err(Error::unsupported(
-            "RETURNING from a DELETE with /*+ AWAIT */ is not supported (StackQL refuses it too: once the operation is done the resource is gone); drop RETURNING to await the delete, or /*+ AWAIT */ to return the delete's response; nothing was sent",
-        ));
-    }
+    check_delete_await(inner, &prepared, verb, awaiting, returning.is_some())?;
     send_all(
         inner,
         cx,
@@ -111,6 +103,139 @@ pub(crate) async fn run_mutation(
         awaiting,
     )
     .await
+}
+
+/// Plans an INSERT, UPDATE, REPLACE or DELETE as [`run_mutation`] would and stops before
+/// anything is sent (the rows of INSERT … SELECT are not read: its SELECT is checked).
+pub(crate) async fn check_mutation(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    mutation: &Mutation,
+) -> Result<PlannedWrite> {
+    let verb = mutation.verb;
+    let rows: Rows = match &mutation.insert {
+        Some((columns, InsertRows::Values(values))) => values
+            .iter()
+            .map(|row| named_row(columns, row.clone()))
+            .collect::<Result<_>>()?,
+        Some((_, InsertRows::Query(query))) => {
+            super::select::check(inner, cx, query.clone()).await?;
+            Vec::new()
+        }
+        None => condition_rows(&mutation.conditions, &mutation.assignments),
+    };
+    let where_names: Vec<String> = mutation.conditions.iter().map(|(n, _)| n.clone()).collect();
+    let prepared =
+        plan_mutation(inner, cx, verb, mutation.target.clone(), rows, where_names).await?;
+    let awaiting = mutation.await_operation;
+    check_delete_await(
+        inner,
+        &prepared,
+        verb,
+        awaiting,
+        mutation.returning.is_some(),
+    )?;
+    if awaiting {
+        super::operation::check_awaitable(&inner.store, prepared.method())?;
+    }
+    planned(cx, &prepared, verb.as_str())
+}
+
+/// Opens the target, chooses the method the rows supply and prepares the requests, off the
+/// async threads.
+async fn plan_mutation(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    verb: SqlVerb,
+    target: [String; 3],
+    rows: Rows,
+    where_names: Vec<String>,
+) -> Result<Prepared> {
+    let (planner, plan_cx) = (inner.clone(), cx.clone());
+    let planning = slots::slot(cx).await;
+    let prepared = tokio::task::spawn_blocking(move || {
+        let resource = open_resource(&planner, &plan_cx, &target)?;
+        let method = choose_method(&resource, verb, &rows)?;
+        prepare(&planner, resource, method, rows, &where_names, None)
+    })
+    .await
+    .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
+    drop(planning);
+    Ok(prepared)
+}
+
+/// A DELETE with `/*+ AWAIT */` and `RETURNING` is refused before anything is sent.
+fn check_delete_await(
+    inner: &Inner,
+    prepared: &Prepared,
+    verb: SqlVerb,
+    awaiting: bool,
+    returning: bool,
+) -> Result<()> {
+    if awaiting && verb == SqlVerb::Delete && returning {
+        // StackQL's order: a method that cannot be awaited is named first.
+        super::operation::check_awaitable(&inner.store, prepared.method())?;
+        return Err(Error::unsupported(
+            "RETURNING from a DELETE with /*+ AWAIT */ is not supported (StackQL refuses it too: once the operation is done the resource is gone); drop RETURNING to await the delete, or /*+ AWAIT */ to return the delete's response; nothing was sent",
+        ));
+    }
+    Ok(())
+}
+
+/// What a prepared write would send, once its provider's credential material is known to
+/// be present.
+fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedWrite> {
+    let provider = &prepared.resource.provider;
+    check_auth_material(&prepared.auth, cx.credentials.as_ref())
+        .map_err(|cause| credential_error(provider, &cause))?;
+    let method = prepared.method();
+    let resource = prepared.resource.full_name();
+    // Each piece length-prefixed, so no two different plans hash alike.
+    let mut hasher = Sha256::new();
+    let mut piece = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_be_bytes());
+        hasher.update(bytes);
+    };
+    piece(b"querygate-plan/v1");
+    piece(resource.as_bytes());
+    piece(method.name.as_bytes());
+    let unsigned = AuthParts::default();
+    for request in &prepared.requests {
+        let leg = Leg {
+            method,
+            base_url: prepared.base_url.as_deref(),
+            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            auth: &unsigned,
+            credentials: cx.credentials.as_ref(),
+        };
+        let (url, headers) = unsigned_request(&leg)?;
+        piece(method.http_method.as_bytes());
+        piece(url.as_bytes());
+        for (name, value) in &headers {
+            piece(name.as_bytes());
+            piece(value);
+        }
+        let body = request
+            .body
+            .as_ref()
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        piece(prepared.media_type.as_bytes());
+        piece(body.as_bytes());
+    }
+    let digest = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    Ok(PlannedWrite {
+        verb: verb.to_ascii_uppercase(),
+        provider: provider.clone(),
+        resource,
+        method: method.name.clone(),
+        requests: prepared.requests.len(),
+        digest,
+    })
 }
 
 /// One request's values per combination of the WHERE values (`key IN (…)` fans out, in
@@ -143,6 +268,35 @@ pub(crate) async fn run_exec(
     cx: &ExecContext,
     exec: Exec,
 ) -> Result<QueryOutput> {
+    let awaiting = exec.await_operation;
+    let prepared = plan_exec(inner, cx, exec).await?;
+    send_all(
+        inner,
+        cx,
+        &prepared,
+        Some(&Returning::All),
+        "EXEC",
+        awaiting,
+    )
+    .await
+}
+
+/// Plans an EXEC as [`run_exec`] would and stops before anything is sent.
+pub(crate) async fn check_exec(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    exec: &Exec,
+) -> Result<PlannedWrite> {
+    let prepared = plan_exec(inner, cx, exec.clone()).await?;
+    if exec.await_operation {
+        super::operation::check_awaitable(&inner.store, prepared.method())?;
+    }
+    planned(cx, &prepared, "EXEC")
+}
+
+/// Opens the target and its method, checks the required arguments and prepares the
+/// request, off the async threads.
+async fn plan_exec(inner: &Arc<Inner>, cx: &ExecContext, exec: Exec) -> Result<Prepared> {
     let [provider, service, resource_name, method_name] = exec.target;
     let (planner, plan_cx) = (inner.clone(), cx.clone());
     let planning = slots::slot(cx).await;
@@ -153,24 +307,17 @@ pub(crate) async fn run_exec(
                 .map_err(|err| Error::invalid_sql(format!("@@json is not valid JSON: {err}")))
         })
         .transpose()?;
+    let args = exec.args;
     let prepared = tokio::task::spawn_blocking(move || {
         let resource = open_resource(&planner, &plan_cx, &[provider, service, resource_name])?;
         let method = exec_method(&resource, &method_name)?;
-        check_required(&resource, &resource.methods[method], &exec.args)?;
-        prepare(&planner, resource, method, vec![exec.args], &[], json_body)
+        check_required(&resource, &resource.methods[method], &args)?;
+        prepare(&planner, resource, method, vec![args], &[], json_body)
     })
     .await
     .map_err(|err| Error::internal(format!("planning task failed: {err}")))??;
     drop(planning);
-    send_all(
-        inner,
-        cx,
-        &prepared,
-        Some(&Returning::All),
-        "EXEC",
-        exec.await_operation,
-    )
-    .await
+    Ok(prepared)
 }
 
 /// The index of the method `EXEC` names.

@@ -99,6 +99,28 @@ impl fmt::Display for Cell {
     }
 }
 
+/// One write a statement would make, resolved against the provider documents without
+/// sending anything (see [`Engine::preflight`](super::Engine::preflight)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedWrite {
+    /// `INSERT`, `UPDATE`, `REPLACE`, `DELETE` or `EXEC`.
+    pub verb: String,
+    /// The provider.
+    pub provider: String,
+    /// The resource, `provider.service.resource`.
+    pub resource: String,
+    /// The provider method the requests call.
+    pub method: String,
+    /// How many upstream requests it would send (an `IN` list or several rows make more
+    /// than one; 0 for an INSERT whose rows come from a SELECT, known only when it runs).
+    pub requests: usize,
+    /// SHA-256 (hex) of exactly what would be sent, in order: for each request its HTTP
+    /// method, URL, headers and body before auth is added (so no credential is in it), after
+    /// the resource and method. Planning the same statement again gives the same digest
+    /// unless the documents, the provider settings or the tenant's variables changed it.
+    pub digest: String,
+}
+
 /// The result of one statement: named columns and rows of cells.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct QueryOutput {

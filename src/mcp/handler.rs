@@ -234,8 +234,8 @@ fn origin_of(
 
 /// How this request's client can carry an approval prompt: MRTR for 2026-07-28 clients that
 /// declared elicitation, `elicitation/create` mid-call for older clients in a stdio session
-/// that declared it, otherwise not at all (stateless HTTP keeps no capabilities of older
-/// clients).
+/// that declared it, otherwise not at all: older revisions over stateless HTTP (no session
+/// to ask in, no capabilities kept), and clients that declared no elicitation.
 fn approval_channel(
     context: &RequestContext<RoleServer>,
     transport: Transport,
@@ -255,6 +255,13 @@ fn approval_channel(
         (true, false, Transport::Stdio) => ApprovalChannel::Inline(Arc::new(
             super::elicit::RmcpApprover::new(context.peer.clone()),
         )),
+        // A stateless request of an older revision carries no capabilities: whatever the
+        // client declared, it cannot be asked in the middle of this call.
+        (_, false, Transport::Http) => ApprovalChannel::StatelessLegacy {
+            protocol: context
+                .protocol_version()
+                .map_or_else(|| "unknown".to_owned(), |v| v.to_string()),
+        },
         _ => ApprovalChannel::Unavailable,
     }
 }

@@ -179,7 +179,7 @@ async fn every_mode_and_class_without_elicitation() {
                     let message = error_message(&result);
                     assert!(
                         message.starts_with(&format!(
-                            "tool \"{tool}\" refused: server is in '{mode}' mode and the MCP client does not support elicitation"
+                            "tool \"{tool}\" refused: server is in '{mode}' mode and the MCP client declared no elicitation capability"
                         )),
                         "{message}"
                     );
@@ -212,10 +212,17 @@ async fn approval_accepted_runs_the_call_once() {
         );
         let prompt = approver.prompts().pop().unwrap();
         assert!(
-            prompt.starts_with(&format!("Approve {tool} ({class})?\n\nSQL: {sql}")),
+            prompt.starts_with(&format!(
+                "Approve {tool} ({class})?\n\nTenant: default\nPrincipal: anonymous\nTool: {tool}\nClass: {class}\nMode: safe\nProvider: testapi · "
+            )),
             "{prompt}"
         );
-        assert!(prompt.contains("Tenant: default"), "{prompt}");
+        assert!(
+            prompt.ends_with(&format!(
+                "\n\nSQL as the client sent it (escaped, on one line): {sql}"
+            )),
+            "{prompt}"
+        );
     }
     // Reads are never held for approval.
     let prompts = approver.prompts().len();
@@ -343,7 +350,18 @@ async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
     let client = approver_client(&server.url, approver.clone()).await;
     let result = run(&client, "run_mutation_query", INSERT).await;
     assert_eq!(error_code(&result), "policy.approval_required");
-    assert!(error_message(&result).contains("does not support elicitation"));
+    // It declared elicitation; what it cannot do is be asked over stateless HTTP.
+    let message = error_message(&result);
+    assert!(
+        message.starts_with(
+            "tool \"run_mutation_query\" refused: server is in 'safe' mode; this client's protocol (MCP 2025-11-25) cannot be asked over stateless HTTP"
+        ),
+        "{message}"
+    );
+    assert!(
+        !message.contains("does not support elicitation"),
+        "{message}"
+    );
     assert!(approver.prompts().is_empty());
     assert!(server.mock.requests().is_empty());
 }

@@ -5,6 +5,7 @@
 
 mod admission;
 mod audit_anchor;
+mod approval_fixes;
 mod audit_file;
 mod audit_limits;
 mod audit_pg;

@@ -80,7 +80,8 @@ pub async fn start_with_registry_copy(mode: &str, server_extra: &str) -> TestSer
     start_over(mode, server_extra, true).await
 }
 
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+/// Copies the folder `from` to `to`, recursively.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -540,6 +540,18 @@ const PATH_VALUE: &AsciiSet = &CONTROLS
     .add(b'[')
     .add(b']');
 
+/// The URL and headers a leg's request would carry before auth is added, headers sorted: what
+/// a planned write's digest covers (never sent, never shown).
+pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<(String, Vec<u8>)>)> {
+    let (url, headers) = build_request(leg)?;
+    let mut headers: Vec<(String, Vec<u8>)> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect();
+    headers.sort();
+    Ok((url.to_string(), headers))
+}
+
 fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
     let method = leg.method;
     let server = match leg.base_url {

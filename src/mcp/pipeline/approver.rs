@@ -12,7 +12,8 @@ use crate::policy::QueryClass;
 /// What a person is asked.
 #[derive(Debug, Clone)]
 pub struct ApprovalPrompt {
-    /// The whole question: tool, class, SQL, tenant, principal and mode.
+    /// The whole question: the trusted fields (tenant, principal, tool, class, mode, the
+    /// writes the engine resolved) first, then the client's SQL escaped onto one line.
     pub message: String,
     /// What the call would do.
     pub class: QueryClass,

@@ -1,7 +1,9 @@
 //! The mode gate: the one chokepoint between a prepared call and its tool. It refuses what
 //! the tenant's mode never runs, statements that are not the tool's class, texts of several
 //! statements and unparseable SQL; it asks a person to approve what the mode holds for
-//! approval, and runs such a call only once its approval is redeemed.
+//! approval (once the engine has resolved the statement, so nobody is asked about one that
+//! can never run), and runs such a call only once its approval is redeemed. Each approval
+//! takes one decision: accepted, declined or dismissed, it is used up.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use super::{
 use crate::approval::{ApprovalError, Binding};
 use crate::audit::Decision;
 use crate::code::Code;
+use crate::engine::PlannedWrite;
 use crate::mcp::tools::Effect;
 use crate::mcp::{Shared, Transport};
 use crate::policy::{self, QueryClass, Reason, Verdict};
@@ -205,20 +208,63 @@ fn bound_note(shared: &Shared, call: &PreparedCall) -> String {
     }
 }
 
-/// The prompt a person sees.
-fn prompt(call: &PreparedCall) -> String {
-    let mut message = format!("Approve {} ({})?", call.tool(), call.class);
-    if let Some(sql) = &call.sql {
-        message.push_str("\n\nSQL: ");
-        message.push_str(&crate::safe_text::escape_display_str(sql));
-    }
-    message.push_str(&format!(
-        "\n\nTenant: {} · principal: {} · mode: {}",
-        call.cx.tenant,
-        call.principal.display_name(),
+/// The prompt a person sees: the trusted fields first (what querygate itself worked out:
+/// tenant, principal, tool, class, mode, the writes the engine resolved and the hash of the
+/// plan the approval is bound to), then the
+/// client's SQL, escaped onto one line so that no control, bidirectional or line-breaking
+/// character in it can pose as, reorder or hide a trusted field.
+fn prompt(call: &PreparedCall, planned: &[PlannedWrite], plan: &str) -> String {
+    use crate::safe_text::escape_inline as inline;
+    let mut message = format!(
+        "Approve {} ({})?\n\nTenant: {}\nPrincipal: {}\nTool: {}\nClass: {}\nMode: {}",
+        call.tool(),
+        call.class,
+        inline(&call.cx.tenant),
+        inline(&call.principal.display_name()),
+        call.tool(),
+        call.class,
         call.mode
-    ));
+    );
+    for write in planned {
+        let requests = match write.requests {
+            0 => "requests from its SELECT's rows".to_owned(),
+            1 => "1 request".to_owned(),
+            n => format!("{n} requests"),
+        };
+        message.push_str(&format!(
+            "\nProvider: {} · {} {} via method {} ({requests})",
+            inline(&write.provider),
+            write.verb,
+            inline(&write.resource),
+            inline(&write.method),
+        ));
+    }
+    message.push_str(&format!("\nPlan: sha256:{plan}"));
+    if let Some(sql) = &call.sql {
+        message.push_str("\n\nSQL as the client sent it (escaped, on one line): ");
+        message.push_str(&inline(sql));
+    }
     message
+}
+
+/// Resolves the statement through the engine as running it would, sending nothing: a
+/// statement that can never run is refused with its real error before anyone is asked.
+async fn preflight(shared: &Shared, call: &PreparedCall) -> Result<Vec<PlannedWrite>, ToolReply> {
+    // `check` refused every SQL call whose statement did not parse.
+    let Some(Ok(statement)) = &call.statement else {
+        return Ok(Vec::new());
+    };
+    shared
+        .engine
+        .preflight(&call.cx, statement)
+        .await
+        .map_err(|err| {
+            ToolReply::stopped(
+                Decision::RefuseImmediate,
+                Code::from(err.kind()),
+                err.message().to_owned(),
+            )
+        })
 }
 
 async fn approve<S>(
@@ -251,6 +297,74 @@ where
     let refused = |decision: Decision, code: Code, why: String| {
         Ok(ToolReply::stopped(decision, code, refusal(&call, why)))
     };
+    let again = "call the tool again without requestState to ask for a new approval";
+    // A retry carrying a state: its answer is decided here; without one, it is asked again
+    // below with the same state.
+    let reask = match &call.approval {
+        ApprovalChannel::Resumable {
+            request_state: Some(sealed),
+            answer,
+        } => {
+            let state = match approvals.open(sealed, binding) {
+                Ok(state) => state,
+                Err(err) => {
+                    return refused(
+                        Decision::RefuseImmediate,
+                        Code::PolicyApprovalInvalid,
+                        format!("{err}; {again}"),
+                    );
+                }
+            };
+            match answer {
+                Some(ApprovalAnswer::Accept) => {
+                    // Planned again: the call runs only as the person was shown it.
+                    let planned = match preflight(shared, &call).await {
+                        Ok(planned) => planned,
+                        Err(reply) => return Ok(reply),
+                    };
+                    if plan_hash(&planned) != state.plan {
+                        burn(approvals, &call, &state).await;
+                        return refused(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalInvalid,
+                            format!(
+                                "{PLAN_CHANGED} since it was approved; nothing was sent; {again}"
+                            ),
+                        );
+                    }
+                    return match approvals.redeem(&state).await {
+                        Ok(()) => run_approved(inner, call, state.id).await,
+                        Err(err @ ApprovalError::Replayed) => refused(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalInvalid,
+                            format!("{err}; {again}"),
+                        ),
+                        Err(err) => refused(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalUnavailable,
+                            err.to_string(),
+                        ),
+                    };
+                }
+                Some(other) => {
+                    // One decision per approval, and it is final: a declined or dismissed
+                    // state is burnt, so a later retry of it with "accept" runs nothing.
+                    burn(approvals, &call, &state).await;
+                    return Ok(not_approved(&call, other.clone(), state.id, approvals));
+                }
+                None => Some((sealed.clone(), state.id, state.plan)),
+            }
+        }
+        _ => None,
+    };
+    // Everything below asks a person, or says why nobody can be asked: a statement that
+    // can never run is refused with its real error first.
+    let planned = match preflight(shared, &call).await {
+        Ok(planned) => planned,
+        Err(reply) => return Ok(reply),
+    };
+    let plan = plan_hash(&planned);
+    let question = prompt(&call, &planned, &plan);
     match &call.approval {
         ApprovalChannel::Unavailable if shared.transport == Transport::Cli => refused(
             Decision::NeedsApprovalUnavailable,
@@ -264,60 +378,65 @@ where
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
-                "{reason} and the MCP client does not support elicitation. Use an elicitation-capable client (MCP 2026-07-28, or a session over stdio), or ask an operator to change the tenant's mode if this client is trusted"
+                "{reason} and the MCP client declared no elicitation capability, so nobody can be asked to approve it. Use a client that supports elicitation (over MCP 2026-07-28, or in a stdio session), or ask an operator to change the tenant's mode if this client is trusted"
             ),
         ),
-        ApprovalChannel::Resumable {
-            request_state: None,
-            ..
-        } => ask(&call, binding, approvals),
-        ApprovalChannel::Resumable {
-            request_state: Some(sealed),
-            answer,
-        } => {
-            let state = match approvals.open(sealed, binding) {
-                Ok(state) => state,
+        ApprovalChannel::StatelessLegacy { protocol } => refused(
+            Decision::NeedsApprovalUnavailable,
+            Code::PolicyApprovalRequired,
+            format!(
+                "{reason}; this client's protocol (MCP {}) cannot be asked over stateless HTTP: the server keeps no session to send it an elicitation request in the middle of the call, whatever capabilities it declared. Use a client speaking MCP 2026-07-28 with elicitation, connect over stdio, or ask an operator to change the tenant's mode if this client is trusted",
+                crate::safe_text::escape_inline(protocol)
+            ),
+        ),
+        ApprovalChannel::Resumable { .. } => match reask {
+            Some((_, _, approved)) if approved != plan => refused(
+                Decision::RefuseImmediate,
+                Code::PolicyApprovalInvalid,
+                format!("{PLAN_CHANGED} since the approval was asked; {again}"),
+            ),
+            // No answer yet: ask again with the same state (the spec's re-ask).
+            Some((sealed, id, _)) => Ok(input_required(question, sealed, id)),
+            None => ask(&call, question, binding, approvals, &plan),
+        },
+        ApprovalChannel::Inline(approver) => {
+            // Without an id the approval could not be told apart in the audit: refuse.
+            let id = match approvals.new_id() {
+                Ok(id) => id,
                 Err(err) => {
                     return refused(
                         Decision::RefuseImmediate,
-                        Code::PolicyApprovalInvalid,
-                        format!(
-                            "{err}; call the tool again without requestState to ask for a new approval"
-                        ),
+                        Code::PolicyApprovalUnavailable,
+                        format!("{err}; nobody was asked and nothing was sent"),
                     );
                 }
             };
-            match answer {
-                // No answer yet: ask again with the same state (the spec's re-ask).
-                None => Ok(input_required(&call, sealed.clone(), state.id)),
-                Some(ApprovalAnswer::Accept) => match approvals.redeem(&state).await {
-                    Ok(()) => run_approved(inner, call, state.id).await,
-                    Err(err @ ApprovalError::Replayed) => refused(
-                        Decision::RefuseImmediate,
-                        Code::PolicyApprovalInvalid,
-                        format!(
-                            "{err}; call the tool again without requestState to ask for a new approval"
-                        ),
-                    ),
-                    Err(err) => refused(
-                        Decision::RefuseImmediate,
-                        Code::PolicyApprovalUnavailable,
-                        err.to_string(),
-                    ),
-                },
-                Some(other) => Ok(not_approved(&call, other.clone(), state.id, approvals)),
-            }
-        }
-        ApprovalChannel::Inline(approver) => {
-            let id = crate::digest::random_id().unwrap_or_default();
             let question = ApprovalPrompt {
-                message: prompt(&call),
+                message: question,
                 class: call.class,
                 reason: reason.to_string(),
                 ttl: approvals.ttl(),
             };
             match approver.ask(question, call.cancel.clone()).await {
-                ApprovalAnswer::Accept => run_approved(inner, call, id).await,
+                ApprovalAnswer::Accept => {
+                    // Planned again: the call runs only as the person was shown it.
+                    let planned = match preflight(shared, &call).await {
+                        Ok(planned) => planned,
+                        Err(reply) => return Ok(reply.for_approval(id)),
+                    };
+                    if plan_hash(&planned) != plan {
+                        return Ok(ToolReply::stopped(
+                            Decision::RefuseImmediate,
+                            Code::PolicyApprovalInvalid,
+                            refusal(
+                                &call,
+                                format!("{PLAN_CHANGED} while the approval prompt was open; nothing was sent"),
+                            ),
+                        )
+                        .for_approval(id));
+                    }
+                    run_approved(inner, call, id).await
+                }
                 ApprovalAnswer::Cancel if call.cancel.is_cancelled() => Ok(ToolReply::stopped(
                     Decision::NeedsApprovalCancelled,
                     Code::CallCancelled,
@@ -374,14 +493,46 @@ fn not_approved(
     ToolReply::stopped(decision, code, refusal(call, why)).for_approval(id)
 }
 
-/// Issues an approval request: the prompt and the sealed state.
+/// What a refusal says when planning a call again no longer gives what was approved.
+const PLAN_CHANGED: &str = "the plan (what would be sent upstream) changed";
+
+/// The hash an approval is bound to: of every planned write's digest, in order.
+fn plan_hash(planned: &[PlannedWrite]) -> String {
+    let mut text = String::from("querygate-plan-set/v1\n");
+    for write in planned {
+        text.push_str(&write.digest);
+        text.push('\n');
+    }
+    crate::digest::sha256_hex(text.as_bytes())
+}
+
+/// Uses up an approval that was decided without running (declined, dismissed, or its plan
+/// changed), so that no later retry of its state runs the call.
+async fn burn(
+    approvals: &crate::approval::Approvals,
+    call: &PreparedCall,
+    state: &crate::approval::ApprovalState,
+) {
+    match approvals.redeem(state).await {
+        Ok(()) | Err(ApprovalError::Replayed) => {}
+        Err(err) => tracing::warn!(
+            tenant = %call.cx.tenant,
+            approval_id = %state.id,
+            "a refused approval could not be recorded as used: {err}"
+        ),
+    }
+}
+
+/// Issues an approval request: the prompt and the sealed state, bound to `plan`.
 fn ask(
     call: &PreparedCall,
+    prompt: String,
     binding: Binding<'_>,
     approvals: &crate::approval::Approvals,
+    plan: &str,
 ) -> Result<ToolReply, CallError> {
-    match approvals.issue(binding, call.class.as_str()) {
-        Ok((sealed, state)) => Ok(input_required(call, sealed, state.id)),
+    match approvals.issue(binding, call.class.as_str(), plan) {
+        Ok((sealed, state)) => Ok(input_required(prompt, sealed, state.id)),
         Err(err) => Ok(ToolReply::stopped(
             Decision::RefuseImmediate,
             Code::PolicyApprovalUnavailable,
@@ -390,12 +541,9 @@ fn ask(
     }
 }
 
-fn input_required(call: &PreparedCall, sealed: String, id: String) -> ToolReply {
+fn input_required(prompt: String, sealed: String, id: String) -> ToolReply {
     ToolReply {
-        body: ReplyBody::InputRequired {
-            prompt: prompt(call),
-            sealed,
-        },
+        body: ReplyBody::InputRequired { prompt, sealed },
         decision: Decision::NeedsApprovalRequested,
         approval_id: Some(id),
     }

@@ -104,8 +104,15 @@ pub enum ApprovalChannel {
     /// A person asked in the middle of the call: `elicitation/create` in an MCP session of
     /// an older revision (stdio), or the terminal of `querygate query`.
     Inline(Arc<dyn Approver>),
-    /// Nobody can be asked (no elicitation, stateless HTTP of an older revision, or
-    /// `querygate query` without a terminal and without `--yes`).
+    /// A client of a revision with an `initialize` handshake (2025-11-25 and older) over
+    /// stateless HTTP: the server keeps no session to send it a request in the middle of
+    /// the call, whatever capabilities it declared at `initialize`.
+    StatelessLegacy {
+        /// The request's protocol revision.
+        protocol: String,
+    },
+    /// Nobody can be asked: the client declared no elicitation capability, or
+    /// `querygate query` runs without a terminal and without `--yes`.
     Unavailable,
 }
 
