@@ -123,9 +123,8 @@ pub enum AuditAction {
         /// An audit file or folder to read instead of the configured one.
         path: Option<PathBuf>,
     },
-    /// Prints the records that match every filter given, in the order they were written
-    /// (exit 1 when a line or row is not an intact record: it is named on stderr, never
-    /// printed).
+    /// Prints the records that match every filter given, by their calls' start (exit 1 when
+    /// a line or row is not an intact record: it is named on stderr, never printed).
     Query {
         /// Calls that started at or after TIME: RFC 3339 (`2026-11-30T11:30:00Z`,
         /// `…+01:00`, or a UTC date `2026-11-30`) or a time ago (`30m`, `1h`, `7d`).
@@ -158,7 +157,7 @@ pub enum AuditAction {
         /// Only calls that ended so: ok, error, unknown (intent records have no outcome).
         #[arg(long, value_parser = crate::audit::query::parse_outcome)]
         outcome: Option<crate::audit::Outcome>,
-        /// At most this many records (the first ones written).
+        /// At most this many records (the earliest).
         #[arg(long, short = 'n')]
         limit: Option<usize>,
         /// Output format.

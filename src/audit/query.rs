@@ -1,11 +1,14 @@
 //! `querygate audit query`: the records that match a filter (time range, tenant, principal,
 //! issuer, tool, class, decision, outcome), read from audit files or from the
-//! `audit_events` table, in the order they were written.
+//! `audit_events` table, ordered by their calls' start (`timestamp`; records of one start in
+//! the order they were written).
 //!
 //! Files are read through the chain's line parser, so only intact records (their content
 //! matching their hash) are returned; a line that is not one is reported, never shown. In
 //! PostgreSQL the filter is one fixed statement with bind parameters over the indexed
-//! columns (`tenant`, `principal`, `tool`, `decision`, `query_class`, `at`).
+//! columns (`tenant`, `principal`, `tool`, `decision`, `query_class`, `at`), ordered by
+//! `at` so that each `(column, at)` index yields the records in order and a `--limit` stops
+//! early.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -149,7 +152,7 @@ pub struct Filter {
     pub decision: Option<Decision>,
     /// How the call ended (intent records have none, so they never match).
     pub outcome: Option<Outcome>,
-    /// At most this many records (the first ones written).
+    /// At most this many records (the earliest).
     pub limit: Option<usize>,
 }
 
@@ -194,10 +197,6 @@ impl Filter {
             && self.decision.is_none_or(|d| d == r.decision)
             && self.outcome.is_none_or(|o| Some(o) == r.outcome)
     }
-
-    fn full(&self, found: usize) -> bool {
-        self.limit.is_some_and(|limit| found >= limit)
-    }
 }
 
 /// One matching record.
@@ -213,14 +212,15 @@ pub struct Found {
 /// What a query found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Matches {
-    /// The matching records, in the order they were written.
+    /// The matching records, by their calls' start.
     pub records: Vec<Found>,
     /// Lines that are not intact records (`file:line: reason`); an incomplete last line of
     /// a file (a write a crash cut short, never acknowledged) is not counted.
     pub unreadable: Vec<String>,
 }
 
-/// The matching records of `files`, read in the order given, and each file's lines in order.
+/// The matching records of `files`, by their calls' start (records of one start in the
+/// order of the files given and of their lines).
 pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matches> {
     let mut matches = Matches::default();
     for file in files {
@@ -228,9 +228,6 @@ pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matche
         let torn = !text.is_empty() && !text.ends_with('\n');
         let count = text.lines().count();
         for (n, line) in text.lines().enumerate() {
-            if filter.full(matches.records.len()) {
-                return Ok(matches);
-            }
             if line.trim().is_empty() {
                 continue;
             }
@@ -247,6 +244,13 @@ pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matche
             }
         }
     }
+    // A stable sort: one start keeps the written order; an unreadable timestamp sorts first.
+    matches
+        .records
+        .sort_by_cached_key(|found| humantime::parse_rfc3339(&found.stored.record.timestamp).ok());
+    if let Some(limit) = filter.limit {
+        matches.records.truncate(limit);
+    }
     Ok(matches)
 }
 
@@ -262,10 +266,11 @@ WHERE ($1::text IS NULL OR at >= $1::text::timestamptz)
   AND ($7::text IS NULL OR query_class = $7)
   AND ($8::text IS NULL OR decision = $8)
   AND ($9::text IS NULL OR outcome = $9)
-ORDER BY id
+ORDER BY at, id
 LIMIT $10";
 
-/// The matching records of the `audit_events` table, in insertion order. A row whose
+/// The matching records of the `audit_events` table, by `at` (the call's start), then in
+/// insertion order. A row whose
 /// `record` is not a record, or does not match its `hash`, is reported, never returned.
 pub async fn query_database(pool: &PgPool, filter: &Filter) -> Result<Matches, sqlx_core::Error> {
     let time =
@@ -464,16 +469,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut head = ChainHead::genesis();
         let mut lines = Vec::new();
-        for (i, (tenant, decision)) in [
-            ("acme", Decision::Allow),
-            ("globex", Decision::RefuseImmediate),
-            ("acme", Decision::RefuseImmediate),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        // The third call started before the second (its record was written after).
+        for (hour, tenant, decision) in [
+            (10, "acme", Decision::Allow),
+            (12, "globex", Decision::RefuseImmediate),
+            (11, "acme", Decision::RefuseImmediate),
+        ] {
             let record = AuditRecord {
-                timestamp: format!("2026-11-30T1{i}:00:00.000000Z"),
+                timestamp: format!("2026-11-30T{hour}:00:00.000000Z"),
                 tenant: tenant.into(),
                 tool: "run_select_query".into(),
                 decision,
@@ -504,8 +507,11 @@ mod tests {
             limit: Some(1),
             ..Default::default()
         };
-        let found = query_files(&[path], &limited).unwrap();
+        let found = query_files(std::slice::from_ref(&path), &limited).unwrap();
         assert_eq!(found.records.len(), 1);
-        assert_eq!(found.records[0].stored.record.tenant, "globex");
+        assert_eq!(found.records[0].stored.record.tenant, "acme");
+        let all = query_files(&[path], &Filter::default()).unwrap();
+        let seqs: Vec<u64> = all.records.iter().map(|f| f.stored.seq).collect();
+        assert_eq!(seqs, [1, 3, 2]);
     }
 }

@@ -143,11 +143,11 @@ async fn check(
         args
     };
     for (args, predicate, count) in cases(between) {
-        let expected: Vec<&String> = stored
-            .iter()
-            .filter(|(_, r)| predicate(r))
-            .map(|(line, _)| line)
-            .collect();
+        // By call start (a stable sort: one start keeps the written order).
+        let mut selected: Vec<&(String, AuditRecord)> =
+            stored.iter().filter(|(_, r)| predicate(r)).collect();
+        selected.sort_by_key(|(_, r)| humantime::parse_rfc3339(&r.timestamp).unwrap());
+        let expected: Vec<&String> = selected.iter().map(|(line, _)| line).collect();
         assert_eq!(
             expected.len(),
             count,
@@ -195,6 +195,29 @@ async fn check(
             assert_eq!(cells[6], stored.record.decision.as_str(), "{row}");
         }
     }
+    // `--limit`: the earliest records that match.
+    let out = audit_query(
+        env,
+        with(
+            vec!["--tenant".into(), "globex".into(), "-n".into(), "2".into()],
+            "json",
+        ),
+    )
+    .await;
+    let globex: Vec<&String> = stored
+        .iter()
+        .filter(|(_, r)| r.tenant == "globex")
+        .map(|(line, _)| line)
+        .take(2)
+        .collect();
+    assert_eq!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        globex
+    );
+
     // Untrusted text is escaped in the table and stored verbatim in JSON.
     let hostile = |format: &str| {
         with(
