@@ -289,3 +289,73 @@ fn misconfigured_rules_are_refused_at_load_naming_the_key() {
         "{err}"
     );
 }
+
+/// A server over the current registry whose `cloudflare` provider calls the mock.
+async fn cloudflare_server(root: &Path, mode: &str, tenant: &str) -> TestServer {
+    let root = root.to_owned();
+    start_yaml(move |mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(&env_file, format!("CLOUDFLARE_API_TOKEN={SECRET}\n")).unwrap();
+        format!(
+            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  cloudflare:\n    base_url: {mock}\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: {mode}\n{tenant}server:\n  listen: 127.0.0.1:0\n",
+            root = root.display(),
+            env = env_file.display(),
+            audit = dir.join("audit").display(),
+        )
+    })
+    .await
+}
+
+#[tokio::test]
+async fn cloudflare_d1_query_from_the_current_registry_is_not_a_read_unless_named() {
+    let Some(root) = crate::provider_rules::current_registry() else {
+        return;
+    };
+    let sql = "SELECT * FROM cloudflare.d1.database_query WHERE account_id = 'a1' AND database_id = 'db1'";
+    let path = "/accounts/a1/d1/database/db1/query";
+    let server = cloudflare_server(&root, "read_only", "").await;
+    let client = modern_client(&server.url).await;
+    let refused = select(&client, sql).await;
+    assert_eq!(
+        error_code(&refused),
+        "policy.refused",
+        "{}",
+        text_of(&refused)
+    );
+    assert!(
+        error_message(&refused)
+            .contains("this SELECT runs cloudflare.d1.database_query.query with POST"),
+        "{}",
+        text_of(&refused)
+    );
+    assert_eq!(server.mock.requests().len(), 0);
+    drop(server);
+
+    let server = cloudflare_server(
+        &root,
+        "read_only",
+        "    read_methods: [cloudflare.d1.database_query.query]\n    pinned_parameters:\n      account_id: a1\n",
+    )
+    .await;
+    let client = modern_client(&server.url).await;
+    let pinned = select(
+        &client,
+        "SELECT * FROM cloudflare.d1.database_query WHERE account_id = 'a2' AND database_id = 'db1'",
+    )
+    .await;
+    assert_eq!(
+        error_code(&pinned),
+        "policy.parameter_pinned",
+        "{}",
+        text_of(&pinned)
+    );
+    assert_eq!(server.mock.requests().len(), 0);
+    // Named as a read and on the pinned account: sent, once, even on 503.
+    server
+        .mock
+        .route(&format!("POST {path}"), Reply::status(503, "busy"));
+    let failed = select(&client, sql).await;
+    assert_eq!(failed.is_error, Some(true), "{}", text_of(&failed));
+    assert_ne!(error_code(&failed), "policy.refused");
+    assert_eq!(server.mock.count(path), 1, "{}", text_of(&failed));
+}

@@ -19,7 +19,7 @@ use crate::support::required;
 /// the system `tar`) from `../shared/providers/current/registry-src.tar.gz` into the tests'
 /// temporary folder. `None`, with a note, when none is at hand outside CI; under CI the
 /// tests fail instead.
-fn current_registry() -> Option<PathBuf> {
+pub(crate) fn current_registry() -> Option<PathBuf> {
     static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
     let root = ROOT.get_or_init(|| {
         let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

@@ -40,8 +40,9 @@ pub struct PreparedCall {
     pub render: Result<Render, String>,
     /// The arguments, without `format`.
     pub arguments: Map<String, Value>,
-    /// SHA-256 of the canonical JSON of every argument sent, when the mode holds the call
-    /// for approval (approvals are bound to it; other calls need none).
+    /// SHA-256 of the canonical JSON of every argument sent, when the mode may hold the
+    /// call for approval: its class needs it, or it is a read and the mode holds EXECs
+    /// (approvals are bound to it; other calls need none).
     pub arguments_sha256: Option<String>,
     /// The SQL text, for tools that take one.
     pub sql: Option<String>,
