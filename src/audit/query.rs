@@ -256,7 +256,7 @@ pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matche
 
 /// The filter in SQL: every condition is a bind parameter that is NULL when not filtered on.
 const SELECT: &str = "\
-SELECT id, seq, prev_hash, record, hash FROM audit_events
+SELECT id, seq, prev_hash, record, hash, mac FROM audit_events
 WHERE ($1::text IS NULL OR at >= $1::text::timestamptz)
   AND ($2::text IS NULL OR at < $2::text::timestamptz)
   AND ($3::text IS NULL OR tenant = $3)
@@ -278,7 +278,7 @@ pub async fn query_database(pool: &PgPool, filter: &Filter) -> Result<Matches, s
     let limit = filter
         .limit
         .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
-    let mut rows = query_as::<Postgres, (i64, i64, String, String, String)>(SELECT)
+    let mut rows = query_as::<Postgres, (i64, i64, String, String, String, Option<String>)>(SELECT)
         .bind(time(filter.since))
         .bind(time(filter.until))
         .bind(filter.tenant.as_deref())
@@ -291,7 +291,7 @@ pub async fn query_database(pool: &PgPool, filter: &Filter) -> Result<Matches, s
         .bind(limit)
         .fetch(pool);
     let mut matches = Matches::default();
-    while let Some((id, seq, prev_hash, record, hash)) = rows.try_next().await? {
+    while let Some((id, seq, prev_hash, record, hash, mac)) = rows.try_next().await? {
         let stored = match chain::parse_canonical(&record) {
             Ok(stored) if chain::hash_of(&record) == hash => stored,
             Ok(_) => {
@@ -310,6 +310,7 @@ pub async fn query_database(pool: &PgPool, filter: &Filter) -> Result<Matches, s
             prev_hash,
             hash,
             canonical: record,
+            mac,
         }
         .line();
         matches.records.push(Found { line, stored });
@@ -482,7 +483,7 @@ mod tests {
                 decision,
                 ..Default::default()
             };
-            let linked = link("r1", &head, &record).unwrap();
+            let linked = link("r1", &head, &record, None).unwrap();
             head = linked.head();
             lines.push(linked.line());
         }

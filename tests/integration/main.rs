@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod admission;
-mod audit_anchor;
 mod approval_fixes;
+mod audit_anchor;
 mod audit_file;
 mod audit_limits;
 mod audit_pg;
