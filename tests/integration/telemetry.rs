@@ -131,7 +131,7 @@ async fn metrics_count_real_calls_with_bounded_labels() {
     let held = call(
         &client,
         "run_mutation_query",
-        json!({"sql": "DELETE FROM testapi.items.items WHERE org = 'acme'"}),
+        json!({"sql": crate::gate::DELETE}),
     )
     .await;
     assert_eq!(error_code(&held), "policy.approval_required");

@@ -540,11 +540,14 @@ const PATH_VALUE: &AsciiSet = &CONTROLS
     .add(b'[')
     .add(b']');
 
+/// A header's name and value.
+pub(crate) type Header = (String, Vec<u8>);
+
 /// The URL and headers a leg's request would carry before auth is added, headers sorted: what
 /// a planned write's digest covers (never sent, never shown).
-pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<(String, Vec<u8>)>)> {
+pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<Header>)> {
     let (url, headers) = build_request(leg)?;
-    let mut headers: Vec<(String, Vec<u8>)> = headers
+    let mut headers: Vec<Header> = headers
         .iter()
         .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
         .collect();

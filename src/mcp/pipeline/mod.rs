@@ -31,6 +31,7 @@ mod dispatch;
 mod gate;
 mod observe;
 mod prepare;
+mod prompt;
 mod ranked_slots;
 pub(crate) mod response_bytes;
 mod step;
