@@ -2,7 +2,8 @@
 //! (fsync before acknowledging, group commit) and the PostgreSQL sink (committed before
 //! acknowledging, batched), at 1, 8 and 64 concurrent writers, 3 s per point. Each writer
 //! loops on `Auditor::record` (what the pipeline awaits per call) with a realistic record.
-//! Prints records/s and p50/p99 write latency, and the disk's own fsync rate from
+//! The `+mac` runs are anchored (every record and head MACed under an audit key). Prints
+//! records/s and p50/p99 write latency, and the disk's own fsync rate from
 //! `pg_test_fsync` for comparison.
 //!
 //! PostgreSQL: `QUERYGATE_TEST_DATABASE_URL` (an admin URL), else a throwaway cluster from
@@ -16,6 +17,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use querygate::audit::anchor::MacKey;
 use querygate::audit::file::{FileSink, FileSinkConfig};
 use querygate::audit::postgres::{PgSink, PgSinkConfig};
 use querygate::audit::record::{self, class};
@@ -122,23 +124,31 @@ fn print_point(sink: &str, writers: usize, point: &Point) {
     );
 }
 
+/// The audit key of the anchored runs (`audit.mac_key_file`).
+fn bench_key() -> MacKey {
+    MacKey::new(&[42u8; 32]).unwrap()
+}
+
 async fn bench_file(dir: &Path) {
-    for writers in WRITERS {
-        let sub = dir.join(format!("w{writers}"));
-        let sink = Arc::new(
-            FileSink::start(FileSinkConfig {
-                location: FileLocation::Dir(sub),
-                stream: "bench".into(),
-                max_size: 0,
-                max_files: 0,
-                max_age: None,
-            })
-            .unwrap(),
-        );
-        let auditor = Auditor::new(sink.clone(), FailureMode::Strict, "bench", None);
-        let point = run_point(&auditor, writers).await;
-        print_point("file", writers, &point);
-        sink.close().await;
+    for (label, key) in [("file", None), ("file+mac", Some(bench_key()))] {
+        for writers in WRITERS {
+            let sub = dir.join(format!("{label}-w{writers}"));
+            let sink = Arc::new(
+                FileSink::start(FileSinkConfig {
+                    location: FileLocation::Dir(sub),
+                    stream: "bench".into(),
+                    max_size: 0,
+                    max_files: 0,
+                    max_age: None,
+                    mac_key: key.clone(),
+                })
+                .unwrap(),
+            );
+            let auditor = Auditor::new(sink.clone(), FailureMode::Strict, "bench", None);
+            let point = run_point(&auditor, writers).await;
+            print_point(label, writers, &point);
+            sink.close().await;
+        }
     }
 }
 
@@ -186,14 +196,19 @@ async fn bench_postgres(admin: &str) {
             .await
             .unwrap();
     querygate::db::migrate(&pool).await.unwrap();
-    for writers in WRITERS {
+    for (label, key, writers) in WRITERS
+        .iter()
+        .map(|w| ("postgres", None, *w))
+        .chain(WRITERS.iter().map(|w| ("pg+mac", Some(bench_key()), *w)))
+    {
         let sink = Arc::new(
             PgSink::start(
                 pool.clone(),
                 PgSinkConfig {
-                    stream: format!("bench-{writers}"),
+                    stream: format!("bench-{label}-{writers}"),
                     max_batch: 512,
                     write_timeout: Duration::from_secs(10),
+                    mac_key: key,
                 },
             )
             .await
@@ -206,7 +221,7 @@ async fn bench_postgres(admin: &str) {
             None,
         );
         let point = run_point(&auditor, writers).await;
-        print_point("postgres", writers, &point);
+        print_point(label, writers, &point);
         sink.close().await;
     }
     pool.close().await;

@@ -14,8 +14,11 @@
 //! process rotated away or that was deleted is left for the current one.
 //!
 //! After every batch the stream's head ([`super::head`]: the last seq and hash, MACed under
-//! the audit key when there is one) is overwritten and synced beside the files, before the
-//! callers are answered, and with a key every line carries a MAC ([`super::anchor`]). Files
+//! the audit key when there is one) is overwritten beside the files before the callers are
+//! answered (a process that dies keeps it: it is in the page cache), and synced when the
+//! writer has been idle for [`HEAD_SYNC_AFTER`], under a steady load at most
+//! [`HEAD_SYNC_AT_MOST`] after it changed, before a pruning and at close (one more `fdatasync` per batch would cost the sink most of its
+//! throughput), and with a key every line carries a MAC ([`super::anchor`]). Files
 //! that rotation deletes are first named in a `prune` record (per stream, the last record
 //! that goes), so `audit verify` can tell pruning from deletion.
 //!
@@ -48,6 +51,12 @@ use super::sink::{AuditError, AuditSink, Receipt};
 
 /// The most records one fsync covers.
 const MAX_BATCH: usize = 4096;
+
+/// A head written is synced once the writer has been idle this long.
+pub const HEAD_SYNC_AFTER: Duration = Duration::from_millis(50);
+
+/// Under a steady load, a head written is synced at most this long after it changed.
+pub const HEAD_SYNC_AT_MOST: Duration = Duration::from_secs(1);
 
 /// How the file sink writes and rotates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +135,7 @@ impl FileSink {
             day: String::new(),
             head,
             head_file: None,
+            head_unsynced: None,
             fresh_file_needed: false,
             config,
         };
@@ -186,6 +196,8 @@ struct Writer {
     head: ChainHead,
     /// The stream's head file (opened with the first batch).
     head_file: Option<HeadFile>,
+    /// Since when the head file holds a head not yet synced.
+    head_unsynced: Option<Instant>,
     /// A failed write could not be rolled back: the next batch goes to a new file.
     fresh_file_needed: bool,
 }
@@ -193,7 +205,21 @@ struct Writer {
 impl Writer {
     fn run(&mut self, receiver: mpsc::Receiver<Job>) {
         let mut group = GroupCommit::default();
-        while let Ok(first) = receiver.recv() {
+        loop {
+            let received = match self.head_unsynced {
+                Some(_) => match receiver.recv_timeout(HEAD_SYNC_AFTER) {
+                    Ok(job) => Some(job),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.sync_head();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                },
+                None => receiver.recv().ok(),
+            };
+            let Some(first) = received else {
+                break;
+            };
             let mut batch = vec![first];
             take_queued(&receiver, &mut batch);
             if let Some(target) = group.target(MAX_BATCH) {
@@ -211,9 +237,31 @@ impl Writer {
             }
             group.observe(batch.len());
             self.write_batch(batch);
+            if self
+                .head_unsynced
+                .is_some_and(|since| since.elapsed() >= HEAD_SYNC_AT_MOST)
+            {
+                self.sync_head();
+            }
         }
         if let Some(file) = &self.file {
             let _ = file.sync_all();
+        }
+        self.sync_head();
+    }
+
+    /// Syncs the head file when it holds a head not yet synced.
+    fn sync_head(&mut self) {
+        if self.head_unsynced.take().is_none() {
+            return;
+        }
+        if let Some(file) = &self.head_file
+            && let Err(err) = file.sync()
+        {
+            tracing::error!(
+                "cannot sync the audit head '{}': {err}",
+                file.path().display()
+            );
         }
     }
 
@@ -491,11 +539,17 @@ impl Writer {
             .head_file
             .as_mut()
             .map_or(Ok(()), |file| file.write(&head));
-        written.map_err(|err| {
-            // Reopen the next time.
-            self.head_file = None;
-            unavailable(what(), err)
-        })
+        match written {
+            Ok(()) => {
+                self.head_unsynced.get_or_insert_with(Instant::now);
+                Ok(())
+            }
+            Err(err) => {
+                // Reopen the next time.
+                self.head_file = None;
+                Err(unavailable(what(), err))
+            }
+        }
     }
 
     /// Links one record of the writer's own (a `prune`) into the stream and appends it
@@ -514,7 +568,11 @@ impl Writer {
             .map_err(|err| unavailable(format!("cannot write '{}'", self.path.display()), err))?;
         self.size += bytes.len() as u64;
         self.head = linked.head();
-        self.write_head()
+        self.write_head()?;
+        // Files are deleted next: the head naming the prune record must be durable first.
+        let synced = self.head_file.as_ref().map_or(Ok(()), HeadFile::sync);
+        self.head_unsynced = None;
+        synced.map_err(|err| unavailable("cannot sync the audit head".to_owned(), err))
     }
 
     /// Deletes the oldest files past `max_files` and rotated files past `max_age`, once a

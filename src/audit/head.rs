@@ -6,8 +6,11 @@
 //!
 //! Heads live in `<audit folder>/.querygate_heads/<stream>.head`: one small file per stream,
 //! overwritten in place (one sector, so a crash leaves the old head or the new one). The
-//! writer never moves a head back: at start a server continues after its head when the
-//! files end earlier, so the gap stays visible.
+//! head is written (to the page cache: it survives the process) before a batch's callers
+//! are answered, and synced apart from the records ([`HeadFile::sync`], see the file sink),
+//! since a second `fdatasync` per batch would cost more than the records' own. The writer
+//! never moves a head back: at start a server continues after its head when the files end
+//! earlier, so the gap stays visible.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -129,7 +132,7 @@ impl HeadFile {
         &self.path
     }
 
-    /// Overwrites the head in place and syncs it.
+    /// Overwrites the head in place (not synced: see [`HeadFile::sync`]).
     pub fn write(&mut self, head: &Head) -> std::io::Result<()> {
         let mut bytes = serde_json::to_vec(head).map_err(std::io::Error::other)?;
         if bytes.len() < HEAD_BYTES {
@@ -140,8 +143,12 @@ impl HeadFile {
         if self.file.metadata()?.len() > bytes.len() as u64 {
             self.file.set_len(bytes.len() as u64)?;
         }
-        self.file.sync_data()?;
         self.file.flush()
+    }
+
+    /// Makes the last head written durable.
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
     }
 }
 
@@ -207,6 +214,7 @@ mod tests {
             Some(&key),
         );
         file.write(&second).unwrap();
+        file.sync().unwrap();
         let bytes = std::fs::read(file.path()).unwrap();
         assert_eq!(bytes.len(), HEAD_BYTES);
         let read_back = read(file.path()).unwrap().unwrap().unwrap();

@@ -374,7 +374,7 @@ impl<'k> Walker<'k> {
                     }
                     if state.seq > head.seq {
                         self.report.notes.push(format!(
-                            "stream {stream}: seq {}..{} come after its head (seq {}): written by a process that stopped before updating the head, so never acknowledged",
+                            "stream {stream}: seq {}..{} come after its head (seq {}): written by a process that stopped before updating its head (never acknowledged), or after a power loss within the head's sync interval",
                             head.seq + 1,
                             state.seq,
                             head.seq

@@ -403,10 +403,9 @@ async fn old_records_without_a_mac_are_unanchored_and_losing_the_anchor_is_a_bre
         env: Default::default(),
     })
     .unwrap();
-    let err = App::build(config)
-        .await
-        .err()
-        .expect("the start is refused");
+    let Err(err) = App::build(config).await else {
+        panic!("the start is refused");
+    };
     assert!(err.to_string().contains("does not verify"), "{err}");
 }
 
