@@ -18,6 +18,7 @@ mod pushdown;
 mod registry;
 mod reload;
 mod remote;
+mod request_body;
 mod rows;
 mod select;
 mod slots;

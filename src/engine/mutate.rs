@@ -532,6 +532,7 @@ async fn send_all(
             method,
             base_url: prepared.base_url.as_deref(),
             values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            body: None,
             auth: &auth,
             credentials: cx.credentials.as_ref(),
         };

@@ -13,18 +13,19 @@ use tokio::sync::Semaphore;
 
 use super::Inner;
 use super::discovery::{open_provider, provider_resource};
-use super::document::Param;
+use super::document::{Param, ParamLocation};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, settled};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
+use super::request_body;
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
-    AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
+    AuthParts, Leg, LegBody, LegEnd, check_auth_material, credential_error, resolve_auth,
 };
 
 /// A planned table plus what calling its provider needs.
@@ -521,14 +522,32 @@ async fn fetch_leg(
     let Some(auth) = auth else {
         return Ok((LegEnd::Complete { pages: 0 }, Vec::new()));
     };
+    let body = plan.body.as_ref().and_then(|template| {
+        let fields = leg
+            .iter()
+            .filter(|(p, _)| p.location == ParamLocation::Body)
+            .map(|(p, v)| {
+                (
+                    p.body_path.clone(),
+                    request_body::typed(&v.text, p.type_name.as_deref()),
+                )
+            })
+            .collect();
+        template.render(fields).map(|json| LegBody {
+            media_type: template.media_type.clone(),
+            json,
+        })
+    });
     let request = Leg {
         method: plan.method(),
         base_url: job.base_url.as_deref(),
         values: leg
             .iter()
+            .filter(|(p, _)| p.location != ParamLocation::Body)
             .map(|(p, v)| (*p, v.text.clone()))
             .chain(plan.pushdown.iter().map(|(p, v)| (p, v.clone())))
             .collect(),
+        body,
         auth,
         credentials: cx.credentials.as_ref(),
     };

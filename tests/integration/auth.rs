@@ -397,7 +397,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Recomputes the request's SigV4 signature from what the mock received, following AWS's
 /// published algorithm, and checks it against the one sent.
-fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
+pub(crate) fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
     let authorization = request.headers["authorization"].to_str().unwrap();
     let rest = authorization
         .strip_prefix("AWS4-HMAC-SHA256 Credential=")
