@@ -129,7 +129,7 @@ impl BodyTemplate {
 
 /// Sets `value` at `path` in `body`, making the objects on the way (a non-object on the
 /// way is replaced).
-fn set_path(body: &mut Value, path: &[String], value: Value) {
+pub(crate) fn set_path(body: &mut Value, path: &[String], value: Value) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };

@@ -415,12 +415,20 @@ pub(crate) fn verify_sigv4(request: &Recorded, secret: &str, region: &str, servi
     let scope = format!("{date}/{region}/{service}/aws4_request");
     assert_eq!(credential, format!("AKIDTEST/{scope}"));
 
-    let mut query: Vec<&str> = request
+    // A parameter without a value (`&__Bucket&`) is `__Bucket=` in the canonical query.
+    let mut query: Vec<String> = request
         .query
         .as_deref()
         .unwrap_or_default()
         .split('&')
         .filter(|p| !p.is_empty())
+        .map(|p| {
+            if p.contains('=') {
+                p.to_owned()
+            } else {
+                format!("{p}=")
+            }
+        })
         .collect();
     query.sort();
     let mut canonical_headers = String::new();

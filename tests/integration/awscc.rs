@@ -164,6 +164,25 @@ impl CloudControl {
                     ),
                 }
             }
+            "CreateResource" | "DeleteResource" => {
+                let desired = input.get("DesiredState").and_then(Value::as_str);
+                let id = match (action.as_str(), desired) {
+                    ("CreateResource", Some(text)) => serde_json::from_str::<Value>(text)
+                        .ok()
+                        .and_then(|d| d.get("BucketName").cloned()),
+                    ("DeleteResource", _) => input.get("Identifier").cloned(),
+                    // Cloud Control takes DesiredState as JSON text only.
+                    _ => return error("ValidationException", "DesiredState must be a string"),
+                };
+                reply(&json!({"ProgressEvent": {
+                    "TypeName": type_name,
+                    "Identifier": id,
+                    "RequestToken": "8a2e4d60-0000-4b5e-9d5b-8c3f2ad3e6b1",
+                    "Operation": if action == "CreateResource" { "CREATE" } else { "DELETE" },
+                    "OperationStatus": "IN_PROGRESS",
+                    "EventTime": 1.7e9
+                }}))
+            }
             _ => error("UnsupportedActionException", "not mocked"),
         }
     }
@@ -460,4 +479,72 @@ async fn detail_view_errors_are_named() {
         err.to_string().contains("ResourceNotFoundException"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn insert_and_delete_send_the_base_type_name_and_desired_state_as_text() {
+    let Some(root) = registry() else { return };
+    let (api, url) = CloudControl::start(&buckets()).await;
+    let e = engine(root, &url);
+    let out = e
+        .execute(
+            &cx(),
+            r#"INSERT INTO awscc.s3.buckets (BucketName, VersioningConfiguration, Tags, region)
+               SELECT 'new-bucket', '{"Status": "Enabled"}', '[{"Key": "team", "Value": "web"}]', 'eu-west-1'
+               RETURNING Identifier, Operation, OperationStatus"#,
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["new-bucket|CREATE|IN_PROGRESS"]);
+    let created = &api.requests()[0];
+    assert_eq!(created.path, "/eu-west-1/");
+    assert_eq!(
+        created.query.as_deref(),
+        Some("Action=CreateResource&Version=2021-09-30&__Bucket&__detailTransformed=true")
+    );
+    assert_eq!(
+        created.headers["x-amz-target"],
+        "CloudApiService.CreateResource"
+    );
+    let body = body_of(created);
+    assert_eq!(body["TypeName"], "AWS::S3::Bucket");
+    let desired: Value = serde_json::from_str(body["DesiredState"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        desired,
+        json!({"BucketName": "new-bucket", "VersioningConfiguration": {"Status": "Enabled"},
+               "Tags": [{"Key": "team", "Value": "web"}]})
+    );
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+    crate::auth::verify_sigv4(created, SECRET, "us-east-1", "cloudcontrolapi");
+
+    e.execute(
+        &cx(),
+        "DELETE FROM awscc.s3.buckets WHERE Identifier = 'alpha-logs' AND region = 'us-east-1'",
+    )
+    .await
+    .unwrap_or_else(|err| panic!("{err}"));
+    let deleted = &api.requests()[1];
+    assert_eq!(deleted.path, "/us-east-1/");
+    assert_eq!(
+        deleted.headers["x-amz-target"],
+        "CloudApiService.DeleteResource"
+    );
+    assert_eq!(
+        body_of(deleted),
+        json!({"TypeName": "AWS::S3::Bucket", "Identifier": "alpha-logs"})
+    );
+    // A WHERE name the delete's body does not declare is still refused, before sending.
+    let err = e
+        .execute(
+            &cx(),
+            "DELETE FROM awscc.s3.buckets WHERE Identifer = 'alpha-logs' AND region = 'us-east-1'",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("'Identifer' in WHERE is not a parameter"),
+        "{err}"
+    );
+    assert_eq!(api.requests().len(), 2);
 }
