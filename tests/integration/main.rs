@@ -54,6 +54,7 @@ mod registry;
 mod replicas;
 mod retries;
 mod select;
+mod sql_errors;
 mod support;
 mod telemetry;
 mod transforms;
