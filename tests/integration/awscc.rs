@@ -22,8 +22,9 @@ use crate::mock::Recorded;
 use crate::support::SECRET;
 use crate::transforms::current_registry;
 
-const PREFIXES: [&str; 3] = [
+const PREFIXES: [&str; 4] = [
     "src/awscc/v00.00.00000/provider.yaml",
+    "src/awscc/v00.00.00000/services/arczonalshift.yaml",
     "src/awscc/v00.00.00000/services/s3.yaml",
     "src/awscc/v00.00.00000/services/cloud_control.yaml",
 ];
@@ -547,4 +548,34 @@ async fn insert_and_delete_send_the_base_type_name_and_desired_state_as_text() {
         "{err}"
     );
     assert_eq!(api.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_view_projecting_region_twice_still_routes_by_the_region_parameter() {
+    let Some(root) = registry() else { return };
+    // The view's DDL: `SELECT region, JSON_EXTRACT(Properties, '$.Region') as region … WHERE
+    // … AND region = 'us-east-1'`: the WHERE `region` is the server variable (SQLite reads
+    // the column before the alias), not a filter on the JSON field.
+    let type_name = "AWS::ARCZonalShift::AutoshiftObserverNotificationStatus";
+    let (api, url) = CloudControl::start(&[(
+        "eu-west-1",
+        type_name,
+        "111122223333|us-west-2",
+        json!({"AccountId": "111122223333", "Region": "us-west-2"}),
+    )])
+    .await;
+    let e = engine(root, &url);
+    let out = e
+        .execute(
+            &cx(),
+            "SELECT * FROM awscc.arczonalshift.autoshift_observer_notification_statuses_list_only \
+             WHERE region = 'eu-west-1'",
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["eu-west-1|111122223333|us-west-2"]);
+    let requests = api.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/eu-west-1/");
+    assert_eq!(body_of(&requests[0]), json!({"TypeName": type_name}));
 }

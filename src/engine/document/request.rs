@@ -40,8 +40,8 @@ pub(crate) struct RequestSpec {
 
 impl RequestSpec {
     /// Reads the method definition `def` (and its resource's `config` for the translate
-    /// algorithm, when the method names none). A `base` or `default` that is not JSON (an
-    /// object, for `base`) is an error.
+    /// algorithm, when the method names none). A `base` that is not a JSON object is an
+    /// error; a `default` that is not JSON is left out.
     pub(crate) fn parse(
         def: &Value,
         resource_config: Option<&Value>,
@@ -55,13 +55,16 @@ impl RequestSpec {
             },
             None => None,
         };
-        let default = match text("default") {
-            Some(raw) => Some(
-                serde_json::from_str::<Value>(raw)
-                    .map_err(|_| "request.default is not JSON".to_owned())?,
-            ),
-            None => None,
-        };
+        // awscc's tagging documents write `'{}'`: JSON in single quotes is read as the JSON.
+        // A default that is not JSON either way is not sent (the method sends no body).
+        let default = text("default").and_then(|raw| {
+            let raw = raw.trim();
+            serde_json::from_str::<Value>(raw).ok().or_else(|| {
+                raw.strip_prefix('\'')
+                    .and_then(|r| r.strip_suffix('\''))
+                    .and_then(|inner| serde_json::from_str::<Value>(inner).ok())
+            })
+        });
         let algorithm = [def.get("config"), resource_config]
             .into_iter()
             .flatten()
@@ -117,6 +120,14 @@ mod tests {
         assert_eq!(spec.translate, BodyTranslate::Naive { parent: None });
         let spec = RequestSpec::parse(&json!({}), None).unwrap();
         assert_eq!(spec.translate, BodyTranslate::Prefixed);
+        for (raw, default) in [("'{}'\n", Some(json!({}))), ("{nope", None)] {
+            let def = json!({"request": {"default": raw}});
+            assert_eq!(
+                RequestSpec::parse(&def, None).unwrap().default,
+                default,
+                "{raw}"
+            );
+        }
     }
 
     #[test]
