@@ -19,6 +19,7 @@ mod registry;
 mod reload;
 mod remote;
 mod requests;
+mod request_body;
 mod rows;
 mod select;
 mod slots;

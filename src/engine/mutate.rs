@@ -19,6 +19,7 @@ use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
 use super::requests::{ParamValues, PlannedRequest, request};
+use super::request_body::{BodyTemplate, set_path};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
@@ -552,13 +553,21 @@ fn prepare(
         )));
     }
     let body_schema = schema.and_then(|(_, s)| s);
+    // `naive_<Key>`: the fields are those of the body's `<Key>` object, and go there.
+    let parent = match (method.request.translate.parent(), &body_schema) {
+        (Some(key), Some(schema)) => schema
+            .property(&inner.store, key)?
+            .map(|inner_schema| (key.to_owned(), inner_schema)),
+        _ => None,
+    };
+    let template = BodyTemplate::for_method(&inner.store, method)?;
+    let media_type = template
+        .as_ref()
+        .map_or(media_type, |t| t.media_type.clone());
     let mut requests = Vec::with_capacity(rows.len());
     for row in rows {
         let mut params = Vec::new();
-        let mut body = match &json_body {
-            Some(Value::Object(map)) => Some(map.clone()),
-            _ => None,
-        };
+        let mut fields: Vec<(Vec<String>, Value)> = Vec::new();
         for (name, value) in row {
             if let Some(param) = param_named(method, &name) {
                 if let Some(text) = value.as_param() {
@@ -566,15 +575,19 @@ fn prepare(
                 }
                 continue;
             }
-            if where_names.iter().any(|w| w == &name) {
-                return Err(Error::invalid_sql(format!(
+            let in_where = where_names.iter().any(|w| w == &name);
+            let not_in_where = || {
+                Error::invalid_sql(format!(
                     "'{name}' in WHERE is not a parameter of {}.{} (parameters: {})",
                     resource.full_name(),
                     method.name,
                     param_list(method)
-                )));
-            }
+                ))
+            };
             if method.request_body.is_none() {
+                if in_where {
+                    return Err(not_in_where());
+                }
                 return Err(Error::invalid_sql(format!(
                     "'{name}' is not a parameter of {}.{} (parameters: {}), and the method takes no request body",
                     resource.full_name(),
@@ -583,15 +596,46 @@ fn prepare(
                 )));
             }
             let field = name.strip_prefix(BODY_PREFIX).unwrap_or(&name).to_owned();
-            let field = wire_field(inner, body_schema.as_ref(), method, field)?;
-            let value = body_value(inner, body_schema.as_ref(), &field, value, method)?;
-            body.get_or_insert_with(Map::new).insert(field, value);
+            // The parent object's field when it has one by that name, else the top level's.
+            let (schema, prefix) = match &parent {
+                Some((key, inner_schema)) => {
+                    let wire = wire_field(inner, Some(inner_schema), method, field.clone())?;
+                    if inner_schema.property(&inner.store, &wire)?.is_some() {
+                        (Some(inner_schema), Some(key.clone()))
+                    } else {
+                        (body_schema.as_ref(), None)
+                    }
+                }
+                None => (body_schema.as_ref(), None),
+            };
+            let field = wire_field(inner, schema, method, field)?;
+            // A WHERE name is a body field only when the body schema declares it (Cloud
+            // Control's `DELETE … WHERE Identifier = …`).
+            let declared = match schema {
+                Some(schema) => schema.property(&inner.store, &field)?.is_some(),
+                None => false,
+            };
+            if in_where && !declared {
+                return Err(not_in_where());
+            }
+            let value = body_value(inner, schema, &field, value, method)?;
+            let path = prefix.into_iter().chain(std::iter::once(field)).collect();
+            fields.push((path, value));
         }
-        let body = match (&json_body, body) {
-            (Some(other), None) | (Some(other @ Value::Array(_)), _) => Some(other.clone()),
-            (_, Some(map)) => Some(Value::Object(map)),
-            (None, None) if method.body_required() => Some(Value::Object(Map::new())),
-            (None, None) => None,
+        let body = match &json_body {
+            // `@@json`: the body as given, with the named fields set over an object.
+            Some(Value::Object(map)) => {
+                let mut body = Value::Object(map.clone());
+                for (path, value) in fields {
+                    set_path(&mut body, &path, value);
+                }
+                Some(body)
+            }
+            Some(other) => Some(other.clone()),
+            None => match &template {
+                Some(template) => template.render(fields),
+                None => None,
+            },
         };
         requests.push(Request { params, body });
     }
@@ -760,6 +804,7 @@ async fn send_all(
             method,
             base_url: prepared.base_url.as_deref(),
             values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            body: None,
             auth: &auth,
             credentials: cx.credentials.as_ref(),
         };

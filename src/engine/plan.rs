@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use super::document::{DocumentStore, Method, Param, ParamLocation, Resource};
+use super::document::{BodyTranslate, DocumentStore, Method, Param, ParamLocation, Resource};
 use super::error::{Error, ErrorKind, Result};
+use super::request_body::{BodyField, BodyTemplate, body_fields};
 use super::rows::RowLocator;
 use super::sql::{Analysis, Binding, Conjunct, Filter, Referenced, Source};
 use super::types::SqlVerb;
@@ -36,6 +37,9 @@ pub(crate) struct TablePlan {
     /// The WHERE conjuncts (with the column each names) whose values this table's requests
     /// carry as parameters: the rows are already those the statement asked for.
     pub(crate) consumed: Vec<(Conjunct, String)>,
+    /// How the method's request body is made, when its operation takes one; the fields
+    /// given are the `params` located in the body.
+    pub(crate) body: Option<Arc<BodyTemplate>>,
 }
 
 impl TablePlan {
@@ -158,23 +162,47 @@ fn plan_one(
     let mut params = Vec::new();
     let mut depends_on = Vec::new();
     let mut consumed = Vec::new();
+    let mut take = |binding: &Binding, param: Param| {
+        let source = &binding.source;
+        match source.depends_on() {
+            Some(occurrence) if !depends_on.contains(&occurrence) => {
+                depends_on.push(occurrence);
+            }
+            Some(_) => {}
+            // Values from the statement itself: each request asks for exactly them.
+            None => consumed.extend(
+                binding
+                    .conjunct
+                    .clone()
+                    .map(|c| (c, binding.column.clone())),
+            ),
+        }
+        params.push((param, source.clone()));
+    };
     for param in &method.params {
         if let Some(binding) = binding(method, param) {
-            let source = &binding.source;
-            match source.depends_on() {
-                Some(occurrence) if !depends_on.contains(&occurrence) => {
-                    depends_on.push(occurrence);
-                }
-                Some(_) => {}
-                // Values from the statement itself: each request asks for exactly them.
-                None => consumed.extend(
-                    binding
-                        .conjunct
-                        .clone()
-                        .map(|c| (c, binding.column.clone())),
-                ),
+            take(binding, param.clone());
+        }
+    }
+    // Request-body fields given in WHERE go in the body (a parameter of the same name
+    // takes the value first).
+    let body = BodyTemplate::for_method(store, method)?.map(Arc::new);
+    if body.is_some() {
+        for field in body_fields(store, method)? {
+            if method
+                .params
+                .iter()
+                .any(|p| method.answers_to(&p.name, &field.wire))
+            {
+                continue;
             }
-            params.push((param.clone(), source.clone()));
+            let Some(found) = bindings
+                .iter()
+                .find(|b| gives_field(method, &field, &b.column))
+            else {
+                continue;
+            };
+            take(found, body_param(&field, &found.column));
         }
     }
 
@@ -201,7 +229,11 @@ fn plan_one(
     let mut columns = schema_columns.clone();
     // StackQL's rule: `SELECT *` is the response schema's properties, never the parameters.
     let star_columns = schema_columns;
-    for param in &method.params {
+    let body_columns = params
+        .iter()
+        .filter(|(p, _)| p.location == ParamLocation::Body)
+        .map(|(p, _)| p);
+    for param in method.params.iter().chain(body_columns) {
         if !contains_ci(&columns, &param.name) {
             columns.push(param.name.clone());
         }
@@ -227,8 +259,46 @@ fn plan_one(
         depends_on,
         pushdown: Vec::new(),
         consumed,
+        body,
     })
 }
+
+/// Whether the statement's column `column` gives the body field `field`: its `data__`
+/// form always; its own name (or snake_case alias) when the method's translate algorithm
+/// is `naive…` or the field is required (the field then chose the method).
+fn gives_field(method: &Method, field: &BodyField, column: &str) -> bool {
+    let prefixed = column
+        .get(..BODY_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(BODY_PREFIX))
+        && column[BODY_PREFIX.len()..].eq_ignore_ascii_case(&field.wire);
+    let naive = matches!(method.request.translate, BodyTranslate::Naive { .. });
+    prefixed || ((naive || field.required) && method.answers_to(&field.wire, column))
+}
+
+/// The parameter a body field given as `column` is: a column of that name, sent in the body.
+fn body_param(field: &BodyField, column: &str) -> Param {
+    let prefixed = column
+        .get(..BODY_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(BODY_PREFIX));
+    Param {
+        name: if prefixed {
+            format!("{BODY_PREFIX}{}", field.wire)
+        } else {
+            field.wire.clone()
+        },
+        location: ParamLocation::Body,
+        required: field.required,
+        default: None,
+        allowed: Vec::new(),
+        env_var: None,
+        type_name: field.type_name.clone(),
+        description: field.description.clone(),
+        body_path: field.path.clone(),
+    }
+}
+
+/// The prefix StackQL's default translate algorithm gives body fields in SQL.
+const BODY_PREFIX: &str = "data__";
 
 /// The WHERE conjuncts that filled request parameters and that SQLite need not apply
 /// again (StackQL removes them from the SQL it runs over the rows): those whose every
@@ -264,9 +334,9 @@ fn required_body_fields(store: &DocumentStore, method: &Method) -> Vec<String> {
 fn answers_to_field(method: &Method, field: &str, column: &str) -> bool {
     method.answers_to(field, column)
         || column
-            .get(..6)
-            .is_some_and(|prefix| prefix.eq_ignore_ascii_case("data__"))
-            && column[6..].eq_ignore_ascii_case(field)
+            .get(..BODY_PREFIX.len())
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(BODY_PREFIX))
+            && column[BODY_PREFIX.len()..].eq_ignore_ascii_case(field)
 }
 
 pub(crate) fn contains_ci(names: &[String], name: &str) -> bool {

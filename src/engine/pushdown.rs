@@ -236,6 +236,7 @@ pub(crate) fn odata_params(
                     env_var: None,
                     type_name: Some("string".to_owned()),
                     description: None,
+                    body_path: Vec::new(),
                 },
                 value,
             )

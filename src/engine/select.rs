@@ -13,19 +13,20 @@ use tokio::sync::Semaphore;
 
 use super::Inner;
 use super::discovery::{open_provider, provider_resource};
-use super::document::Param;
+use super::document::{Param, ParamLocation};
 use super::error::{Error, ErrorKind, Result};
-use super::eval::{Database, PendingLoad, settled};
+use super::eval::{Database, PendingLoad, near_word, settled};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::requests::{ParamValues, PlannedRequest, request};
+use super::request_body;
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
-    AuthParts, Leg, LegEnd, check_auth_material, credential_error, resolve_auth,
+    AuthParts, Leg, LegBody, LegEnd, check_auth_material, credential_error, resolve_auth,
 };
 
 /// A planned table plus what calling its provider needs.
@@ -55,6 +56,7 @@ pub(crate) async fn run_with(
     query: Box<Query>,
     sources: Vec<(String, QueryOutput)>,
 ) -> Result<QueryOutput> {
+    let original = query.clone();
     let planning = slots::slot(cx).await;
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
@@ -62,6 +64,19 @@ pub(crate) async fn run_with(
     let db = Database::open(inner.config.eval, cx.slots.clone());
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
+    }
+    // The final SQL compiles over the planned (empty) tables before any request is sent.
+    if !jobs.is_empty() && jobs.iter().all(|job| !job.plan.dynamic_columns) {
+        for job in &jobs {
+            db.create_table(
+                &job.plan.local,
+                job.plan.columns.clone(),
+                &job.plan.boolean_columns,
+            )?;
+        }
+        db.query(format!("EXPLAIN {sql}"), usize::MAX)
+            .await
+            .map_err(|err| in_user_terms(err, &original))?;
     }
     let budget = Budget {
         requests: AtomicUsize::new(0),
@@ -96,7 +111,10 @@ pub(crate) async fn run_with(
             loaded[i] = true;
         }
     }
-    let mut output = db.query(sql, inner.config.max_result_rows).await?;
+    let mut output = db
+        .query(sql, inner.config.max_result_rows)
+        .await
+        .map_err(|err| in_user_terms(err, &original))?;
     output.warnings = warnings;
     Ok(output)
 }
@@ -155,6 +173,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 /// token is fetched), and SQLite compiles the rewritten statement over empty tables with
 /// the planned columns (skipped when a table's columns come only from data).
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
+    let original = query.clone();
     let planning = slots::slot(cx).await;
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
@@ -174,8 +193,69 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
         )?;
     }
     // EXPLAIN compiles the statement (names, columns, functions) without running it.
-    db.query(format!("EXPLAIN {sql}"), usize::MAX).await?;
+    db.query(format!("EXPLAIN {sql}"), usize::MAX)
+        .await
+        .map_err(|err| in_user_terms(err, &original))?;
     Ok(())
+}
+
+/// A compile error of the rewritten SQL placed in the statement as written: the word SQLite
+/// stopped at, with its line and column in the statement when the statement has it.
+fn in_user_terms(err: Error, original: &Query) -> Error {
+    if err.kind() != ErrorKind::InvalidSql {
+        return err;
+    }
+    let Some(word) = near_word(err.message()) else {
+        return err;
+    };
+    let Some((line, column)) = locate(original, word) else {
+        return err;
+    };
+    let message = err.message();
+    let head = message
+        .strip_suffix(&format!("(near '{word}')"))
+        .unwrap_or(message)
+        .trim_end();
+    Error::invalid_sql(format!(
+        "{head} (near '{word}' at line {line}, column {column} of the statement)"
+    ))
+}
+
+/// Where the statement first names `word` (an identifier, column or function name).
+fn locate(query: &Query, word: &str) -> Option<(u64, u64)> {
+    use sqlparser::ast::{Expr, Ident, Visit, Visitor};
+    use std::ops::ControlFlow;
+
+    struct Finder<'w> {
+        word: &'w str,
+    }
+    impl Visitor for Finder<'_> {
+        type Break = (u64, u64);
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<(u64, u64)> {
+            let idents: Vec<&Ident> = match expr {
+                Expr::Identifier(ident) => vec![ident],
+                Expr::CompoundIdentifier(parts) => parts.iter().collect(),
+                Expr::Function(function) => function
+                    .name
+                    .0
+                    .iter()
+                    .filter_map(|p| p.as_ident())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for ident in idents {
+                let start = ident.span.start;
+                if ident.value.eq_ignore_ascii_case(self.word) && start.line > 0 {
+                    return ControlFlow::Break((start.line, start.column));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match query.visit(&mut Finder { word }) {
+        ControlFlow::Break(found) => Some(found),
+        ControlFlow::Continue(()) => None,
+    }
 }
 
 struct Budget {
@@ -551,14 +631,32 @@ async fn fetch_leg(
     let Some(auth) = auth else {
         return Ok((LegEnd::Complete { pages: 0 }, Vec::new()));
     };
+    let body = plan.body.as_ref().and_then(|template| {
+        let fields = leg
+            .iter()
+            .filter(|(p, _)| p.location == ParamLocation::Body)
+            .map(|(p, v)| {
+                (
+                    p.body_path.clone(),
+                    request_body::typed(&v.text, p.type_name.as_deref()),
+                )
+            })
+            .collect();
+        template.render(fields).map(|json| LegBody {
+            media_type: template.media_type.clone(),
+            json,
+        })
+    });
     let request = Leg {
         method: plan.method(),
         base_url: job.base_url.as_deref(),
         values: leg
             .iter()
+            .filter(|(p, _)| p.location != ParamLocation::Body)
             .map(|(p, v)| (*p, v.text.clone()))
             .chain(plan.pushdown.iter().map(|(p, v)| (p, v.clone())))
             .collect(),
+        body,
         auth,
         credentials: cx.credentials.as_ref(),
     };

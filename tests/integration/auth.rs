@@ -397,7 +397,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Recomputes the request's SigV4 signature from what the mock received, following AWS's
 /// published algorithm, and checks it against the one sent.
-fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
+pub(crate) fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
     let authorization = request.headers["authorization"].to_str().unwrap();
     let rest = authorization
         .strip_prefix("AWS4-HMAC-SHA256 Credential=")
@@ -415,12 +415,20 @@ fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
     let scope = format!("{date}/{region}/{service}/aws4_request");
     assert_eq!(credential, format!("AKIDTEST/{scope}"));
 
-    let mut query: Vec<&str> = request
+    // A parameter without a value (`&__Bucket&`) is `__Bucket=` in the canonical query.
+    let mut query: Vec<String> = request
         .query
         .as_deref()
         .unwrap_or_default()
         .split('&')
         .filter(|p| !p.is_empty())
+        .map(|p| {
+            if p.contains('=') {
+                p.to_owned()
+            } else {
+                format!("{p}=")
+            }
+        })
         .collect();
     query.sort();
     let mut canonical_headers = String::new();

@@ -2,6 +2,7 @@
 
 mod cache;
 mod model;
+mod request;
 mod schema;
 mod store;
 mod view;
@@ -11,6 +12,7 @@ pub(crate) use cache::ModelCache;
 pub(crate) use model::{
     ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
+pub(crate) use request::{BodyTranslate, RequestSpec};
 pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;
 pub(crate) use view::View;

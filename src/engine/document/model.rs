@@ -339,6 +339,8 @@ pub(crate) enum ParamLocation {
     Cookie,
     /// A server variable (`{region}` in a `servers` URL): a routing parameter.
     Server,
+    /// A field of the JSON request body, given in WHERE (a SELECT bound to POST).
+    Body,
 }
 
 impl ParamLocation {
@@ -349,6 +351,7 @@ impl ParamLocation {
             ParamLocation::Header => "header",
             ParamLocation::Cookie => "cookie",
             ParamLocation::Server => "server",
+            ParamLocation::Body => "body",
         }
     }
 }
@@ -364,6 +367,9 @@ pub(crate) struct Param {
     pub(crate) env_var: Option<String>,
     pub(crate) type_name: Option<String>,
     pub(crate) description: Option<String>,
+    /// For a body field: where its value goes in the JSON body (`["TypeName"]`,
+    /// `["DesiredState", "BucketName"]`); empty for other parameters.
+    pub(crate) body_path: Vec<String>,
 }
 
 /// An OpenAPI server URL with its variables.
@@ -444,6 +450,9 @@ pub(crate) struct Method {
     pub(crate) request_body: Option<Value>,
     /// Body fields the method definition's `request.required` marks required.
     pub(crate) request_required: Vec<String>,
+    /// `request.base`, `request.default`, `request.mediaType` and the body translate
+    /// algorithm.
+    pub(crate) request: super::RequestSpec,
     /// The nearest `config.retry` (method, resource, service document, provider).
     pub(crate) retry: Option<DocumentRetry>,
     /// The nearest `config.queryParamPushdown` (method, resource, service document).
@@ -612,6 +621,8 @@ impl Method {
         .flatten()
         .find_map(|c| DocumentRetry::parse(c.get("retry")?));
 
+        let request = super::RequestSpec::parse(def, cx.resource_config)
+            .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?;
         let request_body = operation
             .get("requestBody")
             .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))
@@ -632,6 +643,7 @@ impl Method {
             operation_doc: op_doc.clone(),
             location: cx.location.clone(),
             request_body,
+            request,
             retry,
             pushdown: [
                 def.get("config"),
@@ -974,6 +986,7 @@ fn parse_param(p: &Value) -> Option<Param> {
         env_var: None,
         type_name: schema.and_then(|s| str_field(s, "type")),
         description: str_field(p, "description"),
+        body_path: Vec::new(),
         name,
         location,
     })
@@ -1007,6 +1020,7 @@ fn server_variables(url: &str, variables: Option<&Value>) -> Vec<Param> {
             location: ParamLocation::Server,
             default,
             env_var,
+            body_path: Vec::new(),
         });
     }
     out

@@ -42,6 +42,7 @@ use super::slots::{EvalSlot, EvalSlots};
 use super::types::QueryOutput;
 
 pub use self::limits::EvalLimits;
+pub(crate) use self::query::near_word;
 use self::worker::Worker;
 
 type Reply<T> = oneshot::Sender<Result<T>>;

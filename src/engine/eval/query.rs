@@ -133,9 +133,54 @@ fn sql_error(err: rusqlite::Error, limits: &EvalLimits) -> Error {
             Error::internal("query interrupted")
         }
         rusqlite::Error::SqliteFailure(_, Some(message)) => {
-            Error::invalid_sql(message.replace("__qg_t", "table #"))
+            Error::invalid_sql(message.replace(INTERNAL_TABLE, "table #"))
         }
-        other => Error::invalid_sql(other.to_string()),
+        // SQLite's message names the SQL it compiled (the engine's rewrite, with its own
+        // table names) and an offset in it: only the word there is kept, for the caller to
+        // place in the statement as written.
+        rusqlite::Error::SqlInputError {
+            msg, sql, offset, ..
+        } => {
+            let message = msg.replace(INTERNAL_TABLE, "table #");
+            match word_at(&sql, offset) {
+                Some(word)
+                    if !word.starts_with(INTERNAL_TABLE) && !message.starts_with("near ") =>
+                {
+                    Error::invalid_sql(format!("{message}{NEAR}{word}')"))
+                }
+                _ => Error::invalid_sql(message),
+            }
+        }
+        other => Error::invalid_sql(other.to_string().replace(INTERNAL_TABLE, "table #")),
+    }
+}
+
+/// The prefix of the engine's local table names.
+const INTERNAL_TABLE: &str = "__qg_t";
+
+/// How a compile error names the word SQLite stopped at: `… (near 'word')`.
+const NEAR: &str = " (near '";
+
+/// The word SQLite points at in a compile error, if [`sql_error`] named one.
+pub(crate) fn near_word(message: &str) -> Option<&str> {
+    let start = message.rfind(NEAR)? + NEAR.len();
+    message[start..].strip_suffix("')")
+}
+
+/// The identifier (or single character) at byte `offset` of `sql`.
+fn word_at(sql: &str, offset: i32) -> Option<String> {
+    let rest = sql.get(usize::try_from(offset).ok()?..)?;
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    match word.is_empty() {
+        false => Some(word),
+        true => rest
+            .chars()
+            .next()
+            .filter(|c| !c.is_whitespace() && *c != '\'')
+            .map(String::from),
     }
 }
 

@@ -689,11 +689,29 @@ pub(super) fn unnest(expr: &Expr) -> &Expr {
     }
 }
 
+/// The SELECT's `expr AS alias` items a WHERE name may mean. An alias the projection also
+/// reads as a plain column (`region, JSON_EXTRACT(Properties, '$.Region') AS region`, as
+/// awscc's views do) is left out: SQLite resolves a WHERE name to a table's column before
+/// an alias, and that column exists, since the projection reads it.
 fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
+    let columns: Vec<&str> = projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(ident.value.as_str()),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                parts.last().map(|ident| ident.value.as_str())
+            }
+            _ => None,
+        })
+        .collect();
     projection
         .iter()
         .filter_map(|item| match item {
-            SelectItem::ExprWithAlias { expr, alias } => Some((alias.value.clone(), expr.clone())),
+            SelectItem::ExprWithAlias { expr, alias }
+                if !columns.iter().any(|c| c.eq_ignore_ascii_case(&alias.value)) =>
+            {
+                Some((alias.value.clone(), expr.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -836,6 +854,22 @@ mod tests {
             Some(sqlparser::ast::Statement::Query(q)) => *q,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_where_name_the_projection_reads_as_a_column_is_that_column_not_an_alias() {
+        let mut q = query(
+            "SELECT region, JSON_EXTRACT(p, '$.Region') AS region, JSON_EXTRACT(p, '$.Zone') AS zone \
+             FROM p.s.r WHERE region = 'us-east-1' AND zone = 'z'",
+        );
+        let analysis = analyse(&mut q).unwrap();
+        let bound: Vec<&str> = analysis
+            .bindings
+            .iter()
+            .map(|b| b.column.as_str())
+            .collect();
+        // `zone` is only an alias: its conjunct filters the expression, it binds nothing.
+        assert_eq!(bound, ["region"]);
     }
 
     #[test]

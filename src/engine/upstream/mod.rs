@@ -58,8 +58,24 @@ pub(crate) struct Leg<'a> {
     pub(crate) base_url: Option<&'a str>,
     /// Parameter values of this request.
     pub(crate) values: Vec<(&'a Param, String)>,
+    /// The JSON body of a read bound to a method that takes one (every page carries it;
+    /// a next-page token may go in it).
+    pub(crate) body: Option<LegBody>,
     pub(crate) auth: &'a AuthParts,
     pub(crate) credentials: &'a dyn CredentialSource,
+}
+
+/// The JSON body of a read, and its media type.
+#[derive(Debug, Clone)]
+pub(crate) struct LegBody {
+    pub(crate) media_type: String,
+    pub(crate) json: serde_json::Value,
+}
+
+impl LegBody {
+    fn bytes(&self) -> Bytes {
+        Bytes::from(self.json.to_string())
+    }
 }
 
 /// How a leg ended.
@@ -127,12 +143,18 @@ impl Upstream {
             reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
                 Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
             })?;
+        let mut request_body = leg.body.clone();
+        if let Some(body) = &request_body {
+            set_content_type(&mut headers, leg.method, &body.media_type)?;
+        }
         let mut pages = 0u32;
         let mut outcomes = Vec::new();
         let mut seen = std::collections::HashSet::new();
         loop {
-            let (status, response_headers, body) =
-                self.send_page(&method, &url, &headers, leg).await?;
+            let sent = request_body.as_ref().map(LegBody::bytes);
+            let (status, response_headers, body) = self
+                .send_page(&method, &url, &headers, sent.as_ref(), leg)
+                .await?;
             if status == 404 {
                 let end = if pages == 0 {
                     LegEnd::NotFound
@@ -148,7 +170,13 @@ impl Upstream {
             let (outcome, found) = on_page(body, wanted)?.await?;
             outcomes.push(outcome);
             pages += 1;
-            let Some(next) = pagination::next_page(leg.method, &url, &response_headers, &found)?
+            let Some(next) = pagination::next_page(
+                leg.method,
+                &url,
+                &response_headers,
+                &found,
+                request_body.is_some(),
+            )?
             else {
                 return Ok((LegEnd::Complete { pages }, outcomes));
             };
@@ -162,6 +190,13 @@ impl Upstream {
             match next {
                 Next::Url(next_url) => url = next_url,
                 Next::Header(name, value) => set_header(&mut headers, &name, &value)?,
+                Next::Body(key, token) => {
+                    if let Some(serde_json::Value::Object(map)) =
+                        request_body.as_mut().map(|b| &mut b.json)
+                    {
+                        map.insert(key, serde_json::Value::String(token));
+                    }
+                }
             }
         }
     }
@@ -174,14 +209,15 @@ impl Upstream {
         method: &reqwest::Method,
         url: &Url,
         headers: &HeaderMap,
+        body: Option<&Bytes>,
         leg: &Leg<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         if matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD) {
             return self
-                .send_read(method, url, headers, leg.auth, leg.method.retry.as_ref())
+                .send_read(method, url, headers, body, leg.auth, leg.method.retry.as_ref())
                 .await;
         }
-        self.send(method, url, headers, None, leg.auth).await
+        self.send(method, url, headers, body, leg.auth).await
     }
 
     /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
@@ -208,7 +244,14 @@ impl Upstream {
         }
         let method = reqwest::Method::GET;
         let (status, _, body) = self
-            .send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
+            .send_read(
+                &method,
+                &url,
+                &headers,
+                None,
+                leg.auth,
+                leg.method.retry.as_ref(),
+            )
             .await?;
         if !(200..300).contains(&status) {
             return Err(status_error(leg, &method, &url, status, &body));
@@ -230,19 +273,20 @@ impl Upstream {
                 Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
             })?;
         if let Some((content_type, _)) = &body {
-            let value = HeaderValue::from_str(content_type).map_err(|_| {
-                Error::bad_document(format!(
-                    "{}: request media type '{content_type}' is not a valid header value",
-                    leg.method.location
-                ))
-            })?;
-            headers.insert(reqwest::header::CONTENT_TYPE, value);
+            set_content_type(&mut headers, leg.method, content_type)?;
         }
         let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
         let (status, _, response) = match &body {
             None if is_read => {
-                self.send_read(&method, &url, &headers, leg.auth, leg.method.retry.as_ref())
-                    .await?
+                self.send_read(
+                    &method,
+                    &url,
+                    &headers,
+                    None,
+                    leg.auth,
+                    leg.method.retry.as_ref(),
+                )
+                .await?
             }
             _ => {
                 let body = body.as_ref().map(|(_, bytes)| bytes);
@@ -262,7 +306,8 @@ impl Upstream {
         Ok((status, response))
     }
 
-    /// Sends one request of a read, retrying 408/429/502/503/504 (or the document's
+    /// Sends one request of a read (with `body` for a read bound to a method that takes
+    /// one), retrying 408/429/502/503/504 (or the document's
     /// `retryable_conditions.status_codes`) and connection failures with exponential
     /// backoff (honouring `Retry-After`), bounded by the retry policy's attempts and total
     /// time; the document's `config.retry` fields replace the configured ones.
@@ -271,6 +316,7 @@ impl Upstream {
         method: &reqwest::Method,
         url: &Url,
         headers: &HeaderMap,
+        body: Option<&Bytes>,
         auth: &AuthParts,
         document_retry: Option<&retry::DocumentRetry>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
@@ -281,7 +327,7 @@ impl Upstream {
         loop {
             // A read changes nothing: a broken answer is the upstream being unavailable.
             let outcome =
-                self.send(method, url, headers, None, auth)
+                self.send(method, url, headers, body, auth)
                     .await
                     .map_err(|err| match err.kind() {
                         ErrorKind::UpstreamOutcomeUnknown => {
@@ -509,6 +555,18 @@ fn truncate_lossy(body: &[u8], limit: usize) -> String {
     text
 }
 
+/// Sets the `Content-Type` of a request body (the method's request media type).
+fn set_content_type(headers: &mut HeaderMap, method: &Method, media_type: &str) -> Result<()> {
+    let value = HeaderValue::from_str(media_type).map_err(|_| {
+        Error::bad_document(format!(
+            "{}: request media type '{media_type}' is not a valid header value",
+            method.location
+        ))
+    })?;
+    headers.insert(reqwest::header::CONTENT_TYPE, value);
+    Ok(())
+}
+
 fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
     let name = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| Error::invalid_sql(format!("'{name}' is not a valid HTTP header name")))?;
@@ -620,8 +678,36 @@ fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             }
         }
     }
+    // Declared header parameters: the statement's value, else the document's default (or
+    // the one value a required header's enum allows), as any-sdk fills them
+    // (`X-Amz-Target: CloudApiService.ListResources`).
+    for param in &method.params {
+        if param.location != ParamLocation::Header {
+            continue;
+        }
+        let given = leg
+            .values
+            .iter()
+            .find(|(p, _)| {
+                std::ptr::eq(*p, param)
+                    || p.location == ParamLocation::Header && p.name == param.name
+            })
+            .map(|(_, v)| v.as_str());
+        let only = match param.allowed.as_slice() {
+            [one] if param.required => Some(one.as_str()),
+            _ => None,
+        };
+        if let Some(value) = given.or(param.default.as_deref()).or(only) {
+            set_header(&mut headers, &param.name, value)?;
+        }
+    }
     for (param, value) in &leg.values {
-        if param.location == ParamLocation::Header {
+        if param.location == ParamLocation::Header
+            && !method
+                .params
+                .iter()
+                .any(|p| p.location == ParamLocation::Header && p.name == param.name)
+        {
             set_header(&mut headers, &param.name, value)?;
         }
     }

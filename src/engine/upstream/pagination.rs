@@ -22,6 +22,8 @@ pub(crate) enum Next {
     Url(Url),
     /// Send the same request with this header set.
     Header(String, String),
+    /// Send the same request with this field of its JSON body set.
+    Body(String, String),
 }
 
 /// The scalars (paths of object keys from the root) the next-page decision after a response
@@ -129,19 +131,21 @@ fn aws_xml(
 }
 
 /// The next page after a response with `headers` to a request for `current`; `found` holds
-/// the body's scalars at the paths [`wanted`] named for it.
+/// the body's scalars at the paths [`wanted`] named for it. With `has_body` (the request
+/// carries a JSON body), a request token at `location: body` goes in that body.
 pub(crate) fn next_page(
     method: &Method,
     current: &Url,
     headers: &HeaderMap,
     found: &[Option<String>],
+    has_body: bool,
 ) -> Result<Option<Next>> {
     // Empty values count as absent.
     let mut found = found
         .iter()
         .map(|v| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned));
     match &method.pagination {
-        Some(config) => explicit(config, current, headers, &mut found),
+        Some(config) => explicit(config, current, headers, &mut found, has_body),
         None if link_next(headers).is_none() && is_aws_xml(method) => {
             Ok(aws_xml(method, current, &mut found))
         }
@@ -172,6 +176,7 @@ fn explicit(
     current: &Url,
     headers: &HeaderMap,
     found: &mut impl Iterator<Item = Option<String>>,
+    has_body: bool,
 ) -> Result<Option<Next>> {
     let request = config.request_token.clone();
     let token = if config.algorithm.as_deref() == Some("page_number") {
@@ -204,6 +209,10 @@ fn explicit(
     let Some(token) = token else { return Ok(None) };
     match request {
         Some(spec) if spec.location == "header" => Ok(Some(Next::Header(spec.key, token))),
+        // A request without a body (a GET) takes a `body` token in its query, as before.
+        Some(spec) if spec.location == "body" && has_body && !spec.key.is_empty() => {
+            Ok(Some(Next::Body(spec.key, token)))
+        }
         Some(spec)
             if spec.key.is_empty() || spec.location == "request" || spec.location == "url" =>
         {
