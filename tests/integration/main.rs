@@ -12,6 +12,7 @@ mod audit_records;
 mod audit_sessions;
 mod auth;
 mod auth_failures;
+mod azure_identity;
 mod bulk_priority;
 mod cancel;
 mod classes;
