@@ -50,6 +50,7 @@ pub use self::types::{
     QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
 };
 pub use self::upstream::RetryPolicy;
+pub use self::upstream::provenance::collecting as collect_upstream_request_ids;
 
 use self::document::{DocumentStore, ModelCache};
 use self::registry::LocalRegistry;

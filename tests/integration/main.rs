@@ -47,6 +47,7 @@ mod mutations;
 mod output_safety;
 mod pagination;
 mod projection;
+mod provenance;
 mod provider_rules;
 mod readme;
 mod real_documents;
