@@ -5,7 +5,8 @@
 //! (`IDENTITY_ENDPOINT`/`IDENTITY_HEADER`) issued. Tokens are cached, refreshed after
 //! they expire, the workload-identity token file is re-read after it rotates, and a failure
 //! names the source and its variables with no secret in the error or the logs. Every ARM
-//! request carries `User-Agent: querygate/<version>`.
+//! request carries `User-Agent: querygate/<version>`. Through a served App, the tool result
+//! and the audit hold no secret and the audit outcomes carry Entra's and ARM's request ids.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -412,5 +413,131 @@ async fn failures_name_the_source_and_variable_and_never_the_secret() {
     assert!(
         !logs::recorded().contains(CLIENT_SECRET),
         "the client secret reached the logs"
+    );
+}
+
+/// Through the served MCP endpoint of a real App (tenant credentials from its env file):
+/// a wrong secret fails naming the source and variable, with the secret in neither the
+/// tool result nor the audit; the next call gets a token, reaches ARM with it, and both
+/// calls' audit outcomes carry the request ids Entra and ARM answered with.
+#[tokio::test]
+async fn through_the_app_failures_stay_secret_free_and_request_ids_are_audited() {
+    use querygate::audit::{FailureMode, Phase};
+    use querygate::config::{Config, Sources};
+
+    use crate::audit_pipeline::{file_auditor, records};
+    use crate::gate::{Approver, approver_client, run};
+    use crate::mcp_support::text_of;
+
+    let Some(registry) = current_registry(&[PROVIDER, RESOURCE]) else {
+        return;
+    };
+    crate::mcp_support::install_crypto_provider();
+    logs::capture();
+    let (entra, arm) = (Mock::start().await, arm().await);
+    arm.route(
+        GROUPS,
+        Reply::json(json!({"value": [{
+            "id": "/subscriptions/sub1/resourceGroups/rg-web",
+            "name": "rg-web",
+            "type": "Microsoft.Resources/resourceGroups",
+            "location": "westeurope",
+            "properties": {"provisioningState": "Succeeded"}
+        }]}))
+        .header("x-ms-request-id", "arm-7d1c"),
+    );
+    entra.route_sequence(
+        &format!("POST {}", token_path()),
+        vec![
+            Reply::status(
+                401,
+                &json!({"error": "invalid_client",
+                        "error_description": format!("AADSTS7000215: Invalid client secret provided: {CLIENT_SECRET}")})
+                .to_string(),
+            )
+            .header("x-ms-request-id", "entra-fail-01"),
+            entra_token("app-token", 3599).header("x-ms-request-id", "entra-ok-02"),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("creds.env");
+    std::fs::write(
+        &env_file,
+        format!(
+            "AZURE_TENANT_ID={TENANT}\nAZURE_CLIENT_ID={CLIENT}\nAZURE_CLIENT_SECRET={CLIENT_SECRET}\nAZURE_AUTHORITY_HOST={}\n",
+            entra.url()
+        ),
+    )
+    .unwrap();
+    let audit_dir = dir.path().join("audit");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "registry:\n  root: {}\nproviders:\n  azure:\n    base_url: {}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            registry.path().display(),
+            arm.url(),
+            env_file.display(),
+            audit_dir.display()
+        ),
+    )
+    .unwrap();
+    let config = Config::load(&Sources {
+        file: Some(config),
+        env: Default::default(),
+    })
+    .unwrap();
+    let (auditor, _sink) = file_auditor(&audit_dir, FailureMode::Strict);
+    let app = querygate::app::App::build_with(config, Some(auditor))
+        .await
+        .unwrap();
+    let url = app.mcp_url();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(app.run_until(async move { stop.cancelled().await }));
+    let client = approver_client(&url, Approver::new(None)).await;
+
+    let failed = run(&client, "run_select_query", SELECT).await;
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    let shown = format!("{} {:?}", text_of(&failed), failed.structured_content);
+    assert!(shown.contains("EnvironmentCredential"), "{shown}");
+    assert!(shown.contains("AZURE_CLIENT_SECRET"), "{shown}");
+    assert!(shown.contains("invalid_client"), "{shown}");
+    assert!(!shown.contains(CLIENT_SECRET), "{shown}");
+    assert!(arm.requests().is_empty());
+
+    let done = run(&client, "run_select_query", SELECT).await;
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert!(text_of(&done).contains("rg-web"), "{}", text_of(&done));
+    assert_eq!(bearers(&arm), ["Bearer app-token"]);
+    shutdown.cancel();
+
+    let outcomes: Vec<_> = records(&audit_dir)
+        .into_iter()
+        .filter(|r| r.record.phase == Phase::Outcome && r.record.tool == "run_select_query")
+        .collect();
+    let ids: Vec<_> = outcomes
+        .iter()
+        .map(|r| r.record.upstream_request_ids.clone())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            Some(vec!["x-ms-request-id=entra-fail-01".to_owned()]),
+            Some(vec![
+                "x-ms-request-id=entra-ok-02".to_owned(),
+                "x-ms-request-id=arm-7d1c".to_owned()
+            ]),
+        ]
+    );
+    let audit_text: String = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(audit_text.contains("EnvironmentCredential"), "{audit_text}");
+    assert!(!audit_text.contains(CLIENT_SECRET), "a secret in the audit");
+    assert!(
+        !logs::recorded().contains(CLIENT_SECRET),
+        "a secret in the logs"
     );
 }
