@@ -213,6 +213,11 @@ pub struct AuditRecord {
     /// The last HTTP status the upstream answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<u16>,
+    /// The request ids the upstreams answered with (`<header>=<value>`, e.g.
+    /// `x-ms-request-id=…`), in order: at most 16, each cut to 128 characters, printable
+    /// ASCII only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_request_ids: Option<Vec<String>>,
     /// The client's IP address (`auth_failure` records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_addr: Option<String>,

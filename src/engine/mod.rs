@@ -53,6 +53,7 @@ pub use self::types::{
     ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
 };
 pub use self::upstream::RetryPolicy;
+pub use self::upstream::provenance::collecting as collect_upstream_request_ids;
 
 use self::document::{DocumentStore, ModelCache};
 use self::registry::LocalRegistry;

@@ -72,6 +72,7 @@ fn full_record() -> AuditRecord {
         error: Some("upstream answered 409".into()),
         rows_returned: Some(0),
         upstream_status: Some(409),
+        upstream_request_ids: Some(vec!["x-request-id=req-409".into()]),
         client_addr: None,
         suppressed: None,
         cut: None,

@@ -5,6 +5,7 @@
 mod auth;
 mod body;
 mod pagination;
+pub(crate) mod provenance;
 mod retry;
 mod scrub;
 
@@ -453,6 +454,7 @@ impl Upstream {
         })?;
         let status = response.status().as_u16();
         let response_headers = response.headers().clone();
+        provenance::note(&response_headers);
         let mut body = Gathered::new(response.content_length(), self.settings.max_response_bytes);
         while let Some(chunk) = response
             .chunk()

@@ -214,6 +214,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         error: None,
         rows_returned: None,
         upstream_status: None,
+        upstream_request_ids: None,
         client_addr: None,
         suppressed: None,
         cut: None,
@@ -251,6 +252,8 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     }
     record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());
     record.upstream_status = outcome.upstream_status;
+    record.upstream_request_ids =
+        (!outcome.upstream_request_ids.is_empty()).then(|| outcome.upstream_request_ids.clone());
 }
 
 /// How the principal was established: `mtls`, `jwt`, `local` (stdio, the CLI) or

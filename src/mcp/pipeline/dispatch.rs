@@ -59,7 +59,9 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
         typed: transport == Transport::Cli,
     };
     let tenant = invocation.cx.tenant.clone();
-    let outcome = match (spec.run)(invocation).await {
+    let (result, request_ids) =
+        crate::engine::collect_upstream_request_ids((spec.run)(invocation)).await;
+    let outcome = match result {
         Ok(ToolResult {
             typed: Some(output),
             ..
@@ -111,7 +113,10 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
             ..ToolOutcome::error(code, message)
         },
     };
-    Ok(ToolReply::allowed(outcome))
+    Ok(ToolReply::allowed(ToolOutcome {
+        upstream_request_ids: request_ids,
+        ..outcome
+    }))
 }
 
 /// A result with its text, and about the bytes both take in the response.

@@ -157,6 +157,9 @@ pub struct ToolOutcome {
     /// The upstream HTTP status: of an upstream error, of the write a failed call had
     /// had acknowledged, or of a successful write or EXEC.
     pub upstream_status: Option<u16>,
+    /// The request ids the upstreams answered the call's requests with
+    /// (`<header>=<value>`, bounded and escaped).
+    pub upstream_request_ids: Vec<String>,
     /// A tool error after the upstream acknowledged a write of the call: the side effect
     /// may have happened, so the audit records the outcome as `unknown`.
     pub acknowledged: bool,
@@ -177,6 +180,7 @@ impl ToolOutcome {
             code: None,
             rows: None,
             upstream_status: None,
+            upstream_request_ids: Vec::new(),
             acknowledged: false,
             held: None,
             output: None,

@@ -81,6 +81,22 @@ impl Source {
             Source::AzureCli => "AzureCliCredential",
         }
     }
+
+    /// The variables it reads, named in its errors.
+    fn variables(self) -> &'static str {
+        match self {
+            Source::Environment => {
+                "AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH, AZURE_AUTHORITY_HOST"
+            }
+            Source::WorkloadIdentity => {
+                "AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_AUTHORITY_HOST"
+            }
+            Source::ManagedIdentity => {
+                "IDENTITY_ENDPOINT and IDENTITY_HEADER, else AZURE_POD_IDENTITY_AUTHORITY_HOST; AZURE_CLIENT_ID"
+            }
+            Source::AzureCli => "PATH",
+        }
+    }
 }
 
 /// What trying one source gave: a token, or why the source does not apply.
@@ -161,9 +177,13 @@ pub(super) async fn authorization(
     ))
 }
 
-/// `err` with the source it came from.
+/// `err` with the source it came from and the variables that source reads.
 fn named(err: Error, source: Source) -> Error {
-    err.with_note(&format!("azure_default source {}", source.name()))
+    err.with_note(&format!(
+        "azure_default source {}, variables {}",
+        source.name(),
+        source.variables()
+    ))
 }
 
 /// Checks without any network call: `Ok(true)` when a tenant-held source (environment or
