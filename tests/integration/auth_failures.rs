@@ -369,21 +369,23 @@ async fn refused_client_certificates_are_counted_and_recorded_with_their_fingerp
             .iter()
             .any(|r| r["error_code"] == "auth.certificate_rejected")
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let text = reqwest::get(&metrics_url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let done =
-            count(&text, "auth.certificate_rejected") >= 2.0 && rejected_recorded(&server.audit);
-        if done || tokio::time::Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = crate::support::wait::eventually(
+        "two rejected certificates counted and recorded",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let text = reqwest::get(&metrics_url)
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let done = count(&text, "auth.certificate_rejected") >= 2.0
+                && rejected_recorded(&server.audit);
+            if done { Ok(text) } else { Err(text) }
+        },
+    )
+    .await;
     assert_eq!(
         count(&metrics, "auth.certificate_unmapped"),
         2.0,

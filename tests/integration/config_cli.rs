@@ -289,13 +289,14 @@ async fn a_fifo_env_file_is_refused_at_start_up() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("querygate blocked on the FIFO");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let exited = crate::support::wait::try_eventually_blocking(
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_millis(50),
+            || child.try_wait().unwrap().is_some(),
+        );
+        if exited.is_err() {
+            child.kill().unwrap();
+            panic!("querygate blocked on the FIFO");
         }
         child.wait_with_output().unwrap()
     })

@@ -1,9 +1,10 @@
 //! Engines over the test registry, wired to a mock upstream; the querygate binary with a
 //! clean environment; `pg`: PostgreSQL for tests; `ports`: ports for servers that restart on
-//! the same port.
+//! the same port; `wait`: bounded waits for events.
 
 pub mod pg;
 pub mod ports;
+pub mod wait;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
+use crate::support::wait::eventually;
 use crate::support::{SECRET, fixture_registry};
 
 const SELECT: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'acme'";
@@ -440,8 +441,21 @@ async fn json_logs_carry_the_trace_id_and_never_credentials() {
     let client = crate::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
     traced_select(&client, TRACEPARENT).await;
     drop(client);
-    // The call's log line is written before its reply; give the pipe a moment, then stop.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The call's log line is written before its reply; wait until the pipe brought it, then
+    // stop.
+    let _ = crate::support::wait::try_eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || {
+            let seen = lines
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("tool call finished"));
+            std::future::ready(seen)
+        },
+    )
+    .await;
     let _ = child.start_kill();
     let _ = child.wait().await;
     let _ = reader.await;
@@ -549,31 +563,34 @@ impl Collector {
     /// Waits (at most 20 s) until a span named `name` of trace `trace_id` arrived; returns
     /// that trace's spans.
     async fn wait_for(&self, trace_id: &str, name: &str) -> Vec<Span> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let trace: Vec<Span> = self
-                .spans
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| hex(&s.trace_id) == trace_id)
-                .cloned()
-                .collect();
-            if trace.iter().any(|s| s.name == name) {
-                return trace;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no span '{name}' of trace {trace_id}; received: {:?}",
-                self.spans
+        let what = format!("a span '{name}' of trace {trace_id}");
+        eventually(
+            &what,
+            Duration::from_secs(20),
+            Duration::from_millis(100),
+            || {
+                let trace: Vec<Span> = self
+                    .spans
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| hex(&s.trace_id) == trace_id)
+                    .cloned()
+                    .collect();
+                if trace.iter().any(|s| s.name == name) {
+                    return std::future::ready(Ok(trace));
+                }
+                let received: Vec<(String, String)> = self
+                    .spans
                     .lock()
                     .unwrap()
                     .iter()
                     .map(|s| (s.name.clone(), hex(&s.trace_id)))
-                    .collect::<Vec<_>>()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                    .collect();
+                std::future::ready(Err(received))
+            },
+        )
+        .await
     }
 }
 
