@@ -264,33 +264,17 @@ async fn with_authentication_metrics_are_served_on_the_admin_listener_only() {
 /// The served binary logs a refusal at the default level (warn), once per window.
 #[tokio::test]
 async fn the_served_binary_logs_refusals_at_the_default_level() {
-    use tokio::io::AsyncBufReadExt as _;
     install_crypto_provider();
     let key = SigningKey::new("k1");
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     std::fs::write(&file, config_text(&mock, dir.path(), &key)).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env_remove("QUERYGATE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .unwrap();
+    let served = crate::support::served::spawn_announced(
+        crate::support::served::serve_command(&file).env_remove("QUERYGATE_LOG"),
+    )
+    .await;
+    let (url, mut child, mut stderr) = (served.url, served.child, served.stderr);
     let http = reqwest::Client::new();
     let forged = SigningKey::new("k1").sign(&claims("acme"));
     for _ in 0..3 {

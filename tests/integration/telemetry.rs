@@ -727,33 +727,14 @@ async fn spawn_serve_with_env(
     config: &Path,
     env: &[(&str, &str)],
 ) -> (String, tokio::process::Child) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .expect("serve announces its address");
+    use crate::support::served::{serve_command, spawn_announced};
+    let served = spawn_announced(
+        serve_command(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied()),
+    )
+    .await;
+    let (url, child, mut stderr) = (served.url, served.child, served.stderr);
     // Keep draining stderr so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
     (url, child)
