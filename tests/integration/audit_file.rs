@@ -331,17 +331,18 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
         acked
     });
     // Let it write under load for a while, then kill it without warning.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let written: u64 = files(dir.path())
-            .iter()
-            .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-            .sum();
-        if written > 200_000 || std::time::Instant::now() > deadline {
-            break;
-        }
-    }
+    let _enough = crate::support::wait::try_eventually(
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(200),
+        || {
+            let written: u64 = files(dir.path())
+                .iter()
+                .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+                .sum();
+            std::future::ready(written > 200_000)
+        },
+    )
+    .await;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let acked = reader.join().unwrap();

@@ -115,12 +115,19 @@ async fn a_sink_that_cannot_write_takes_the_replica_out_of_readiness_until_it_wr
 
 /// `/readyz` until it answers `want` (its result is cached for a second), at most 10 s.
 async fn wait_for_readyz(base: &str, want: u16) -> (u16, String) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = get(&format!("{base}/readyz")).await;
-        if status == want || tokio::time::Instant::now() > deadline {
-            return (status, body);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let url = format!("{base}/readyz");
+    crate::support::wait::eventually(
+        &format!("{url} answering {want}"),
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let (status, body) = get(&url).await;
+            if status == want {
+                Ok((status, body))
+            } else {
+                Err((status, body))
+            }
+        },
+    )
+    .await
 }

@@ -507,15 +507,14 @@ async fn stop_and_recover(mode: FailureMode) {
 
     cluster.start_server();
     // The same auditor, sink and pool: used again once the server is back.
-    let mut receipt = None;
-    for _ in 0..50 {
-        if let Ok(Some(r)) = auditor.record(intent()).await {
-            receipt = Some(r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(receipt.expect("recovered").seq, 2);
+    let receipt = crate::support::wait::eventually(
+        "the auditor recording again (recovered)",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async { auditor.record(intent()).await.ok().flatten() },
+    )
+    .await;
+    assert_eq!(receipt.seq, 2);
     let report = verify_database(&pool).await.unwrap();
     assert!(report.ok(), "{}", report.render());
 }

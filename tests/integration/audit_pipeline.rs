@@ -321,16 +321,13 @@ async fn database_stops_mid_run(mode: FailureMode) {
 
     cluster.start_server();
     // The same server, sink and pool record again once the database is back.
-    let mut recovered = false;
-    for _ in 0..40 {
-        let delete = run(&client, "run_mutation_query", DELETE).await;
-        if delete.is_error != Some(true) {
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    assert!(recovered, "no recovery without a restart");
+    crate::support::wait::eventually(
+        "recovery without a restart",
+        Duration::from_secs(20),
+        Duration::from_millis(250),
+        || async { run(&client, "run_mutation_query", DELETE).await.is_error != Some(true) },
+    )
+    .await;
     assert_eq!(deletes(), before + 1);
     let report = verify_database(&pool).await.unwrap();
     assert!(report.ok(), "{}", report.render());

@@ -574,13 +574,7 @@ async fn google_document_service_account_auth_runs_as_declared() {
         Reply::json(json!({"items": [{"name": "nvidia-tesla-t4"}]})),
     );
     let mut config = querygate::engine::EngineConfig::new(root);
-    config.providers.insert(
-        "google".to_owned(),
-        querygate::engine::ProviderSettings {
-            base_url: Some(format!("{}/compute/v1", mock.url())),
-            ..Default::default()
-        },
-    );
+    crate::support::upstream_at(&mut config, "google", format!("{}/compute/v1", mock.url()));
     let engine = Engine::new(config).unwrap();
     let cx = cx(&[("GCP_SERVICE_ACCOUNT_KEY", &key_json(&mock))]);
     let out = engine

@@ -264,33 +264,17 @@ async fn with_authentication_metrics_are_served_on_the_admin_listener_only() {
 /// The served binary logs a refusal at the default level (warn), once per window.
 #[tokio::test]
 async fn the_served_binary_logs_refusals_at_the_default_level() {
-    use tokio::io::AsyncBufReadExt as _;
     install_crypto_provider();
     let key = SigningKey::new("k1");
     let mock = Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     std::fs::write(&file, config_text(&mock, dir.path(), &key)).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args(["--config", file.to_str().unwrap(), "serve"])
-        .env_remove("QUERYGATE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .unwrap();
+    let served = crate::support::served::spawn_announced(
+        crate::support::served::serve_command(&file).env_remove("QUERYGATE_LOG"),
+    )
+    .await;
+    let (url, mut child, mut stderr) = (served.url, served.child, served.stderr);
     let http = reqwest::Client::new();
     let forged = SigningKey::new("k1").sign(&claims("acme"));
     for _ in 0..3 {
@@ -369,21 +353,23 @@ async fn refused_client_certificates_are_counted_and_recorded_with_their_fingerp
             .iter()
             .any(|r| r["error_code"] == "auth.certificate_rejected")
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let text = reqwest::get(&metrics_url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let done =
-            count(&text, "auth.certificate_rejected") >= 2.0 && rejected_recorded(&server.audit);
-        if done || tokio::time::Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = crate::support::wait::eventually(
+        "two rejected certificates counted and recorded",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let text = reqwest::get(&metrics_url)
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let done = count(&text, "auth.certificate_rejected") >= 2.0
+                && rejected_recorded(&server.audit);
+            if done { Ok(text) } else { Err(text) }
+        },
+    )
+    .await;
     assert_eq!(
         count(&metrics, "auth.certificate_unmapped"),
         2.0,

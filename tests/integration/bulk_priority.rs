@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
+use crate::support::wait::eventually;
 
 /// `SCHED_IDLE`'s number in `/proc/…/stat`.
 const SCHED_IDLE: i32 = 5;
@@ -122,35 +123,36 @@ async fn bulk_statement_lowers_only_its_sqlite_thread(
     });
 
     // The statement's SQLite thread lowers itself once page 1 is loaded.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let now = threads(pid);
-        if now
-            .iter()
-            .any(|thread| thread.name.starts_with("querygate-sqlit") && lowered(thread))
-        {
-            // Nothing else is lowered with it (the render threads serve large results).
-            let others: Vec<&Thread> = now
+    eventually(
+        "a SQLite thread lowered",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || {
+            let now = threads(pid);
+            if now
                 .iter()
-                .filter(|thread| {
-                    !thread.name.starts_with("querygate-sqlit")
-                        && !thread.name.starts_with("querygate-rende")
-                })
-                .collect();
-            assert!(
-                others
+                .any(|thread| thread.name.starts_with("querygate-sqlit") && lowered(thread))
+            {
+                // Nothing else is lowered with it (the render threads serve large results).
+                let others: Vec<&Thread> = now
                     .iter()
-                    .all(|thread| (thread.nice, thread.policy) == (base.nice, base.policy)),
-                "{others:?}"
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no SQLite thread lowered: {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+                    .filter(|thread| {
+                        !thread.name.starts_with("querygate-sqlit")
+                            && !thread.name.starts_with("querygate-rende")
+                    })
+                    .collect();
+                assert!(
+                    others
+                        .iter()
+                        .all(|thread| (thread.nice, thread.policy) == (base.nice, base.policy)),
+                    "{others:?}"
+                );
+                return std::future::ready(Ok(()));
+            }
+            std::future::ready(Err(now))
+        },
+    )
+    .await;
 
     let (_client, result) = call.await.unwrap();
     let rows = result.structured_content.as_ref().unwrap()["rows"]
@@ -166,18 +168,19 @@ async fn bulk_statement_lowers_only_its_sqlite_thread(
         threads(pid)
     );
     // The thread went back to its priority (or, where that is not allowed, ended).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while threads(pid)
-        .iter()
-        .any(|thread| thread.name.starts_with("querygate-sqlit") && lowered(thread))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "a SQLite thread stayed lowered: {:?}",
-            threads(pid)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the SQLite threads back at their priority (a SQLite thread stayed lowered)",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || {
+            let now = threads(pid);
+            let stayed = now
+                .iter()
+                .any(|thread| thread.name.starts_with("querygate-sqlit") && lowered(thread));
+            std::future::ready(if stayed { Err(now) } else { Ok(()) })
+        },
+    )
+    .await;
     drop(child);
     drop(stderr);
 }

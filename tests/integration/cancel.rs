@@ -47,11 +47,10 @@ fn page_requested(mock: &Mock, query: &str) -> bool {
 
 /// Waits until `what` holds, polling; panics after [`LIMIT`].
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::wait::eventually(what, LIMIT, Duration::from_millis(20), || {
+        std::future::ready(check())
+    })
+    .await;
 }
 
 /// The outcome records in the audit folder `dir` (none while it does not exist).

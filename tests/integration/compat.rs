@@ -4,9 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use querygate::engine::{
-    Cell, CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings,
-};
+use querygate::engine::{Cell, CredentialStore, Engine, EngineConfig, ExecContext};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -15,13 +13,7 @@ use crate::support::*;
 fn compat_engine(root: PathBuf, overrides: &[(&str, String)]) -> Engine {
     let mut config = EngineConfig::new(root);
     for (provider, url) in overrides {
-        config.providers.insert(
-            (*provider).to_owned(),
-            ProviderSettings {
-                base_url: Some(url.clone()),
-                ..Default::default()
-            },
-        );
+        crate::support::upstream_at(&mut config, provider, url.clone());
     }
     // google's document asks for service_account auth (the credentials issue brings it);
     // a per-provider auth override stands in, as an operator would configure it.

@@ -289,13 +289,14 @@ async fn a_fifo_env_file_is_refused_at_start_up() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("querygate blocked on the FIFO");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let exited = crate::support::wait::try_eventually_blocking(
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_millis(50),
+            || child.try_wait().unwrap().is_some(),
+        );
+        if exited.is_err() {
+            child.kill().unwrap();
+            panic!("querygate blocked on the FIFO");
         }
         child.wait_with_output().unwrap()
     })
@@ -479,35 +480,9 @@ async fn serve_on(
     config: &std::path::Path,
     listen: &str,
 ) -> (String, tokio::process::Child, Vec<String>) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            listen,
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let (url, seen) = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        let mut seen = Vec::new();
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return (url.to_owned(), seen);
-            }
-            seen.push(line);
-        }
-        panic!("serve --listen {listen} exited: {seen:?}");
-    })
-    .await
-    .expect("serve announces its address");
-    (url, child, seen)
+    use crate::support::served::{serve_command, spawn_announced};
+    let served = spawn_announced(serve_command(config).args(["--listen", listen])).await;
+    (served.url, served.child, served.before)
 }
 
 /// The warning that approvals are sealed with a per-process key shows where another replica

@@ -9,9 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use querygate::engine::{
-    Cell, CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings, QueryOutput,
-};
+use querygate::engine::{Cell, CredentialStore, Engine, EngineConfig, ExecContext, QueryOutput};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -32,13 +30,7 @@ pub fn providers_engine(mock: &Mock) -> Engine {
         "digitalocean",
         "stackql_native_test",
     ] {
-        config.providers.insert(
-            provider.to_owned(),
-            ProviderSettings {
-                base_url: Some(mock.url()),
-                ..Default::default()
-            },
-        );
+        crate::support::upstream_at(&mut config, provider, mock.url());
     }
     // google's document asks for service_account auth; an operator's override stands in.
     config

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use querygate::config::{Config, Sources};
 use querygate::engine::{
     CredentialReport, CredentialStatus, CredentialStore, Engine, EngineConfig, ErrorKind,
-    ExecContext, ProviderSettings,
+    ExecContext,
 };
 use querygate::tenant::{Principal, Tenants};
 use serde_json::json;
@@ -41,13 +41,7 @@ async fn mock_accepting_new_key() -> Mock {
 
 fn engine(root: PathBuf, mock: &Mock) -> Engine {
     let mut config = EngineConfig::new(root);
-    config.providers.insert(
-        "stackql_auth_testing".to_owned(),
-        ProviderSettings {
-            base_url: Some(mock.url()),
-            ..Default::default()
-        },
-    );
+    crate::support::upstream_at(&mut config, "stackql_auth_testing", mock.url());
     Engine::new(config).unwrap()
 }
 

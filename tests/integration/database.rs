@@ -103,17 +103,12 @@ async fn a_private_cluster_stops_and_starts_again() {
     assert!(db::ping(&pool).await.is_err(), "the server is down");
     cluster.start_server();
     // The pool reconnects by itself.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut last = None;
-    while std::time::Instant::now() < deadline {
-        match db::ping(&pool).await {
-            Ok(()) => {
-                last = None;
-                break;
-            }
-            Err(err) => last = Some(err),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let last = crate::support::wait::try_eventually(
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(100),
+        || db::ping(&pool),
+    )
+    .await
+    .err();
     assert!(last.is_none(), "{last:?}\n{}", cluster.server_log());
 }

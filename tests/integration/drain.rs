@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
+use crate::support::wait::eventually;
 
 /// `GET url`: status, `Connection` header and JSON body (`Null` when not JSON).
 async fn get(url: &str) -> Result<(u16, Option<String>, Value), reqwest::Error> {
@@ -168,30 +169,31 @@ async fn sigterm_drains_a_call_in_flight_then_exits_0_with_its_audit_on_disk() {
         .await;
         (result, client)
     });
-    let waited = Instant::now();
-    while !mock.paths().iter().any(|p| p == "/orgs/slow/items") {
-        assert!(
-            waited.elapsed() < Duration::from_secs(10),
-            "the call reached the mock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the call reached the mock",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || std::future::ready(mock.paths().iter().any(|p| p == "/orgs/slow/items")),
+    )
+    .await;
     terminate(&child);
     let signalled = Instant::now();
 
     // At once: not ready, on both listeners; responses close their connections. New
     // connections are still accepted during the delay, and calls on them are served.
-    let mut draining = false;
-    while signalled.elapsed() < delay / 2 {
-        let (status, _, body) = get(&format!("{main}/readyz")).await.unwrap();
-        if status == 503 {
-            assert_eq!(body, json!({"status": "draining"}));
-            draining = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(draining, "readyz answered 503 within half the delay");
+    eventually(
+        "readyz answered 503 within half the delay",
+        (delay / 2).saturating_sub(signalled.elapsed()),
+        Duration::from_millis(20),
+        || async {
+            let (status, _, body) = get(&format!("{main}/readyz")).await.unwrap();
+            if status == 503 {
+                assert_eq!(body, json!({"status": "draining"}));
+            }
+            status == 503
+        },
+    )
+    .await;
     let (status, connection, _) = get(&format!("{admin}/readyz")).await.unwrap();
     assert_eq!((status, connection.as_deref()), (503, Some("close")));
     let (status, connection, _) = get(&format!("{main}/healthz")).await.unwrap();
@@ -295,11 +297,13 @@ async fn calls_past_the_drain_timeout_are_cut_and_the_process_still_exits() {
         )
         .await
     });
-    let waited = Instant::now();
-    while mock.requests().is_empty() {
-        assert!(waited.elapsed() < Duration::from_secs(10));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the call reached the mock",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || std::future::ready(!mock.requests().is_empty()),
+    )
+    .await;
     terminate(&child);
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
@@ -332,11 +336,13 @@ async fn a_second_signal_ends_the_drain_at_once() {
     let lines = collect_lines(stderr);
     terminate(&child);
     // Draining (the first signal was taken), then the second.
-    let started = Instant::now();
-    while get(&format!("{}/readyz", base(&url))).await.unwrap().0 != 503 {
-        assert!(started.elapsed() < Duration::from_secs(5));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "readyz answering 503 (draining)",
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || async { get(&format!("{}/readyz", base(&url))).await.unwrap().0 == 503 },
+    )
+    .await;
     terminate(&child);
     let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
         .await

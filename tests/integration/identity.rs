@@ -306,17 +306,13 @@ async fn the_server_certificate_is_reloaded_when_its_files_change() {
     let second = pki.server_pair();
     std::fs::write(&key_file, &second.1).unwrap();
     std::fs::write(&cert_file, &second.0).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        if seen().await == der(&second.0) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the new certificate was not served"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    crate::support::wait::eventually(
+        "the new certificate served",
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(100),
+        || async { seen().await == der(&second.0) },
+    )
+    .await;
     // A broken pair is not taken; the last good one stays.
     std::fs::write(&cert_file, "not a certificate").unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
@@ -751,12 +747,18 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
 
     // In flight: one slow call holds acme's only slot; a second one at the same time gets 429.
     tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
-    server.mock.route(
-        "/orgs/slow/items",
-        Reply::json(json!([])).delayed(std::time::Duration::from_millis(800)),
-    );
+    let (slow, release) = Reply::json(json!([])).held();
+    server.mock.route("/orgs/slow/items", slow);
     let slow_call = spawn_select(&http, &server.url, &acme, "slow");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    server
+        .mock
+        .wait_for(
+            "/orgs/slow/items",
+            1,
+            std::time::Duration::from_secs(10),
+            "the slow call reached the upstream",
+        )
+        .await;
     let second = raw_call(&http, &server.url, Some(&acme)).await.unwrap();
     assert_eq!(second.status(), 429);
     assert_eq!(
@@ -766,6 +768,7 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
             .status(),
         200
     );
+    release.release();
     assert_eq!(slow_call.await.unwrap(), 200);
 }
 

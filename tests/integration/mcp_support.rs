@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::mock::Mock;
-use crate::support::{SECRET, fixture_registry};
+use crate::support::{SECRET, fixture_registry, served};
 
 /// A running server and what it needs.
 pub struct TestServer {
@@ -275,38 +275,9 @@ pub fn terminate(child: &tokio::process::Child) {
 /// announces on stderr; the rest of stderr is returned for the caller to read.
 pub async fn spawn_serve(
     config: &std::path::Path,
-) -> (
-    String,
-    tokio::process::Child,
-    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        let mut seen = Vec::new();
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-            seen.push(line);
-        }
-        panic!("serve exited without announcing its address: {seen:?}");
-    })
-    .await
-    .expect("serve announces its address");
-    (url, child, stderr)
+) -> (String, tokio::process::Child, served::StderrLines) {
+    let served =
+        served::spawn_announced(served::serve_command(config).args(["--listen", "127.0.0.1:0"]))
+            .await;
+    (served.url, served.child, served.stderr)
 }

@@ -204,11 +204,13 @@ impl Mock {
     /// Waits until at least `n` requests reached `path`; fails the test with `what` after
     /// `within`.
     pub async fn wait_for(&self, path: &str, n: usize, within: std::time::Duration, what: &str) {
-        let deadline = std::time::Instant::now() + within;
-        while self.count(path) < n {
-            assert!(std::time::Instant::now() < deadline, "{what}");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        crate::support::wait::eventually(
+            what,
+            within,
+            std::time::Duration::from_millis(20),
+            || std::future::ready(self.count(path) >= n),
+        )
+        .await;
     }
 
     pub fn paths(&self) -> Vec<String> {

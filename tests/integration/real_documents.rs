@@ -70,35 +70,9 @@ async fn google_split_layout_resolves_operations_in_the_resource_service_doc() {
 
 /// A registry with one resource whose `delete` points at an operation that does not exist.
 fn broken_registry() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("src/brk/v1");
-    std::fs::create_dir_all(root.join("services")).unwrap();
-    std::fs::write(
-        root.join("provider.yaml"),
-        "id: brk\nname: brk\nversion: v1\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    service:\n      $ref: brk/v1/services/things.yaml\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("services/things.yaml"),
-        r#"openapi: 3.0.3
-info: {title: things, version: v1}
-servers: [{url: 'https://things.example'}]
-paths:
-  /things:
-    get:
-      responses:
-        '200':
-          description: OK
-          content:
-            application/json:
-              schema: {type: array, items: {type: object, properties: {id: {type: string}}}}
-components:
-  x-stackQL-resources:
-    things:
-      id: brk.things.things
-      name: things
-      title: things
-      methods:
+    crate::support::things_registry(
+        "brk",
+        r#"      methods:
         list:
           operation: {$ref: '#/paths/~1things/get'}
           response: {mediaType: application/json, openAPIDocKey: '200'}
@@ -110,8 +84,6 @@ components:
         delete: [{$ref: '#/components/x-stackQL-resources/things/methods/delete'}]
 "#,
     )
-    .unwrap();
-    dir
 }
 
 #[tokio::test]
@@ -120,13 +92,7 @@ async fn one_broken_method_does_not_take_down_its_resource() {
     mock.route("/things", Reply::json(json!([{"id": "t1"}])));
     let dir = broken_registry();
     let mut config = EngineConfig::new(dir.path().to_path_buf());
-    config.providers.insert(
-        "brk".to_owned(),
-        querygate::engine::ProviderSettings {
-            base_url: Some(mock.url()),
-            ..Default::default()
-        },
-    );
+    crate::support::upstream_at(&mut config, "brk", mock.url());
     let e = Engine::new(config).unwrap();
     let out = run(&e, "SELECT id FROM brk.things.things").await;
     assert_eq!(row_lines(&out), ["t1"]);
@@ -493,13 +459,7 @@ async fn await_polls_the_operation_and_returning_reads_its_target() {
     let mut config = EngineConfig::new(crate::corpus::providers_root());
     config.upstream.await_operations.poll_interval = std::time::Duration::from_millis(10);
     for provider in ["google", "github"] {
-        config.providers.insert(
-            provider.to_owned(),
-            querygate::engine::ProviderSettings {
-                base_url: Some(base.clone()),
-                ..Default::default()
-            },
-        );
+        crate::support::upstream_at(&mut config, provider, base.clone());
     }
     config.providers.get_mut("google").unwrap().auth =
         Some(json!({"type": "bearer", "credentialsenvvar": "GOOGLE_TOKEN"}));

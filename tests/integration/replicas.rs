@@ -30,6 +30,7 @@ use crate::gate::{Approver, ApproverClient, SELECT, params};
 use crate::mcp_support::{error_code, install_crypto_provider, terminate, text_of};
 use crate::mock::{Mock, Reply};
 use crate::support::ports::restartable_port;
+use crate::support::wait::{try_eventually, try_eventually_blocking};
 use crate::support::{SECRET, fixture_registry, pg};
 
 /// Whether a missing prerequisite must fail the test (CI) rather than skip it.
@@ -91,18 +92,11 @@ impl Nginx {
             upstreams,
             child,
         };
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "nginx listens: {}",
-                nginx.error_log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let listens = try_eventually(Duration::from_secs(10), Duration::from_millis(50), || {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+        })
+        .await;
+        assert!(listens.is_ok(), "nginx listens: {}", nginx.error_log());
         nginx
     }
 
@@ -134,12 +128,12 @@ impl Drop for Nginx {
             let _ = std::process::Command::new("kill")
                 .args(["-TERM", &pid.to_string()])
                 .status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            let ended =
+                try_eventually_blocking(Duration::from_secs(5), Duration::from_millis(20), || {
+                    matches!(self.child.try_wait(), Ok(Some(_)))
+                });
+            if ended.is_ok() {
+                return;
             }
         }
         let _ = self.child.start_kill();
@@ -261,16 +255,18 @@ impl Replica {
     }
 
     async fn wait_ready(&self) {
-        let started = Instant::now();
-        while self.readyz().await != Some(200) {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{} becomes ready: {:?}",
-                self.name,
-                self.log.lock().unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let ready = try_eventually(
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || async { self.readyz().await == Some(200) },
+        )
+        .await;
+        assert!(
+            ready.is_ok(),
+            "{} becomes ready: {:?}",
+            self.name,
+            self.log.lock().unwrap()
+        );
     }
 
     /// SIGTERM, then the exit status (must be 0).

@@ -132,35 +132,9 @@ async fn connection_failures_are_retried() {
 
 /// A one-resource provider whose method carries `config.retry`.
 fn retry_registry() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("src/rty/v1");
-    std::fs::create_dir_all(root.join("services")).unwrap();
-    std::fs::write(
-        root.join("provider.yaml"),
-        "id: rty\nname: rty\nversion: v1\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    service:\n      $ref: rty/v1/services/things.yaml\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("services/things.yaml"),
-        r#"openapi: 3.0.3
-info: {title: things, version: v1}
-servers: [{url: 'https://things.example'}]
-paths:
-  /things:
-    get:
-      responses:
-        '200':
-          description: OK
-          content:
-            application/json:
-              schema: {type: array, items: {type: object, properties: {id: {type: string}}}}
-components:
-  x-stackQL-resources:
-    things:
-      id: rty.things.things
-      name: things
-      title: things
-      config:
+    crate::support::things_registry(
+        "rty",
+        r#"      config:
         retry:
           max_attempts: 5
           initial_delay_ms: 1
@@ -174,8 +148,6 @@ components:
         select: [{$ref: '#/components/x-stackQL-resources/things/methods/list'}]
 "#,
     )
-    .unwrap();
-    dir
 }
 
 #[tokio::test]
@@ -195,13 +167,7 @@ async fn a_documents_retry_config_replaces_the_configured_defaults() {
     let dir = retry_registry();
     let mut config = querygate::engine::EngineConfig::new(dir.path().to_path_buf());
     config.upstream.retry.initial_backoff = Duration::from_secs(5);
-    config.providers.insert(
-        "rty".to_owned(),
-        querygate::engine::ProviderSettings {
-            base_url: Some(mock.url()),
-            ..Default::default()
-        },
-    );
+    crate::support::upstream_at(&mut config, "rty", mock.url());
     let e = querygate::engine::Engine::new(config).unwrap();
     let started = Instant::now();
     let out = query(&e, "SELECT id FROM rty.things.things").await;
@@ -213,13 +179,7 @@ async fn a_documents_retry_config_replaces_the_configured_defaults() {
     let mock = Mock::start().await;
     mock.route("/things", Reply::status(503, "busy"));
     let mut config = querygate::engine::EngineConfig::new(dir.path().to_path_buf());
-    config.providers.insert(
-        "rty".to_owned(),
-        querygate::engine::ProviderSettings {
-            base_url: Some(mock.url()),
-            ..Default::default()
-        },
-    );
+    crate::support::upstream_at(&mut config, "rty", mock.url());
     let e = querygate::engine::Engine::new(config).unwrap();
     query_err(&e, "SELECT id FROM rty.things.things").await;
     assert_eq!(mock.requests().len(), 1);

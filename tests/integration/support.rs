@@ -1,9 +1,11 @@
 //! Engines over the test registry, wired to a mock upstream; the querygate binary with a
 //! clean environment; `pg`: PostgreSQL for tests; `ports`: ports for servers that restart on
-//! the same port.
+//! the same port; `served`: the binary as a served process; `wait`: bounded waits for events.
 
 pub mod pg;
 pub mod ports;
+pub mod served;
+pub mod wait;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,15 +51,21 @@ pub fn engine_with(mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine
     let mut config = EngineConfig::new(fixture_registry());
     // Retries as in production, with short waits.
     config.upstream.retry.initial_backoff = std::time::Duration::from_millis(10);
+    upstream_at(&mut config, "testapi", mock.url());
+    tweak(&mut config);
+    Engine::new(config).expect("engine")
+}
+
+/// Points `provider` of `config` at `base_url` (a mock upstream), with default settings
+/// otherwise.
+pub fn upstream_at(config: &mut EngineConfig, provider: &str, base_url: String) {
     config.providers.insert(
-        "testapi".to_owned(),
+        provider.to_owned(),
         ProviderSettings {
-            base_url: Some(mock.url()),
+            base_url: Some(base_url),
             ..Default::default()
         },
     );
-    tweak(&mut config);
-    Engine::new(config).expect("engine")
 }
 
 pub async fn query(engine: &Engine, sql: &str) -> QueryOutput {
@@ -119,4 +127,44 @@ pub fn compat_registry() -> Option<std::path::PathBuf> {
             None
         }
     }
+}
+
+/// A registry of one provider `id` (v1) whose one service, `things`, has `GET /things` (an
+/// array of objects with an `id`) and the resource `<id>.things.things`; `resource` is the
+/// rest of that resource's YAML (its `config`, `methods` and `sqlVerbs`, indented six spaces).
+pub fn things_registry(id: &str, resource: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(format!("src/{id}/v1"));
+    std::fs::create_dir_all(root.join("services")).unwrap();
+    std::fs::write(
+        root.join("provider.yaml"),
+        format!("id: {id}\nname: {id}\nversion: v1\nproviderServices:\n  things:\n    id: things:v1\n    name: things\n    service:\n      $ref: {id}/v1/services/things.yaml\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("services/things.yaml"),
+        format!(
+            r#"openapi: 3.0.3
+info: {{title: things, version: v1}}
+servers: [{{url: 'https://things.example'}}]
+paths:
+  /things:
+    get:
+      responses:
+        '200':
+          description: OK
+          content:
+            application/json:
+              schema: {{type: array, items: {{type: object, properties: {{id: {{type: string}}}}}}}}
+components:
+  x-stackQL-resources:
+    things:
+      id: {id}.things.things
+      name: things
+      title: things
+{resource}"#
+        ),
+    )
+    .unwrap();
+    dir
 }

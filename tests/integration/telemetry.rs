@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
+use crate::support::wait::eventually;
 use crate::support::{SECRET, fixture_registry};
 
 const SELECT: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'acme'";
@@ -440,8 +441,21 @@ async fn json_logs_carry_the_trace_id_and_never_credentials() {
     let client = crate::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
     traced_select(&client, TRACEPARENT).await;
     drop(client);
-    // The call's log line is written before its reply; give the pipe a moment, then stop.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The call's log line is written before its reply; wait until the pipe brought it, then
+    // stop.
+    let _ = crate::support::wait::try_eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || {
+            let seen = lines
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("tool call finished"));
+            std::future::ready(seen)
+        },
+    )
+    .await;
     let _ = child.start_kill();
     let _ = child.wait().await;
     let _ = reader.await;
@@ -549,31 +563,34 @@ impl Collector {
     /// Waits (at most 20 s) until a span named `name` of trace `trace_id` arrived; returns
     /// that trace's spans.
     async fn wait_for(&self, trace_id: &str, name: &str) -> Vec<Span> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let trace: Vec<Span> = self
-                .spans
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|s| hex(&s.trace_id) == trace_id)
-                .cloned()
-                .collect();
-            if trace.iter().any(|s| s.name == name) {
-                return trace;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no span '{name}' of trace {trace_id}; received: {:?}",
-                self.spans
+        let what = format!("a span '{name}' of trace {trace_id}");
+        eventually(
+            &what,
+            Duration::from_secs(20),
+            Duration::from_millis(100),
+            || {
+                let trace: Vec<Span> = self
+                    .spans
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| hex(&s.trace_id) == trace_id)
+                    .cloned()
+                    .collect();
+                if trace.iter().any(|s| s.name == name) {
+                    return std::future::ready(Ok(trace));
+                }
+                let received: Vec<(String, String)> = self
+                    .spans
                     .lock()
                     .unwrap()
                     .iter()
                     .map(|s| (s.name.clone(), hex(&s.trace_id)))
-                    .collect::<Vec<_>>()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                    .collect();
+                std::future::ready(Err(received))
+            },
+        )
+        .await
     }
 }
 
@@ -710,33 +727,14 @@ async fn spawn_serve_with_env(
     config: &Path,
     env: &[(&str, &str)],
 ) -> (String, tokio::process::Child) {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("querygate: serving MCP at ") {
-                return url.to_owned();
-            }
-        }
-        panic!("serve exited without announcing its address");
-    })
-    .await
-    .expect("serve announces its address");
+    use crate::support::served::{serve_command, spawn_announced};
+    let served = spawn_announced(
+        serve_command(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied()),
+    )
+    .await;
+    let (url, child, mut stderr) = (served.url, served.child, served.stderr);
     // Keep draining stderr so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
     (url, child)
