@@ -675,3 +675,43 @@ async fn postgres_forged_rows_and_changes_behind_disabled_triggers_are_found() {
         "MAC does not verify under audit.mac_key_file",
     );
 }
+
+#[tokio::test]
+async fn a_restart_over_cut_files_continues_after_the_head_and_never_rewinds_it() {
+    let setup = Setup::new().await;
+    let key = querygate::audit::anchor::MacKey::load(&setup.key()).unwrap();
+    let start = || {
+        FileSink::start(FileSinkConfig {
+            location: FileLocation::Dir(setup.audit()),
+            stream: "r1".into(),
+            max_size: 0,
+            max_files: 0,
+            max_age: None,
+            mac_key: Some(key.clone()),
+        })
+        .unwrap()
+    };
+    let record = |n: usize| AuditRecord {
+        tool: format!("tool{n}"),
+        replica: "r1".into(),
+        ..Default::default()
+    };
+    let sink = start();
+    for n in 0..5 {
+        sink.write(record(n)).await.unwrap();
+    }
+    sink.close().await;
+    // The two newest records are cut away; the restarted writer goes on after its head
+    // (seq 5), not after what is left (seq 3), so the gap stays.
+    let file = setup.files().pop().unwrap();
+    let lines = lines_of(&file);
+    write_lines(&file, &lines[..3]);
+    let sink = start();
+    assert_eq!(sink.write(record(9)).await.unwrap().seq, 6);
+    sink.close().await;
+    assert_break(
+        verify(&setup.config(true), &[]),
+        &format!("{}:4", name(&file)),
+        "seq 6 follows seq 3 in stream r1",
+    );
+}

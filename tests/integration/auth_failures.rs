@@ -81,8 +81,12 @@ fn sample(text: &str, series: &str) -> f64 {
 
 fn audit_lines(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    // The audit files (not `.querygate_heads`, the streams' heads).
+    for file in
+        querygate::audit::location::files_of(&querygate::audit::FileLocation::Dir(dir.to_owned()))
+            .unwrap()
+    {
+        let text = std::fs::read_to_string(file).unwrap();
         // Complete lines only: a batch may be being written.
         let complete = text.rfind('\n').map_or("", |end| &text[..end]);
         out.extend(
@@ -187,9 +191,14 @@ async fn refusals_are_counted_recorded_once_per_window_and_never_show_the_token(
         .find(|r| r["error_code"] == "auth.tenant_not_allowed")
         .unwrap();
     assert_eq!(not_allowed["principal"], "globex-agent");
+    // Every file of the audit folder, the streams' heads included.
+    let heads = server.audit.join(".querygate_heads");
     let all = std::fs::read_dir(&server.audit)
         .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .chain(std::fs::read_dir(&heads).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| std::fs::read_to_string(path).unwrap())
         .collect::<String>();
     for token in [&forged, &other_tenant, &good] {
         let signature = token.rsplit('.').next().unwrap();

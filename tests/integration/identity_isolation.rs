@@ -46,8 +46,12 @@ async fn approver_with_token(url: &str, token: &str) -> ApproverClient {
 /// The audit records (JSON) in the files of `dir`.
 fn audit_records(dir: &Path) -> Vec<Value> {
     let mut records = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    // The audit files (not `.querygate_heads`, the streams' heads).
+    for file in
+        querygate::audit::location::files_of(&querygate::audit::FileLocation::Dir(dir.to_owned()))
+            .unwrap()
+    {
+        let text = std::fs::read_to_string(file).unwrap();
         records.extend(
             text.lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),
