@@ -636,11 +636,15 @@ async fn cli_registry_list_and_pull() {
     let mock = Mock::start().await;
     serve_evil(&mock, tgz(good_items("Cli")));
     let root = tempfile::tempdir().unwrap();
+    // The CLI's audit goes under XDG_STATE_HOME, never into the working directory.
+    let state = tempfile::tempdir().unwrap();
     let (root_path, url) = (root.path().to_owned(), format!("{}/providers", mock.url()));
+    let state_path = state.path().to_owned();
     let run = move |args: &'static [&'static str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("XDG_STATE_HOME", &state_path)
             .env("QUERYGATE_REGISTRY__ROOT", &root_path)
             .env("QUERYGATE_REGISTRY__URL", &url)
             .args(args)
