@@ -44,8 +44,10 @@ async fn server(mode: &str, tenant: &str) -> TestServer {
 /// The audit records (JSON) of a server's folder.
 fn audit_records(dir: &Path) -> Vec<Value> {
     let mut records = Vec::new();
-    for entry in std::fs::read_dir(dir.join("audit")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    // The audit files (not `.querygate_heads`, the streams' heads).
+    let location = querygate::audit::FileLocation::Dir(dir.join("audit"));
+    for file in querygate::audit::location::files_of(&location).unwrap() {
+        let text = std::fs::read_to_string(file).unwrap();
         records.extend(
             text.lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),
