@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::Inner;
@@ -18,8 +18,8 @@ use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
-use super::requests::{ParamValues, PlannedRequest, request};
 use super::request_body::{BodyTemplate, set_path};
+use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
@@ -206,6 +206,7 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
             method,
             base_url: prepared.base_url.as_deref(),
             values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            body: None,
             auth: &unsigned,
             credentials: cx.credentials.as_ref(),
         };

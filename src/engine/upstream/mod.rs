@@ -215,7 +215,14 @@ impl Upstream {
     ) -> Result<(u16, HeaderMap, Bytes)> {
         if matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD) {
             return self
-                .send_read(method, url, headers, body, leg.auth, leg.method.retry.as_ref())
+                .send_read(
+                    method,
+                    url,
+                    headers,
+                    body,
+                    leg.auth,
+                    leg.method.retry.as_ref(),
+                )
                 .await;
         }
         self.send(method, url, headers, body, leg.auth).await
