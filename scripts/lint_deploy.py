@@ -734,6 +734,9 @@ REFUSED_RENDERS: list[tuple[str, dict[str, Any], str]] = [
     ("a preStop sleep shorter than the drain delay", {"lifecycle": {"preStopSleepSeconds": 2}},
      "must be at least drain.delaySeconds"),
     ("the admin port on the main port", {"adminPort": 8765}, "adminPort must differ from containerPort"),
+    ("approval keys without the postgres approval store",
+     {"approvalKeys": {"secretName": "qg-approval", "keys": ["k1"]}},
+     "need config.approval.store: postgres"),
 ]
 
 

@@ -172,5 +172,9 @@ audit.file.dir, tenants' credentials.env_file).
 {{- $_ := set $cfg "approval" $approval }}
 {{- end }}
 {{- end }}
+{{- $approvalCfg := default (dict) (get $cfg "approval") }}
+{{- if and (get $approvalCfg "key_files") (ne (toString (get $approvalCfg "store")) "postgres") }}
+{{- fail "approval key files (approvalKeys or config.approval.key_files) need config.approval.store: postgres, so that every replica shares one record of the approvals already used (docs/approval.md)" }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
