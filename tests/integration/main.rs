@@ -17,6 +17,7 @@ mod auth;
 mod auth_failures;
 mod awscc;
 mod azure_identity;
+mod azure_paging;
 mod bulk_priority;
 mod cancel;
 mod classes;

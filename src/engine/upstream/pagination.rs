@@ -1,7 +1,8 @@
 //! Deciding the next page: the method's explicit `pagination` config (token in query or
 //! header, page number with terminator), or, without config, the conventions StackQL's
 //! documents rely on: `Link: <…>; rel="next"`, `nextPageToken` → `pageToken`,
-//! `@odata.nextLink`, and `next_cursor` → `cursor`; for AWS XML listings (a
+//! `@odata.nextLink`, Azure's `nextLink` (a whole URL, GET as is), and `next_cursor` →
+//! `cursor`; for AWS XML listings (a
 //! `schema_driven_xml` response), `IsTruncated` with `NextContinuationToken`, `NextToken`,
 //! `nextToken`, `NextMarker`, `Marker` or `ContinuationToken`, sent back as the query
 //! parameter the method declares for it. [`wanted`] names the body values a
@@ -57,9 +58,10 @@ pub(crate) fn wanted(method: &Method, headers: &HeaderMap) -> Vec<Vec<String>> {
 }
 
 /// Body scalars of the conventions, in the order [`conventional`] reads them.
-const CONVENTIONAL: [&[&str]; 4] = [
+const CONVENTIONAL: [&[&str]; 5] = [
     &["nextPageToken"],
     &["@odata.nextLink"],
+    &["nextLink"],
     &["next_cursor"],
     &["response_metadata", "next_cursor"],
 ];
@@ -232,7 +234,8 @@ fn conventional(
     if let Some(link) = link_next(headers) {
         return same_origin(current, &link).map(|u| Some(Next::Url(u)));
     }
-    let (page_token, odata, cursor, nested_cursor) = (
+    let (page_token, odata, azure, cursor, nested_cursor) = (
+        found.next().flatten(),
         found.next().flatten(),
         found.next().flatten(),
         found.next().flatten(),
@@ -241,7 +244,8 @@ fn conventional(
     if let Some(token) = page_token {
         return Ok(Some(Next::Url(with_query(current, "pageToken", &token))));
     }
-    if let Some(link) = odata {
+    // Whole URLs (OData's, Azure Resource Manager's): requested as given, query included.
+    if let Some(link) = odata.or(azure) {
         return same_origin(current, &link).map(|u| Some(Next::Url(u)));
     }
     let declares_cursor = method
