@@ -38,7 +38,7 @@ use std::time::Duration;
 
 pub use self::credentials::{
     CredentialReport, CredentialSource, CredentialStatus, CredentialStore, ProviderCredentials,
-    SourceOutcome,
+    ProviderSource, SourceOutcome,
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;
@@ -683,6 +683,14 @@ impl Engine {
         let (inner, cx) = (self.inner.clone(), cx.clone());
         let provider = provider.map(str::to_owned);
         blocking(move || reload::reload_credentials(&inner, &cx, provider.as_deref())).await
+    }
+
+    /// Per installed provider the tenant may use: its auth type, which credential source
+    /// resolves (names only) and, while a token is cached, when it expires. Reads nothing
+    /// anew and drops nothing; no value is ever part of the answer.
+    pub async fn credential_sources(&self, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        blocking(move || reload::credential_sources(&inner, &cx)).await
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::Inner;
-use super::credentials::{self, CredentialReport, ProviderCredentials};
+use super::credentials::{self, CredentialReport, ProviderCredentials, ProviderSource};
 use super::discovery::{open_provider, providers};
 use super::error::{Error, ErrorKind, Result};
 use super::types::ExecContext;
@@ -59,6 +59,8 @@ pub(crate) fn reload_credentials(
                 status,
                 detail,
                 changed: before.get(name.as_str()) != Some(&after),
+                resolved_source: credentials::resolved_source(name, auth, store),
+                token_expires_at: credentials::token_expires_at(name, store),
             }
         })
         .collect();
@@ -75,4 +77,18 @@ pub(crate) fn reload_credentials(
         sourced_vars: outcome.names,
         providers: rows,
     })
+}
+
+/// Per installed provider the tenant may use, which credential source resolves and when its
+/// cached token expires, without re-reading anything or dropping any token.
+pub(crate) fn credential_sources(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
+    let store = cx.credentials.as_ref();
+    let mut rows = Vec::new();
+    for info in providers(inner, cx)? {
+        let provider = open_provider(inner, cx, &info.name)?;
+        let auth = inner.effective_auth(&provider);
+        rows.push(credentials::provider_source(&info.name, &auth, store));
+    }
+    rows.sort_by(|a, b| a.provider.cmp(&b.provider));
+    Ok(rows)
 }

@@ -25,6 +25,7 @@ mod cli_pipeline;
 mod compat;
 mod config_cli;
 mod corpus;
+mod credential_report;
 mod credentials;
 mod database;
 mod discovery;

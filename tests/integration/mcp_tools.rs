@@ -613,12 +613,14 @@ async fn reload_credentials_reports_changes_and_never_values() {
             "sourced_from": "env:TESTAPI_KEY",
             "status": "ok",
             "detail": "",
-            "changed": false
+            "changed": false,
+            "resolved_source": "env:TESTAPI_KEY",
+            "token_expires_at": null
         }])
     );
     assert_eq!(
         text_of(&unscoped),
-        "| auth_type | changed | detail | provider | sourced_from | status |\n|---|---|---|---|---|---|\n| custom | false |  | testapi | env:TESTAPI_KEY | ok |\n"
+        "| auth_type | changed | detail | provider | resolved_source | sourced_from | status | token_expires_at |\n|---|---|---|---|---|---|---|---|\n| custom | false |  | testapi | env:TESTAPI_KEY | env:TESTAPI_KEY | ok |  |\n"
     );
 
     let scoped = call(
@@ -647,7 +649,7 @@ async fn reload_credentials_reports_changes_and_never_values() {
     .await;
     let text = text_of(&after);
     assert!(
-        text.contains("| custom | true |  | testapi | env:TESTAPI_KEY | ok |"),
+        text.contains("| custom | true |  | testapi | env:TESTAPI_KEY | env:TESTAPI_KEY | ok |  |"),
         "{text}"
     );
     let again = call(&client, "reload_credentials", json!({})).await;

@@ -4,7 +4,10 @@ mod dotenv;
 mod report;
 mod store;
 
-pub use report::{CredentialReport, CredentialStatus, ProviderCredentials};
-pub(crate) use report::{auth_type, fingerprint, sourced_from, status};
+pub use report::{CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource};
+pub(crate) use report::{
+    auth_type, fingerprint, provider_source, resolved_source, sourced_from, status,
+    token_expires_at,
+};
 pub(crate) use store::CachedToken;
 pub use store::{CredentialSource, CredentialStore, SourceOutcome};

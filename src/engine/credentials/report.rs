@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::store::CredentialSource;
-use crate::engine::upstream::{aws_session_token_var, check_auth_material};
+use super::store::{CredentialSource, CredentialStore};
+use crate::engine::upstream::{aws_session_token_var, azure_default_source, check_auth_material};
 
 /// Whether a provider's credentials resolve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -37,6 +37,27 @@ pub struct ProviderCredentials {
     pub detail: String,
     /// Whether the resolved material differs from before the reload.
     pub changed: bool,
+    /// Which credential source resolves (see [`ProviderSource::resolved_source`]).
+    pub resolved_source: String,
+    /// When the cached token expires (RFC 3339); `None` when no token is cached (a reload
+    /// drops them).
+    pub token_expires_at: Option<String>,
+}
+
+/// Which credential source serves one provider for the calling tenant, and when its cached
+/// token expires. Names only, never material.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProviderSource {
+    /// Provider SQL name.
+    pub provider: String,
+    /// The auth type in effect.
+    pub auth_type: String,
+    /// The source that resolves: `env:<VAR>` names for static keys,
+    /// `azure_default:<Credential>`, `oauth2_client_credentials:env:<ID>,env:<SECRET>`,
+    /// `service_account:<where>`, `inline`, or `none` (nothing needed, or nothing resolves).
+    pub resolved_source: String,
+    /// When the cached token expires (RFC 3339, UTC); `None` when no token is cached.
+    pub token_expires_at: Option<String>,
 }
 
 /// The result of a reload.
@@ -190,6 +211,50 @@ pub(crate) fn status(
     }
 }
 
+/// The source that resolves `provider`'s `auth` from `store` now: the source that issued
+/// a still-cached token when one did, else the one the variables select; `none` when the
+/// auth needs nothing or its material does not resolve.
+pub(crate) fn resolved_source(provider: &str, auth: &Value, store: &CredentialStore) -> String {
+    let none = || "none".to_owned();
+    if check_auth_material(auth, store).is_err() {
+        return none();
+    }
+    let from = sourced_from(auth);
+    match field(auth, "type").unwrap_or("null_auth") {
+        "null_auth" | "none" | "null" => none(),
+        "azure_default" => store
+            .tokens()
+            .source(provider, std::time::Instant::now())
+            .or_else(|| azure_default_source(store).map(|s| format!("azure_default:{s}")))
+            .unwrap_or_else(none),
+        "oauth2" => format!("oauth2_client_credentials:{from}"),
+        "service_account" => format!("service_account:{from}"),
+        _ => from,
+    }
+}
+
+/// When `provider`'s latest cached token expires, RFC 3339 (UTC, seconds).
+pub(crate) fn token_expires_at(provider: &str, store: &CredentialStore) -> Option<String> {
+    store
+        .tokens()
+        .expiry(provider, std::time::Instant::now())
+        .map(|at| humantime::format_rfc3339_seconds(at).to_string())
+}
+
+/// The [`ProviderSource`] row of one provider.
+pub(crate) fn provider_source(
+    provider: &str,
+    auth: &Value,
+    store: &CredentialStore,
+) -> ProviderSource {
+    ProviderSource {
+        provider: provider.to_owned(),
+        auth_type: auth_type(auth),
+        resolved_source: resolved_source(provider, auth, store),
+        token_expires_at: token_expires_at(provider, store),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +293,29 @@ mod tests {
         );
         assert_eq!(sourced_from(&json!({"type": "null_auth"})), "none");
         assert_eq!(auth_type(&Value::Null), "null_auth");
+    }
+
+    #[test]
+    fn resolved_source_names_the_source_or_none() {
+        let store = CredentialStore::fixed([
+            ("I".to_owned(), "id".to_owned()),
+            ("S".to_owned(), "s3cr3t".to_owned()),
+        ]);
+        let oauth = json!({"type": "oauth2", "token_url": "https://t",
+                           "client_id_env_var": "I", "client_secret_env_var": "S"});
+        assert_eq!(
+            resolved_source("p", &oauth, &store),
+            "oauth2_client_credentials:env:I,env:S"
+        );
+        let missing = json!({"type": "bearer", "credentialsenvvar": "NOPE"});
+        assert_eq!(resolved_source("p", &missing, &store), "none");
+        let bearer = json!({"type": "bearer", "credentialsenvvar": "S"});
+        assert_eq!(resolved_source("p", &bearer, &store), "env:S");
+        assert_eq!(
+            resolved_source("p", &json!({"type": "null_auth"}), &store),
+            "none"
+        );
+        assert_eq!(token_expires_at("p", &store), None);
     }
 
     #[test]

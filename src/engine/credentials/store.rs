@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use super::dotenv;
 use crate::engine::error::{Error, ErrorKind, Result};
@@ -47,7 +47,10 @@ pub struct SourceOutcome {
 pub(crate) struct CachedToken {
     /// What the auth sends: the `Authorization` header value (`Bearer <token>`).
     pub(crate) value: String,
+    /// When it is dropped (shortly before it expires).
     pub(crate) expires_at: Instant,
+    /// When the token endpoint said it expires (wall clock, for reports).
+    pub(crate) expires: SystemTime,
 }
 
 /// Tokens by a key that includes a digest of the material they were obtained with, and
@@ -56,6 +59,9 @@ pub(crate) struct CachedToken {
 pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<String, CachedToken>>,
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per provider, the credential source that last issued a token (e.g.
+    /// `azure_default:WorkloadIdentityCredential`): a name, never material.
+    sources: Mutex<HashMap<String, String>>,
 }
 
 impl TokenCache {
@@ -83,10 +89,38 @@ impl TokenCache {
         flights.entry(key.to_owned()).or_default().clone()
     }
 
-    /// Drops every token whose key starts with `prefix` (all with `""`).
+    /// Drops every token whose key starts with `prefix` (all with `""`), and the sources
+    /// noted for the providers it covers.
     pub(crate) fn clear(&self, prefix: &str) {
         let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         tokens.retain(|key, _| !key.starts_with(prefix));
+        drop(tokens);
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        sources.retain(|provider, _| !format!("{provider}/").starts_with(prefix));
+    }
+
+    /// Notes which source issued `provider`'s latest token.
+    pub(crate) fn note_source(&self, provider: &str, source: &str) {
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        sources.insert(provider.to_owned(), source.to_owned());
+    }
+
+    /// The source noted for `provider` while one of its tokens is still cached at `now`.
+    pub(crate) fn source(&self, provider: &str, now: Instant) -> Option<String> {
+        self.expiry(provider, now)?;
+        let sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        sources.get(provider).cloned()
+    }
+
+    /// When the latest-expiring token of `provider` still cached at `now` expires.
+    pub(crate) fn expiry(&self, provider: &str, now: Instant) -> Option<SystemTime> {
+        let prefix = format!("{provider}/");
+        let tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens
+            .iter()
+            .filter(|(key, t)| key.starts_with(&prefix) && t.expires_at > now)
+            .map(|(_, t)| t.expires)
+            .max()
     }
 }
 
@@ -294,6 +328,7 @@ mod tests {
             CachedToken {
                 value: "t".into(),
                 expires_at: later,
+                expires: SystemTime::UNIX_EPOCH,
             },
         );
         cache.put(
@@ -301,12 +336,26 @@ mod tests {
             CachedToken {
                 value: "u".into(),
                 expires_at: later,
+                expires: SystemTime::UNIX_EPOCH,
             },
         );
         assert_eq!(cache.get("p1/x", Instant::now()).as_deref(), Some("t"));
         assert_eq!(cache.get("p1/x", later), None);
+        cache.note_source("p1", "azure_default:EnvironmentCredential");
+        assert_eq!(
+            cache.expiry("p1", Instant::now()),
+            Some(SystemTime::UNIX_EPOCH)
+        );
+        assert_eq!(
+            cache.source("p1", Instant::now()).as_deref(),
+            Some("azure_default:EnvironmentCredential")
+        );
+        assert_eq!(cache.expiry("p1", later), None);
+        assert_eq!(cache.source("p1", later), None);
+        assert_eq!(cache.expiry("p", Instant::now()), None);
         cache.clear("p1/");
         assert_eq!(cache.get("p1/x", Instant::now()), None);
+        assert_eq!(cache.source("p1", Instant::now()), None);
         assert!(cache.get("p2/x", Instant::now()).is_some());
     }
 }

@@ -71,16 +71,23 @@ pub(crate) struct ProviderRow {
     detail: String,
     /// Whether the resolved material differs from before this reload.
     changed: bool,
+    /// Which credential source resolves: `env:<VAR>` names, `azure_default:<Credential>`,
+    /// `oauth2_client_credentials:…`, `service_account:…`, `inline` or `none`.
+    resolved_source: String,
+    /// When the cached token expires (RFC 3339); null here, as a reload drops cached tokens.
+    token_expires_at: Option<String>,
 }
 
 /// The markdown columns, alphabetical.
-const COLUMNS: [&str; 6] = [
+const COLUMNS: [&str; 8] = [
     "auth_type",
     "changed",
     "detail",
     "provider",
+    "resolved_source",
     "sourced_from",
     "status",
+    "token_expires_at",
 ];
 
 fn run(mut invocation: Invocation) -> ToolFuture {

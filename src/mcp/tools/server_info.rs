@@ -57,12 +57,43 @@ pub(crate) struct ServerInfo<'a> {
     mode: &'static str,
     /// Whether the tenant may only read.
     is_read_only: bool,
+    /// Per installed provider the tenant may use, which credential source resolves and when
+    /// its cached token expires. Names only, never a secret.
+    credentials: Vec<CredentialRow>,
+}
+
+/// One provider's credential source.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct CredentialRow {
+    /// Provider SQL name.
+    provider: String,
+    /// Auth type in effect (`api_key`, `oauth2`, `azure_default`, `null_auth`, …).
+    auth_type: String,
+    /// Which source resolves: `env:<VAR>` names for static keys,
+    /// `azure_default:<Credential>` (EnvironmentCredential, WorkloadIdentityCredential,
+    /// ManagedIdentityCredential, AzureCliCredential), `oauth2_client_credentials:…`,
+    /// `service_account:…`, `inline`, or `none`.
+    resolved_source: String,
+    /// When the cached token expires (RFC 3339, UTC); null when no token is cached.
+    token_expires_at: Option<String>,
 }
 
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         no_arguments(&mut invocation)?;
         let shared = &invocation.shared;
+        let credentials = shared
+            .engine
+            .credential_sources(&invocation.cx)
+            .await?
+            .into_iter()
+            .map(|row| CredentialRow {
+                provider: row.provider,
+                auth_type: row.auth_type,
+                resolved_source: row.resolved_source,
+                token_expires_at: row.token_expires_at,
+            })
+            .collect();
         let info = ServerInfo {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("QUERYGATE_COMMIT"),
@@ -74,6 +105,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             tenant: &invocation.cx.tenant,
             mode: invocation.mode.as_str(),
             is_read_only: invocation.mode == Mode::ReadOnly,
+            credentials,
         };
         Ok(ToolResult {
             upstream_status: None,

@@ -14,6 +14,7 @@ mod static_keys;
 mod template;
 mod token;
 
+pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use sigv4::session_token_var;
 
 use serde_json::Value;

@@ -80,6 +80,7 @@ where
         return Ok(value);
     }
     let started = Instant::now();
+    let started_wall = std::time::SystemTime::now();
     let (value, lifetime) = fetch().await?;
     let lifetime = lifetime.min(MAX_LIFETIME);
     if lifetime > EXPIRY_MARGIN {
@@ -88,6 +89,7 @@ where
             CachedToken {
                 value: value.clone(),
                 expires_at: started + (lifetime - EXPIRY_MARGIN),
+                expires: started_wall + lifetime,
             },
         );
     }

@@ -166,6 +166,9 @@ pub(super) async fn authorization(
         match attempt {
             Attempt::Token(value) => {
                 tracing::debug!(%provider, source = source.name(), "azure_default resolved");
+                credentials
+                    .tokens()
+                    .note_source(provider, &format!("azure_default:{}", source.name()));
                 return Ok(value);
             }
             Attempt::Unavailable(why) => skipped.push(format!("{}: {why}", source.name())),
@@ -218,6 +221,34 @@ pub(super) fn check(
         "azure_default found no credential: {}",
         skipped.join("; ")
     ))
+}
+
+/// Which source of the chain would serve, judged without a network call: the first
+/// tenant-held source whose material is usable, else the host's identity sources the
+/// chain still selects (joined with `|`: which one answers is known only once a token is
+/// fetched); `None` when none applies.
+pub(crate) fn configured_source(credentials: &dyn CredentialSource) -> Option<String> {
+    let mut host = Vec::new();
+    for source in selected(credentials).ok()? {
+        match source {
+            Source::Environment => {
+                if entra::check_environment(credentials) == Ok(true) {
+                    return Some(source.name().to_owned());
+                }
+            }
+            Source::WorkloadIdentity => {
+                if entra::check_workload_identity(credentials) == Ok(true) {
+                    return Some(source.name().to_owned());
+                }
+            }
+            Source::ManagedIdentity | Source::AzureCli => {
+                if credentials.allows_host_identity() {
+                    host.push(source.name());
+                }
+            }
+        }
+    }
+    (!host.is_empty()).then(|| host.join("|"))
 }
 
 /// How a source's "not configured" reason starts (so `check` tells it from a failure).
@@ -305,6 +336,15 @@ mod tests {
             ("AZURE_CLIENT_SECRET", "s3cr3t"),
         ]);
         assert_eq!(check(&json!({}), &secret), Ok(true));
+        assert_eq!(
+            configured_source(&secret).as_deref(),
+            Some("EnvironmentCredential")
+        );
+        assert_eq!(configured_source(&store(&[])), None);
+        assert_eq!(
+            configured_source(&store(&[]).with_host_identity(true)).as_deref(),
+            Some("ManagedIdentityCredential|AzureCliCredential")
+        );
         assert_eq!(
             check(&json!({}), &store(&[]).with_host_identity(true)),
             Ok(false)
