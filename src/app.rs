@@ -98,7 +98,7 @@ impl AppError {
             AppError::Serve(_) => "serve.failed",
             AppError::Stdio(_) => "serve.stdio_failed",
             AppError::Audit(AuditOpenError::Database(_)) => "start.audit_database",
-            AppError::Audit(AuditOpenError::Sink(err)) => err.code(),
+            AppError::Audit(AuditOpenError::Sink(err)) => err.code().as_str(),
         }
     }
 
