@@ -82,6 +82,26 @@ pub enum AuditOpenError {
 }
 
 impl AppError {
+    /// The stable code of this error, for logs and exit reports: the setup error's own code
+    /// where it has one (`auth.setup.*`, `start.*`), else one per variant.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Engine(_) => "start.engine",
+            AppError::Tenant(_) => "start.tenant",
+            AppError::Mcp(err) => err.code(),
+            AppError::Listen(_) => "start.listen",
+            AppError::AdminListen(_) => "start.admin_listen",
+            AppError::Unauthenticated(_) => "start.unauthenticated",
+            AppError::Auth(err) => err.code(),
+            AppError::Tls(_) => "start.tls",
+            AppError::Bind { .. } => "start.bind",
+            AppError::Serve(_) => "serve.failed",
+            AppError::Stdio(_) => "serve.stdio_failed",
+            AppError::Audit(AuditOpenError::Database(_)) => "start.audit_database",
+            AppError::Audit(AuditOpenError::Sink(err)) => err.code().as_str(),
+        }
+    }
+
     /// The process exit code: 2 for a configuration that cannot work, 1 for a runtime failure.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -547,5 +567,38 @@ pub fn open_audit_deferred(
 pub async fn close_audit(audit: Option<crate::audit::Auditor>) {
     if let Some(auditor) = audit {
         auditor.sink().close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::DbError;
+
+    #[test]
+    fn setup_errors_keep_their_typed_cause_and_stable_code() {
+        let err = AppError::from(StartError::Database(DbError::NotConfigured));
+        assert_eq!(err.code(), "start.database");
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.to_string(),
+            "approval store: no database is configured (set database.url or database.url_file)"
+        );
+        let start = match &err {
+            AppError::Mcp(start) => start,
+            other => panic!("not a start error: {other:?}"),
+        };
+        let cause = std::error::Error::source(start).map(|c| c.to_string());
+        assert_eq!(cause, Some(DbError::NotConfigured.to_string()));
+
+        let err = AppError::from(AuthSetupError::KeyMalformed {
+            path: "k.pem".into(),
+        });
+        assert_eq!(err.code(), "auth.setup.key_malformed");
+        assert_eq!(err.exit_code(), 2);
+
+        let err = AppError::from(AuditOpenError::Sink(crate::audit::AuditError::Closed));
+        assert_eq!(err.code(), "audit.unavailable");
+        assert_eq!(err.exit_code(), 1);
     }
 }

@@ -48,7 +48,7 @@ impl PostgresStore {
         .bind(expires_ms)
         .execute(&self.pool)
         .await
-        .map_err(|err| StoreError(format!("redeeming an approval in PostgreSQL: {err}")))?
+        .map_err(StoreError::Database)?
         .rows_affected()
             == 1;
         if self

@@ -10,10 +10,28 @@ use std::time::SystemTime;
 /// The future a store returns.
 pub type StoreFuture<'a> = Pin<Box<dyn Future<Output = Result<bool, StoreError>> + Send + 'a>>;
 
-/// The store could not answer.
+/// Why the store could not answer.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StoreError(pub String);
+#[non_exhaustive]
+pub enum StoreError {
+    /// PostgreSQL could not record the redemption (unreachable, or the statement failed).
+    #[error("redeeming an approval in PostgreSQL: {0}")]
+    Database(#[source] sqlx_core::Error),
+    /// The in-memory store's lock was poisoned by a panic while it was held.
+    #[error("the in-memory approval store's lock is poisoned")]
+    Poisoned,
+}
+
+impl StoreError {
+    /// The stable code of a call refused because of this error.
+    pub fn code(&self) -> crate::code::Code {
+        match self {
+            StoreError::Database(_) | StoreError::Poisoned => {
+                crate::code::Code::PolicyApprovalUnavailable
+            }
+        }
+    }
+}
 
 /// Records redeemed approvals.
 pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
@@ -48,8 +66,49 @@ impl ApprovalStore for MemoryStore {
                     .insert((tenant.to_owned(), id.to_owned()), expires_at)
                     .is_none())
             }
-            Err(_) => Err(StoreError("approval store lock poisoned".into())),
+            Err(_) => Err(StoreError::Poisoned),
         };
         Box::pin(async move { result })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::code::Code;
+
+    #[tokio::test]
+    async fn a_poisoned_lock_is_its_own_error() {
+        let store = Arc::new(MemoryStore::default());
+        let later = SystemTime::now() + Duration::from_secs(60);
+        assert!(matches!(store.redeem("t", "a", later).await, Ok(true)));
+        assert!(matches!(store.redeem("t", "a", later).await, Ok(false)));
+        let poisoner = Arc::clone(&store);
+        let _ = std::thread::spawn(move || {
+            let _held = poisoner.redeemed.lock();
+            panic!("poison the lock");
+        })
+        .join();
+        let err = match store.redeem("t", "b", later).await {
+            Err(err) => err,
+            Ok(fresh) => panic!("a poisoned store answered {fresh}"),
+        };
+        assert!(matches!(err, StoreError::Poisoned), "{err:?}");
+        assert_eq!(err.code(), Code::PolicyApprovalUnavailable);
+    }
+
+    #[test]
+    fn a_database_failure_keeps_its_cause() {
+        let err = StoreError::Database(sqlx_core::Error::PoolTimedOut);
+        assert_eq!(err.code(), Code::PolicyApprovalUnavailable);
+        assert!(
+            err.to_string()
+                .starts_with("redeeming an approval in PostgreSQL: "),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_some());
     }
 }

@@ -11,6 +11,7 @@ use super::failure::{FailureMode, OnFailure};
 use super::record::{AuditRecord, Phase};
 use super::redact::{HmacKey, hmac_literals};
 use super::sink::{AuditError, AuditSink, Receipt, WriteObserver};
+use crate::code::Code;
 use crate::digest::hex;
 
 /// The sink, the failure mode and the SQL policy, shared by all calls.
@@ -73,7 +74,7 @@ pub struct AuditFailure {
 
 impl AuditFailure {
     /// The stable error code (`audit.unavailable`).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         self.error.code()
     }
 }
@@ -245,7 +246,7 @@ mod tests {
         let err = strict.record(mutation(Phase::Intent)).await.unwrap_err();
         assert_eq!(err.action, OnFailure::Refuse);
         assert!(err.message.contains("nothing was sent"), "{}", err.message);
-        assert_eq!(err.code(), "audit.unavailable");
+        assert_eq!(err.code(), Code::AuditUnavailable);
         let err = strict.record(mutation(Phase::Outcome)).await.unwrap_err();
         assert_eq!(err.action, OnFailure::FailCall);
         assert!(

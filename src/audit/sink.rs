@@ -3,6 +3,7 @@
 use futures::future::BoxFuture;
 
 use super::record::AuditRecord;
+use crate::code::Code;
 
 /// Where audit records go. A record is durable (on disk, or committed) when
 /// [`AuditSink::write`] returns `Ok`; not before. Implementations are shared by all calls
@@ -55,7 +56,28 @@ pub enum AuditError {
 
 impl AuditError {
     /// The stable error code a call failed by the audit carries.
-    pub fn code(&self) -> &'static str {
-        "audit.unavailable"
+    pub fn code(&self) -> Code {
+        match self {
+            AuditError::Unavailable(_) | AuditError::Closed | AuditError::Encode(_) => {
+                Code::AuditUnavailable
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_audit_error_maps_to_audit_unavailable() {
+        for err in [
+            AuditError::Unavailable("disk full".into()),
+            AuditError::Closed,
+            AuditError::Encode("bad".into()),
+        ] {
+            assert_eq!(err.code(), Code::AuditUnavailable, "{err}");
+            assert_eq!(err.code().as_str(), "audit.unavailable");
+        }
     }
 }

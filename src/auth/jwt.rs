@@ -361,32 +361,28 @@ fn read_pem_keys(
 ) -> Result<Vec<(Family, DecodingKey)>, AuthSetupError> {
     let mut keys = Vec::new();
     for file in files {
-        let pem = std::fs::read(file).map_err(|err| {
-            AuthSetupError::Keys(format!("cannot read '{}': {err}", file.display()))
+        let pem = std::fs::read(file).map_err(|source| AuthSetupError::KeyUnreadable {
+            path: file.clone(),
+            source,
         })?;
         let key = DecodingKey::from_rsa_pem(&pem)
             .map(|k| (Family::Rsa, k))
             .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (Family::Ec, k)))
             .or_else(|_| DecodingKey::from_ed_pem(&pem).map(|k| (Family::Ed, k)))
-            .map_err(|_| {
-                AuthSetupError::Keys(format!(
-                    "'{}' holds no RSA, EC or Ed25519 public key in PEM",
-                    file.display()
-                ))
-            })?;
+            .map_err(|_| AuthSetupError::KeyMalformed { path: file.clone() })?;
         keys.push(key);
     }
     Ok(keys)
 }
 
 fn jwks_client() -> Result<reqwest::Client, AuthSetupError> {
-    let tls = crate::client_tls::web_pki().map_err(AuthSetupError::Client)?;
+    let tls = crate::client_tls::web_pki().map_err(AuthSetupError::Tls)?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(JWKS_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|err| AuthSetupError::Client(format!("HTTP client set-up failed: {err}")))
+        .map_err(AuthSetupError::Client)
 }
 
 /// One issuer's JWKS, cached.
@@ -573,5 +569,43 @@ impl Jwks {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, JwksState> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_file_errors_are_typed_with_stable_codes() {
+        let dir = std::env::temp_dir().join(format!("qg-jwt-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok();
+        let missing = dir.join("missing.pem");
+        let err = match read_pem_keys(std::slice::from_ref(&missing)) {
+            Err(err) => err,
+            Ok(_) => panic!("a missing key file was read"),
+        };
+        assert!(
+            matches!(&err, AuthSetupError::KeyUnreadable { path, .. } if *path == missing),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), "auth.setup.key_unreadable");
+        assert!(
+            err.to_string().starts_with("auth.jwt: cannot read '"),
+            "{err}"
+        );
+
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a key").ok();
+        let err = match read_pem_keys(std::slice::from_ref(&junk)) {
+            Err(err) => err,
+            Ok(_) => panic!("a file without a key was read as one"),
+        };
+        assert!(
+            matches!(err, AuthSetupError::KeyMalformed { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), "auth.setup.key_malformed");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -193,13 +193,39 @@ impl AuthError {
 
 /// Why authentication cannot be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuthSetupError {
-    /// A key file cannot be read or parsed.
+    /// A key file (`auth.jwt.public_key_files`) cannot be read.
+    #[error("auth.jwt: cannot read '{}': {source}", path.display())]
+    KeyUnreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A key file holds no public key the server can use.
+    #[error("auth.jwt: '{}' holds no RSA, EC or Ed25519 public key in PEM", path.display())]
+    KeyMalformed {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// TLS for the JWKS client cannot be set up.
     #[error("auth.jwt: {0}")]
-    Keys(String),
+    Tls(String),
     /// The JWKS HTTP client cannot be built.
-    #[error("auth.jwt: {0}")]
-    Client(String),
+    #[error("auth.jwt: HTTP client set-up failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl AuthSetupError {
+    /// The stable code of this error (`auth.setup.*`), for logs and exit reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthSetupError::KeyUnreadable { .. } => "auth.setup.key_unreadable",
+            AuthSetupError::KeyMalformed { .. } => "auth.setup.key_malformed",
+            AuthSetupError::Tls(_) | AuthSetupError::Client(_) => "auth.setup.client",
+        }
+    }
 }
 
 /// One authentication method: decides who sent `parts`.

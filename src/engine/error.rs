@@ -64,6 +64,7 @@ pub struct Error {
     message: String,
     upstream: Option<Box<UpstreamFailure>>,
     acknowledged: Option<u16>,
+    timed_out: bool,
 }
 
 impl Error {
@@ -76,6 +77,7 @@ impl Error {
             message: escape_controls(&message).into_owned(),
             upstream: None,
             acknowledged: None,
+            timed_out: false,
         }
     }
 
@@ -94,6 +96,7 @@ impl Error {
             message,
             upstream: Some(Box::new(failure)),
             acknowledged: None,
+            timed_out: false,
         }
     }
 
@@ -125,6 +128,18 @@ impl Error {
     /// acknowledgement noted is kept).
     pub(crate) fn after_write(mut self, status: u16) -> Self {
         self.acknowledged.get_or_insert(status);
+        self
+    }
+
+    /// Whether the upstream request ran past its time limit (reqwest's `is_timeout`), as
+    /// opposed to failing otherwise: metrics count timeouts apart.
+    pub(crate) fn is_timeout(&self) -> bool {
+        self.timed_out
+    }
+
+    /// This error, marked as a request that ran past its time limit.
+    pub(crate) fn timed_out(mut self) -> Self {
+        self.timed_out = true;
         self
     }
 

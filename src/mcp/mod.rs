@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use handler::QuerygateMcp;
+pub use library::LibrarySetupError;
 
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
@@ -78,13 +79,26 @@ pub enum StartError {
     /// The query library cannot be set up (a malformed snapshot, a client that cannot be
     /// built).
     #[error("query library: {0}")]
-    Library(String),
+    Library(#[source] LibrarySetupError),
     /// The database for approvals cannot be set up.
     #[error("approval store: {0}")]
-    Database(String),
+    Database(#[source] crate::db::DbError),
     /// The approval keys cannot be loaded.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
+}
+
+impl StartError {
+    /// The stable code of this error (`start.*`), for logs and exit reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StartError::Content(_) => "start.content",
+            StartError::UnknownName { .. } => "start.unknown_name",
+            StartError::Library(_) => "start.library",
+            StartError::Database(_) => "start.database",
+            StartError::Approval(_) => "start.approval",
+        }
+    }
 }
 
 /// What every request shares: the engine, the tenants, settings and content.
@@ -207,8 +221,7 @@ pub fn build_observed(
     let store: Arc<dyn ApprovalStore> = match config.approval.store {
         ApprovalStoreKind::Memory => Arc::new(MemoryStore::default()),
         ApprovalStoreKind::Postgres => {
-            let pool = crate::db::connect_lazy(&config.database)
-                .map_err(|err| StartError::Database(err.to_string()))?;
+            let pool = crate::db::connect_lazy(&config.database).map_err(StartError::Database)?;
             Arc::new(PostgresStore::new(pool))
         }
     };

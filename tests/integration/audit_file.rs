@@ -251,7 +251,7 @@ async fn a_location_that_fails_refuses_calls_and_is_used_again_when_it_comes_bac
     std::fs::write(&dir, "").unwrap();
     let failure = auditor.record(intent(2)).await.unwrap_err();
     assert_eq!(failure.action, OnFailure::Refuse);
-    assert_eq!(failure.code(), "audit.unavailable");
+    assert_eq!(failure.code(), querygate::code::Code::AuditUnavailable);
     assert!(
         failure.message.contains("nothing was sent"),
         "{}",

@@ -90,9 +90,6 @@ pub(crate) enum LegEnd {
     PageLimit { pages: u32 },
 }
 
-/// What an upstream error says when the request timed out (metrics tell timeouts apart).
-const TIMED_OUT: &str = "timed out";
-
 /// Upstream bodies quoted in errors are cut to this many bytes.
 const ERROR_BODY_LIMIT: usize = 1024;
 
@@ -394,15 +391,7 @@ impl Upstream {
                 span.record("http.response.status_code", status);
                 UpstreamResult::Status(*status)
             }
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    ErrorKind::UpstreamUnavailable | ErrorKind::UpstreamOutcomeUnknown
-                ) && err.to_string().contains(TIMED_OUT) =>
-            {
-                UpstreamResult::Timeout
-            }
-            Err(_) => UpstreamResult::Error,
+            Err(err) => upstream_result(err),
         };
         if let Some(observer) = &self.observer
             && !auth.provider.is_empty()
@@ -436,8 +425,9 @@ impl Upstream {
         let unavailable = |err: reqwest::Error, sent: bool| {
             // reqwest's text names the URL with its query, which may carry a key.
             let err = err.without_url();
-            let what = match (err.is_timeout(), sent) {
-                (true, _) => TIMED_OUT,
+            let timed_out = err.is_timeout();
+            let what = match (timed_out, sent) {
+                (true, _) => "timed out",
                 (false, true) => "failed after it was sent",
                 (false, false) => "failed",
             };
@@ -446,14 +436,15 @@ impl Upstream {
             } else {
                 ErrorKind::UpstreamUnavailable
             };
-            Error::new(
+            let error = Error::new(
                 kind,
                 format!(
                     "upstream request {} {what}: {}",
                     describe(method, url),
                     error_chain(&err)
                 ),
-            )
+            );
+            if timed_out { error.timed_out() } else { error }
         };
         let mut response = self.client.execute(request).await.map_err(|err| {
             let sent = !err.is_connect();
@@ -481,6 +472,16 @@ impl Upstream {
             body.push(chunk);
         }
         Ok((status, response_headers, body.finish()))
+    }
+}
+
+/// How a failed request counts in the metrics: a timeout by the flag reqwest set, not by
+/// the message's text.
+fn upstream_result(err: &Error) -> UpstreamResult {
+    if err.is_timeout() {
+        UpstreamResult::Timeout
+    } else {
+        UpstreamResult::Error
     }
 }
 
@@ -799,4 +800,21 @@ fn substitute(template: &str, mut value: impl FnMut(&str) -> Result<String>) -> 
     }
     out.push_str(rest);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_told_by_its_flag_not_its_text() {
+        let flagged =
+            Error::new(ErrorKind::UpstreamUnavailable, "upstream request failed").timed_out();
+        assert_eq!(upstream_result(&flagged), UpstreamResult::Timeout);
+        let worded = Error::new(
+            ErrorKind::UpstreamUnavailable,
+            "upstream request failed: operation timed out",
+        );
+        assert_eq!(upstream_result(&worded), UpstreamResult::Error);
+    }
 }

@@ -64,6 +64,21 @@ pub(crate) enum LibraryError {
     Unavailable(String),
 }
 
+/// Why the library cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LibrarySetupError {
+    /// The embedded snapshot is malformed or incomplete.
+    #[error(transparent)]
+    Snapshot(#[from] ContentError),
+    /// TLS for the remote tier's client cannot be set up.
+    #[error("{0}")]
+    Tls(String),
+    /// The remote tier's HTTP client cannot be built.
+    #[error("cannot build the query library client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 /// The embedded snapshot.
 #[derive(Debug)]
 struct Snapshot {
@@ -106,8 +121,8 @@ impl Library {
     pub(crate) fn new(
         files: &BTreeMap<String, String>,
         remote_url: Option<&str>,
-    ) -> Result<Self, String> {
-        let snapshot = load_snapshot(files).map_err(|err| err.to_string())?;
+    ) -> Result<Self, LibrarySetupError> {
+        let snapshot = load_snapshot(files)?;
         let remote = match remote_url {
             Some(url) => Some(Remote {
                 fetcher: Fetcher::new(url)?,
@@ -371,6 +386,18 @@ fn malformed(file: &str, err: serde_json::Error) -> ContentError {
 mod tests {
     use super::*;
     use crate::mcp::content::Content;
+
+    #[test]
+    fn a_missing_snapshot_is_a_typed_setup_error() {
+        let err = match Library::new(&BTreeMap::new(), None) {
+            Err(err) => err,
+            Ok(_) => panic!("a library without its snapshot was built"),
+        };
+        assert!(matches!(err, LibrarySetupError::Snapshot(_)), "{err:?}");
+        let start = crate::mcp::StartError::Library(err);
+        assert_eq!(start.code(), "start.library");
+        assert!(start.to_string().starts_with("query library: "), "{start}");
+    }
 
     #[tokio::test]
     async fn the_embedded_snapshot_is_consistent() {

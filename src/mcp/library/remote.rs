@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+use super::LibrarySetupError;
+
 /// Longest a library request may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest library document accepted.
@@ -19,8 +21,8 @@ pub(crate) struct Fetcher {
 
 impl Fetcher {
     /// A client for `base` (a trailing `/` is dropped).
-    pub(crate) fn new(base: &str) -> Result<Self, String> {
-        let tls = crate::client_tls::web_pki()?;
+    pub(crate) fn new(base: &str) -> Result<Self, LibrarySetupError> {
+        let tls = crate::client_tls::web_pki().map_err(LibrarySetupError::Tls)?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(TIMEOUT)
@@ -28,7 +30,7 @@ impl Fetcher {
             .redirect(reqwest::redirect::Policy::limited(3))
             .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|err| format!("cannot build the query library client: {err}"))?;
+            .map_err(LibrarySetupError::Client)?;
         Ok(Fetcher {
             client,
             base: base.trim_end_matches('/').to_owned(),

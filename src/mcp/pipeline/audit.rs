@@ -72,7 +72,7 @@ impl Step for Audit {
                 Err(failure) => match result {
                     Ok(reply) => Ok(ToolReply {
                         body: ReplyBody::Complete(ToolOutcome::error(
-                            Code::AuditUnavailable,
+                            failure.code(),
                             failure.message,
                         )),
                         decision: reply.decision,
@@ -119,7 +119,7 @@ impl Step for Intent {
                 Ok(_) => inner.oneshot(call).await,
                 Err(failure) => Ok(ToolReply::stopped(
                     Decision::Allow,
-                    Code::AuditUnavailable,
+                    failure.code(),
                     failure.message,
                 )),
             }
