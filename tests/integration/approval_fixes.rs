@@ -369,6 +369,8 @@ struct Scripted {
     answer: ApprovalAnswer,
     hold: bool,
     prompts: Arc<Mutex<Vec<ApprovalPrompt>>>,
+    /// Notified each time a prompt is recorded.
+    asked: Arc<tokio::sync::Notify>,
     /// Done while the prompt is open, before answering.
     meanwhile: Option<Arc<dyn Fn() + Send + Sync>>,
 }
@@ -387,6 +389,7 @@ impl Scripted {
             answer,
             hold: false,
             prompts: Arc::default(),
+            asked: Arc::default(),
             meanwhile: None,
         }
     }
@@ -399,6 +402,7 @@ impl PipelineApprover for Scripted {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, ApprovalAnswer> {
         self.prompts.lock().unwrap().push(prompt);
+        self.asked.notify_one();
         if let Some(meanwhile) = &self.meanwhile {
             meanwhile();
         }
@@ -533,12 +537,7 @@ async fn every_answer_of_a_person_asked_mid_call_ends_as_it_says() {
                 .await
         })
     };
-    let asked = tokio::time::timeout(Duration::from_secs(30), async {
-        while person.prompts.lock().unwrap().is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let asked = tokio::time::timeout(Duration::from_secs(30), person.asked.notified()).await;
     assert!(asked.is_ok(), "the person is asked");
     let before = mock.requests().len();
     cancel.cancel();

@@ -9,7 +9,7 @@
 //! and the audit hold no secret and the audit outcomes carry Entra's and ARM's request ids.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::json;
@@ -141,19 +141,19 @@ fn field(r: &Recorded, name: &str) -> String {
 
 /// Runs the SELECT until ARM sees `bearer`, within a bound.
 async fn select_until_bearer(e: &Engine, cx: &ExecContext, arm: &Mock, bearer: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert_eq!(select(e, cx).await, rows());
-        if bearers(arm).last().map(String::as_str) == Some(bearer) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ARM never saw {bearer}: {:?}",
-            bearers(arm)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::support::wait::eventually(
+        &format!("ARM to see {bearer}"),
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async move {
+            assert_eq!(select(e, cx).await, rows());
+            match bearers(arm).last() {
+                Some(last) if last == bearer => Ok(()),
+                _ => Err(bearers(arm)),
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
