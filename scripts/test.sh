@@ -21,6 +21,19 @@ if [[ -z "$compat" ]]; then
 fi
 export QUERYGATE_COMPAT_REGISTRY="$compat"
 
+# Disk: a clean build takes about 8 GB under target/ (debug for the tests, release for the
+# deployment checks). Say what there is before starting, so that a full disk is told apart
+# from a failing build. On CI (a fresh checkout) incremental compilation only costs space.
+disk_report() { df -h . | awk 'NR == 2 { print "disk: " $4 " free of " $2 " on " $6 " (" $1 ")" }' >&2; }
+disk_report
+avail_kb="$(df -Pk . | awk 'NR == 2 { print $4 }')"
+if [[ -n "$avail_kb" && "$avail_kb" -lt $((8 * 1024 * 1024)) ]]; then
+  echo "warning: less than 8 GB free here; the build may run out of space" >&2
+fi
+if [[ "${CI:-}" == "true" ]]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
+
 # The official MCP Python SDK for tests/python/mcp_client.py (the mcp_python test): a
 # virtualenv under target/, made once and reused while the pinned version stays the same.
 MCP_PY_VERSION=2.3.0
@@ -75,6 +88,11 @@ cargo clippy --all-targets -- -D warnings
 
 # Dockerfile, release build from the image's build context, Helm chart, dashboard.
 ./scripts/lint-deploy.sh
+if [[ "${CI:-}" == "true" ]]; then
+  # The release build's intermediate files (about 2 GB) are not needed by the tests.
+  rm -rf target/release/deps target/release/build target/release/.fingerprint target/release/incremental
+fi
+disk_report
 
 # A throwaway PostgreSQL 15 cluster on 127.0.0.1 for the tests that need one (audit,
 # approvals), unless QUERYGATE_TEST_DATABASE_URL already names a server; stopped at exit.
@@ -84,6 +102,7 @@ if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
 fi
 
 cargo test
+disk_report
 
 # A 30-second soak of the server `cargo test` built: 16 clients, mixed calls, no errors
 # (the 10-minute, 64-client soak is `scripts/soak.sh`, not run here).
