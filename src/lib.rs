@@ -21,6 +21,7 @@
 //!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                ├─ telemetry (Prometheus /metrics, log format, OpenTelemetry traces over OTLP)
 //!                ├─ thread_priority (bulk work's threads lower their own OS priority)
+//!                ├─ concurrency (documentation: every thread, pool, blocking hop and priority change)
 //!                └─ engine   (the facade: Engine + the types it re-exports)
 //!
 //! http/
@@ -92,6 +93,7 @@ pub mod auth;
 pub mod cli;
 pub mod client_tls;
 pub mod code;
+pub mod concurrency;
 pub mod config;
 pub mod db;
 pub mod digest;

@@ -186,6 +186,8 @@ struct Inner {
     remote: Remote,
     /// Providers already warned about running without settings (warned once each).
     warned_unconfigured: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The threads statements move to when they outgrow the calling thread.
+    sqlite_threads: Arc<eval::SqliteThreads>,
 }
 
 impl Engine {
@@ -238,6 +240,7 @@ impl Engine {
                 upstream,
                 remote,
                 warned_unconfigured: Default::default(),
+                sqlite_threads: Arc::default(),
             }),
         })
     }

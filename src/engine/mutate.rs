@@ -888,7 +888,7 @@ async fn send_all(
                 bodies,
                 returning,
                 inner.config.max_result_rows,
-                Database::open(inner.config.eval, cx.slots.clone()),
+                Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
             )
             .await
             .map_err(|err| after_write(err, acknowledged))?
@@ -899,7 +899,7 @@ async fn send_all(
             bodies,
             returning,
             inner.config.max_result_rows,
-            Database::open(inner.config.eval, cx.slots.clone()),
+            Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
         )
         .await
         .map_err(|err| after_write(err, acknowledged))?,

@@ -61,7 +61,7 @@ pub(crate) async fn run_with(
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
 
-    let db = Database::open(inner.config.eval, cx.slots.clone());
+    let db = Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads);
     for (table, rows) in sources {
         load_output(&db, &table, rows).await?;
     }
@@ -184,7 +184,7 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());
     }
-    let db = Database::open(inner.config.eval, cx.slots.clone());
+    let db = Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads);
     for job in &jobs {
         db.create_table(
             &job.plan.local,

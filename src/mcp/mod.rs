@@ -125,6 +125,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
     /// The evaluation slots statements wait for.
     pub(crate) admission: Arc<pipeline::admission::Admission>,
+    /// The threads large results are turned into JSON and rendered on.
+    pub(crate) render: offload::RenderPool,
 }
 
 impl Shared {
@@ -242,6 +244,7 @@ pub fn build_observed(
         admission: Arc::new(pipeline::admission::Admission::new(
             config.admission.clone(),
         )),
+        render: offload::RenderPool::default(),
     });
     Ok(QuerygateMcp::new(shared))
 }

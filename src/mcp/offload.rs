@@ -28,27 +28,69 @@ pub(crate) fn threads() -> usize {
         .div_ceil(2)
 }
 
-/// The pool's queue, its threads started on first use (`None`: no thread could start).
-fn queue() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
-    static QUEUE: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
-    QUEUE
-        .get_or_init(|| {
-            let (sender, receiver) = mpsc::channel::<Job>();
-            let receiver = Arc::new(Mutex::new(receiver));
-            let mut started = 0;
-            for index in 0..threads() {
-                let receiver = receiver.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("querygate-render-{index}"))
-                    .spawn(move || serve(&receiver));
-                match spawned {
-                    Ok(_) => started += 1,
-                    Err(err) => tracing::warn!(error = %err, "cannot start a render thread"),
+/// The render threads of one MCP server, started on first use and ended when it is dropped
+/// (their queue closes).
+#[derive(Debug, Default)]
+pub(crate) struct RenderPool {
+    /// The threads' queue (`None`: no thread could start).
+    queue: OnceLock<Option<Mutex<mpsc::Sender<Job>>>>,
+}
+
+impl RenderPool {
+    fn queue(&self) -> Option<&Mutex<mpsc::Sender<Job>>> {
+        self.queue
+            .get_or_init(|| {
+                let (sender, receiver) = mpsc::channel::<Job>();
+                let receiver = Arc::new(Mutex::new(receiver));
+                let mut started = 0;
+                for index in 0..threads() {
+                    let receiver = receiver.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("querygate-render-{index}"))
+                        .spawn(move || serve(&receiver));
+                    match spawned {
+                        Ok(_) => started += 1,
+                        Err(err) => tracing::warn!(error = %err, "cannot start a render thread"),
+                    }
                 }
-            }
-            (started > 0).then(|| Mutex::new(sender))
-        })
-        .as_ref()
+                (started > 0).then(|| Mutex::new(sender))
+            })
+            .as_ref()
+    }
+
+    /// Runs `work` over a result of `cells` values: inline when it is small, else on a
+    /// render thread whose priority is lowered as `priority` says first (once: it stays
+    /// lowered).
+    pub(crate) async fn run<T, F>(
+        &self,
+        cells: usize,
+        priority: crate::thread_priority::BulkPriority,
+        work: F,
+    ) -> Result<T, OffloadError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        if cells < INLINE_CELLS {
+            return Ok(work());
+        }
+        let queue = self
+            .queue()
+            .ok_or(OffloadError("no render thread could be started"))?;
+        let (reply, result) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            crate::thread_priority::lower(priority);
+            let _ = reply.send(work());
+        });
+        queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| OffloadError("the render threads have stopped"))?;
+        result
+            .await
+            .map_err(|_| OffloadError("the render work stopped before it finished"))
+    }
 }
 
 fn serve(receiver: &Mutex<mpsc::Receiver<Job>>) {
@@ -70,36 +112,6 @@ fn serve(receiver: &Mutex<mpsc::Receiver<Job>>) {
 #[error("rendering the result failed: {0}")]
 pub(crate) struct OffloadError(&'static str);
 
-/// Runs `work` over a result of `cells` values: inline when it is small, else on a render
-/// thread whose priority is lowered as `priority` says first (once: it stays lowered).
-pub(crate) async fn run<T, F>(
-    cells: usize,
-    priority: crate::thread_priority::BulkPriority,
-    work: F,
-) -> Result<T, OffloadError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    if cells < INLINE_CELLS {
-        return Ok(work());
-    }
-    let queue = queue().ok_or(OffloadError("no render thread could be started"))?;
-    let (reply, result) = oneshot::channel();
-    let job: Job = Box::new(move || {
-        crate::thread_priority::lower(priority);
-        let _ = reply.send(work());
-    });
-    queue
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .send(job)
-        .map_err(|_| OffloadError("the render threads have stopped"))?;
-    result
-        .await
-        .map_err(|_| OffloadError("the render work stopped before it finished"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,27 +119,33 @@ mod tests {
 
     #[tokio::test]
     async fn small_work_stays_on_the_caller_and_large_work_moves() {
+        let pool = RenderPool::default();
         let here = std::thread::current().id();
-        let small = run(10, BulkPriority::Normal, move || {
-            std::thread::current().id()
-        })
-        .await
-        .unwrap();
+        let small = pool
+            .run(10, BulkPriority::Normal, move || {
+                std::thread::current().id()
+            })
+            .await
+            .unwrap();
         assert_eq!(small, here);
-        let large = run(INLINE_CELLS, BulkPriority::Normal, || {
-            std::thread::current().name().map(str::to_owned)
-        })
-        .await
-        .unwrap();
+        let large = pool
+            .run(INLINE_CELLS, BulkPriority::Normal, || {
+                std::thread::current().name().map(str::to_owned)
+            })
+            .await
+            .unwrap();
         assert!(large.unwrap().starts_with("querygate-render-"));
         // A job that panics fails alone; the threads go on.
-        let failed = run(INLINE_CELLS, BulkPriority::Normal, || -> usize {
-            panic!("boom")
-        })
-        .await;
+        let failed = pool
+            .run(INLINE_CELLS, BulkPriority::Normal, || -> usize {
+                panic!("boom")
+            })
+            .await;
         assert!(failed.is_err());
         assert_eq!(
-            run(INLINE_CELLS, BulkPriority::Normal, || 7).await.unwrap(),
+            pool.run(INLINE_CELLS, BulkPriority::Normal, || 7)
+                .await
+                .unwrap(),
             7
         );
     }
@@ -135,15 +153,18 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn large_work_runs_at_a_lower_priority_and_small_work_keeps_the_callers() {
+        let pool = RenderPool::default();
         use crate::thread_priority::tests::{nice_of, tid};
         let caller = nice_of(tid());
-        let small = run(10, BulkPriority::Nice(5), || nice_of(tid()))
+        let small = pool
+            .run(10, BulkPriority::Nice(5), || nice_of(tid()))
             .await
             .unwrap();
         assert_eq!(small, caller);
         // Every large job runs at the lowered priority, whichever render thread takes it.
         for _ in 0..threads() * 4 {
-            let nice = run(INLINE_CELLS, BulkPriority::Nice(5), || nice_of(tid()))
+            let nice = pool
+                .run(INLINE_CELLS, BulkPriority::Nice(5), || nice_of(tid()))
                 .await
                 .unwrap();
             assert!(

@@ -29,6 +29,8 @@ mod tables;
 mod threads;
 mod worker;
 
+pub(crate) use threads::SqliteThreads;
+
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use bytes::Bytes;
@@ -90,6 +92,8 @@ pub(crate) struct Database {
     /// Where the commands run on the statement's own thread get their slots; `None`: no
     /// bound.
     slots: Option<Arc<dyn EvalSlots>>,
+    /// The engine's threads, one of which takes the statement when it outgrows the caller's.
+    threads: Arc<SqliteThreads>,
 }
 
 /// Where a statement's commands run.
@@ -192,11 +196,16 @@ impl Database {
     /// Starts an empty in-memory database bounded by `limits`, its commands run on the
     /// calling thread until one is too large for it, then on its own thread, each in a slot
     /// from `slots` when given. A failure to open it is the reply to the first command that
-    /// is answered.
-    pub(crate) fn open(limits: EvalLimits, slots: Option<Arc<dyn EvalSlots>>) -> Self {
+    /// is answered. The statement's own thread, when it needs one, comes from `threads`.
+    pub(crate) fn open(
+        limits: EvalLimits,
+        slots: Option<Arc<dyn EvalSlots>>,
+        threads: &Arc<SqliteThreads>,
+    ) -> Self {
         Database {
             state: Mutex::new(State::Caller(Box::new(Worker::begin(limits)))),
             slots,
+            threads: Arc::clone(threads),
         }
     }
 
@@ -238,7 +247,7 @@ impl Database {
                 let Some(command) = worker.on_caller(command) else {
                     return Ok(());
                 };
-                move_to_own_thread(&mut state, self.slots.clone())?;
+                move_to_own_thread(&mut state, self.slots.clone(), &self.threads)?;
                 command
             }
             State::Own { .. } | State::Stopped => command,
@@ -348,13 +357,18 @@ impl Database {
 /// Moves the worker of a statement whose commands ran on the calling thread to a thread of
 /// its own, where its commands take their slots from `slots`; when that thread cannot
 /// start, the statement is stopped.
-fn move_to_own_thread(state: &mut State, slots: Option<Arc<dyn EvalSlots>>) -> Result<()> {
+fn move_to_own_thread(
+    state: &mut State,
+    slots: Option<Arc<dyn EvalSlots>>,
+    threads: &Arc<SqliteThreads>,
+) -> Result<()> {
     let State::Caller(worker) = std::mem::replace(state, State::Stopped) else {
         return Ok(());
     };
     let interrupt = worker.interrupt_handle();
     let (commands, receiver) = mpsc::channel::<Job>();
-    threads::run(Box::new(move || worker.serve(receiver, slots.as_deref())))
+    threads
+        .run(Box::new(move || worker.serve(receiver, slots.as_deref())))
         .map_err(|err| Error::internal(format!("cannot start the SQLite thread: {err}")))?;
     *state = State::Own {
         commands,
@@ -409,7 +423,7 @@ mod tests {
     }
 
     fn with_table() -> Database {
-        let db = Database::open(EvalLimits::default(), None);
+        let db = Database::open(EvalLimits::default(), None, &Arc::default());
         db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
             .unwrap();
         db
@@ -485,7 +499,11 @@ mod tests {
             permits: permits.clone(),
             asked,
         };
-        let db = Database::open(EvalLimits::default(), Some(Arc::new(slots)));
+        let db = Database::open(
+            EvalLimits::default(),
+            Some(Arc::new(slots)),
+            &Arc::default(),
+        );
         db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
             .unwrap();
         // Small work runs on the calling thread without a slot.
@@ -525,7 +543,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_table_is_the_reply_to_the_next_answered_command() {
-        let db = Database::open(EvalLimits::default(), None);
+        let db = Database::open(EvalLimits::default(), None, &Arc::default());
         // SQLite reserves names starting with `sqlite_`.
         db.create_table("sqlite_t", vec!["a".to_owned()], &[])
             .unwrap();

@@ -3,10 +3,11 @@
 //! work. A thread whose statement has ended waits for the next one; at most [`MAX_IDLE`]
 //! wait, the others end. A thread whose bulk statement lowered its priority waits for the
 //! next one only once it is back at its own priority (raising it may not be allowed: then
-//! it ends).
+//! it ends). The pool belongs to its engine: when the engine is dropped, the waiting threads
+//! end.
 
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// The work of one statement.
 pub(super) type Work = Box<dyn FnOnce() + Send + 'static>;
@@ -14,45 +15,67 @@ pub(super) type Work = Box<dyn FnOnce() + Send + 'static>;
 /// Most threads kept waiting for a statement.
 const MAX_IDLE: usize = 16;
 
-/// Waiting threads, each reached through its channel.
-static IDLE: Mutex<Vec<mpsc::Sender<Work>>> = Mutex::new(Vec::new());
-
-/// Runs `work` on a waiting thread, or on a new one when none waits.
-pub(super) fn run(work: Work) -> std::io::Result<()> {
-    let mut work = work;
-    loop {
-        let waiting = IDLE.lock().ok().and_then(|mut idle| idle.pop());
-        let Some(thread) = waiting else {
-            break;
-        };
-        // A thread that has gone (it cannot, short of a panic) hands the work back.
-        match thread.send(work) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::SendError(back)) => work = back,
-        }
-    }
-    std::thread::Builder::new()
-        .name("querygate-sqlite".to_owned())
-        .spawn(move || serve(work))
-        .map(drop)
+/// An engine's SQLite threads: the waiting ones, each reached through its channel.
+#[derive(Debug, Default)]
+pub(crate) struct SqliteThreads {
+    idle: Mutex<Vec<mpsc::Sender<Work>>>,
 }
 
-fn serve(first: Work) {
-    let (sender, receiver) = mpsc::channel::<Work>();
+impl SqliteThreads {
+    /// Runs `work` on a waiting thread, or on a new one when none waits.
+    pub(super) fn run(self: &Arc<Self>, work: Work) -> std::io::Result<()> {
+        let mut work = work;
+        loop {
+            let waiting = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let Some(thread) = waiting else {
+                break;
+            };
+            // A thread that has gone (it cannot, short of a panic) hands the work back.
+            match thread.send(work) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::SendError(back)) => work = back,
+            }
+        }
+        let pool = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("querygate-sqlite".to_owned())
+            .spawn(move || serve(&pool, work))
+            .map(drop)
+    }
+
+    /// How many threads wait for a statement.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+fn serve(pool: &Weak<SqliteThreads>, first: Work) {
     let mut work = first;
     loop {
         work();
         if !crate::thread_priority::restore() {
             return;
         }
+        // The pool holds the only sender of the channel the thread waits on: when the pool
+        // is dropped, `recv` fails and the thread ends.
+        let (sender, receiver) = mpsc::channel::<Work>();
         {
-            let Ok(mut idle) = IDLE.lock() else {
+            let Some(pool) = pool.upgrade() else {
                 return;
             };
+            let mut idle = pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
             if idle.len() >= MAX_IDLE {
                 return;
             }
-            idle.push(sender.clone());
+            idle.push(sender);
         }
         match receiver.recv() {
             Ok(next) => work = next,
@@ -67,22 +90,66 @@ mod tests {
 
     use super::*;
 
+    /// Waits (bounded) until `pool` has `n` waiting threads.
+    fn until_waiting(pool: &SqliteThreads, n: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pool.waiting() != n {
+            assert!(std::time::Instant::now() < deadline, "never {n} waiting");
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
-    fn threads_are_reused_after_their_work() {
-        // Other tests take threads from the same pool meanwhile: most of 20 statements in a
-        // row still find a waiting thread.
+    fn one_thread_serves_statements_one_after_another() {
+        let pool = Arc::new(SqliteThreads::default());
         let (tx, rx) = mpsc::channel();
         let mut seen = std::collections::HashSet::new();
         for _ in 0..20 {
             let next = tx.clone();
-            run(Box::new(move || {
+            pool.run(Box::new(move || {
                 next.send(std::thread::current().id()).unwrap()
             }))
             .unwrap();
             seen.insert(rx.recv().unwrap());
-            // The thread parks itself just after its work.
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            until_waiting(&pool, 1);
         }
-        assert!(seen.len() < 10, "{} threads for 20 works", seen.len());
+        assert_eq!(
+            seen.len(),
+            1,
+            "{} threads for 20 statements in a row",
+            seen.len()
+        );
+    }
+
+    /// Sends on its channel when dropped: kept in a thread-local, at the thread's end.
+    struct OnThreadEnd(mpsc::Sender<()>);
+
+    impl Drop for OnThreadEnd {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+
+    thread_local! {
+        static END: std::cell::RefCell<Option<OnThreadEnd>> = const { std::cell::RefCell::new(None) };
+    }
+
+    #[test]
+    fn the_waiting_threads_end_with_their_pool() {
+        let pool = Arc::new(SqliteThreads::default());
+        let (tx, ended) = mpsc::channel();
+        pool.run(Box::new(move || {
+            END.with(|end| *end.borrow_mut() = Some(OnThreadEnd(tx)));
+        }))
+        .unwrap();
+        until_waiting(&pool, 1);
+        assert!(
+            ended.try_recv().is_err(),
+            "the thread ended while its pool lives"
+        );
+        drop(pool);
+        ended
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the waiting thread did not end with its pool");
     }
 }

@@ -15,7 +15,7 @@ use super::{CallError, PreparedCall, ToolOutcome, ToolReply, response_bytes};
 use crate::code::Code;
 use crate::config::Render;
 use crate::mcp::tools::{Invocation, ToolError, ToolResult};
-use crate::mcp::{Shared, Transport, offload, render};
+use crate::mcp::{Shared, Transport, render};
 
 /// Runs tools.
 #[derive(Clone)]
@@ -51,7 +51,7 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
     let priority = shared.admission.bulk_work_priority();
     let transport = shared.transport;
     let invocation = Invocation {
-        shared,
+        shared: shared.clone(),
         cx: call.cx,
         mode: call.mode,
         arguments: call.arguments,
@@ -73,7 +73,10 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
         Ok(result) => {
             let upstream_status = result.upstream_status;
             let cells = cells_in(&result.structured);
-            let rendered = offload::run(cells, priority, move || rendered(render, result)).await;
+            let rendered = shared
+                .render
+                .run(cells, priority, move || rendered(render, result))
+                .await;
             let Rendered {
                 structured,
                 text,

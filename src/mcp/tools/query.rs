@@ -129,7 +129,9 @@ fn run_select(mut invocation: Invocation) -> ToolFuture {
         // Thousands of rows become JSON values off the async workers.
         let cells = output.rows.len().min(cap) * output.columns.len();
         let priority = shared.admission.bulk_work_priority();
-        crate::mcp::offload::run(cells, priority, move || rows_result(output, cap))
+        shared
+            .render
+            .run(cells, priority, move || rows_result(output, cap))
             .await
             .map_err(|err| ToolError::failed(Code::Internal, err.to_string()))
     })
