@@ -636,8 +636,10 @@ fn swap_mount(mount: &Path, version: &str, text: &str) {
 /// names the resolved source and its token's expiry, never a secret.
 #[tokio::test]
 async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
+    use querygate::audit::FailureMode;
     use querygate::config::{Config, Sources};
 
+    use crate::audit_pipeline::file_auditor;
     use crate::gate::{Approver, approver_client, run};
     use crate::mcp_support::text_of;
 
@@ -672,14 +674,16 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
         &format!("GOOGLE_APPLICATION_CREDENTIALS={first}\n"),
     );
     std::os::unix::fs::symlink("..data/creds.env", mount.join("creds.env")).unwrap();
+    let audit_dir = dir.path().join("audit");
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
         format!(
-            "registry:\n  root: {}\nproviders:\n  google:\n    base_url: {}/storage/v1\ncredentials:\n  env_file: {}\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            "registry:\n  root: {}\nproviders:\n  google:\n    base_url: {}/storage/v1\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
             registry.path().display(),
             storage.url(),
             mount.join("creds.env").display(),
+            audit_dir.display(),
         ),
     )
     .unwrap();
@@ -688,7 +692,10 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
         env: Default::default(),
     })
     .unwrap();
-    let app = querygate::app::App::build(config).await.unwrap();
+    let (auditor, _sink) = file_auditor(&audit_dir, FailureMode::Strict);
+    let app = querygate::app::App::build_with(config, Some(auditor))
+        .await
+        .unwrap();
     let url = app.mcp_url();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let stop = shutdown.clone();
@@ -747,4 +754,18 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
         assert!(!shown.contains(secret), "a secret in server_info: {shown}");
     }
     shutdown.cancel();
+    let audit_text: String = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(audit_text.contains("run_select_query"), "{audit_text}");
+    for secret in [
+        CLIENT_SECRET,
+        "1//refresh-first",
+        "1//refresh-second",
+        "ya29.before-swap",
+        "ya29.after-swap",
+    ] {
+        assert!(!audit_text.contains(secret), "a secret in the audit");
+    }
 }

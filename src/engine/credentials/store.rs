@@ -431,6 +431,71 @@ mod tests {
         assert!(!format!("{store:?}").contains("zq3v"));
     }
 
+    fn token() -> CachedToken {
+        CachedToken {
+            value: "t".into(),
+            expires_at: Instant::now() + std::time::Duration::from_secs(60),
+            expires: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    /// Lets the next call look at the file at once (instead of waiting out the interval).
+    fn look_now(store: &CredentialStore) {
+        store.watch.lock().unwrap().next_check = None;
+    }
+
+    #[test]
+    fn a_changed_env_file_is_reread_at_most_once_per_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path();
+        // A Secret mount: creds.env -> ..data/creds.env, ..data -> ..v1.
+        std::fs::create_dir(mount.join("..v1")).unwrap();
+        std::fs::write(mount.join("..v1/creds.env"), "A=1\n").unwrap();
+        std::os::unix::fs::symlink("..v1", mount.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/creds.env", mount.join("creds.env")).unwrap();
+        let store = CredentialStore::open(&mount.join("creds.env"), false).unwrap();
+        assert!(!store.reread_env_file_if_changed(), "unchanged since open");
+        store.tokens().put("p/x".into(), token());
+
+        // The kubelet's swap: a new version, then ..data replaced atomically.
+        std::fs::create_dir(mount.join("..v2")).unwrap();
+        std::fs::write(mount.join("..v2/creds.env"), "A=2\n").unwrap();
+        std::os::unix::fs::symlink("..v2", mount.join("..tmp")).unwrap();
+        std::fs::rename(mount.join("..tmp"), mount.join("..data")).unwrap();
+        assert!(
+            !store.reread_env_file_if_changed(),
+            "looked at less than an interval ago"
+        );
+        assert_eq!(store.get("A").as_deref(), Some("1"));
+        look_now(&store);
+        assert!(store.reread_env_file_if_changed());
+        assert_eq!(store.get("A").as_deref(), Some("2"));
+        assert!(
+            store.tokens().get("p/x", Instant::now()).is_none(),
+            "tokens dropped"
+        );
+
+        // Rewritten in place with the same text: read, but nothing changes.
+        store.tokens().put("p/x".into(), token());
+        std::fs::write(mount.join("..v2/creds.env"), "A=2\n").unwrap();
+        look_now(&store);
+        assert!(!store.reread_env_file_if_changed());
+        assert!(store.tokens().get("p/x", Instant::now()).is_some());
+        // In place with new text.
+        std::fs::write(mount.join("..v2/creds.env"), "A=3\nB=4\n").unwrap();
+        look_now(&store);
+        assert!(store.reread_env_file_if_changed());
+        assert_eq!(store.get("B").as_deref(), Some("4"));
+
+        // Gone: the values stay in force.
+        std::fs::remove_file(mount.join("..v2/creds.env")).unwrap();
+        look_now(&store);
+        assert!(!store.reread_env_file_if_changed());
+        assert_eq!(store.get("A").as_deref(), Some("3"));
+        // A store without a file never looks.
+        assert!(!CredentialStore::fixed([]).reread_env_file_if_changed());
+    }
+
     #[test]
     fn tokens_expire_and_clear_by_prefix() {
         let cache = TokenCache::default();
