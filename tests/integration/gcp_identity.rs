@@ -769,3 +769,42 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
         assert!(!audit_text.contains(secret), "a secret in the audit");
     }
 }
+
+/// Concurrent statements of one tenant that all need a token wait for one exchange: STS
+/// is held until every statement has started, then answers once.
+#[tokio::test]
+async fn concurrent_statements_exchange_the_subject_token_once() {
+    let Some(registry) = current_registry(&[PROVIDER, STORAGE]) else {
+        return;
+    };
+    let (google, storage) = (Mock::start().await, storage().await);
+    let (reply, release) = sts_token("sts-shared", 3599).held();
+    google.route("POST /v1/token", reply);
+    let dir = tempfile::tempdir().unwrap();
+    let subject = dir.path().join("token");
+    std::fs::write(&subject, SUBJECT_1).unwrap();
+    let adc = write(
+        dir.path(),
+        "adc.json",
+        &external_file(&google, &subject, false).to_string(),
+    );
+    let e = engine(registry.path(), &storage);
+    let cx = tenant(store(&[("GOOGLE_APPLICATION_CREDENTIALS", &adc)]));
+    let (e, cx, google) = (&e, &cx, &google);
+    let statements = futures::future::join_all((0..4).map(|_| select(e, cx)));
+    let releaser = async move {
+        google
+            .wait_for(
+                "/v1/token",
+                1,
+                Duration::from_secs(10),
+                "the first exchange",
+            )
+            .await;
+        release.release();
+    };
+    let (results, ()) = tokio::join!(statements, releaser);
+    assert!(results.iter().all(|rows_seen| *rows_seen == rows()));
+    assert_eq!(to(google, "POST", "/v1/token").len(), 1, "one exchange");
+    assert_eq!(bearers(&storage), vec!["Bearer sts-shared"; 4]);
+}
