@@ -83,6 +83,7 @@ pub(crate) fn reload_credentials(
 /// cached token expires, without re-reading anything or dropping any token.
 pub(crate) fn credential_sources(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
     let store = cx.credentials.as_ref();
+    store.reread_env_file_if_changed();
     let mut rows = Vec::new();
     for info in providers(inner, cx)? {
         let provider = open_provider(inner, cx, &info.name)?;

@@ -355,7 +355,7 @@ async fn service_account_key_files_are_checked_by_the_report() {
     assert_eq!(
         row.detail,
         format!(
-            "key from key file '{}' (from variable KEY_PATH) has no private_key",
+            "key from file '{}' (from variable KEY_PATH) has no private_key",
             broken.display()
         )
     );

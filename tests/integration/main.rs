@@ -35,6 +35,7 @@ mod eval_limits;
 mod fanout_joins;
 mod faults;
 mod gate;
+mod gcp_identity;
 mod governance;
 mod http_limits;
 mod identity;

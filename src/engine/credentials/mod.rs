@@ -4,6 +4,7 @@ mod dotenv;
 mod report;
 mod store;
 
+pub(crate) use dotenv::read as read_credential_file;
 pub use report::{CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource};
 pub(crate) use report::{
     auth_type, fingerprint, provider_source, resolved_source, sourced_from, status,

@@ -8,7 +8,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::store::{CredentialSource, CredentialStore};
-use crate::engine::upstream::{aws_session_token_var, azure_default_source, check_auth_material};
+use crate::engine::upstream::{
+    aws_session_token_var, azure_default_source, check_auth_material, google_material,
+    google_source,
+};
 
 /// Whether a provider's credentials resolve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -54,7 +57,7 @@ pub struct ProviderSource {
     pub auth_type: String,
     /// The source that resolves: `env:<VAR>` names for static keys,
     /// `azure_default:<Credential>`, `oauth2_client_credentials:env:<ID>,env:<SECRET>`,
-    /// `service_account:<where>`, `inline`, or `none` (nothing needed, or nothing resolves).
+    /// `service_account:<kind>:<where>` or `service_account:gce_metadata`, `inline`, or `none` (nothing needed, or nothing resolves).
     pub resolved_source: String,
     /// When the cached token expires (RFC 3339, UTC); `None` when no token is cached.
     pub token_expires_at: Option<String>,
@@ -195,6 +198,12 @@ pub(crate) fn fingerprint(auth: &Value, credentials: &dyn CredentialSource) -> [
             let contents = std::fs::read(path).ok();
             piece(&format!("file={path}"), contents.as_deref());
         }
+        // service_account falls back to GOOGLE_APPLICATION_CREDENTIALS and its file.
+        if field(auth, "type") == Some("service_account") {
+            for (label, value) in google_material(credentials) {
+                piece(&label, value.as_deref());
+            }
+        }
     }
     hasher.finalize().into()
 }
@@ -228,7 +237,11 @@ pub(crate) fn resolved_source(provider: &str, auth: &Value, store: &CredentialSt
             .or_else(|| azure_default_source(store).map(|s| format!("azure_default:{s}")))
             .unwrap_or_else(none),
         "oauth2" => format!("oauth2_client_credentials:{from}"),
-        "service_account" => format!("service_account:{from}"),
+        "service_account" => store
+            .tokens()
+            .source(provider, std::time::Instant::now())
+            .or_else(|| google_source(auth, store).map(|s| format!("service_account:{s}")))
+            .unwrap_or_else(none),
         _ => from,
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest as _, Sha256};
 
 use super::dotenv;
 use crate::engine::error::{Error, ErrorKind, Result};
@@ -28,6 +30,51 @@ pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     fn allows_host_identity(&self) -> bool {
         false
     }
+
+    /// Re-reads the source's files if they changed on disk since they were last read,
+    /// looking at most once per [`FILE_CHECK_INTERVAL`]; nothing by default.
+    fn reread_if_changed(&self) {}
+}
+
+/// How often, at most, a tenant's env file is compared (device, inode, size, modification
+/// and change times) with the file last read; a changed file is read again on the next use.
+pub(crate) const FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What identifies one version of a file: a file replaced (Kubernetes swaps the `..data`
+/// symlink of a Secret mount) has a new inode; one rewritten in place has new times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of the file `path` leads to (symlinks followed).
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+}
+
+/// The env file as last read.
+#[derive(Debug, Default)]
+struct Watch {
+    /// No look before this.
+    next_check: Option<Instant>,
+    /// The file's stamp when last read (`None`: it could not be read).
+    stamp: Option<FileStamp>,
+    /// SHA-256 of its text when last read.
+    digest: [u8; 32],
 }
 
 /// What re-sourcing the env file did.
@@ -135,6 +182,7 @@ pub struct CredentialStore {
     /// Names whose values came from the process environment (their values are secrets too).
     read_from_process: Mutex<BTreeSet<String>>,
     tokens: TokenCache,
+    watch: Mutex<Watch>,
 }
 
 impl std::fmt::Debug for CredentialStore {
@@ -192,6 +240,7 @@ impl CredentialStore {
             values: RwLock::new(Arc::new(values)),
             read_from_process: Mutex::default(),
             tokens: TokenCache::default(),
+            watch: Mutex::default(),
         }
     }
 
@@ -215,6 +264,7 @@ impl CredentialStore {
         let Some(path) = &self.env_file else {
             return Ok(SourceOutcome::default());
         };
+        let stamp = FileStamp::of(path);
         let text = match dotenv::read(path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -233,17 +283,75 @@ impl CredentialStore {
                 ));
             }
         };
-        let pairs = dotenv::parse(&text);
+        let names = self.apply(&text, stamp);
+        Ok(SourceOutcome {
+            env_file: Some(path.clone()),
+            sourced: true,
+            names,
+        })
+    }
+
+    /// Puts the pairs of `text` in force and notes the file as read; the names it set.
+    fn apply(&self, text: &str, stamp: Option<FileStamp>) -> Vec<String> {
+        let pairs = dotenv::parse(text);
         let names: BTreeSet<String> = pairs.iter().map(|(k, _)| k.clone()).collect();
         let mut values = self.values.write().unwrap_or_else(PoisonError::into_inner);
         let mut next = HashMap::clone(&values);
         next.extend(pairs);
         *values = Arc::new(next);
-        Ok(SourceOutcome {
-            env_file: Some(path.clone()),
-            sourced: true,
-            names: names.into_iter().collect(),
-        })
+        drop(values);
+        let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        watch.stamp = stamp;
+        watch.digest = Sha256::digest(text.as_bytes()).into();
+        names.into_iter().collect()
+    }
+
+    /// When at least [`FILE_CHECK_INTERVAL`] has passed since the last look, and the env
+    /// file is not the file last read (its stamp differs), reads it again: when its text
+    /// changed, its pairs are put in force as by [`CredentialStore::source`] and the cached
+    /// tokens are dropped (they were obtained with the previous values). A file that cannot
+    /// be read keeps the values in force and is logged (path and reason, never a value).
+    /// Returns whether values changed.
+    pub fn reread_env_file_if_changed(&self) -> bool {
+        let Some(path) = &self.env_file else {
+            return false;
+        };
+        let now = Instant::now();
+        let stamp = {
+            let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+            if watch.next_check.is_some_and(|at| now < at) {
+                return false;
+            }
+            watch.next_check = Some(now + FILE_CHECK_INTERVAL);
+            let stamp = FileStamp::of(path);
+            if stamp == watch.stamp {
+                return false;
+            }
+            // Noted now, so a file that cannot be read is reported once per change.
+            watch.stamp = stamp;
+            stamp
+        };
+        let text = match dotenv::read(path) {
+            Ok(text) => text,
+            Err(err) => {
+                tracing::warn!(env_file = %path.display(), error = %err, "the env file changed on disk but cannot be read; the values read before stay in force");
+                return false;
+            }
+        };
+        let digest: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        if digest
+            == self
+                .watch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .digest
+        {
+            return false;
+        }
+        let names = self.apply(&text, stamp);
+        self.tokens.clear("");
+        tracing::info!(env_file = %path.display(), names = names.len(), "the env file changed on disk: re-read, cached tokens dropped");
+        true
     }
 
     /// Auth state derived from the values (cached tokens).
@@ -279,6 +387,10 @@ impl CredentialSource for CredentialStore {
 
     fn allows_host_identity(&self) -> bool {
         self.host_identity
+    }
+
+    fn reread_if_changed(&self) {
+        self.reread_env_file_if_changed();
     }
 
     /// The env file's values and those read from the process environment.
@@ -317,6 +429,71 @@ mod tests {
         // The Debug form shows no value (a temporary path may hold any digit, so look for
         // the value itself).
         assert!(!format!("{store:?}").contains("zq3v"));
+    }
+
+    fn token() -> CachedToken {
+        CachedToken {
+            value: "t".into(),
+            expires_at: Instant::now() + std::time::Duration::from_secs(60),
+            expires: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    /// Lets the next call look at the file at once (instead of waiting out the interval).
+    fn look_now(store: &CredentialStore) {
+        store.watch.lock().unwrap().next_check = None;
+    }
+
+    #[test]
+    fn a_changed_env_file_is_reread_at_most_once_per_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path();
+        // A Secret mount: creds.env -> ..data/creds.env, ..data -> ..v1.
+        std::fs::create_dir(mount.join("..v1")).unwrap();
+        std::fs::write(mount.join("..v1/creds.env"), "A=1\n").unwrap();
+        std::os::unix::fs::symlink("..v1", mount.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/creds.env", mount.join("creds.env")).unwrap();
+        let store = CredentialStore::open(&mount.join("creds.env"), false).unwrap();
+        assert!(!store.reread_env_file_if_changed(), "unchanged since open");
+        store.tokens().put("p/x".into(), token());
+
+        // The kubelet's swap: a new version, then ..data replaced atomically.
+        std::fs::create_dir(mount.join("..v2")).unwrap();
+        std::fs::write(mount.join("..v2/creds.env"), "A=2\n").unwrap();
+        std::os::unix::fs::symlink("..v2", mount.join("..tmp")).unwrap();
+        std::fs::rename(mount.join("..tmp"), mount.join("..data")).unwrap();
+        assert!(
+            !store.reread_env_file_if_changed(),
+            "looked at less than an interval ago"
+        );
+        assert_eq!(store.get("A").as_deref(), Some("1"));
+        look_now(&store);
+        assert!(store.reread_env_file_if_changed());
+        assert_eq!(store.get("A").as_deref(), Some("2"));
+        assert!(
+            store.tokens().get("p/x", Instant::now()).is_none(),
+            "tokens dropped"
+        );
+
+        // Rewritten in place with the same text: read, but nothing changes.
+        store.tokens().put("p/x".into(), token());
+        std::fs::write(mount.join("..v2/creds.env"), "A=2\n").unwrap();
+        look_now(&store);
+        assert!(!store.reread_env_file_if_changed());
+        assert!(store.tokens().get("p/x", Instant::now()).is_some());
+        // In place with new text.
+        std::fs::write(mount.join("..v2/creds.env"), "A=3\nB=4\n").unwrap();
+        look_now(&store);
+        assert!(store.reread_env_file_if_changed());
+        assert_eq!(store.get("B").as_deref(), Some("4"));
+
+        // Gone: the values stay in force.
+        std::fs::remove_file(mount.join("..v2/creds.env")).unwrap();
+        look_now(&store);
+        assert!(!store.reread_env_file_if_changed());
+        assert_eq!(store.get("A").as_deref(), Some("3"));
+        // A store without a file never looks.
+        assert!(!CredentialStore::fixed([]).reread_env_file_if_changed());
     }
 
     #[test]

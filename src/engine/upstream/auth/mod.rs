@@ -7,6 +7,7 @@
 //! auth is `aws_signing_v4`.
 
 mod azure;
+mod google;
 mod oauth2;
 mod service_account;
 mod sigv4;
@@ -15,6 +16,7 @@ mod template;
 mod token;
 
 pub(crate) use azure::configured_source as azure_default_source;
+pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
 pub(crate) use sigv4::session_token_var;
 
 use serde_json::Value;
@@ -102,6 +104,7 @@ pub(crate) async fn resolve(
     auth: &Value,
     credentials: &CredentialStore,
 ) -> Result<AuthParts> {
+    credentials.reread_if_changed();
     let mut parts = AuthParts {
         provider: provider.to_owned(),
         ..AuthParts::default()
@@ -126,8 +129,7 @@ pub(crate) async fn resolve(
                 parts.headers.push(("Authorization".to_owned(), value));
             }
             "service_account" => {
-                let value =
-                    service_account::authorization(upstream, provider, auth, credentials).await?;
+                let value = google::authorization(upstream, provider, auth, credentials).await?;
                 parts.headers.push(("Authorization".to_owned(), value));
             }
             "azure_default" => {
@@ -170,7 +172,7 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Checks, without any network call, that the material every auth of the chain needs is
 /// present: the secret of the static types, the client id and secret of `oauth2`, a
-/// readable key with `client_email` and `private_key` for `service_account`, key id and
+/// usable Google credential for `service_account` (a key, an `external_account` or `authorized_user` file; the metadata server is not checked), key id and
 /// secret for `aws_signing_v4`, a configured source of `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
 /// check (e.g. `null_auth`); `Err(cause)`: missing or unusable, with a cause that names
 /// variables and paths, never values.
@@ -178,6 +180,7 @@ pub(crate) fn check_material(
     auth: &Value,
     credentials: &dyn CredentialSource,
 ) -> std::result::Result<bool, String> {
+    credentials.reread_if_changed();
     let mut checked = false;
     let mut current = Some(auth);
     let mut depth = 0;
@@ -193,8 +196,7 @@ pub(crate) fn check_material(
                 checked = true;
             }
             "service_account" => {
-                service_account::check(auth, credentials)?;
-                checked = true;
+                checked |= google::check(auth, credentials)?;
             }
             "aws_signing_v4" => {
                 sigv4::check(auth, credentials)?;

@@ -1,26 +1,18 @@
-//! `service_account` (Google): a key file JSON (`client_email`, `private_key`, optional
-//! `private_key_id` and `token_uri`) signs an RS256 JWT assertion (RFC 7523), exchanged at
-//! the token URI for an access token. The key comes from `credentialsenvvar` (the JSON
-//! itself), else the file named by the variable `credentialsfilepathenvvar`, else the file
-//! `credentialsfilepath`.
+//! A Google service-account key (`client_email`, `private_key`, optional `private_key_id`
+//! and `token_uri`) signs an RS256 JWT assertion (RFC 7523), exchanged at the token URI for
+//! an access token. Where the key comes from is the chain of [`super::google`].
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::oauth2::scopes;
+use super::google::GOOGLE_TOKEN_URI;
 use super::token::{self, TokenRequest};
 use super::{credential_error, field};
-use crate::engine::credentials::{CredentialSource, CredentialStore};
+use crate::engine::credentials::CredentialStore;
 use crate::engine::error::Result;
 use crate::engine::upstream::Upstream;
-
-/// Google's token endpoint, used when the key file names none.
-const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
-
-/// The scope asked for when the auth config names none.
-const DEFAULT_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 
 /// Assertions are valid this long (Google's maximum is one hour).
 const ASSERTION_LIFETIME_SECS: u64 = 3600;
@@ -51,29 +43,28 @@ struct Claims<'a> {
     sub: Option<&'a str>,
 }
 
-/// The `Authorization` value for a `service_account` auth object: cached, or obtained now.
-pub(super) async fn authorization(
+/// The `Authorization` value from a service-account key (`raw`, found at `source`):
+/// cached, or obtained now with a signed assertion at the token URI (the auth's
+/// `token_url`, else the key's `token_uri`, else Google's).
+pub(super) async fn key_token(
     upstream: &Upstream,
     provider: &str,
     auth: &Value,
     credentials: &CredentialStore,
+    raw: &[u8],
+    source: &str,
+    scope: &str,
 ) -> Result<String> {
-    let (raw, source) =
-        key_bytes(auth, credentials).map_err(|cause| credential_error(provider, &cause))?;
-    let key = parse_key(&raw, &source).map_err(|cause| credential_error(provider, &cause))?;
+    let key = parse_key(raw, source).map_err(|cause| credential_error(provider, &cause))?;
     let token_url = field(auth, "token_url")
         .or(key.token_uri.as_deref().filter(|u| !u.is_empty()))
         .unwrap_or(GOOGLE_TOKEN_URI);
-    let mut scope = scopes(auth).join(" ");
-    if scope.is_empty() {
-        scope = DEFAULT_SCOPE.to_owned();
-    }
     let subject = field(auth, "sub");
     let cache_key = token::cache_key(
         provider,
         &[
             b"service_account",
-            &raw,
+            raw,
             token_url.as_bytes(),
             scope.as_bytes(),
             subject.unwrap_or_default().as_bytes(),
@@ -82,7 +73,7 @@ pub(super) async fn authorization(
     if let Some(value) = token::cached(credentials, &cache_key) {
         return Ok(value);
     }
-    let assertion = sign_assertion(&key, token_url, &scope, subject)
+    let assertion = sign_assertion(&key, token_url, scope, subject)
         .map_err(|cause| credential_error(provider, &format!("key from {source}: {cause}")))?;
     token::exchange(
         upstream,
@@ -102,42 +93,9 @@ pub(super) async fn authorization(
     .await
 }
 
-/// Checks that the key is there and holds `client_email` and `private_key`.
-pub(super) fn check(
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> std::result::Result<(), String> {
-    let (raw, source) = key_bytes(auth, credentials)?;
-    parse_key(&raw, &source).map(|_| ())
-}
-
-/// The key JSON and a description of where it came from (names and paths only).
-fn key_bytes(
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> std::result::Result<(Vec<u8>, String), String> {
-    if let Some(var) = field(auth, "credentialsenvvar") {
-        let json = credentials
-            .get(var)
-            .ok_or_else(|| format!("variable {var} is not set"))?;
-        return Ok((json.into_bytes(), format!("variable {var}")));
-    }
-    let read = |path: &str, source: String| {
-        std::fs::read(path)
-            .map(|bytes| (bytes, source.clone()))
-            .map_err(|err| format!("{source} cannot be read: {}", err.kind()))
-    };
-    if let Some(var) = field(auth, "credentialsfilepathenvvar") {
-        let path = credentials
-            .get(var)
-            .ok_or_else(|| format!("variable {var} is not set"))?;
-        let source = format!("key file '{path}' (from variable {var})");
-        return read(&path, source);
-    }
-    if let Some(path) = field(auth, "credentialsfilepath") {
-        return read(path, format!("key file '{path}'"));
-    }
-    Err("the service_account auth config names no key (credentialsenvvar, credentialsfilepathenvvar or credentialsfilepath)".to_owned())
+/// Checks that the key holds `client_email` and `private_key`.
+pub(super) fn check_key(raw: &[u8], source: &str) -> std::result::Result<(), String> {
+    parse_key(raw, source).map(|_| ())
 }
 
 /// Parses a key; errors say what is wrong without quoting the contents.
@@ -190,38 +148,17 @@ fn sign_assertion(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
     #[test]
     fn key_problems_are_named_without_contents() {
-        let creds = CredentialStore::fixed([
-            ("BAD".to_owned(), "{\"private_key\": 12345678}".to_owned()),
-            ("PART".to_owned(), "{\"client_email\": \"a@b\"}".to_owned()),
-            ("PATHVAR".to_owned(), "/nonexistent/key.json".to_owned()),
-        ]);
-        let err = check(&json!({"credentialsenvvar": "BAD"}), &creds).unwrap_err();
+        let err = check_key(b"{\"private_key\": 12345678}", "variable BAD").unwrap_err();
         assert!(
             err.starts_with("key from variable BAD is not a JSON key file"),
             "{err}"
         );
         assert!(!err.contains("12345678"));
         assert_eq!(
-            check(&json!({"credentialsenvvar": "PART"}), &creds).unwrap_err(),
+            check_key(b"{\"client_email\": \"a@b\"}", "variable PART").unwrap_err(),
             "key from variable PART has no private_key"
-        );
-        assert_eq!(
-            check(&json!({"credentialsenvvar": "NONE"}), &creds).unwrap_err(),
-            "variable NONE is not set"
-        );
-        let err = check(&json!({"credentialsfilepathenvvar": "PATHVAR"}), &creds).unwrap_err();
-        assert!(
-            err.contains("key file '/nonexistent/key.json' (from variable PATHVAR) cannot be read"),
-            "{err}"
-        );
-        assert!(
-            check(&json!({}), &creds)
-                .unwrap_err()
-                .contains("names no key")
         );
     }
 
