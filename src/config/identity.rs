@@ -71,6 +71,8 @@ struct RawJwt {
     jwks_max_age: Duration,
     #[serde(default)]
     scopes: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    enforce_query_scopes: bool,
 }
 
 fn default_tenant_claim() -> String {
@@ -100,6 +102,8 @@ struct RawIssuer {
     audience: Option<String>,
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    #[serde(default)]
+    enforce_query_scopes: Option<bool>,
 }
 
 /// A tenant's `limits:`.
@@ -232,6 +236,19 @@ pub struct JwtConfig {
     pub jwks_max_age: Duration,
     /// Scope → the tools it permits; `None`: scopes do not narrow tools.
     pub scopes: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Whether every tool call needs the scope of its query class (`querygate:read`,
+    /// `:write`, `:delete`, `:exec`; see [`crate::policy::required_scopes`]) by default;
+    /// each issuer may say otherwise.
+    pub enforce_query_scopes: bool,
+}
+
+impl JwtConfig {
+    /// Whether tokens of any issuer need the scopes of their query classes.
+    pub fn enforces_query_scopes(&self) -> bool {
+        self.issuers
+            .iter()
+            .any(|issuer| issuer.enforce_query_scopes)
+    }
 }
 
 /// One trusted JWT issuer.
@@ -247,6 +264,9 @@ pub struct IssuerConfig {
     pub audience: String,
     /// The tenants this issuer's tokens may name; a token naming another one is refused.
     pub tenants: BTreeSet<String>,
+    /// Whether its tokens need the scope of each call's query class
+    /// (`issuers[].enforce_query_scopes`, default `auth.jwt.enforce_query_scopes`).
+    pub enforce_query_scopes: bool,
 }
 
 /// Where an issuer's verification keys come from.
@@ -411,6 +431,9 @@ fn check_jwt(
             algorithms,
             audience,
             tenants,
+            enforce_query_scopes: issuer
+                .enforce_query_scopes
+                .unwrap_or(raw.enforce_query_scopes),
         });
     }
     if raw.tenant_claim.is_empty() {
@@ -431,6 +454,7 @@ fn check_jwt(
                 .map(|(scope, tools)| (scope, tools.into_iter().collect()))
                 .collect()
         }),
+        enforce_query_scopes: raw.enforce_query_scopes,
     }
 }
 

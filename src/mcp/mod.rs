@@ -125,6 +125,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
     /// The evaluation slots statements wait for.
     pub(crate) admission: Arc<pipeline::admission::Admission>,
+    /// The tenants' result caches (`tenants[].cache`).
+    pub(crate) results: pipeline::cache::ResultCaches,
 }
 
 impl Shared {
@@ -242,6 +244,12 @@ pub fn build_observed(
         admission: Arc::new(pipeline::admission::Admission::new(
             config.admission.clone(),
         )),
+        results: pipeline::cache::ResultCaches::new(
+            config
+                .tenants
+                .iter()
+                .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
+        ),
     });
     Ok(QuerygateMcp::new(shared))
 }
