@@ -597,6 +597,60 @@ mod tests {
     }
 
     #[test]
+    fn query_scopes_are_enforced_per_issuer_with_a_global_default() {
+        let config = load(
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    enforce_query_scopes: true\n    issuers:\n      - issuer: https://a\n        jwks_url: https://a/jwks\n        tenants: [default]\n      - issuer: https://b\n        jwks_url: https://b/jwks\n        tenants: [default]\n        enforce_query_scopes: false\n",
+        )
+        .unwrap();
+        let jwt = config.auth.jwt.unwrap();
+        assert!(jwt.enforce_query_scopes);
+        assert!(jwt.issuers[0].enforce_query_scopes);
+        assert!(!jwt.issuers[1].enforce_query_scopes);
+        assert!(jwt.enforces_query_scopes());
+        let config = load(
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://a\n        jwks_url: https://a/jwks\n        tenants: [default]\n",
+        )
+        .unwrap();
+        assert!(
+            !config.auth.jwt.unwrap().enforces_query_scopes(),
+            "off by default"
+        );
+    }
+
+    #[test]
+    fn tenant_caches_are_checked_and_default() {
+        let text = problems(
+            "tenants:\n  - id: a\n    cache:\n      ttl: 0s\n      max_entries: 0\n      max_bytes: 0\n",
+        );
+        for expected in [
+            "tenants[0].cache.ttl: must be greater than 0",
+            "tenants[0].cache.max_entries: must be at least 1",
+            "tenants[0].cache.max_bytes: must be at least 1",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        let config = load("tenants:\n  - id: a\n    cache: {}\n  - id: b\n").unwrap();
+        let cache = |id: &str| {
+            config
+                .tenants
+                .iter()
+                .find(|t| t.id == id)
+                .unwrap()
+                .cache
+                .clone()
+        };
+        assert_eq!(
+            cache("a"),
+            Some(crate::config::TenantCache {
+                ttl: std::time::Duration::from_secs(30),
+                max_entries: 256,
+                max_bytes: 8 * 1024 * 1024,
+            })
+        );
+        assert_eq!(cache("b"), None);
+    }
+
+    #[test]
     fn each_issuer_lists_known_tenants_it_may_name() {
         let issuer = |tenants: &str| {
             format!(
