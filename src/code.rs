@@ -27,6 +27,11 @@ pub enum Code {
     /// (`tenants[].pinned_parameters`) another value, or leaves it to its default.
     #[serde(rename = "policy.parameter_pinned")]
     PolicyParameterPinned,
+    /// The credential lacks the scope of the call's query class
+    /// (`auth.jwt.enforce_query_scopes`); over HTTP the answer is `403` with a
+    /// `WWW-Authenticate: Bearer error="insufficient_scope"` step-up challenge.
+    #[serde(rename = "auth.insufficient_scope")]
+    AuthInsufficientScope,
     /// The call needs approval and the client cannot be asked (no elicitation).
     #[serde(rename = "policy.approval_required")]
     PolicyApprovalRequired,
@@ -108,12 +113,13 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
         Code::PolicyParameterPinned,
+        Code::AuthInsufficientScope,
         Code::PolicyApprovalRequired,
         Code::PolicyApprovalDeclined,
         Code::PolicyApprovalCancelled,
@@ -148,6 +154,7 @@ impl Code {
             Code::PolicyWrongTool => "policy.wrong_tool",
             Code::PolicyMultipleStatements => "policy.multiple_statements",
             Code::PolicyParameterPinned => "policy.parameter_pinned",
+            Code::AuthInsufficientScope => "auth.insufficient_scope",
             Code::PolicyApprovalRequired => "policy.approval_required",
             Code::PolicyApprovalDeclined => "policy.approval_declined",
             Code::PolicyApprovalCancelled => "policy.approval_cancelled",

@@ -119,6 +119,64 @@ impl fmt::Display for QueryClass {
     }
 }
 
+/// The JWT scope of each query class (`auth.jwt.enforce_query_scopes`):
+///
+/// | class             | scope needed                                        |
+/// |-------------------|-----------------------------------------------------|
+/// | `select`          | `querygate:read`                                    |
+/// | `mutation_create` | `querygate:write`                                   |
+/// | `mutation_delete` | `querygate:delete`                                  |
+/// | `lifecycle`       | `querygate:exec`                                    |
+/// | `unknown`         | `querygate:write`, `querygate:delete` and `querygate:exec` |
+///
+/// An unclassifiable statement may be any write, so it needs every write scope (fail
+/// closed). A SELECT bound to a POST… method is `lifecycle`, so it needs `querygate:exec`.
+pub const QUERY_SCOPES: [(QueryClass, &[&str]); 5] = [
+    (QueryClass::Select, &[SCOPE_READ]),
+    (QueryClass::MutationCreate, &[SCOPE_WRITE]),
+    (QueryClass::MutationDelete, &[SCOPE_DELETE]),
+    (QueryClass::Lifecycle, &[SCOPE_EXEC]),
+    (
+        QueryClass::Unknown,
+        &[SCOPE_WRITE, SCOPE_DELETE, SCOPE_EXEC],
+    ),
+];
+
+/// The scope of reads.
+pub const SCOPE_READ: &str = "querygate:read";
+/// The scope of INSERT, UPDATE and REPLACE (and of `pull_provider`).
+pub const SCOPE_WRITE: &str = "querygate:write";
+/// The scope of DELETE.
+pub const SCOPE_DELETE: &str = "querygate:delete";
+/// The scope of EXEC.
+pub const SCOPE_EXEC: &str = "querygate:exec";
+
+/// Every query scope, in the order of [`QUERY_SCOPES`] (for `scopes_supported`).
+pub const ALL_QUERY_SCOPES: [&str; 4] = [SCOPE_READ, SCOPE_WRITE, SCOPE_DELETE, SCOPE_EXEC];
+
+/// The scopes a call of `class` needs (see [`QUERY_SCOPES`]).
+pub fn required_scopes(class: QueryClass) -> &'static [&'static str] {
+    match class {
+        QueryClass::Select => &[SCOPE_READ],
+        QueryClass::MutationCreate => &[SCOPE_WRITE],
+        QueryClass::MutationDelete => &[SCOPE_DELETE],
+        QueryClass::Lifecycle => &[SCOPE_EXEC],
+        QueryClass::Unknown => &[SCOPE_WRITE, SCOPE_DELETE, SCOPE_EXEC],
+    }
+}
+
+/// The scopes of `required` that `granted` lacks (empty: the call may go on).
+pub fn missing_scopes<'a>(
+    required: &[&'a str],
+    granted: &std::collections::BTreeSet<String>,
+) -> Vec<&'a str> {
+    required
+        .iter()
+        .copied()
+        .filter(|scope| !granted.contains(*scope))
+        .collect()
+}
+
 /// Why the gate holds or refuses a call: the tenant's mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reason {
@@ -234,6 +292,20 @@ mod tests {
                 assert_eq!(decide(mode, class), want, "{mode} × {class}");
             }
         }
+    }
+
+    #[test]
+    fn every_class_has_the_scopes_of_the_documented_table() {
+        for (class, scopes) in QUERY_SCOPES {
+            assert_eq!(required_scopes(class), scopes, "{class}");
+        }
+        assert_eq!(QUERY_SCOPES.len(), QueryClass::ALL.len());
+        let granted = ["querygate:read".to_owned(), "querygate:exec".to_owned()].into();
+        assert!(missing_scopes(required_scopes(QueryClass::Select), &granted).is_empty());
+        assert_eq!(
+            missing_scopes(required_scopes(QueryClass::Unknown), &granted),
+            ["querygate:write", "querygate:delete"]
+        );
     }
 
     #[test]

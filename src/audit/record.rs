@@ -213,6 +213,10 @@ pub struct AuditRecord {
     /// The last HTTP status the upstream answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<u16>,
+    /// Present and true when the result was served from the tenant's result cache
+    /// (`tenants[].cache`): nothing was sent upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_hit: Option<bool>,
     /// The request ids the upstreams answered with (`<header>=<value>`, e.g.
     /// `x-ms-request-id=…`), in order: at most 16, each cut to 128 characters, printable
     /// ASCII only.

@@ -5,7 +5,8 @@
 //! allowlist of asymmetric algorithms per issuer (never `none`, never HMAC); `iss`, `aud`,
 //! `exp`, `nbf` and `iat` checked with a leeway (each time claim a NumericDate); the tenant
 //! from a configured claim, one of the issuer's own; optional scopes that narrow the tools a
-//! token may call. A token that verified is remembered for a while (`verified`), so the next
+//! token may call, and (`enforce_query_scopes`) the token's scopes kept for the gate, which
+//! checks each call's query class against them. A token that verified is remembered for a while (`verified`), so the next
 //! request with it skips the signature check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -198,9 +199,14 @@ impl JwtAuthenticator {
                 ),
             ));
         }
+        let granted = token_scopes(&claims);
+        let query_scopes = issuer
+            .config
+            .enforce_query_scopes
+            .then(|| Arc::new(granted.iter().cloned().collect::<BTreeSet<String>>()));
         let tools = self.scopes.as_ref().map(|scopes| {
             Arc::new(
-                token_scopes(&claims)
+                granted
                     .iter()
                     .filter_map(|s| scopes.get(s))
                     .flatten()
@@ -216,6 +222,7 @@ impl JwtAuthenticator {
             issuer: Some(issuer.config.issuer.clone()),
             fingerprint: None,
             tools,
+            query_scopes,
         };
         Ok((principal, validity))
     }

@@ -2,6 +2,8 @@
 //! `/.well-known/oauth-protected-resource` (and its path-inserted form for `/mcp`) that tells
 //! MCP clients which authorization servers issue tokens for this server.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use crate::config::AuthConfig;
@@ -18,14 +20,22 @@ pub fn metadata_url(auth: &AuthConfig) -> Option<String> {
     Some(url.to_string())
 }
 
-/// The metadata document.
+/// The metadata document: `scopes_supported` lists the scopes of `auth.jwt.scopes` and,
+/// when an issuer's tokens need them, the query-class scopes (`querygate:read`, …).
 pub fn document(auth: &AuthConfig) -> Value {
-    let scopes: Vec<&String> = auth
+    let mut scopes: BTreeSet<&str> = auth
         .jwt
         .as_ref()
         .and_then(|jwt| jwt.scopes.as_ref())
-        .map(|scopes| scopes.keys().collect())
+        .map(|scopes| scopes.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    if auth
+        .jwt
+        .as_ref()
+        .is_some_and(|jwt| jwt.enforces_query_scopes())
+    {
+        scopes.extend(crate::policy::ALL_QUERY_SCOPES);
+    }
     let mut doc = json!({
         "resource": auth.resource,
         "authorization_servers": auth.authorization_servers,

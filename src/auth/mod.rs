@@ -75,6 +75,9 @@ pub struct Principal {
     pub fingerprint: Option<String>,
     /// The tools this credential may call (from the token's scopes); `None`: not narrowed.
     pub tools: Option<Arc<BTreeSet<String>>>,
+    /// The token's scopes, when its issuer needs each call's query-class scope
+    /// (`auth.jwt.enforce_query_scopes`); `None`: query classes are not scoped.
+    pub query_scopes: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Principal {
@@ -88,6 +91,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            query_scopes: None,
         }
     }
 
@@ -100,6 +104,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            query_scopes: None,
         }
     }
 
@@ -116,6 +121,15 @@ impl Principal {
     /// checked separately).
     pub fn may_call(&self, tool: &str) -> bool {
         self.tools.as_ref().is_none_or(|tools| tools.contains(tool))
+    }
+
+    /// The scopes of `required` this credential lacks; empty when it has them all or its
+    /// query classes are not scoped.
+    pub fn missing_scopes<'a>(&self, required: &[&'a str]) -> Vec<&'a str> {
+        match &self.query_scopes {
+            Some(granted) => crate::policy::missing_scopes(required, granted),
+            None => Vec::new(),
+        }
     }
 }
 

@@ -71,6 +71,8 @@ struct RawJwt {
     jwks_max_age: Duration,
     #[serde(default)]
     scopes: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    enforce_query_scopes: bool,
 }
 
 fn default_tenant_claim() -> String {
@@ -100,6 +102,8 @@ struct RawIssuer {
     audience: Option<String>,
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    #[serde(default)]
+    enforce_query_scopes: Option<bool>,
 }
 
 /// A tenant's `limits:`.
@@ -232,6 +236,19 @@ pub struct JwtConfig {
     pub jwks_max_age: Duration,
     /// Scope → the tools it permits; `None`: scopes do not narrow tools.
     pub scopes: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Whether every tool call needs the scope of its query class (`querygate:read`,
+    /// `:write`, `:delete`, `:exec`; see [`crate::policy::required_scopes`]) by default;
+    /// each issuer may say otherwise.
+    pub enforce_query_scopes: bool,
+}
+
+impl JwtConfig {
+    /// Whether tokens of any issuer need the scopes of their query classes.
+    pub fn enforces_query_scopes(&self) -> bool {
+        self.issuers
+            .iter()
+            .any(|issuer| issuer.enforce_query_scopes)
+    }
 }
 
 /// One trusted JWT issuer.
@@ -247,6 +264,9 @@ pub struct IssuerConfig {
     pub audience: String,
     /// The tenants this issuer's tokens may name; a token naming another one is refused.
     pub tenants: BTreeSet<String>,
+    /// Whether its tokens need the scope of each call's query class
+    /// (`issuers[].enforce_query_scopes`, default `auth.jwt.enforce_query_scopes`).
+    pub enforce_query_scopes: bool,
 }
 
 /// Where an issuer's verification keys come from.
@@ -411,6 +431,9 @@ fn check_jwt(
             algorithms,
             audience,
             tenants,
+            enforce_query_scopes: issuer
+                .enforce_query_scopes
+                .unwrap_or(raw.enforce_query_scopes),
         });
     }
     if raw.tenant_claim.is_empty() {
@@ -431,6 +454,7 @@ fn check_jwt(
                 .map(|(scope, tools)| (scope, tools.into_iter().collect()))
                 .collect()
         }),
+        enforce_query_scopes: raw.enforce_query_scopes,
     }
 }
 
@@ -570,6 +594,60 @@ mod tests {
         );
         assert_eq!(jwt.tenant_claim, "tenant");
         assert_eq!(jwt.issuers[0].tenants, ["default".to_owned()].into());
+    }
+
+    #[test]
+    fn query_scopes_are_enforced_per_issuer_with_a_global_default() {
+        let config = load(
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    enforce_query_scopes: true\n    issuers:\n      - issuer: https://a\n        jwks_url: https://a/jwks\n        tenants: [default]\n      - issuer: https://b\n        jwks_url: https://b/jwks\n        tenants: [default]\n        enforce_query_scopes: false\n",
+        )
+        .unwrap();
+        let jwt = config.auth.jwt.unwrap();
+        assert!(jwt.enforce_query_scopes);
+        assert!(jwt.issuers[0].enforce_query_scopes);
+        assert!(!jwt.issuers[1].enforce_query_scopes);
+        assert!(jwt.enforces_query_scopes());
+        let config = load(
+            "auth:\n  resource: https://q.example/mcp\n  jwt:\n    issuers:\n      - issuer: https://a\n        jwks_url: https://a/jwks\n        tenants: [default]\n",
+        )
+        .unwrap();
+        assert!(
+            !config.auth.jwt.unwrap().enforces_query_scopes(),
+            "off by default"
+        );
+    }
+
+    #[test]
+    fn tenant_caches_are_checked_and_default() {
+        let text = problems(
+            "tenants:\n  - id: a\n    cache:\n      ttl: 0s\n      max_entries: 0\n      max_bytes: 0\n",
+        );
+        for expected in [
+            "tenants[0].cache.ttl: must be greater than 0",
+            "tenants[0].cache.max_entries: must be at least 1",
+            "tenants[0].cache.max_bytes: must be at least 1",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        let config = load("tenants:\n  - id: a\n    cache: {}\n  - id: b\n").unwrap();
+        let cache = |id: &str| {
+            config
+                .tenants
+                .iter()
+                .find(|t| t.id == id)
+                .unwrap()
+                .cache
+                .clone()
+        };
+        assert_eq!(
+            cache("a"),
+            Some(crate::config::TenantCache {
+                ttl: std::time::Duration::from_secs(30),
+                max_entries: 256,
+                max_bytes: 8 * 1024 * 1024,
+            })
+        );
+        assert_eq!(cache("b"), None);
     }
 
     #[test]

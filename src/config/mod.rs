@@ -39,6 +39,7 @@ pub use problems::{Problem, Problems};
 pub use raw::Render;
 pub use server::{DrainConfig, ServerConfig, resolve_listen};
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
+pub use tenants::TenantCache;
 
 use crate::engine::EngineConfig;
 
@@ -176,6 +177,8 @@ pub struct TenantConfig {
     /// Methods run as reads whatever their HTTP method (`read_methods`) and parameters
     /// whose values are fixed (`pinned_parameters`).
     pub rules: crate::governance::TenantRules,
+    /// The tenant's result cache (`cache:`); `None`: results are not cached.
+    pub cache: Option<TenantCache>,
 }
 
 /// Validated configuration.

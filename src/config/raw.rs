@@ -43,7 +43,7 @@ pub(super) struct RawConfig {
 }
 
 /// How text content of tool results is rendered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Render {
     /// Markdown tables and key/value blocks.

@@ -36,6 +36,64 @@ pub(super) struct RawTenant {
     pub(super) read_methods: Vec<String>,
     #[serde(default)]
     pub(super) pinned_parameters: BTreeMap<String, PinnedValues>,
+    #[serde(default)]
+    pub(super) cache: Option<RawTenantCache>,
+}
+
+/// `tenants[].cache`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenantCache {
+    #[serde(default = "default_cache_ttl", with = "humantime_serde")]
+    ttl: std::time::Duration,
+    #[serde(default = "default_cache_entries")]
+    max_entries: usize,
+    #[serde(default = "default_cache_bytes")]
+    max_bytes: usize,
+}
+
+fn default_cache_ttl() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}
+fn default_cache_entries() -> usize {
+    256
+}
+fn default_cache_bytes() -> usize {
+    8 * 1024 * 1024
+}
+
+/// A tenant's result cache (`tenants[].cache`): SELECT results kept for `ttl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantCache {
+    /// How long a result is served from the cache.
+    pub ttl: std::time::Duration,
+    /// Results kept at most (the least recently used go first).
+    pub max_entries: usize,
+    /// Bytes of results kept at most (text and structured content, about as sent).
+    pub max_bytes: usize,
+}
+
+/// `tenants[].cache`, checked.
+fn check_cache(
+    key: &str,
+    raw: Option<RawTenantCache>,
+    problems: &mut Problems,
+) -> Option<TenantCache> {
+    let raw = raw?;
+    if raw.ttl.is_zero() {
+        problems.push(format!("{key}.cache.ttl"), "must be greater than 0");
+    }
+    if raw.max_entries == 0 {
+        problems.push(format!("{key}.cache.max_entries"), "must be at least 1");
+    }
+    if raw.max_bytes == 0 {
+        problems.push(format!("{key}.cache.max_bytes"), "must be at least 1");
+    }
+    Some(TenantCache {
+        ttl: raw.ttl,
+        max_entries: raw.max_entries,
+        max_bytes: raw.max_bytes,
+    })
 }
 
 /// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
@@ -172,6 +230,7 @@ pub(super) fn check_tenants(
             );
         }
         let limits = super::identity::check_tenant_limits(&tenant.id, tenant.limits, problems);
+        let cache = check_cache(&key, tenant.cache, problems);
         let rules = check_rules(
             &key,
             tenant.read_methods,
@@ -195,6 +254,7 @@ pub(super) fn check_tenants(
             allowed_tools: tenant.allowed_tools.map(|t| t.into_iter().collect()),
             limits,
             rules,
+            cache,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -216,6 +276,7 @@ pub(super) fn check_tenants(
                 allowed_tools: None,
                 limits: super::TenantLimits::default(),
                 rules: TenantRules::default(),
+                cache: None,
             },
         );
     }

@@ -569,6 +569,16 @@ impl PreparedStatement {
         self.kind
     }
 
+    /// The query as the parser read it, printed back in one canonical form (keywords,
+    /// spacing and comments normalised): the same query however it was written. `None`
+    /// for statements other than queries.
+    pub fn normalized_query(&self) -> Option<String> {
+        match &self.statement {
+            sql::Statement::Query(query) => Some(query.to_string()),
+            _ => None,
+        }
+    }
+
     /// Whether other statements are nested inside this one (e.g. a CTE carrying a DELETE):
     /// what it would do is then more than its [`kind`](Self::kind) says.
     pub fn nests_statements(&self) -> bool {

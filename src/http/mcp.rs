@@ -61,12 +61,14 @@ pub fn transport_config(
 }
 
 /// rmcp's stateless streamable HTTP service over `handler`, configured by [`transport_config`],
-/// behind an [`Endpoint`] that reads bodies within `settings`' bounds.
+/// behind an [`Endpoint`] that reads bodies within `settings`' bounds; `resource_metadata`
+/// (the RFC 9728 document's URL) goes into the challenge of a step-up `403`.
 pub fn service(
     handler: QuerygateMcp,
     settings: &ServerConfig,
     addr: SocketAddr,
     shutdown: CancellationToken,
+    resource_metadata: Option<String>,
 ) -> Endpoint {
     Endpoint {
         rmcp: Arc::new(StreamableHttpService::new(
@@ -78,11 +80,17 @@ pub fn service(
             read_timeout: settings.body_read_timeout,
             max_bytes: settings.max_request_bytes,
         },
+        resource_metadata: resource_metadata.map(Arc::from),
     }
 }
 
 /// The `/mcp` service: reads the request body within its bounds, hands the request to rmcp's
-/// streamable HTTP service, and ties a tool result's held bytes to the response body.
+/// streamable HTTP service, and ties a tool result's held bytes to the response body. A
+/// tool call the gate refused for a missing scope (the handler leaves the scopes in the
+/// request's [`ResponseSlot`](crate::mcp::pipeline::response_bytes::ResponseSlot)) is
+/// answered `403` with `WWW-Authenticate: Bearer error="insufficient_scope", scope="…",
+/// resource_metadata="…"`: MCP's step-up authorization. The statement is parsed once, by
+/// the pipeline; this layer reads only the slot.
 ///
 /// rmcp's service is shared: cloning an `Endpoint` is one reference count. The layers in
 /// front of `/mcp` clone their inner service for every request (tower's ready-service
@@ -92,6 +100,7 @@ pub fn service(
 pub struct Endpoint {
     rmcp: Arc<StreamableHttpService<QuerygateMcp, NeverSessionManager>>,
     body_limits: BodyLimits,
+    resource_metadata: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -114,6 +123,7 @@ impl tower::Service<Request<Body>> for Endpoint {
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let rmcp = self.rmcp.clone();
         let limits = self.body_limits;
+        let resource_metadata = self.resource_metadata.clone();
         Box::pin(async move {
             let ReadRequest {
                 mut request,
@@ -128,8 +138,40 @@ impl tower::Service<Request<Body>> for Endpoint {
             let response = response_hold::off_queue_when_large(&slot, handling)
                 .await
                 .map(Body::new);
+            if let Some(scopes) = slot.take_step_up() {
+                return Ok(insufficient_scope(&scopes, resource_metadata.as_deref()));
+            }
             let response = body::answer_refusal(json_body.as_deref(), response);
             Ok(response_hold::hold_until_sent(&slot, response))
         })
     }
+}
+
+/// The `403` of a tool call beyond the token's scopes: the challenge names the scopes the
+/// call needs (only those, as MCP's step-up asks) and the protected resource metadata.
+fn insufficient_scope(scopes: &[&str], resource_metadata: Option<&str>) -> Response<Body> {
+    use http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
+    use http::{HeaderValue, StatusCode};
+
+    let scope = scopes.join(" ");
+    let mut challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
+    if let Some(url) = resource_metadata {
+        challenge.push_str(&format!(", resource_metadata=\"{url}\""));
+    }
+    let description = format!("the token lacks the scope {scope} this call needs");
+    challenge.push_str(&format!(", error_description=\"{description}\""));
+    let body = serde_json::json!({
+        "error": "Forbidden",
+        "code": crate::code::Code::AuthInsufficientScope.as_str(),
+        "message": description,
+        "required_scopes": scopes,
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        headers.insert(WWW_AUTHENTICATE, value);
+    }
+    response
 }

@@ -75,7 +75,16 @@ pub fn router(
     let mcp = Router::new()
         // Reads the whole body in time (408), answers unparsable JSON-RPC with 400, keeps a
         // tool result's bytes counted until its response body is sent.
-        .nest_service("/mcp", mcp::service(handler, settings, addr, shutdown))
+        .nest_service(
+            "/mcp",
+            mcp::service(
+                handler,
+                settings,
+                addr,
+                shutdown,
+                crate::auth::metadata::metadata_url(&config.auth),
+            ),
+        )
         // `route_layer`: the layers wrap `/mcp` only, so a path the server does not have is
         // a plain 404 (not a 401 of the authentication layer).
         // Bound the requests handled at once over all tenants (`server.max_in_flight`); more

@@ -473,10 +473,15 @@ impl ServerHandler for QuerygateMcp {
         match Box::pin(self.pipeline.call_until(call, context.ct.clone())).await {
             Ok(reply) => match reply.body {
                 ReplyBody::Complete(mut outcome) => {
+                    let slot = response_slot(&context);
                     // The result's bytes stay counted until the HTTP response is sent.
-                    if let (Some(held), Some(slot)) = (outcome.held.take(), response_slot(&context))
-                    {
+                    if let (Some(held), Some(slot)) = (outcome.held.take(), &slot) {
                         slot.keep(held);
+                    }
+                    // Over HTTP a missing scope is a 403 step-up challenge (the HTTP layer
+                    // answers it); over stdio it stays the tool error.
+                    if let (Some(scopes), Some(slot)) = (outcome.step_up.take(), &slot) {
+                        slot.step_up(scopes);
                     }
                     let mut result = if outcome.is_error() {
                         CallToolResult::error(vec![ContentBlock::text(outcome.text)])

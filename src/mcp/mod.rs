@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) admission: Arc<pipeline::admission::Admission>,
     /// The threads large results are turned into JSON and rendered on.
     pub(crate) render: offload::RenderPool,
+    /// The tenants' result caches (`tenants[].cache`).
+    pub(crate) results: pipeline::cache::ResultCaches,
 }
 
 impl Shared {
@@ -245,6 +247,12 @@ pub fn build_observed(
             config.admission.clone(),
         )),
         render: offload::RenderPool::default(),
+        results: pipeline::cache::ResultCaches::new(
+            config
+                .tenants
+                .iter()
+                .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
+        ),
     });
     Ok(QuerygateMcp::new(shared))
 }

@@ -47,12 +47,17 @@ pub enum View {
 /// bidirectional characters written as `\u{hex}`.
 pub fn text(render: Render, view: &View, structured: &Value) -> String {
     match render {
-        Render::Json => safe_text::escape_json_text(
-            serde_json::to_string(structured)
-                .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
-        ),
+        Render::Json => json_text(structured),
         Render::Markdown => safe_text::escape_display(markdown(view, structured)),
     }
+}
+
+/// The JSON text of a structured result (what [`text`] gives for `Render::Json`).
+pub fn json_text(structured: &Value) -> String {
+    safe_text::escape_json_text(
+        serde_json::to_string(structured)
+            .unwrap_or_else(|err| format!("{{\"error\":\"failed to render JSON: {err}\"}}")),
+    )
 }
 
 /// The markdown of a view (`structured` is read by [`View::Rows`]). Tables end with what

@@ -77,6 +77,7 @@ fn full_record() -> AuditRecord {
         suppressed: None,
         cut: None,
         pruned: None,
+        cache_hit: None,
     }
 }
 

@@ -354,6 +354,26 @@ impl CredentialStore {
         true
     }
 
+    /// A fingerprint of the values in force (SHA-256 over the names and values, sorted;
+    /// never a value itself), and whether the store also reads the process environment:
+    /// it changes when a reload changes a value. Results computed with these credentials
+    /// are cached under it.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let values = self.snapshot();
+        let mut pairs: Vec<(&String, &String)> = values.iter().collect();
+        pairs.sort();
+        let mut digest = Sha256::new();
+        digest.update([u8::from(self.process_env)]);
+        for (name, value) in pairs {
+            for part in [name.as_bytes(), value.as_bytes()] {
+                digest.update((part.len() as u64).to_be_bytes());
+                digest.update(part);
+            }
+        }
+        digest.finalize().into()
+    }
+
     /// Auth state derived from the values (cached tokens).
     pub(crate) fn tokens(&self) -> &TokenCache {
         &self.tokens

@@ -214,6 +214,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         error: None,
         rows_returned: None,
         upstream_status: None,
+        cache_hit: None,
         upstream_request_ids: None,
         client_addr: None,
         suppressed: None,
@@ -252,6 +253,7 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     }
     record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());
     record.upstream_status = outcome.upstream_status;
+    record.cache_hit = outcome.cache_age.map(|_| true);
     record.upstream_request_ids =
         (!outcome.upstream_request_ids.is_empty()).then(|| outcome.upstream_request_ids.clone());
 }

@@ -2,7 +2,8 @@
 //! before the layers run (nothing is sent), when a decision needs them: for a read, whose
 //! class follows the HTTP methods it runs (a SELECT of a method bound to POST, PUT, PATCH
 //! or DELETE is classed `lifecycle` unless the tenant's `read_methods` names the method),
-//! and for any statement of a tenant with `pinned_parameters` (the gate checks them). A
+//! and for any statement of a tenant with `pinned_parameters` (the gate checks them) or a
+//! result cache (a write drops the cached results of the resources it touches). A
 //! plan that fails leaves the call as it is: running it fails the same way, before any
 //! request.
 
@@ -25,7 +26,9 @@ pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
         .config(&call.cx.tenant)
         .map(|tenant| &tenant.rules);
     let pinned = rules.is_some_and(governance::TenantRules::has_pins);
-    if call.class != QueryClass::Select && !pinned {
+    // A tenant with a result cache: a write's requests name the resources it drops.
+    let cached = shared.results.enabled(&call.cx.tenant);
+    if call.class != QueryClass::Select && !pinned && !cached {
         return;
     }
     let Ok(requests) = shared.engine.requests(&call.cx, statement).await else {

@@ -108,8 +108,12 @@ fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>
         }
     }
     match call.spec.effect {
-        Effect::Read => Ok(Verdict::Allow),
-        Effect::RegistryInstall if call.allow_pull_provider => Ok(Verdict::Allow),
+        Effect::Read => {
+            scoped(call, policy::required_scopes(QueryClass::Select)).map(|()| Verdict::Allow)
+        }
+        Effect::RegistryInstall if call.allow_pull_provider => {
+            scoped(call, &[policy::SCOPE_WRITE]).map(|()| Verdict::Allow)
+        }
         Effect::RegistryInstall => Err(stop(
             Code::PolicyRefused,
             refusal(
@@ -140,6 +144,8 @@ fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>
             if !runs.contains(&call.sql_class) {
                 return Err(stop(Code::PolicyWrongTool, refusal(call, wrong_tool(call))));
             }
+            // The class as `bind` left it: a SELECT bound to POST… needs `querygate:exec`.
+            scoped(call, policy::required_scopes(call.class))?;
             if let (Some(tenant), Some(requests)) =
                 (shared.tenants.config(&call.cx.tenant), &call.requests)
                 && let Err(pinned) = crate::governance::check_pins(requests, &tenant.rules)
@@ -149,6 +155,39 @@ fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>
             Ok(policy::decide(call.mode, call.class))
         }
     }
+}
+
+/// A stop when the credential lacks any of `required` (`auth.jwt.enforce_query_scopes`):
+/// `auth.insufficient_scope`, naming the scopes it lacks; the HTTP transport turns it into a
+/// `403` step-up challenge ([`ToolOutcome::step_up`](super::ToolOutcome::step_up)).
+fn scoped(call: &PreparedCall, required: &[&'static str]) -> Result<(), Box<ToolReply>> {
+    let missing = call.principal.missing_scopes(required);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let what = match call.spec.effect {
+        Effect::Sql(_) => format!("a {} statement", call.class),
+        Effect::Read => "this tool".to_owned(),
+        Effect::RegistryInstall => "installing a provider".to_owned(),
+    };
+    let message = refusal(
+        call,
+        format!(
+            "the credential lacks the scope {} that {what} needs (auth.jwt.enforce_query_scopes)",
+            missing.join(" ")
+        ),
+    );
+    let mut fields = serde_json::Map::new();
+    fields.insert("required_scopes".into(), serde_json::json!(missing));
+    let outcome = super::ToolOutcome {
+        step_up: Some(missing),
+        ..super::ToolOutcome::error_with(Code::AuthInsufficientScope, message, fields)
+    };
+    Err(Box::new(ToolReply {
+        body: ReplyBody::Complete(outcome),
+        decision: Decision::RefuseImmediate,
+        approval_id: None,
+    }))
 }
 
 /// Why a statement is not this tool's, naming the tool that runs it.

@@ -8,8 +8,11 @@
 //!   Audit         one outcome record per call (refusals and approval prompts included),
 //!                 durable before the reply; audit.failure_mode decides about failures;
 //!                 reads of `querygate query` only with audit.cli_reads
-//!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked (an
-//!                 [`Approver`], or a resumable round) or redeemed
+//!   ModeGate      the one chokepoint: the credential's query scopes, policy::decide;
+//!                 refusals, approval asked (an [`Approver`], or a resumable round) or
+//!                 redeemed
+//!   Cache         tenants[].cache: a SELECT's recent result served again; writes drop
+//!                 the results of the resources they touch
 //!   Admission     SQL statements: a slot of the tenant's share and a global one, or
 //!                 `server.busy` after limits.admission_wait
 //!   Intent        side effects only: an intent record, durable before anything runs
@@ -26,6 +29,7 @@ pub(crate) mod admission;
 mod approver;
 mod audit;
 mod bind;
+pub(crate) mod cache;
 mod cancel;
 mod dispatch;
 mod gate;
@@ -169,6 +173,12 @@ pub struct ToolOutcome {
     /// The engine's output as it is, for the CLI, which renders it itself (`structured` is
     /// then `None`).
     pub output: Option<Box<crate::engine::QueryOutput>>,
+    /// The scopes the credential lacks for this call (`auth.insufficient_scope`): the HTTP
+    /// transport answers `403` with a step-up challenge naming them instead of a result.
+    pub step_up: Option<Vec<&'static str>>,
+    /// Served from the tenant's result cache (`tenants[].cache`): the result's age in
+    /// seconds; `None`: it ran.
+    pub cache_age: Option<u64>,
 }
 
 impl ToolOutcome {
@@ -184,6 +194,8 @@ impl ToolOutcome {
             acknowledged: false,
             held: None,
             output: None,
+            step_up: None,
+            cache_age: None,
         }
     }
 
@@ -314,6 +326,9 @@ impl Pipeline {
             .layer(audit::Audit::layer(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGate::layer(shared.clone()))
+            // Results a tenant ran a moment ago (`tenants[].cache`), and the writes that
+            // drop them; after the gate, so a hit is allowed as a run would be.
+            .layer(cache::Cache::layer(shared.clone()))
             // A slot to evaluate in (statements only), before anything is written or sent.
             .layer(admission::Admit::layer(shared.admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.

@@ -182,24 +182,33 @@ impl Drop for Hold {
     }
 }
 
-/// Where a transport keeps a result's [`HeldBytes`] until its response is sent: the HTTP
-/// layer puts one in each request's extensions and holds what the handler left in it until
-/// the response body is dropped.
+/// What the MCP handler leaves for the HTTP layer about one `/mcp` request: a result's
+/// [`HeldBytes`], kept until its response is sent, and the scopes of a step-up (the call
+/// was refused with `auth.insufficient_scope`: the answer becomes a `403` challenge). The
+/// HTTP layer puts one in each request's extensions; stdio has none.
 #[derive(Debug, Clone, Default)]
-pub struct ResponseSlot(Arc<Mutex<Option<HeldBytes>>>);
+pub struct ResponseSlot(Arc<Mutex<Slot>>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    held: Option<HeldBytes>,
+    step_up: Option<Vec<&'static str>>,
+}
 
 impl ResponseSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Keeps `held` here (with any hold kept before).
     pub fn keep(&self, held: HeldBytes) {
-        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *slot = Some(held);
+        self.lock().held = Some(held);
     }
 
     /// The bytes of the hold kept here (0: none) and its `bulk_priority`.
     pub fn bytes(&self) -> (usize, BulkPriority) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lock()
+            .held
             .as_ref()
             .map_or((0, BulkPriority::Normal), |held| {
                 (held.bytes(), held.bulk_priority())
@@ -208,7 +217,17 @@ impl ResponseSlot {
 
     /// What was kept.
     pub fn take(&self) -> Option<HeldBytes> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.lock().held.take()
+    }
+
+    /// Asks the HTTP layer to answer `403 insufficient_scope` naming `scopes`.
+    pub fn step_up(&self, scopes: Vec<&'static str>) {
+        self.lock().step_up = Some(scopes);
+    }
+
+    /// The scopes of a step-up asked for, if any.
+    pub fn take_step_up(&self) -> Option<Vec<&'static str>> {
+        self.lock().step_up.take()
     }
 }
 

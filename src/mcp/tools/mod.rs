@@ -410,6 +410,11 @@ pub(crate) struct RowsOutput {
     rows_seen: Option<u64>,
     /// What the caller should know about completeness (e.g. a page limit was reached).
     warnings: Option<Vec<String>>,
+    /// Present and true when the result came from the tenant's result cache
+    /// (`tenants[].cache`) instead of the upstream.
+    cached: Option<bool>,
+    /// With `cached`: how old the cached result is, in seconds.
+    cache_age_seconds: Option<u64>,
 }
 
 #[cfg(test)]
