@@ -36,6 +36,8 @@ pub(super) struct RawTenant {
     pub(super) read_methods: Vec<String>,
     #[serde(default)]
     pub(super) pinned_parameters: BTreeMap<String, PinnedValues>,
+    #[serde(default)]
+    pub(super) quotas: Option<super::quotas::RawTenantQuotas>,
 }
 
 /// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
@@ -172,6 +174,8 @@ pub(super) fn check_tenants(
             );
         }
         let limits = super::identity::check_tenant_limits(&tenant.id, tenant.limits, problems);
+        let quotas =
+            super::quotas::check_tenant_quotas(&format!("{key}.quotas"), tenant.quotas, problems);
         let rules = check_rules(
             &key,
             tenant.read_methods,
@@ -195,6 +199,7 @@ pub(super) fn check_tenants(
             allowed_tools: tenant.allowed_tools.map(|t| t.into_iter().collect()),
             limits,
             rules,
+            quotas,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -216,6 +221,7 @@ pub(super) fn check_tenants(
                 allowed_tools: None,
                 limits: super::TenantLimits::default(),
                 rules: TenantRules::default(),
+                quotas: super::TenantQuotas::default(),
             },
         );
     }

@@ -82,6 +82,13 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    tenant: String,
+    class: &'static str,
+    scope: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     commit: &'static str,
@@ -154,6 +161,8 @@ pub struct Metrics {
     audit_duration: HistogramFamily<SinkLabel>,
     audit_failures: Family<SinkLabel, Counter>,
     auth_failures: Family<ReasonLabel, Counter>,
+    quota_refusals: Family<QuotaLabels, Counter>,
+    quota_store_failures: Family<OutcomeLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -229,6 +238,21 @@ impl Metrics {
             "Requests refused by authentication, by reason (an auth.… code)",
             auth_failures.clone(),
         );
+        let quota_refusals = Family::<QuotaLabels, Counter>::default();
+        registry.register(
+            "querygate_quota_refusals",
+            "Calls refused by a quota (quota.exceeded), by tenant, class and scope",
+            quota_refusals.clone(),
+        );
+        let quota_store_failures = Family::<OutcomeLabel, Counter>::default();
+        for outcome in ["admitted", "refused"] {
+            let _ = quota_store_failures.get_or_create(&OutcomeLabel { outcome });
+        }
+        registry.register(
+            "querygate_quota_store_failures",
+            "Calls whose quota store could not be reached, by what quotas.on_store_failure did",
+            quota_store_failures.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -254,6 +278,8 @@ impl Metrics {
             audit_duration,
             audit_failures,
             auth_failures,
+            quota_refusals,
+            quota_store_failures,
         })
     }
 
@@ -365,6 +391,30 @@ impl crate::auth::failures::FailureCounter for Metrics {
     fn auth_failure(&self, reason: &'static str) {
         self.auth_failures
             .get_or_create(&ReasonLabel { reason })
+            .inc();
+    }
+}
+
+impl crate::quota::QuotaObserver for Metrics {
+    fn quota_refused(
+        &self,
+        tenant: &str,
+        class: crate::config::QuotaClass,
+        scope: crate::quota::Scope,
+    ) {
+        self.quota_refusals
+            .get_or_create(&QuotaLabels {
+                tenant: self.tenant(tenant),
+                class: class.as_str(),
+                scope: scope.as_str(),
+            })
+            .inc();
+    }
+
+    fn quota_store_failed(&self, admitted: bool) {
+        let outcome = if admitted { "admitted" } else { "refused" };
+        self.quota_store_failures
+            .get_or_create(&OutcomeLabel { outcome })
             .inc();
     }
 }

@@ -10,6 +10,8 @@
 //!                 reads of `querygate query` only with audit.cli_reads
 //!   ModeGate      the one chokepoint: policy::decide; refusals, approval asked (an
 //!                 [`Approver`], or a resumable round) or redeemed
+//!   Quota         SQL statements: a call of the class from the principal's and the
+//!                 tenant's quotas (tenants[].quotas), or `quota.exceeded`
 //!   Admission     SQL statements: a slot of the tenant's share and a global one, or
 //!                 `server.busy` after limits.admission_wait
 //!   Intent        side effects only: an intent record, durable before anything runs
@@ -32,6 +34,7 @@ mod gate;
 mod observe;
 mod prepare;
 mod prompt;
+mod quota;
 mod ranked_slots;
 pub(crate) mod response_bytes;
 mod step;
@@ -314,6 +317,8 @@ impl Pipeline {
             .layer(audit::Audit::layer(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGate::layer(shared.clone()))
+            // Quotas per tenant, principal and class (statements only), once the gate allowed.
+            .layer(quota::QuotaStep::layer(shared.quotas.clone()))
             // A slot to evaluate in (statements only), before anything is written or sent.
             .layer(admission::Admit::layer(shared.admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
