@@ -227,6 +227,7 @@ impl Engine {
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
             retry: config.upstream.retry.clone(),
+            max_requests_per_second: config.upstream.max_requests_per_second.clone(),
         })?
         .observed(observer);
         let remote = Remote::new(
