@@ -436,6 +436,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn quota_refusals_and_store_failures_are_counted() {
+        use crate::quota::QuotaObserver as _;
+        let metrics = Metrics::new(["run_select_query"], ["acme"]);
+        metrics.quota_refused(
+            "acme",
+            crate::config::QuotaClass::Write,
+            crate::quota::Scope::Principal,
+        );
+        metrics.quota_refused(
+            "mallory",
+            crate::config::QuotaClass::Read,
+            crate::quota::Scope::Tenant,
+        );
+        metrics.quota_store_failed(true);
+        let text = metrics.render();
+        for series in [
+            "querygate_quota_refusals_total{tenant=\"acme\",class=\"write\",scope=\"principal\"} 1",
+            "querygate_quota_refusals_total{tenant=\"unknown\",class=\"read\",scope=\"tenant\"} 1",
+            "querygate_quota_store_failures_total{outcome=\"admitted\"} 1",
+            "querygate_quota_store_failures_total{outcome=\"refused\"} 0",
+        ] {
+            assert!(text.contains(series), "{series}\n{text}");
+        }
+    }
+
+    #[test]
     fn labels_outside_the_known_sets_become_unknown() {
         let metrics = Metrics::new(["run_select_query"], ["default", "acme"]);
         let guard = metrics.call_started("acme");

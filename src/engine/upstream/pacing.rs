@@ -125,8 +125,8 @@ impl Pacer {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_retry_after_pauses_the_tenant_for_that_provider_only() {
+    #[test]
+    fn a_retry_after_pauses_the_tenant_for_that_provider_only() {
         let pacer = Pacer::default();
         let now = Instant::now();
         let far = now + Duration::from_secs(60);
@@ -161,8 +161,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_configured_rate_spaces_requests_after_a_burst() {
+    #[test]
+    fn a_configured_rate_spaces_requests_after_a_burst() {
         let pacer = Pacer::new(HashMap::from([("github".to_owned(), 2.0)]));
         let now = Instant::now();
         let far = now + Duration::from_secs(60);
