@@ -108,6 +108,14 @@ pub enum QuotaClass {
 }
 
 impl QuotaClass {
+    /// Every class.
+    pub const ALL: [QuotaClass; 4] = [
+        QuotaClass::Read,
+        QuotaClass::Write,
+        QuotaClass::Delete,
+        QuotaClass::Exec,
+    ];
+
     /// The class a statement's query class counts under (`unknown` as `exec`, the strictest).
     pub fn of(class: QueryClass) -> Self {
         match class {
@@ -313,12 +321,7 @@ pub(super) fn check_tenant_quotas(
         Some(classes) => check_classes(&format!("{key}.per_principal"), classes, problems),
         None => ClassQuotas::default(),
     };
-    for class in [
-        QuotaClass::Read,
-        QuotaClass::Write,
-        QuotaClass::Delete,
-        QuotaClass::Exec,
-    ] {
+    for class in QuotaClass::ALL {
         if let (Some(all), Some(one)) = (tenant.of(class), per_principal.of(class))
             && all.window == one.window
             && one.limit > all.limit

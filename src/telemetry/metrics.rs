@@ -239,6 +239,19 @@ impl Metrics {
             auth_failures.clone(),
         );
         let quota_refusals = Family::<QuotaLabels, Counter>::default();
+        let tenants: HashSet<String> = tenants.into_iter().map(str::to_owned).collect();
+        // Each configured tenant's series, shown from 0 (a closed set: tenants × 4 × 2).
+        for tenant in &tenants {
+            for class in crate::config::QuotaClass::ALL {
+                for scope in [crate::quota::Scope::Tenant, crate::quota::Scope::Principal] {
+                    let _ = quota_refusals.get_or_create(&QuotaLabels {
+                        tenant: tenant.clone(),
+                        class: class.as_str(),
+                        scope: scope.as_str(),
+                    });
+                }
+            }
+        }
         registry.register(
             "querygate_quota_refusals",
             "Calls refused by a quota (quota.exceeded), by tenant, class and scope",
@@ -268,7 +281,7 @@ impl Metrics {
         Arc::new(Metrics {
             registry,
             tools: tools.into_iter().collect(),
-            tenants: tenants.into_iter().map(str::to_owned).collect(),
+            tenants,
             calls,
             call_duration,
             in_flight,
