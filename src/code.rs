@@ -74,9 +74,22 @@ pub enum Code {
     /// The upstream API could not be reached or did not answer in time.
     #[serde(rename = "upstream.unavailable")]
     UpstreamUnavailable,
+    /// The provider asked this tenant to wait (`Retry-After`), or the tenant's configured
+    /// request rate to it (`providers.<p>.max_requests_per_second`) is taken, for longer
+    /// than the call has left: nothing more was sent; retry after the delay the error names.
+    #[serde(rename = "upstream.throttled")]
+    UpstreamThrottled,
     /// A configured limit was hit.
     #[serde(rename = "limit.exceeded")]
     LimitExceeded,
+    /// The tenant's or the principal's quota for the statement's class is used up for the
+    /// current window (`tenants[].quotas`): nothing ran; retry after `retry_after_seconds`.
+    #[serde(rename = "quota.exceeded")]
+    QuotaExceeded,
+    /// The shared quota store cannot be reached and `quotas.on_store_failure` refuses the
+    /// call: nothing ran; retry after `retry_after_seconds`.
+    #[serde(rename = "quota.unavailable")]
+    QuotaUnavailable,
     /// Credentials a provider needs could not be resolved.
     #[serde(rename = "credentials.unresolved")]
     CredentialsUnresolved,
@@ -113,7 +126,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 30] = [
+    pub const ALL: [Code; 33] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
@@ -134,7 +147,10 @@ impl Code {
         Code::ProviderBadDocument,
         Code::UpstreamRejected,
         Code::UpstreamUnavailable,
+        Code::UpstreamThrottled,
         Code::LimitExceeded,
+        Code::QuotaExceeded,
+        Code::QuotaUnavailable,
         Code::CredentialsUnresolved,
         Code::RegistryUnavailable,
         Code::NotFound,
@@ -169,7 +185,10 @@ impl Code {
             Code::ProviderBadDocument => "provider.bad_document",
             Code::UpstreamRejected => "upstream.rejected",
             Code::UpstreamUnavailable => "upstream.unavailable",
+            Code::UpstreamThrottled => "upstream.throttled",
             Code::LimitExceeded => "limit.exceeded",
+            Code::QuotaExceeded => "quota.exceeded",
+            Code::QuotaUnavailable => "quota.unavailable",
             Code::CredentialsUnresolved => "credentials.unresolved",
             Code::RegistryUnavailable => "registry.unavailable",
             Code::NotFound => "not_found",
@@ -201,6 +220,7 @@ impl From<ErrorKind> for Code {
             ErrorKind::Upstream => Code::UpstreamRejected,
             ErrorKind::UpstreamUnavailable => Code::UpstreamUnavailable,
             ErrorKind::UpstreamOutcomeUnknown => Code::CallOutcomeUnknown,
+            ErrorKind::UpstreamThrottled => Code::UpstreamThrottled,
             ErrorKind::LimitExceeded => Code::LimitExceeded,
             ErrorKind::Credentials => Code::CredentialsUnresolved,
             ErrorKind::Registry => Code::RegistryUnavailable,

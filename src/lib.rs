@@ -102,6 +102,7 @@ pub mod governance;
 pub mod http;
 pub mod mcp;
 pub mod policy;
+pub mod quota;
 pub mod safe_text;
 pub mod shutdown;
 pub mod telemetry;

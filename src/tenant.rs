@@ -67,6 +67,7 @@ impl Tenants {
             allowed_providers: config.allowed_providers.clone(),
             credentials: credentials.clone(),
             slots: None,
+            deadline: None,
         })
     }
 

@@ -17,6 +17,7 @@ mod limits;
 mod paths;
 mod problems;
 mod providers;
+mod quotas;
 mod raw;
 mod registry;
 mod server;
@@ -36,6 +37,9 @@ pub use identity::{
 };
 pub use limits::AdmissionLimits;
 pub use problems::{Problem, Problems};
+pub use quotas::{
+    ClassQuotas, Quota, QuotaClass, QuotaConfig, QuotaStoreKind, StoreFailure, TenantQuotas,
+};
 pub use raw::Render;
 pub use server::{DrainConfig, ServerConfig, resolve_listen};
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
@@ -179,6 +183,9 @@ pub struct TenantConfig {
     pub rules: crate::governance::TenantRules,
     /// The tenant's result cache (`cache:`); `None`: results are not cached.
     pub cache: Option<TenantCache>,
+    /// Calls per window by query class, for the tenant and per principal
+    /// (`tenants[].quotas`).
+    pub quotas: TenantQuotas,
 }
 
 /// Validated configuration.
@@ -204,6 +211,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// How many statements run at once, overall and per tenant (`limits:`).
     pub admission: AdmissionLimits,
+    /// Where quota counters live and how they are leased (`quotas:`).
+    pub quotas: QuotaConfig,
 }
 
 impl Config {
@@ -249,8 +258,10 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut problems = Problems::default();
         let registry = registry::check_registry(raw.registry, env, paths, &mut problems);
-        let providers = providers::check_providers(raw.providers, paths, &mut problems);
-        let upstream = upstream::check_upstream(raw.upstream, &mut problems);
+        let (providers, provider_rates) =
+            providers::check_providers(raw.providers, paths, &mut problems);
+        let mut upstream = upstream::check_upstream(raw.upstream, &mut problems);
+        upstream.max_requests_per_second = provider_rates;
         let eval = limits::check_eval_limits(&raw.limits, raw.server.call_timeout, &mut problems);
         let admission = limits::check_admission(&raw.limits, eval.bulk_priority, &mut problems);
         let max_result_rows = upstream::check_limits(raw.limits, &mut problems);
@@ -273,6 +284,7 @@ impl Config {
         if let Some(DatabaseUrl::File(file)) = &mut database.url {
             *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
         }
+        let quotas = quotas::check_quotas(raw.quotas, database.url.is_some(), &mut problems);
         let mut audit = audit::check_audit(raw.audit, &database, env, &mut problems);
         if let crate::audit::SinkSettings::File { location, .. } = &mut audit.sink {
             match location {
@@ -338,6 +350,7 @@ impl Config {
             log,
             telemetry,
             admission,
+            quotas,
         })
     }
 

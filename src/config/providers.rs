@@ -16,17 +16,19 @@ pub(super) struct RawProvider {
     pub(super) base_url: Option<String>,
     pub(super) version: Option<String>,
     pub(super) auth: Option<serde_json::Value>,
+    pub(super) max_requests_per_second: Option<f64>,
 }
 
 /// The auth key holding a file path (a `service_account` key file).
 const FILE_PATH_KEY: &str = "credentialsfilepath";
 
-/// Checks `providers:`, resolving the auth's key file path as every configured path is.
+/// Checks `providers:`, resolving the auth's key file path as every configured path is;
+/// also returns each provider's `max_requests_per_second` (per tenant).
 pub(super) fn check_providers(
     raw: HashMap<String, RawProvider>,
     paths: &PathResolver,
     problems: &mut Problems,
-) -> HashMap<String, ProviderSettings> {
+) -> (HashMap<String, ProviderSettings>, HashMap<String, f64>) {
     let mut names: Vec<&String> = raw.keys().collect();
     names.sort();
     for name in names {
@@ -46,8 +48,22 @@ pub(super) fn check_providers(
         {
             problems.push(format!("providers.{name}.auth"), "needs a 'type'");
         }
+        if let Some(rate) = settings.max_requests_per_second
+            && !(rate.is_finite() && rate > 0.0 && rate <= 1_000_000.0)
+        {
+            problems.push(
+                format!("providers.{name}.max_requests_per_second"),
+                format!("{rate} must be above 0 and at most 1000000"),
+            );
+        }
     }
-    raw.into_iter()
+    let rates = raw
+        .iter()
+        .filter_map(|(name, p)| Some((name.clone(), p.max_requests_per_second?)))
+        .filter(|(_, rate)| rate.is_finite() && *rate > 0.0)
+        .collect();
+    let settings = raw
+        .into_iter()
         .map(|(name, settings)| {
             let mut auth = settings.auth;
             if let Some(serde_json::Value::String(path)) = auth
@@ -69,5 +85,6 @@ pub(super) fn check_providers(
             };
             (name, settings)
         })
-        .collect()
+        .collect();
+    (settings, rates)
 }

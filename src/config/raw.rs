@@ -40,6 +40,8 @@ pub(super) struct RawConfig {
     pub(super) log: super::telemetry::RawLog,
     #[serde(default)]
     pub(super) telemetry: super::telemetry::RawTelemetry,
+    #[serde(default)]
+    pub(super) quotas: super::quotas::RawQuotas,
 }
 
 /// How text content of tool results is rendered.

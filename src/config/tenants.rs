@@ -37,6 +37,7 @@ pub(super) struct RawTenant {
     #[serde(default)]
     pub(super) pinned_parameters: BTreeMap<String, PinnedValues>,
     #[serde(default)]
+    pub(super) quotas: Option<super::quotas::RawTenantQuotas>,
     pub(super) cache: Option<RawTenantCache>,
 }
 
@@ -231,6 +232,8 @@ pub(super) fn check_tenants(
         }
         let limits = super::identity::check_tenant_limits(&tenant.id, tenant.limits, problems);
         let cache = check_cache(&key, tenant.cache, problems);
+        let quotas =
+            super::quotas::check_tenant_quotas(&format!("{key}.quotas"), tenant.quotas, problems);
         let rules = check_rules(
             &key,
             tenant.read_methods,
@@ -255,6 +258,7 @@ pub(super) fn check_tenants(
             limits,
             rules,
             cache,
+            quotas,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -277,6 +281,7 @@ pub(super) fn check_tenants(
                 limits: super::TenantLimits::default(),
                 rules: TenantRules::default(),
                 cache: None,
+                quotas: super::TenantQuotas::default(),
             },
         );
     }

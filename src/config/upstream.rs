@@ -160,6 +160,7 @@ pub(super) fn check_upstream(raw: RawUpstream, problems: &mut Problems) -> Upstr
             max_elapsed: retry.max_elapsed,
         },
         await_operations: Default::default(),
+        max_requests_per_second: Default::default(),
     }
 }
 

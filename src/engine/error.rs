@@ -27,6 +27,9 @@ pub enum ErrorKind {
     /// A write's request went out, but no complete answer came back (the connection broke
     /// or timed out after sending): the change may have been applied.
     UpstreamOutcomeUnknown,
+    /// The provider asked this tenant to wait (`Retry-After`), or its configured request
+    /// rate is taken, for longer than the call has left: the request was not sent.
+    UpstreamThrottled,
     /// A configured limit was hit (requests per statement, response size).
     LimitExceeded,
     /// Credentials the provider needs could not be resolved.
@@ -65,6 +68,7 @@ pub struct Error {
     upstream: Option<Box<UpstreamFailure>>,
     acknowledged: Option<u16>,
     timed_out: bool,
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Error {
@@ -78,6 +82,7 @@ impl Error {
             upstream: None,
             acknowledged: None,
             timed_out: false,
+            retry_after: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl Error {
             upstream: Some(Box::new(failure)),
             acknowledged: None,
             timed_out: false,
+            retry_after: None,
         }
     }
 
@@ -140,6 +146,18 @@ impl Error {
     /// This error, marked as a request that ran past its time limit.
     pub(crate) fn timed_out(mut self) -> Self {
         self.timed_out = true;
+        self
+    }
+
+    /// How long the caller should wait before retrying, when the error says
+    /// ([`ErrorKind::UpstreamThrottled`]).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+
+    /// This error, telling the caller to retry after `wait`.
+    pub(crate) fn retry_after_wait(mut self, wait: std::time::Duration) -> Self {
+        self.retry_after = Some(wait);
         self
     }
 

@@ -92,6 +92,10 @@ pub struct UpstreamLimits {
     pub retry: RetryPolicy,
     /// Polling of long-running operations for `/*+ AWAIT */`.
     pub await_operations: AwaitLimits,
+    /// Requests per second each tenant may send to a provider, by provider SQL name
+    /// (`providers.<p>.max_requests_per_second`); a provider not named is not paced but by
+    /// its own `Retry-After`.
+    pub max_requests_per_second: HashMap<String, f64>,
 }
 
 /// How `/*+ AWAIT */` polls an operation (StackQL polls every 10 s).
@@ -124,6 +128,7 @@ impl Default for UpstreamLimits {
             max_response_bytes: 64 * 1024 * 1024,
             retry: RetryPolicy::default(),
             await_operations: AwaitLimits::default(),
+            max_requests_per_second: HashMap::new(),
         }
     }
 }
@@ -224,6 +229,7 @@ impl Engine {
             page_limit: config.upstream.page_limit,
             max_response_bytes: config.upstream.max_response_bytes,
             retry: config.upstream.retry.clone(),
+            max_requests_per_second: config.upstream.max_requests_per_second.clone(),
         })?
         .observed(observer);
         let remote = Remote::new(

@@ -209,6 +209,8 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
             body: None,
             auth: &unsigned,
             credentials: cx.credentials.as_ref(),
+            tenant: &cx.tenant,
+            deadline: cx.deadline,
         };
         let (url, headers) = unsigned_request(&leg)?;
         piece(method.http_method.as_bytes());
@@ -808,6 +810,8 @@ async fn send_all(
             body: None,
             auth: &auth,
             credentials: cx.credentials.as_ref(),
+            tenant: &cx.tenant,
+            deadline: cx.deadline,
         };
         let body = request
             .body

@@ -659,6 +659,8 @@ async fn fetch_leg(
         body,
         auth,
         credentials: cx.credentials.as_ref(),
+        tenant: &cx.tenant,
+        deadline: cx.deadline,
     };
     let method = plan.method();
     let fixed: Vec<(String, SqlValue)> = leg

@@ -152,6 +152,10 @@ pub struct ExecContext {
     pub credentials: Arc<CredentialStore>,
     /// Where the statement gets a slot for each piece of its local work; `None`: no bound.
     pub slots: Option<Arc<dyn EvalSlots>>,
+    /// When the call must be answered: an upstream request that would have to wait for its
+    /// tenant's pace towards a provider past it is not sent (`None`: the upstream timeout
+    /// bounds the wait).
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 impl ExecContext {
@@ -164,6 +168,7 @@ impl ExecContext {
             allowed_providers: None,
             credentials: Arc::new(CredentialStore::process_env()),
             slots: None,
+            deadline: None,
         }
     }
 

@@ -129,6 +129,8 @@ pub(crate) struct Shared {
     pub(crate) render: offload::RenderPool,
     /// The tenants' result caches (`tenants[].cache`).
     pub(crate) results: pipeline::cache::ResultCaches,
+    /// The tenants' quotas (`tenants[].quotas`).
+    pub(crate) quotas: Arc<crate::quota::Quotas>,
 }
 
 impl Shared {
@@ -222,13 +224,29 @@ pub fn build_observed(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );
     }
-    let store: Arc<dyn ApprovalStore> = match config.approval.store {
-        ApprovalStoreKind::Memory => Arc::new(MemoryStore::default()),
-        ApprovalStoreKind::Postgres => {
-            let pool = crate::db::connect_lazy(&config.database).map_err(StartError::Database)?;
-            Arc::new(PostgresStore::new(pool))
-        }
+    // One pool for the approval store and the quota counters, connecting on first use.
+    let wants_pool = config.approval.store == ApprovalStoreKind::Postgres
+        || config.quotas.store == crate::config::QuotaStoreKind::Postgres;
+    let pool = if wants_pool {
+        Some(crate::db::connect_lazy(&config.database).map_err(StartError::Database)?)
+    } else {
+        None
     };
+    let store: Arc<dyn ApprovalStore> = match (config.approval.store, &pool) {
+        (ApprovalStoreKind::Postgres, Some(pool)) => Arc::new(PostgresStore::new(pool.clone())),
+        _ => Arc::new(MemoryStore::default()),
+    };
+    let quotas = match (config.quotas.store, &pool) {
+        (crate::config::QuotaStoreKind::Postgres, Some(pool)) => {
+            crate::quota::Quotas::postgres(config.quotas.clone(), &config.tenants, pool.clone())
+        }
+        _ => crate::quota::Quotas::in_memory(config.quotas.clone(), &config.tenants),
+    }
+    .observed(
+        metrics
+            .clone()
+            .map(|m| m as Arc<dyn crate::quota::QuotaObserver>),
+    );
     let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
     let shared = Arc::new(Shared {
         engine,
@@ -253,6 +271,7 @@ pub fn build_observed(
                 .iter()
                 .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
         ),
+        quotas: Arc::new(quotas),
     });
     Ok(QuerygateMcp::new(shared))
 }

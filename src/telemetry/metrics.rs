@@ -82,6 +82,13 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    tenant: String,
+    class: &'static str,
+    scope: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     commit: &'static str,
@@ -154,6 +161,8 @@ pub struct Metrics {
     audit_duration: HistogramFamily<SinkLabel>,
     audit_failures: Family<SinkLabel, Counter>,
     auth_failures: Family<ReasonLabel, Counter>,
+    quota_refusals: Family<QuotaLabels, Counter>,
+    quota_store_failures: Family<OutcomeLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -229,6 +238,34 @@ impl Metrics {
             "Requests refused by authentication, by reason (an auth.… code)",
             auth_failures.clone(),
         );
+        let quota_refusals = Family::<QuotaLabels, Counter>::default();
+        let tenants: HashSet<String> = tenants.into_iter().map(str::to_owned).collect();
+        // Each configured tenant's series, shown from 0 (a closed set: tenants × 4 × 2).
+        for tenant in &tenants {
+            for class in crate::config::QuotaClass::ALL {
+                for scope in [crate::quota::Scope::Tenant, crate::quota::Scope::Principal] {
+                    let _ = quota_refusals.get_or_create(&QuotaLabels {
+                        tenant: tenant.clone(),
+                        class: class.as_str(),
+                        scope: scope.as_str(),
+                    });
+                }
+            }
+        }
+        registry.register(
+            "querygate_quota_refusals",
+            "Calls refused by a quota (quota.exceeded), by tenant, class and scope",
+            quota_refusals.clone(),
+        );
+        let quota_store_failures = Family::<OutcomeLabel, Counter>::default();
+        for outcome in ["admitted", "refused"] {
+            let _ = quota_store_failures.get_or_create(&OutcomeLabel { outcome });
+        }
+        registry.register(
+            "querygate_quota_store_failures",
+            "Calls whose quota store could not be reached, by what quotas.on_store_failure did",
+            quota_store_failures.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -244,7 +281,7 @@ impl Metrics {
         Arc::new(Metrics {
             registry,
             tools: tools.into_iter().collect(),
-            tenants: tenants.into_iter().map(str::to_owned).collect(),
+            tenants,
             calls,
             call_duration,
             in_flight,
@@ -254,6 +291,8 @@ impl Metrics {
             audit_duration,
             audit_failures,
             auth_failures,
+            quota_refusals,
+            quota_store_failures,
         })
     }
 
@@ -369,6 +408,30 @@ impl crate::auth::failures::FailureCounter for Metrics {
     }
 }
 
+impl crate::quota::QuotaObserver for Metrics {
+    fn quota_refused(
+        &self,
+        tenant: &str,
+        class: crate::config::QuotaClass,
+        scope: crate::quota::Scope,
+    ) {
+        self.quota_refusals
+            .get_or_create(&QuotaLabels {
+                tenant: self.tenant(tenant),
+                class: class.as_str(),
+                scope: scope.as_str(),
+            })
+            .inc();
+    }
+
+    fn quota_store_failed(&self, admitted: bool) {
+        let outcome = if admitted { "admitted" } else { "refused" };
+        self.quota_store_failures
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
+}
+
 impl WriteObserver for Metrics {
     fn audit_write(&self, sink: &'static str, elapsed: Duration, ok: bool) {
         let label = SinkLabel { sink };
@@ -384,6 +447,32 @@ impl WriteObserver for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quota_refusals_and_store_failures_are_counted() {
+        use crate::quota::QuotaObserver as _;
+        let metrics = Metrics::new(["run_select_query"], ["acme"]);
+        metrics.quota_refused(
+            "acme",
+            crate::config::QuotaClass::Write,
+            crate::quota::Scope::Principal,
+        );
+        metrics.quota_refused(
+            "mallory",
+            crate::config::QuotaClass::Read,
+            crate::quota::Scope::Tenant,
+        );
+        metrics.quota_store_failed(true);
+        let text = metrics.render();
+        for series in [
+            "querygate_quota_refusals_total{tenant=\"acme\",class=\"write\",scope=\"principal\"} 1",
+            "querygate_quota_refusals_total{tenant=\"unknown\",class=\"read\",scope=\"tenant\"} 1",
+            "querygate_quota_store_failures_total{outcome=\"admitted\"} 1",
+            "querygate_quota_store_failures_total{outcome=\"refused\"} 0",
+        ] {
+            assert!(text.contains(series), "{series}\n{text}");
+        }
+    }
 
     #[test]
     fn labels_outside_the_known_sets_become_unknown() {

@@ -133,7 +133,8 @@ async fn broken_bodies_end_in_classified_errors_and_writes_are_sent_once() {
 }
 
 #[tokio::test]
-async fn status_storms_with_retry_after_are_bounded_and_writes_are_not_retried() {
+async fn status_storms_with_retry_after_are_bounded_and_writes_are_not_retried_nor_sent_while_paused()
+ {
     let server = start("full_access", UPSTREAM).await;
     let mock = &server.mock;
     mock.route(
@@ -166,11 +167,23 @@ async fn status_storms_with_retry_after_are_bounded_and_writes_are_not_retried()
         assert!((1..=3).contains(&sent), "{org}: {sent} requests");
 
         let (code, message) = write(&client, org).await;
-        assert_eq!(code, "upstream.rejected", "{org}: {message}");
-        assert_eq!(
-            requests_to(mock, "POST", &format!("/orgs/{org}/widgets")),
-            1
-        );
+        if status == 429 {
+            // The read's `Retry-After: 3600` paused this tenant's requests to the provider
+            // (outbound pacing) past the call's timeout: the write is not sent at all.
+            assert_eq!(code, "upstream.throttled", "{org}: {message}");
+            assert!(message.contains("provider 'testapi'"), "{message}");
+            assert_eq!(
+                requests_to(mock, "POST", &format!("/orgs/{org}/widgets")),
+                0
+            );
+        } else {
+            // Sent once, after the read's `Retry-After: 1` pause, and not retried.
+            assert_eq!(code, "upstream.rejected", "{org}: {message}");
+            assert_eq!(
+                requests_to(mock, "POST", &format!("/orgs/{org}/widgets")),
+                1
+            );
+        }
     }
 }
 

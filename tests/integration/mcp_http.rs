@@ -243,6 +243,15 @@ async fn upstream_errors_are_tool_errors_the_model_can_read() {
         text_of(&forbidden)
     );
     assert!(!text_of(&forbidden).contains(r#""rows":[]"#));
+    let gone = call(
+        &client,
+        "run_select_query",
+        json!({"sql": "SELECT name FROM testapi.items.items WHERE org = 'gone'", "format": "json"}),
+    )
+    .await;
+    assert_ne!(gone.is_error, Some(true));
+    assert_eq!(text_of(&gone), r#"{"rows":[]}"#);
+    // Last: its `Retry-After: 3600` pauses the tenant's later requests to the provider.
     let throttled = call(
         &client,
         "run_select_query",
@@ -254,14 +263,6 @@ async fn upstream_errors_are_tool_errors_the_model_can_read() {
         "{}",
         text_of(&throttled)
     );
-    let gone = call(
-        &client,
-        "run_select_query",
-        json!({"sql": "SELECT name FROM testapi.items.items WHERE org = 'gone'", "format": "json"}),
-    )
-    .await;
-    assert_ne!(gone.is_error, Some(true));
-    assert_eq!(text_of(&gone), r#"{"rows":[]}"#);
 }
 
 #[tokio::test]

@@ -34,12 +34,12 @@ use crate::support::wait::{try_eventually, try_eventually_blocking};
 use crate::support::{SECRET, fixture_registry, pg};
 
 /// Whether a missing prerequisite must fail the test (CI) rather than skip it.
-fn required() -> bool {
+pub(crate) fn required() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// The nginx binary: on PATH or Debian's `/usr/sbin/nginx`.
-fn nginx_binary() -> Option<PathBuf> {
+pub(crate) fn nginx_binary() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("nginx"))
@@ -52,7 +52,7 @@ fn nginx_binary() -> Option<PathBuf> {
 }
 
 /// A running `nginx -p DIR -c nginx.conf` (`daemon off`), stopped when dropped.
-struct Nginx {
+pub(crate) struct Nginx {
     dir: tempfile::TempDir,
     port: u16,
     upstreams: Vec<u16>,
@@ -61,7 +61,7 @@ struct Nginx {
 
 impl Nginx {
     /// Starts nginx on 127.0.0.1:`port` in front of the replicas on `upstreams`.
-    async fn start(binary: PathBuf, port: u16, upstreams: Vec<u16>) -> Nginx {
+    pub(crate) async fn start(binary: PathBuf, port: u16, upstreams: Vec<u16>) -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         write_conf(dir.path(), port, &upstreams, &[]);
         // `nginx -t` first: a bad configuration fails with its message.
@@ -115,7 +115,7 @@ impl Nginx {
         std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 }
@@ -182,11 +182,11 @@ struct Fleet {
 }
 
 /// One `querygate serve` process; its stderr is kept for diagnostics.
-struct Replica {
-    port: u16,
-    name: String,
-    child: tokio::process::Child,
-    log: Arc<Mutex<Vec<String>>>,
+pub(crate) struct Replica {
+    pub(crate) port: u16,
+    pub(crate) name: String,
+    pub(crate) child: tokio::process::Child,
+    pub(crate) log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fleet {
@@ -254,7 +254,7 @@ impl Replica {
             .map(|r| r.status().as_u16())
     }
 
-    async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         let ready = try_eventually(
             Duration::from_secs(30),
             Duration::from_millis(50),

@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod pacing;
 mod pagination;
 pub(crate) mod provenance;
 mod retry;
@@ -39,6 +40,8 @@ pub(crate) struct UpstreamSettings {
     pub(crate) page_limit: u32,
     pub(crate) max_response_bytes: usize,
     pub(crate) retry: RetryPolicy,
+    /// Requests per second per tenant, by provider.
+    pub(crate) max_requests_per_second: std::collections::HashMap<String, f64>,
 }
 
 pub(crate) use retry::DocumentRetry;
@@ -51,6 +54,8 @@ pub(crate) struct Upstream {
     settings: UpstreamSettings,
     /// Told about each request to a provider's API.
     observer: Option<Arc<dyn UpstreamObserver>>,
+    /// Each tenant's pace towards each provider.
+    pacer: Arc<pacing::Pacer>,
 }
 
 /// One request (and its follow-up pages) of a table load.
@@ -65,6 +70,10 @@ pub(crate) struct Leg<'a> {
     pub(crate) body: Option<LegBody>,
     pub(crate) auth: &'a AuthParts,
     pub(crate) credentials: &'a dyn CredentialSource,
+    /// The tenant the request is sent for (its pace towards the provider).
+    pub(crate) tenant: &'a str,
+    /// When the call ends (`None`: the upstream timeout bounds a pacing wait).
+    pub(crate) deadline: Option<tokio::time::Instant>,
 }
 
 /// The JSON body of a read, and its media type.
@@ -106,10 +115,12 @@ impl Upstream {
             .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| Error::internal(format!("HTTP client set-up failed: {err}")))?;
+        let pacer = Arc::new(pacing::Pacer::new(settings.max_requests_per_second.clone()));
         Ok(Upstream {
             client,
             settings,
             observer: None,
+            pacer,
         })
     }
 
@@ -213,17 +224,10 @@ impl Upstream {
     ) -> Result<(u16, HeaderMap, Bytes)> {
         if matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD) {
             return self
-                .send_read(
-                    method,
-                    url,
-                    headers,
-                    body,
-                    leg.auth,
-                    leg.method.retry.as_ref(),
-                )
+                .send_read(method, url, headers, body, leg, leg.method.retry.as_ref())
                 .await;
         }
-        self.send(method, url, headers, body, leg.auth).await
+        self.send(method, url, headers, body, leg).await
     }
 
     /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
@@ -255,7 +259,7 @@ impl Upstream {
                 &url,
                 &headers,
                 None,
-                leg.auth,
+                leg,
                 leg.method.retry.as_ref(),
             )
             .await?;
@@ -289,14 +293,14 @@ impl Upstream {
                     &url,
                     &headers,
                     None,
-                    leg.auth,
+                    leg,
                     leg.method.retry.as_ref(),
                 )
                 .await?
             }
             _ => {
                 let body = body.as_ref().map(|(_, bytes)| bytes);
-                self.send(&method, &url, &headers, body, leg.auth)
+                self.send(&method, &url, &headers, body, leg)
                     .await
                     .map_err(|err| match err.kind() {
                         ErrorKind::UpstreamOutcomeUnknown => err.with_note(
@@ -323,7 +327,7 @@ impl Upstream {
         url: &Url,
         headers: &HeaderMap,
         body: Option<&Bytes>,
-        auth: &AuthParts,
+        leg: &Leg<'_>,
         document_retry: Option<&retry::DocumentRetry>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let policy = retry::EffectiveRetry::new(&self.settings.retry, document_retry);
@@ -332,15 +336,15 @@ impl Upstream {
         let mut attempt = 1u32;
         loop {
             // A read changes nothing: a broken answer is the upstream being unavailable.
-            let outcome =
-                self.send(method, url, headers, body, auth)
-                    .await
-                    .map_err(|err| match err.kind() {
-                        ErrorKind::UpstreamOutcomeUnknown => {
-                            err.into_kind(ErrorKind::UpstreamUnavailable)
-                        }
-                        _ => err,
-                    });
+            let outcome = self
+                .send(method, url, headers, body, leg)
+                .await
+                .map_err(|err| match err.kind() {
+                    ErrorKind::UpstreamOutcomeUnknown => {
+                        err.into_kind(ErrorKind::UpstreamUnavailable)
+                    }
+                    _ => err,
+                });
             let wait = match &outcome {
                 Ok((status, response_headers, _)) if policy.retries_status(*status) => {
                     retry::retry_after(response_headers).unwrap_or(backoff)
@@ -364,9 +368,39 @@ impl Upstream {
         }
     }
 
-    /// Sends one request, once, and reads its body within the size limit; in a span
-    /// (`upstream_request`: provider, method, status), reported to the observer.
+    /// Sends one request of `leg`, once. Paced first (see [`pacing`]): it waits while its tenant's requests to the provider are
+    /// paused or its configured rate is taken, or fails at once (nothing sent) when that
+    /// wait would run past the call's deadline.
     async fn send(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        leg: &Leg<'_>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let provider = &leg.auth.provider;
+        if provider.is_empty() {
+            return self.send_as(method, url, headers, body, leg.auth).await;
+        }
+        self.pace(leg, method, url).await?;
+        let outcome = self.send_as(method, url, headers, body, leg.auth).await;
+        if let Ok((status, response_headers, _)) = &outcome {
+            self.pacer.answered(
+                leg.tenant,
+                provider,
+                *status,
+                retry::retry_after(response_headers),
+                tokio::time::Instant::now(),
+            );
+        }
+        outcome
+    }
+
+    /// Sends one request, once, unpaced (token requests, and [`Upstream::send`] once paced),
+    /// and reads its body within the size limit; in a span (`upstream_request`: provider,
+    /// method, status), reported to the observer.
+    async fn send_as(
         &self,
         method: &reqwest::Method,
         url: &Url,
@@ -400,6 +434,43 @@ impl Upstream {
             observer.upstream_request(&auth.provider, result, started.elapsed());
         }
         outcome
+    }
+
+    /// Waits for the tenant's turn to send to the leg's provider, or fails with
+    /// `UpstreamThrottled` when the turn comes after the call's deadline (else, without
+    /// one, after the upstream timeout).
+    async fn pace(&self, leg: &Leg<'_>, method: &reqwest::Method, url: &Url) -> Result<()> {
+        let now = tokio::time::Instant::now();
+        let deadline = leg.deadline.unwrap_or(now + self.settings.timeout);
+        match self
+            .pacer
+            .reserve(leg.tenant, &leg.auth.provider, now, deadline)
+        {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) => {
+                tracing::debug!(
+                    request = %describe(method, url),
+                    provider = %leg.auth.provider,
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for the tenant's pace towards the provider"
+                );
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Err(wait) => {
+                let seconds = (wait.as_secs_f64().ceil() as u64).max(1);
+                Err(Error::new(
+                    ErrorKind::UpstreamThrottled,
+                    format!(
+                        "provider '{}' asked this tenant to wait, or its requests per second (providers.{}.max_requests_per_second) are taken, for {seconds}s, longer than the call has left: {} was not sent; retry after {seconds}s",
+                        leg.auth.provider,
+                        leg.auth.provider,
+                        describe(method, url)
+                    ),
+                )
+                .retry_after_wait(wait))
+            }
+        }
     }
 
     async fn send_once(

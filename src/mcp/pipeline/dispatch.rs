@@ -110,11 +110,21 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
             message,
             upstream_status,
             acknowledged,
-        }) => ToolOutcome {
-            upstream_status,
-            acknowledged,
-            ..ToolOutcome::error(code, message)
-        },
+            retry_after,
+        }) => {
+            let mut fields = serde_json::Map::new();
+            if let Some(wait) = retry_after {
+                fields.insert(
+                    "retry_after_seconds".into(),
+                    crate::quota::retry_seconds(wait).into(),
+                );
+            }
+            ToolOutcome {
+                upstream_status,
+                acknowledged,
+                ..ToolOutcome::error_with(code, message, fields)
+            }
+        }
     };
     Ok(ToolReply::allowed(ToolOutcome {
         upstream_request_ids: request_ids,

@@ -11,6 +11,8 @@
 //!   ModeGate      the one chokepoint: the credential's query scopes, policy::decide;
 //!                 refusals, approval asked (an [`Approver`], or a resumable round) or
 //!                 redeemed
+//!   Quota         SQL statements: a call of the class from the principal's and the
+//!                 tenant's quotas (tenants[].quotas), or `quota.exceeded`
 //!   Cache         tenants[].cache: a SELECT's recent result served again; writes drop
 //!                 the results of the resources they touch
 //!   Admission     SQL statements: a slot of the tenant's share and a global one, or
@@ -36,6 +38,7 @@ mod gate;
 mod observe;
 mod prepare;
 mod prompt;
+mod quota;
 mod ranked_slots;
 pub(crate) mod response_bytes;
 mod step;
@@ -326,6 +329,8 @@ impl Pipeline {
             .layer(audit::Audit::layer(shared.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
             .layer(gate::ModeGate::layer(shared.clone()))
+            // Quotas per tenant, principal and class (statements only), once the gate allowed.
+            .layer(quota::QuotaStep::layer(shared.quotas.clone()))
             // Results a tenant ran a moment ago (`tenants[].cache`), and the writes that
             // drop them; after the gate, so a hit is allowed as a run would be.
             .layer(cache::Cache::layer(shared.clone()))

@@ -31,6 +31,9 @@ impl Step for CallTimeout {
         let name = call.tool();
         let side_effects = call.has_side_effects();
         let timeout = self.timeout;
+        let mut call = call;
+        // The engine does not start a paced request it could not finish in time.
+        call.cx.deadline = Some(tokio::time::Instant::now() + timeout);
         Box::pin(async move {
             match tokio::time::timeout(timeout, inner.oneshot(call)).await {
                 Ok(result) => result,

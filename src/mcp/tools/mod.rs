@@ -154,6 +154,8 @@ pub(crate) enum ToolError {
         /// The upstream acknowledged a write of the call before it failed: the side effect
         /// may have happened.
         acknowledged: bool,
+        /// How long to wait before retrying, when the failure says (`upstream.throttled`).
+        retry_after: Option<std::time::Duration>,
     },
 }
 
@@ -165,6 +167,7 @@ impl ToolError {
             message: message.into(),
             upstream_status: None,
             acknowledged: false,
+            retry_after: None,
         }
     }
 }
@@ -179,6 +182,7 @@ impl From<crate::engine::Error> for ToolError {
                 .map(|f| f.status)
                 .or(err.acknowledged_write()),
             acknowledged: err.acknowledged_write().is_some(),
+            retry_after: err.retry_after(),
         }
     }
 }

@@ -225,6 +225,7 @@ mod tests {
             page_limit: 0,
             max_response_bytes: 1 << 20,
             retry: Default::default(),
+            max_requests_per_second: Default::default(),
         })
         .unwrap()
     }

@@ -178,7 +178,7 @@ pub(super) async fn fetch_token(
     body: Option<Bytes>,
 ) -> Result<(String, Duration)> {
     let (status, _, answer) = upstream
-        .send(method, url, headers, body.as_ref(), &AuthParts::default())
+        .send_as(method, url, headers, body.as_ref(), &AuthParts::default())
         .await
         .map_err(|err| {
             let message = err.message().replace(&describe(method, url), shown);
