@@ -176,6 +176,8 @@ pub struct TenantConfig {
     /// Methods run as reads whatever their HTTP method (`read_methods`) and parameters
     /// whose values are fixed (`pinned_parameters`).
     pub rules: crate::governance::TenantRules,
+    /// AWS roles the tenant's calls assume, by provider (`tenants[].providers.<name>`).
+    pub aws_roles: std::collections::BTreeMap<String, crate::engine::AwsRole>,
 }
 
 /// Validated configuration.

@@ -10,4 +10,4 @@ pub(crate) use report::{
     token_expires_at,
 };
 pub(crate) use store::CachedToken;
-pub use store::{CredentialSource, CredentialStore, SourceOutcome};
+pub use store::{AwsRole, CredentialSource, CredentialStore, SourceOutcome};

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::dotenv;
 use crate::engine::error::{Error, ErrorKind, Result};
@@ -26,6 +26,12 @@ pub trait CredentialSource: Send + Sync + std::fmt::Debug {
     /// (IMDS, App Service) and the Azure CLI's login. Only a store that reads the process
     /// environment (the `default` tenant's) says yes; the default is no.
     fn allows_host_identity(&self) -> bool {
+        false
+    }
+
+    /// Whether the tenant's configuration names an AWS role to assume for some provider
+    /// (its base credentials may then be the host's identity).
+    fn assumes_aws_roles(&self) -> bool {
         false
     }
 }
@@ -124,6 +130,29 @@ impl TokenCache {
     }
 }
 
+/// An AWS role a tenant's calls to one provider assume from the base credentials
+/// (`tenants[].providers.<name>`: `role_arn`, `external_id`, `duration`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsRole {
+    /// The role's ARN (`arn:aws:iam::123456789012:role/name`).
+    pub role_arn: String,
+    /// The external id the role's trust policy asks for.
+    pub external_id: Option<String>,
+    /// How long each session lasts (`DurationSeconds`, 15 min to 12 h).
+    pub duration: Duration,
+}
+
+impl std::fmt::Debug for AwsRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The external id is a shared secret of sorts: whether it is set, not its value.
+        f.debug_struct("AwsRole")
+            .field("role_arn", &self.role_arn)
+            .field("external_id", &self.external_id.as_ref().map(|_| "set"))
+            .field("duration", &self.duration)
+            .finish()
+    }
+}
+
 /// One tenant's credentials. Cheap to share behind an `Arc`.
 pub struct CredentialStore {
     env_file: Option<PathBuf>,
@@ -135,6 +164,8 @@ pub struct CredentialStore {
     /// Names whose values came from the process environment (their values are secrets too).
     read_from_process: Mutex<BTreeSet<String>>,
     tokens: TokenCache,
+    /// AWS roles the tenant assumes, by provider.
+    aws_roles: HashMap<String, AwsRole>,
 }
 
 impl std::fmt::Debug for CredentialStore {
@@ -192,7 +223,19 @@ impl CredentialStore {
             values: RwLock::new(Arc::new(values)),
             read_from_process: Mutex::default(),
             tokens: TokenCache::default(),
+            aws_roles: HashMap::new(),
         }
+    }
+
+    /// This store with the AWS roles its tenant assumes, by provider name.
+    pub fn with_aws_roles(mut self, roles: impl IntoIterator<Item = (String, AwsRole)>) -> Self {
+        self.aws_roles = roles.into_iter().collect();
+        self
+    }
+
+    /// The AWS role the tenant assumes for `provider`, if one is configured.
+    pub(crate) fn aws_role(&self, provider: &str) -> Option<&AwsRole> {
+        self.aws_roles.get(provider)
     }
 
     /// This store with the host's identity (managed identity, the Azure CLI's login)
@@ -279,6 +322,10 @@ impl CredentialSource for CredentialStore {
 
     fn allows_host_identity(&self) -> bool {
         self.host_identity
+    }
+
+    fn assumes_aws_roles(&self) -> bool {
+        !self.aws_roles.is_empty()
     }
 
     /// The env file's values and those read from the process environment.

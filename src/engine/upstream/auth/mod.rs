@@ -6,6 +6,7 @@
 //! [`AuthParts::apply`] runs on every request once it is fully built, and signs it when the
 //! auth is `aws_signing_v4`.
 
+mod aws;
 mod azure;
 mod oauth2;
 mod service_account;
@@ -14,6 +15,7 @@ mod static_keys;
 mod template;
 mod token;
 
+pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use sigv4::session_token_var;
 
@@ -95,12 +97,15 @@ pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
 
 /// Resolves `auth` (a provider's `config.auth`, or `null`) into headers, query params and
 /// a signer. Token-based types (`oauth2`, `service_account`) take a cached token or fetch
-/// one through `upstream`'s client (same timeouts and size limit as API calls).
+/// one through `upstream`'s client (same timeouts and size limit as API calls);
+/// `aws_signing_v4` runs the AWS credential chain (and assumes the tenant's role for the
+/// provider, in a session naming `caller`).
 pub(crate) async fn resolve(
     upstream: &Upstream,
     provider: &str,
     auth: &Value,
     credentials: &CredentialStore,
+    caller: Caller<'_>,
 ) -> Result<AuthParts> {
     let mut parts = AuthParts {
         provider: provider.to_owned(),
@@ -135,7 +140,8 @@ pub(crate) async fn resolve(
                 parts.headers.push(("Authorization".to_owned(), value));
             }
             "aws_signing_v4" => {
-                parts.signer = Some(Signer::resolve(provider, auth, credentials)?);
+                let found = aws::credentials(upstream, provider, auth, credentials, caller).await?;
+                parts.signer = Some(Signer::new(provider, auth, found));
             }
             other => {
                 return Err(Error::new(
@@ -170,8 +176,8 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Checks, without any network call, that the material every auth of the chain needs is
 /// present: the secret of the static types, the client id and secret of `oauth2`, a
-/// readable key with `client_email` and `private_key` for `service_account`, key id and
-/// secret for `aws_signing_v4`, a configured source of `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
+/// readable key with `client_email` and `private_key` for `service_account`, a configured
+/// source of `aws_signing_v4` and `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
 /// check (e.g. `null_auth`); `Err(cause)`: missing or unusable, with a cause that names
 /// variables and paths, never values.
 pub(crate) fn check_material(
@@ -197,8 +203,7 @@ pub(crate) fn check_material(
                 checked = true;
             }
             "aws_signing_v4" => {
-                sigv4::check(auth, credentials)?;
-                checked = true;
+                checked |= aws::check(auth, credentials)?;
             }
             "azure_default" => {
                 checked |= azure::check(auth, credentials)?;
@@ -227,6 +232,11 @@ mod tests {
         .unwrap()
     }
 
+    const CALLER: Caller<'static> = Caller {
+        tenant: "default",
+        principal: "anonymous",
+    };
+
     fn creds() -> CredentialStore {
         CredentialStore::fixed([
             ("TOKEN".to_owned(), "s3cr3t".to_owned()),
@@ -243,6 +253,7 @@ mod tests {
             "p",
             &json!({"type": "basic", "credentialsenvvar": "TOKEN"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -255,6 +266,7 @@ mod tests {
             "p",
             &json!({"type": "basic", "username_var": "U", "password_var": "P"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -264,6 +276,7 @@ mod tests {
             "p",
             &json!({"type": "bearer", "credentialsenvvar": "TOKEN"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -273,13 +286,13 @@ mod tests {
             "p",
             &json!({"type": "custom", "location": "query", "name": "key", "credentialsenvvar": "TOKEN",
                     "successor": {"type": "custom", "location": "header", "name": "X-U", "credentialsenvvar": "U"}}),
-            &creds(),
+            &creds(), CALLER
         )
         .await
         .unwrap();
         assert_eq!(custom.query, vec![("key".to_owned(), "s3cr3t".to_owned())]);
         assert_eq!(custom.headers, vec![("X-U".to_owned(), "user".to_owned())]);
-        let none = resolve(&up, "p", &json!({"type": "null_auth"}), &creds())
+        let none = resolve(&up, "p", &json!({"type": "null_auth"}), &creds(), CALLER)
             .await
             .unwrap();
         assert!(none.headers.is_empty() && none.query.is_empty());
@@ -292,6 +305,7 @@ mod tests {
             "gh",
             &json!({"type": "basic", "credentialsenvvar": "NOPE"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap_err();
@@ -303,9 +317,15 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_types_fail_and_signing_types_check_their_material() {
-        let err = resolve(&upstream(), "az", &json!({"type": "kerberos"}), &creds())
-            .await
-            .unwrap_err();
+        let err = resolve(
+            &upstream(),
+            "az",
+            &json!({"type": "kerberos"}),
+            &creds(),
+            CALLER,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Credentials);
         assert!(
             err.message()
@@ -314,7 +334,9 @@ mod tests {
         );
         let aws =
             json!({"type": "aws_signing_v4", "keyIDenvvar": "U", "credentialsenvvar": "TOKEN"});
-        let parts = resolve(&upstream(), "aws", &aws, &creds()).await.unwrap();
+        let parts = resolve(&upstream(), "aws", &aws, &creds(), CALLER)
+            .await
+            .unwrap();
         assert!(parts.signer.is_some() && parts.headers.is_empty());
         assert!(!format!("{parts:?}").contains("s3cr3t"));
         assert_eq!(check_material(&aws, &creds()), Ok(true));
