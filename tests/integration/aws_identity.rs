@@ -727,3 +727,187 @@ async fn failures_name_the_source_and_variables_and_never_a_secret() {
         "a secret in the logs"
     );
 }
+
+/// Through the served MCP endpoint of a real App: two JWT tenants whose configuration names
+/// a role each, with base keys in their own env files. Each query reaches IAM with its own
+/// role's credentials; `server_info` names the source and the session's expiry for the
+/// caller's tenant only; the tool results, the audit and the logs hold no secret, and the
+/// audit outcome carries STS's and IAM's request ids.
+#[tokio::test]
+async fn through_the_app_each_tenant_gets_its_role_and_the_report_shows_it() {
+    use crate::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
+    use crate::mcp_support::{call, install_crypto_provider, text_of};
+
+    let Some(registry) = registry() else { return };
+    install_crypto_provider();
+    logs::capture();
+    let (sts, iam) = (Mock::start().await, iam().await);
+    sts.route_sequence(
+        "POST /",
+        vec![
+            sts_answer(
+                "AssumeRole",
+                "ASIAAPPACME",
+                "app-acme-secret",
+                "app-acme-token",
+                Duration::from_secs(3600),
+            ),
+            sts_answer(
+                "AssumeRole",
+                "ASIAAPPGLOBEX",
+                "app-globex-secret",
+                "app-globex-token",
+                Duration::from_secs(3600),
+            ),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (acme_env, globex_env) = (dir.path().join("acme.env"), dir.path().join("globex.env"));
+    for (file, id) in [(&acme_env, "AKIDAPPACME"), (&globex_env, "AKIDAPPGLOBEX")] {
+        std::fs::write(
+            file,
+            format!(
+                "AWS_ACCESS_KEY_ID={id}\nAWS_SECRET_ACCESS_KEY={BASE_SECRET}\nAWS_ENDPOINT_URL_STS={}\n",
+                sts.url()
+            ),
+        )
+        .unwrap();
+    }
+    let key = SigningKey::new("k1");
+    let pem = dir.path().join("signer.pem");
+    std::fs::write(&pem, key.public_pem()).unwrap();
+    let audit_dir = dir.path().join("audit");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "registry:\n  root: {root}\nproviders:\n  aws:\n    base_url: {iam}\n    auth: {auth}\ncredentials:\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n  - id: acme\n    mode: read_only\n    credentials:\n      env_file: {acme}\n    providers:\n      aws:\n        role_arn: arn:aws:iam::111111111111:role/acme-reader\n        external_id: acme-ext-id\n        duration: 30m\n  - id: globex\n    mode: read_only\n    credentials:\n      env_file: {globex}\n    providers:\n      aws:\n        role_arn: arn:aws:iam::222222222222:role/globex-reader\nserver:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        public_keys: [{pem}]\n        algorithms: [ES256]\n        tenants: [acme, globex]\n",
+            root = registry.display(),
+            iam = iam.url(),
+            auth = aws_auth(),
+            audit = audit_dir.display(),
+            acme = acme_env.display(),
+            globex = globex_env.display(),
+            pem = pem.display(),
+        ),
+    )
+    .unwrap();
+    let config = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(config),
+        env: Default::default(),
+    })
+    .unwrap();
+    let app = querygate::app::App::build(config).await.unwrap();
+    let url = app.mcp_url();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(app.run_until(async move { stop.cancelled().await }));
+    let http = reqwest::Client::new();
+    let acme = rmcp_client(http.clone(), &url, Some(&key.sign(&claims("acme")))).await;
+    let globex = rmcp_client(http, &url, Some(&key.sign(&claims("globex")))).await;
+    let secrets = [
+        BASE_SECRET,
+        "app-acme-secret",
+        "app-acme-token",
+        "app-globex-secret",
+        "app-globex-token",
+    ];
+    let clean = |result: &rmcp::model::CallToolResult| {
+        let shown = format!("{} {:?}", text_of(result), result.structured_content);
+        for secret in secrets {
+            assert!(!shown.contains(secret), "a secret in the output: {shown}");
+        }
+    };
+    let aws_row = |result: &rmcp::model::CallToolResult| {
+        let structured = result.structured_content.clone().unwrap_or(Value::Null);
+        structured["credentials"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["provider"] == "aws").cloned())
+            .unwrap_or_else(|| panic!("no aws row: {structured}"))
+    };
+
+    // Before any query: the configured source and role, no session yet.
+    let info = call(&acme, "server_info", json!({})).await;
+    clean(&info);
+    let row = aws_row(&info);
+    assert_eq!(
+        row["resolved_source"],
+        "aws:Environment+AssumeRole:arn:aws:iam::111111111111:role/acme-reader",
+        "{row}"
+    );
+    assert_eq!(row["token_expires_at"], Value::Null, "{row}");
+
+    for client in [&acme, &globex] {
+        let done = call(client, "run_select_query", json!({"sql": SELECT})).await;
+        assert_ne!(done.is_error, Some(true), "{done:?}");
+        assert!(text_of(&done).contains("alice"), "{}", text_of(&done));
+        clean(&done);
+    }
+    let calls = iam.requests();
+    assert_eq!(calls.len(), 2);
+    for (call, (id, secret, token)) in calls.iter().zip([
+        ("ASIAAPPACME", "app-acme-secret", "app-acme-token"),
+        ("ASIAAPPGLOBEX", "app-globex-secret", "app-globex-token"),
+    ]) {
+        verify_sigv4_with(call, id, secret, "us-east-1", "iam");
+        assert_eq!(header(call, "x-amz-security-token"), token);
+    }
+    let asked = sts.requests();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(
+        field(&asked[0], "RoleSessionName"),
+        "acme.acme-agent__https___idp.test_"
+    );
+    assert_eq!(field(&asked[0], "DurationSeconds"), "1800");
+    assert_eq!(field(&asked[0], "ExternalId"), "acme-ext-id");
+    assert_eq!(
+        field(&asked[1], "RoleArn"),
+        "arn:aws:iam::222222222222:role/globex-reader"
+    );
+    assert_eq!(field(&asked[1], "Tags.member.1.Value"), "globex");
+
+    let info = call(&globex, "server_info", json!({})).await;
+    clean(&info);
+    let row = aws_row(&info);
+    assert_eq!(
+        row["resolved_source"],
+        "aws:Environment+AssumeRole:arn:aws:iam::222222222222:role/globex-reader",
+        "{row}"
+    );
+    let expires = row["token_expires_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no expiry: {row}"));
+    let expires = humantime::parse_rfc3339(expires).unwrap();
+    let left = expires
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    assert!(
+        left > Duration::from_secs(3500) && left <= Duration::from_secs(3601),
+        "{row}"
+    );
+    drop((acme, globex));
+    shutdown.cancel();
+
+    let audit_text: String = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(audit_text.contains("run_select_query"), "{audit_text}");
+    assert!(
+        audit_text.contains("c6104cbe-af31-11e0-8154-cbc7ccf896c7"),
+        "STS's request id in the audit: {audit_text}"
+    );
+    let logged = logs::recorded();
+    for secret in secrets {
+        assert!(!audit_text.contains(secret), "a secret in the audit");
+        assert!(
+            !logged.contains(secret),
+            "a secret in the logs: {}",
+            logged
+                .lines()
+                .filter(|l| l.contains(secret))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
