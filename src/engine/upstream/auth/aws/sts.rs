@@ -386,6 +386,7 @@ pub(super) async fn web_identity(
 }
 
 /// A profile's `role_arn` assumed from `base`, cached.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn profile_role(
     upstream: &Upstream,
     provider: &str,
