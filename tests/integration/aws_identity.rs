@@ -911,3 +911,39 @@ async fn through_the_app_each_tenant_gets_its_role_and_the_report_shows_it() {
         );
     }
 }
+
+#[test]
+fn misconfigured_roles_are_refused_at_load_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "tenants:\n  - id: default\n    providers:\n      aws:\n        role_arn: arn:aws:s3:::bucket\n        external_id: \"x\"\n        duration: 13h\n      awscc:\n        role_arn: arn:aws:iam::1:role/ok\n        extra: 1\n",
+    )
+    .unwrap();
+    let err = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(file.clone()),
+        env: Default::default(),
+    })
+    .unwrap_err()
+    .to_string();
+    // Unknown keys stop the load first.
+    assert!(err.contains("extra"), "{err}");
+    std::fs::write(
+        &file,
+        "tenants:\n  - id: default\n    providers:\n      aws:\n        role_arn: arn:aws:s3:::bucket\n        external_id: \"x\"\n        duration: 13h\n",
+    )
+    .unwrap();
+    let err = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("tenants[0].providers.aws.role_arn"), "{err}");
+    assert!(
+        err.contains("tenants[0].providers.aws.external_id"),
+        "{err}"
+    );
+    assert!(err.contains("tenants[0].providers.aws.duration"), "{err}");
+}
