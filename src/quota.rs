@@ -455,7 +455,9 @@ mod tests {
             allowed_tools: None,
             limits: crate::config::TenantLimits::default(),
             rules: crate::governance::TenantRules::default(),
+            cache: None,
             quotas,
+            aws_roles: std::collections::BTreeMap::new(),
         }
     }
 

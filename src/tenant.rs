@@ -49,7 +49,8 @@ impl Tenants {
                 })?,
                 None if tenant.process_env => CredentialStore::process_env(),
                 None => CredentialStore::empty(),
-            };
+            }
+            .with_aws_roles(tenant.aws_roles.clone());
             tenants.insert(tenant.id.clone(), (tenant.clone(), Arc::new(store)));
         }
         Ok(Tenants { tenants })

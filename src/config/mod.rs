@@ -186,6 +186,8 @@ pub struct TenantConfig {
     /// Calls per window by query class, for the tenant and per principal
     /// (`tenants[].quotas`).
     pub quotas: TenantQuotas,
+    /// AWS roles the tenant's calls assume, by provider (`tenants[].providers.<name>`).
+    pub aws_roles: std::collections::BTreeMap<String, crate::engine::AwsRole>,
 }
 
 /// Validated configuration.

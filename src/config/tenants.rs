@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::paths::PathResolver;
 use super::problems::Problems;
 use super::{Mode, TenantConfig};
+use crate::engine::AwsRole;
 use crate::governance::{MethodPattern, TenantRules};
 
 /// A tenant's credential store.
@@ -39,6 +40,8 @@ pub(super) struct RawTenant {
     #[serde(default)]
     pub(super) quotas: Option<super::quotas::RawTenantQuotas>,
     pub(super) cache: Option<RawTenantCache>,
+    #[serde(default)]
+    pub(super) providers: BTreeMap<String, RawTenantProvider>,
 }
 
 /// `tenants[].cache`.
@@ -95,6 +98,74 @@ fn check_cache(
         max_entries: raw.max_entries,
         max_bytes: raw.max_bytes,
     })
+}
+
+/// `tenants[].providers.<name>`: the AWS role the tenant's calls to the provider assume.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenantProvider {
+    pub(super) role_arn: String,
+    pub(super) external_id: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) duration: Option<std::time::Duration>,
+}
+
+/// The session length asked for when `duration` is not set (STS's default too).
+const DEFAULT_ROLE_DURATION: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// `tenants[].providers`, checked: an IAM role ARN, an external id STS accepts, a duration
+/// of 15 minutes to 12 hours.
+fn check_roles(
+    key: &str,
+    raw: BTreeMap<String, RawTenantProvider>,
+    problems: &mut Problems,
+) -> BTreeMap<String, AwsRole> {
+    let mut roles = BTreeMap::new();
+    for (provider, role) in raw {
+        let at = format!("{key}.providers.{}", provider.escape_debug());
+        let arn_ok = role.role_arn.starts_with("arn:")
+            && role.role_arn.split(':').count() == 6
+            && role.role_arn.split(':').nth(2) == Some("iam")
+            && role
+                .role_arn
+                .split(':')
+                .nth(5)
+                .is_some_and(|r| r.starts_with("role/") && r.len() > 5)
+            && !role.role_arn.chars().any(char::is_whitespace);
+        if !arn_ok {
+            problems.push(
+                format!("{at}.role_arn"),
+                "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
+            );
+        }
+        if let Some(id) = &role.external_id
+            && (!(2..=1224).contains(&id.len())
+                || id
+                    .chars()
+                    .any(|c| !(c.is_ascii_alphanumeric() || "+=,.@:/-_".contains(c))))
+        {
+            problems.push(
+                format!("{at}.external_id"),
+                "must be 2 to 1224 of the characters STS accepts (letters, digits, +=,.@:/-_)",
+            );
+        }
+        let duration = role.duration.unwrap_or(DEFAULT_ROLE_DURATION);
+        if !(900..=43_200).contains(&duration.as_secs()) {
+            problems.push(
+                format!("{at}.duration"),
+                "must be from 15m to 12h (STS's DurationSeconds)",
+            );
+        }
+        roles.insert(
+            provider,
+            AwsRole {
+                role_arn: role.role_arn,
+                external_id: role.external_id,
+                duration,
+            },
+        );
+    }
+    roles
 }
 
 /// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
@@ -240,6 +311,7 @@ pub(super) fn check_tenants(
             tenant.pinned_parameters,
             problems,
         );
+        let aws_roles = check_roles(&key, tenant.providers, problems);
         tenants.push(TenantConfig {
             id: tenant.id,
             mode: tenant.mode,
@@ -259,6 +331,7 @@ pub(super) fn check_tenants(
             rules,
             cache,
             quotas,
+            aws_roles,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -282,6 +355,7 @@ pub(super) fn check_tenants(
                 rules: TenantRules::default(),
                 cache: None,
                 quotas: super::TenantQuotas::default(),
+                aws_roles: BTreeMap::new(),
             },
         );
     }

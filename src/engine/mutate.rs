@@ -789,6 +789,7 @@ async fn send_all(
         &resource.provider,
         &prepared.auth,
         &cx.credentials,
+        cx.caller(),
     )
     .await?;
     let total = prepared.requests.len();

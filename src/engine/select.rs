@@ -547,7 +547,16 @@ async fn load_table(
     let auth = if legs.is_empty() {
         None
     } else {
-        Some(resolve_auth(&inner.upstream, provider, &job.auth, &cx.credentials).await?)
+        Some(
+            resolve_auth(
+                &inner.upstream,
+                provider,
+                &job.auth,
+                &cx.credentials,
+                cx.caller(),
+            )
+            .await?,
+        )
     };
     if !plan.dynamic_columns {
         db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)?;

@@ -172,6 +172,14 @@ impl ExecContext {
         }
     }
 
+    /// Who the call is for, as role sessions name it.
+    pub(crate) fn caller(&self) -> crate::engine::upstream::Caller<'_> {
+        crate::engine::upstream::Caller {
+            tenant: &self.tenant,
+            principal: &self.principal,
+        }
+    }
+
     /// Whether this tenant may use `provider` (its SQL name).
     pub fn allows(&self, provider: &str) -> bool {
         self.allowed_providers

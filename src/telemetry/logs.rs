@@ -21,6 +21,17 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use super::client_gone::DropClientGone;
 use crate::config::{LogConfig, LogFormat, TracesConfig};
 
+/// Targets whose events are never logged, at any level: `aws_sigv4` traces the canonical
+/// request it signs, which holds the session token (`x-amz-security-token`).
+pub const SECRET_BEARING_TARGETS: &[&str] = &["aws_sigv4"];
+
+/// Whether events of `target` may be logged (see [`SECRET_BEARING_TARGETS`]).
+pub fn loggable_target(target: &str) -> bool {
+    !SECRET_BEARING_TARGETS
+        .iter()
+        .any(|t| target == *t || target.starts_with(&format!("{t}::")))
+}
+
 /// Keeps the trace exporter alive; [`Telemetry::shutdown`] sends the spans still queued.
 #[derive(Debug, Default)]
 pub struct Telemetry {
@@ -50,7 +61,10 @@ pub fn init(log: &LogConfig, traces: Option<&TracesConfig>) -> Result<Telemetry,
     let filter = EnvFilter::try_from_env("QUERYGATE_LOG")
         .or_else(|_| EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| EnvFilter::new("warn"))
-        .and(DropClientGone);
+        .and(DropClientGone)
+        .and(tracing_subscriber::filter::filter_fn(|metadata| {
+            loggable_target(metadata.target())
+        }));
     // Colours only for a terminal (not for log files, pipes or a desktop client's log).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

@@ -398,6 +398,17 @@ fn hex(bytes: &[u8]) -> String {
 /// Recomputes the request's SigV4 signature from what the mock received, following AWS's
 /// published algorithm, and checks it against the one sent.
 pub(crate) fn verify_sigv4(request: &Recorded, secret: &str, region: &str, service: &str) {
+    verify_sigv4_with(request, "AKIDTEST", secret, region, service);
+}
+
+/// [`verify_sigv4`] for the access key id `key_id`.
+pub(crate) fn verify_sigv4_with(
+    request: &Recorded,
+    key_id: &str,
+    secret: &str,
+    region: &str,
+    service: &str,
+) {
     let authorization = request.headers["authorization"].to_str().unwrap();
     let rest = authorization
         .strip_prefix("AWS4-HMAC-SHA256 Credential=")
@@ -413,7 +424,7 @@ pub(crate) fn verify_sigv4(request: &Recorded, secret: &str, region: &str, servi
     let amz_date = request.headers["x-amz-date"].to_str().unwrap();
     let date = &amz_date[..8];
     let scope = format!("{date}/{region}/{service}/aws4_request");
-    assert_eq!(credential, format!("AKIDTEST/{scope}"));
+    assert_eq!(credential, format!("{key_id}/{scope}"));
 
     // A parameter without a value (`&__Bucket&`) is `__Bucket=` in the canonical query.
     let mut query: Vec<String> = request

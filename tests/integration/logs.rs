@@ -46,6 +46,10 @@ impl Visit for Text {
 
 impl<S: Subscriber> Layer<S> for Recorder {
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        // As the server's own log filter does (src/telemetry/logs.rs).
+        if !querygate::telemetry::logs::loggable_target(event.metadata().target()) {
+            return;
+        }
         let mut text = Text(format!(
             "{} {}",
             event.metadata().level(),

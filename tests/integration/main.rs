@@ -15,6 +15,7 @@ mod audit_records;
 mod audit_sessions;
 mod auth;
 mod auth_failures;
+mod aws_identity;
 mod awscc;
 mod azure_identity;
 mod azure_paging;

@@ -11,4 +11,4 @@ pub(crate) use report::{
     token_expires_at,
 };
 pub(crate) use store::CachedToken;
-pub use store::{CredentialSource, CredentialStore, SourceOutcome};
+pub use store::{AwsRole, CredentialSource, CredentialStore, SourceOutcome};

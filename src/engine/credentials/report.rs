@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::store::{CredentialSource, CredentialStore};
 use crate::engine::upstream::{
-    aws_session_token_var, azure_default_source, check_auth_material, google_material,
-    google_source,
+    aws_session_token_var, aws_source, azure_default_source, check_auth_material,
+    google_material, google_source,
 };
 
 /// Whether a provider's credentials resolve.
@@ -56,8 +56,9 @@ pub struct ProviderSource {
     /// The auth type in effect.
     pub auth_type: String,
     /// The source that resolves: `env:<VAR>` names for static keys,
-    /// `azure_default:<Credential>`, `oauth2_client_credentials:env:<ID>,env:<SECRET>`,
-    /// `service_account:<kind>:<where>` or `service_account:gce_metadata`, `inline`, or `none` (nothing needed, or nothing resolves).
+    /// `aws:<Source>[+AssumeRole:<role arn>]`, `azure_default:<Credential>`,
+    /// `oauth2_client_credentials:env:<ID>,env:<SECRET>`, `service_account:<kind>:<where>` or
+    /// `service_account:gce_metadata`, `inline`, or `none` (nothing needed, or nothing resolves).
     pub resolved_source: String,
     /// When the cached token expires (RFC 3339, UTC); `None` when no token is cached.
     pub token_expires_at: Option<String>,
@@ -235,6 +236,21 @@ pub(crate) fn resolved_source(provider: &str, auth: &Value, store: &CredentialSt
             .tokens()
             .source(provider, std::time::Instant::now())
             .or_else(|| azure_default_source(store).map(|s| format!("azure_default:{s}")))
+            .unwrap_or_else(none),
+        "aws_signing_v4" => store
+            .tokens()
+            .source(provider, std::time::Instant::now())
+            .or_else(|| {
+                let base = aws_source(auth, store).map(|s| format!("aws:{s}"));
+                match store.aws_role(provider) {
+                    Some(role) => Some(format!(
+                        "{}+AssumeRole:{}",
+                        base.unwrap_or_else(|| "aws:host".to_owned()),
+                        role.role_arn
+                    )),
+                    None => base,
+                }
+            })
             .unwrap_or_else(none),
         "oauth2" => format!("oauth2_client_credentials:{from}"),
         "service_account" => store

@@ -31,6 +31,12 @@ pub trait CredentialSource: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether the tenant's configuration names an AWS role to assume for some provider
+    /// (its base credentials may then be the host's identity).
+    fn assumes_aws_roles(&self) -> bool {
+        false
+    }
+
     /// Re-reads the source's files if they changed on disk since they were last read,
     /// looking at most once per [`FILE_CHECK_INTERVAL`]; nothing by default.
     fn reread_if_changed(&self) {}
@@ -171,6 +177,29 @@ impl TokenCache {
     }
 }
 
+/// An AWS role a tenant's calls to one provider assume from the base credentials
+/// (`tenants[].providers.<name>`: `role_arn`, `external_id`, `duration`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsRole {
+    /// The role's ARN (`arn:aws:iam::123456789012:role/name`).
+    pub role_arn: String,
+    /// The external id the role's trust policy asks for.
+    pub external_id: Option<String>,
+    /// How long each session lasts (`DurationSeconds`, 15 min to 12 h).
+    pub duration: Duration,
+}
+
+impl std::fmt::Debug for AwsRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The external id is a shared secret of sorts: whether it is set, not its value.
+        f.debug_struct("AwsRole")
+            .field("role_arn", &self.role_arn)
+            .field("external_id", &self.external_id.as_ref().map(|_| "set"))
+            .field("duration", &self.duration)
+            .finish()
+    }
+}
+
 /// One tenant's credentials. Cheap to share behind an `Arc`.
 pub struct CredentialStore {
     env_file: Option<PathBuf>,
@@ -183,6 +212,8 @@ pub struct CredentialStore {
     read_from_process: Mutex<BTreeSet<String>>,
     tokens: TokenCache,
     watch: Mutex<Watch>,
+    /// AWS roles the tenant assumes, by provider.
+    aws_roles: HashMap<String, AwsRole>,
 }
 
 impl std::fmt::Debug for CredentialStore {
@@ -241,7 +272,19 @@ impl CredentialStore {
             read_from_process: Mutex::default(),
             tokens: TokenCache::default(),
             watch: Mutex::default(),
+            aws_roles: HashMap::new(),
         }
+    }
+
+    /// This store with the AWS roles its tenant assumes, by provider name.
+    pub fn with_aws_roles(mut self, roles: impl IntoIterator<Item = (String, AwsRole)>) -> Self {
+        self.aws_roles = roles.into_iter().collect();
+        self
+    }
+
+    /// The AWS role the tenant assumes for `provider`, if one is configured.
+    pub(crate) fn aws_role(&self, provider: &str) -> Option<&AwsRole> {
+        self.aws_roles.get(provider)
     }
 
     /// This store with the host's identity (managed identity, the Azure CLI's login)
@@ -411,6 +454,10 @@ impl CredentialSource for CredentialStore {
 
     fn reread_if_changed(&self) {
         self.reread_env_file_if_changed();
+    }
+
+    fn assumes_aws_roles(&self) -> bool {
+        !self.aws_roles.is_empty()
     }
 
     /// The env file's values and those read from the process environment.

@@ -37,6 +37,9 @@ impl Scrubber {
     /// The secrets of a request sent with `auth` for a tenant whose store is `credentials`.
     pub(crate) fn new(auth: &AuthParts, credentials: &dyn CredentialSource) -> Self {
         let mut values = credentials.secret_values();
+        if let Some(signer) = &auth.signer {
+            values.extend(signer.secrets());
+        }
         for (_, value) in auth.headers.iter().chain(&auth.query) {
             values.push(value.clone());
             // `Bearer <token>`, `Basic <base64>`, `api_key <key>`: the part after the scheme.

@@ -6,6 +6,7 @@
 //! [`AuthParts::apply`] runs on every request once it is fully built, and signs it when the
 //! auth is `aws_signing_v4`.
 
+mod aws;
 mod azure;
 mod google;
 mod oauth2;
@@ -15,6 +16,7 @@ mod static_keys;
 mod template;
 mod token;
 
+pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
 pub(crate) use sigv4::session_token_var;
@@ -97,12 +99,15 @@ pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
 
 /// Resolves `auth` (a provider's `config.auth`, or `null`) into headers, query params and
 /// a signer. Token-based types (`oauth2`, `service_account`) take a cached token or fetch
-/// one through `upstream`'s client (same timeouts and size limit as API calls).
+/// one through `upstream`'s client (same timeouts and size limit as API calls);
+/// `aws_signing_v4` runs the AWS credential chain (and assumes the tenant's role for the
+/// provider, in a session naming `caller`).
 pub(crate) async fn resolve(
     upstream: &Upstream,
     provider: &str,
     auth: &Value,
     credentials: &CredentialStore,
+    caller: Caller<'_>,
 ) -> Result<AuthParts> {
     credentials.reread_if_changed();
     let mut parts = AuthParts {
@@ -137,7 +142,8 @@ pub(crate) async fn resolve(
                 parts.headers.push(("Authorization".to_owned(), value));
             }
             "aws_signing_v4" => {
-                parts.signer = Some(Signer::resolve(provider, auth, credentials)?);
+                let found = aws::credentials(upstream, provider, auth, credentials, caller).await?;
+                parts.signer = Some(Signer::new(provider, auth, found));
             }
             other => {
                 return Err(Error::new(
@@ -172,8 +178,9 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Checks, without any network call, that the material every auth of the chain needs is
 /// present: the secret of the static types, the client id and secret of `oauth2`, a
-/// usable Google credential for `service_account` (a key, an `external_account` or `authorized_user` file; the metadata server is not checked), key id and
-/// secret for `aws_signing_v4`, a configured source of `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
+/// usable Google credential for `service_account` (a key, an `external_account` or
+/// `authorized_user` file; the metadata server is not checked), a configured source of
+/// `aws_signing_v4` and `azure_default`. `Ok(true)`: checked and present; `Ok(false)`: nothing to
 /// check (e.g. `null_auth`); `Err(cause)`: missing or unusable, with a cause that names
 /// variables and paths, never values.
 pub(crate) fn check_material(
@@ -199,8 +206,7 @@ pub(crate) fn check_material(
                 checked |= google::check(auth, credentials)?;
             }
             "aws_signing_v4" => {
-                sigv4::check(auth, credentials)?;
-                checked = true;
+                checked |= aws::check(auth, credentials)?;
             }
             "azure_default" => {
                 checked |= azure::check(auth, credentials)?;
@@ -230,6 +236,11 @@ mod tests {
         .unwrap()
     }
 
+    const CALLER: Caller<'static> = Caller {
+        tenant: "default",
+        principal: "anonymous",
+    };
+
     fn creds() -> CredentialStore {
         CredentialStore::fixed([
             ("TOKEN".to_owned(), "s3cr3t".to_owned()),
@@ -246,6 +257,7 @@ mod tests {
             "p",
             &json!({"type": "basic", "credentialsenvvar": "TOKEN"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -258,6 +270,7 @@ mod tests {
             "p",
             &json!({"type": "basic", "username_var": "U", "password_var": "P"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -267,6 +280,7 @@ mod tests {
             "p",
             &json!({"type": "bearer", "credentialsenvvar": "TOKEN"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap();
@@ -276,13 +290,13 @@ mod tests {
             "p",
             &json!({"type": "custom", "location": "query", "name": "key", "credentialsenvvar": "TOKEN",
                     "successor": {"type": "custom", "location": "header", "name": "X-U", "credentialsenvvar": "U"}}),
-            &creds(),
+            &creds(), CALLER
         )
         .await
         .unwrap();
         assert_eq!(custom.query, vec![("key".to_owned(), "s3cr3t".to_owned())]);
         assert_eq!(custom.headers, vec![("X-U".to_owned(), "user".to_owned())]);
-        let none = resolve(&up, "p", &json!({"type": "null_auth"}), &creds())
+        let none = resolve(&up, "p", &json!({"type": "null_auth"}), &creds(), CALLER)
             .await
             .unwrap();
         assert!(none.headers.is_empty() && none.query.is_empty());
@@ -295,6 +309,7 @@ mod tests {
             "gh",
             &json!({"type": "basic", "credentialsenvvar": "NOPE"}),
             &creds(),
+            CALLER,
         )
         .await
         .unwrap_err();
@@ -306,9 +321,15 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_types_fail_and_signing_types_check_their_material() {
-        let err = resolve(&upstream(), "az", &json!({"type": "kerberos"}), &creds())
-            .await
-            .unwrap_err();
+        let err = resolve(
+            &upstream(),
+            "az",
+            &json!({"type": "kerberos"}),
+            &creds(),
+            CALLER,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Credentials);
         assert!(
             err.message()
@@ -317,7 +338,9 @@ mod tests {
         );
         let aws =
             json!({"type": "aws_signing_v4", "keyIDenvvar": "U", "credentialsenvvar": "TOKEN"});
-        let parts = resolve(&upstream(), "aws", &aws, &creds()).await.unwrap();
+        let parts = resolve(&upstream(), "aws", &aws, &creds(), CALLER)
+            .await
+            .unwrap();
         assert!(parts.signer.is_some() && parts.headers.is_empty());
         assert!(!format!("{parts:?}").contains("s3cr3t"));
         assert_eq!(check_material(&aws, &creds()), Ok(true));

@@ -16,9 +16,8 @@ use aws_sigv4::sign::v4;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::static_keys::read_var;
+use super::aws::AwsCredentials;
 use super::{credential_error, field};
-use crate::engine::credentials::CredentialSource;
 use crate::engine::error::{Error, Result};
 
 /// The session-token variable read when the auth config names none (as StackQL does).
@@ -49,55 +48,36 @@ impl std::fmt::Debug for Signer {
     }
 }
 
-/// Key id, secret and optional session token, or a cause naming what is missing.
-fn material(
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> std::result::Result<(String, String, Option<String>), String> {
-    let key_id = match (field(auth, "keyIDenvvar"), field(auth, "keyID")) {
-        (Some(var), _) => read_var(credentials, var)?,
-        (None, Some(inline)) => inline.to_owned(),
-        (None, None) => {
-            return Err("the aws_signing_v4 auth config names no key id (keyIDenvvar)".to_owned());
-        }
-    };
-    let secret = match field(auth, "credentialsenvvar") {
-        Some(var) => read_var(credentials, var)?,
-        None => {
-            return Err(
-                "the aws_signing_v4 auth config names no secret key (credentialsenvvar)".to_owned(),
-            );
-        }
-    };
-    let session_token = credentials.get(session_token_var(auth));
-    Ok((key_id, secret, session_token))
-}
-
-/// Checks that the key id and the secret key are present.
-pub(super) fn check(
-    auth: &Value,
-    credentials: &dyn CredentialSource,
-) -> std::result::Result<(), String> {
-    material(auth, credentials).map(|_| ())
-}
-
 impl Signer {
-    /// A signer for `auth`, with its credentials read now.
-    pub(super) fn resolve(
-        provider: &str,
-        auth: &Value,
-        credentials: &dyn CredentialSource,
-    ) -> Result<Self> {
-        let (key_id, secret, session_token) =
-            material(auth, credentials).map_err(|cause| credential_error(provider, &cause))?;
-        Ok(Signer {
+    /// A signer for `auth` with `credentials` (resolved by the AWS credential chain).
+    pub(super) fn new(provider: &str, auth: &Value, credentials: AwsCredentials) -> Self {
+        Signer {
             provider: provider.to_owned(),
-            key_id,
-            secret,
-            session_token,
+            key_id: credentials.key_id,
+            secret: credentials.secret,
+            session_token: credentials.session_token,
             region: field(auth, "signing_region").map(str::to_owned),
             service: field(auth, "signing_service").map(str::to_owned),
-        })
+        }
+    }
+
+    /// A signer of STS requests in `region`.
+    pub(super) fn for_sts(provider: &str, region: &str, credentials: AwsCredentials) -> Self {
+        Signer {
+            provider: provider.to_owned(),
+            key_id: credentials.key_id,
+            secret: credentials.secret,
+            session_token: credentials.session_token,
+            region: Some(region.to_owned()),
+            service: Some("sts".to_owned()),
+        }
+    }
+
+    /// The secret key and session token (to scrub them from upstream error bodies).
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let mut secrets = vec![self.secret.clone()];
+        secrets.extend(self.session_token.clone());
+        secrets
     }
 
     /// Signs `request` as it will be sent, now.
@@ -232,7 +212,6 @@ fn looks_like_region(label: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::credentials::CredentialStore;
     use serde_json::json;
     use std::time::{Duration, UNIX_EPOCH};
 
@@ -358,32 +337,24 @@ mod tests {
     }
 
     #[test]
-    fn session_tokens_and_missing_material() {
-        let creds = CredentialStore::fixed([
-            ("K".to_owned(), "AKID".to_owned()),
-            ("S".to_owned(), "secret-value".to_owned()),
-            ("AWS_SESSION_TOKEN".to_owned(), "session-value".to_owned()),
-        ]);
+    fn session_tokens_are_signed_and_never_shown() {
         let auth = json!({"type": "aws_signing_v4", "keyIDenvvar": "K", "credentialsenvvar": "S",
                           "signing_region": "us-east-1", "signing_service": "sts"});
-        let signer = Signer::resolve("aws", &auth, &creds).unwrap();
+        let signer = Signer::new(
+            "aws",
+            &auth,
+            AwsCredentials {
+                key_id: "AKID".to_owned(),
+                secret: "secret-value".to_owned(),
+                session_token: Some("session-value".to_owned()),
+            },
+        );
         assert!(!format!("{signer:?}").contains("secret-value"));
+        assert_eq!(signer.secrets(), ["secret-value", "session-value"]);
         let mut request = request("POST", "http://127.0.0.1:9/");
         *request.body_mut() = Some(reqwest::Body::from("Action=GetCallerIdentity"));
         signer.sign_at(&mut request, suite_time()).unwrap();
         assert_eq!(request.headers()["x-amz-security-token"], "session-value");
-        let missing =
-            json!({"type": "aws_signing_v4", "keyIDenvvar": "NOKEY", "credentialsenvvar": "S"});
-        assert_eq!(
-            check(&missing, &creds).unwrap_err(),
-            "variable NOKEY is not set"
-        );
-        let err = Signer::resolve(
-            "aws",
-            &json!({"keyIDenvvar": "K", "credentialsenvvar": "NOSECRET"}),
-            &creds,
-        )
-        .unwrap_err();
-        assert!(err.message().contains("variable NOSECRET is not set"));
+        assert!(request.headers()["x-amz-security-token"].is_sensitive());
     }
 }

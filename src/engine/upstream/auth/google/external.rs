@@ -269,7 +269,7 @@ async fn subject_token(upstream: &Upstream, provider: &str, config: &Config) -> 
             let method = reqwest::Method::GET;
             let shown = describe(&method, url);
             let (status, _, body) = upstream
-                .send(&method, url, headers, None, &AuthParts::default())
+                .send_as(&method, url, headers, None, &AuthParts::default())
                 .await
                 .map_err(|err| {
                     credential_error(
@@ -327,7 +327,7 @@ async fn impersonate(
     });
     let body = bytes::Bytes::from(body.to_string());
     let (status, _, answer) = upstream
-        .send(&method, &url, &headers, Some(&body), &AuthParts::default())
+        .send_as(&method, &url, &headers, Some(&body), &AuthParts::default())
         .await
         .map_err(|err| {
             credential_error(

@@ -72,7 +72,7 @@ pub(super) async fn token(
             HeaderValue::from_static("Google"),
         );
         let (status, answer_headers, body) = upstream
-            .send(&method, &url, &headers, None, &AuthParts::default())
+            .send_as(&method, &url, &headers, None, &AuthParts::default())
             .await
             .map_err(|err| {
                 credential_error(
