@@ -216,6 +216,7 @@ impl JwtAuthenticator {
             issuer: Some(issuer.config.issuer.clone()),
             fingerprint: None,
             tools,
+            claims: Some(Arc::new(claims)),
         };
         Ok((principal, validity))
     }

@@ -75,6 +75,9 @@ pub struct Principal {
     pub fingerprint: Option<String>,
     /// The tools this credential may call (from the token's scopes); `None`: not narrowed.
     pub tools: Option<Arc<BTreeSet<String>>>,
+    /// The verified JWT's claims, for the approver rules of out-of-band approvals
+    /// (`approval.approvers`: groups and claims); `None` for the other methods.
+    pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Principal {
@@ -88,6 +91,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            claims: None,
         }
     }
 
@@ -100,6 +104,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            claims: None,
         }
     }
 

@@ -30,7 +30,10 @@ pub use library::LibrarySetupError;
 
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
-use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore, PostgresStore};
+use crate::approval::{
+    ApprovalStore, Approvals, KeyRing, MemoryPendingStore, MemoryStore, OutOfBand, PendingStore,
+    PgPendingStore, PostgresStore,
+};
 use crate::audit::Auditor;
 use crate::config::{ApprovalStoreKind, Config, ServerConfig};
 use crate::engine::Engine;
@@ -86,6 +89,9 @@ pub enum StartError {
     /// The approval keys cannot be loaded.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
+    /// Out-of-band approval cannot be set up (the webhook's client).
+    #[error("out-of-band approval: {0}")]
+    OutOfBand(String),
 }
 
 impl StartError {
@@ -96,7 +102,7 @@ impl StartError {
             StartError::UnknownName { .. } => "start.unknown_name",
             StartError::Library(_) => "start.library",
             StartError::Database(_) => "start.database",
-            StartError::Approval(_) => "start.approval",
+            StartError::Approval(_) | StartError::OutOfBand(_) => "start.approval",
         }
     }
 }
@@ -116,6 +122,8 @@ pub(crate) struct Shared {
     pub(crate) library: library::Library,
     /// Approval of single calls: sealing keys and the store of redeemed approvals.
     pub(crate) approvals: Approvals,
+    /// Out-of-band approvals (`None`: `approval.out_of_band` is off).
+    pub(crate) out_of_band: Option<Arc<OutOfBand>>,
     /// The audit of tool calls (`None`: `audit.enabled` is false).
     pub(crate) audit: Option<Auditor>,
     /// Whether reads that ran get an outcome record: always, but for the CLI only with
@@ -218,14 +226,31 @@ pub fn build_observed(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );
     }
-    let store: Arc<dyn ApprovalStore> = match config.approval.store {
-        ApprovalStoreKind::Memory => Arc::new(MemoryStore::default()),
-        ApprovalStoreKind::Postgres => {
-            let pool = crate::db::connect_lazy(&config.database).map_err(StartError::Database)?;
-            Arc::new(PostgresStore::new(pool))
-        }
-    };
+    // One pool for the redemptions and the pending approvals.
+    let (store, pending): (Arc<dyn ApprovalStore>, Arc<dyn PendingStore>) =
+        match config.approval.store {
+            ApprovalStoreKind::Memory => (
+                Arc::new(MemoryStore::default()),
+                Arc::new(MemoryPendingStore::default()),
+            ),
+            ApprovalStoreKind::Postgres => {
+                let pool =
+                    crate::db::connect_lazy(&config.database).map_err(StartError::Database)?;
+                (
+                    Arc::new(PostgresStore::new(pool.clone())),
+                    Arc::new(PgPendingStore::new(pool)),
+                )
+            }
+        };
     let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
+    // `querygate query` asks at its terminal (or takes --yes): never out of band.
+    let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
+        Some(Arc::new(
+            OutOfBand::new(&config.approval, pending).map_err(StartError::OutOfBand)?,
+        ))
+    } else {
+        None
+    };
     let shared = Arc::new(Shared {
         engine,
         tenants,
@@ -236,6 +261,7 @@ pub fn build_observed(
         tools,
         library,
         approvals,
+        out_of_band,
         audit,
         audit_reads: transport != Transport::Cli || config.audit.cli_reads,
         metrics,
