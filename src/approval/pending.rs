@@ -348,7 +348,7 @@ impl PendingStore for MemoryPendingStore {
                 .filter(|a| a.request.tenant == tenant)
                 .cloned()
                 .collect();
-            list.sort_by(|a, b| b.request.created_at_ms.cmp(&a.request.created_at_ms));
+            list.sort_by_key(|a| std::cmp::Reverse(a.request.created_at_ms));
             list
         });
         Box::pin(async move { result })
@@ -490,6 +490,53 @@ mod tests {
                 .unwrap()
         );
         assert!(store.current(&key).await.unwrap().is_none());
+    }
+
+    /// Resident memory of this process, bytes (Linux).
+    fn rss() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+        let pages: u64 = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        pages * 4096
+    }
+
+    #[tokio::test]
+    #[ignore = "a measurement: cargo test --lib approval::pending -- --ignored --nocapture"]
+    async fn memory_of_a_thousand_pending_approvals() {
+        async fn fill(store: &MemoryPendingStore, tenant: &str) -> usize {
+            let mut json = 0;
+            for i in 0..1000u32 {
+                let mut r = request(&format!("{i:032x}"), tenant, 300_000);
+                r.arguments_sha256 = format!("{i:064x}");
+                // A prompt as the gate writes it (~560 bytes).
+                r.prompt = format!(
+                    "Approve run_mutation_query (mutation_delete)?\n\nTenant: acme\nPrincipal: alice (https://idp.example.com)\nTool: run_mutation_query\nClass: mutation_delete\nMode: safe\nProvider: {}\nPlan: sha256:{}\n\nSQL as the client sent it (escaped, on one line): {}",
+                    r.writes[0],
+                    r.plan_hash,
+                    r.sql.clone().unwrap_or_default()
+                );
+                let made = store.create(r).await.unwrap();
+                json += serde_json::to_vec(&made).unwrap().len();
+            }
+            json
+        }
+        let store = MemoryPendingStore::default();
+        // Warm the allocator up with a first thousand, then measure a second.
+        fill(&store, "warm").await;
+        let before = rss();
+        let json = fill(&store, "acme").await;
+        let after = rss();
+        assert_eq!(store.len(), 2000);
+        println!(
+            "1000 pending approvals: RSS +{} KiB ({} B each); JSON {} KiB ({} B each)",
+            after.saturating_sub(before) / 1024,
+            after.saturating_sub(before) / 1000,
+            json / 1024,
+            json / 1000
+        );
     }
 
     #[tokio::test]
