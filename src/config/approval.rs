@@ -193,7 +193,7 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
             "is memory while approval.key_files is set: every replica (and every restart) holding the keys opens the same approval, but each process remembers only its own redemptions, so one approval could run its call once per process; set approval.store: postgres (with database:) so redemptions are shared, or remove approval.key_files for a single replica",
         );
     }
-    if raw.wait > raw.ttl {
+    if raw.out_of_band != OutOfBand::Off && raw.wait > raw.ttl {
         problems.push(
             "approval.wait",
             "must be at most approval.ttl (a call cannot wait for an approval that has expired)",
