@@ -246,3 +246,47 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
         require_distinct_approver: raw.require_distinct_approver,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_of(yaml: &str) -> (ApprovalConfig, Vec<String>) {
+        let raw: RawApproval = serde_norway::from_str(yaml).unwrap();
+        let mut problems = Problems::default();
+        let config = check_approval(raw, &mut problems);
+        (config, problems.iter().map(|p| p.key.clone()).collect())
+    }
+
+    #[test]
+    fn out_of_band_settings_are_checked() {
+        let (config, problems) = keys_of("{}");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(config.out_of_band, OutOfBand::Off);
+        assert_eq!(config.wait, Duration::from_secs(30));
+        assert!(config.require_distinct_approver);
+        // A short ttl is fine while out-of-band approval is off.
+        assert!(keys_of("ttl: 1s").1.is_empty());
+        let (config, problems) = keys_of(
+            "out_of_band: fallback\nwait: 10s\nlink_base: https://ops.example/approvals/\nwebhook: {url: http://127.0.0.1:9/hook}\napprovers: [{tenant: acme, groups: [sre], classes: [mutation_delete]}]",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            config.link_base.as_deref(),
+            Some("https://ops.example/approvals")
+        );
+        assert_eq!(config.webhook.unwrap().timeout, Duration::from_secs(5));
+        let (_, problems) = keys_of(
+            "out_of_band: always\nttl: 5s\nwait: 10s\nlink_base: ftp://x\nwebhook: {url: nope}\napprovers: [{tenant: acme}, {tenant: acme, subjects: [a], classes: [drop]}]",
+        );
+        for key in [
+            "approval.wait",
+            "approval.link_base",
+            "approval.webhook.url",
+            "approval.approvers[0]",
+            "approval.approvers[1].classes",
+        ] {
+            assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
+        }
+    }
+}
