@@ -1,6 +1,7 @@
 //! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
 //! and `audit`.
 
+mod approvals_cli;
 mod approve;
 mod audit_query;
 mod call;
@@ -65,11 +66,59 @@ pub enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
+    /// Lists, shows and decides out-of-band approvals in the database (`approval.store:
+    /// postgres`), as the local operator (recorded as `cli:<os user>`).
+    Approvals {
+        /// What to do.
+        #[command(subcommand)]
+        action: ApprovalsAction,
+    },
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
         #[command(subcommand)]
         action: RegistryAction,
+    },
+}
+
+/// `querygate approvals` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsAction {
+    /// Lists a tenant's approvals, newest first (JSON lines).
+    List {
+        /// The tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+    /// Shows one approval (JSON): the call, its plan, its state and decision.
+    Show {
+        /// The approval's id.
+        id: String,
+        /// Its tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+    /// Approves a pending approval: the call's next repetition runs it once.
+    Approve {
+        /// The approval's id.
+        id: String,
+        /// Its tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Why (recorded in the audit).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Denies a pending approval: the call's next repetition is refused with the reason.
+    Deny {
+        /// The approval's id.
+        id: String,
+        /// Its tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Why (shown to the caller, recorded in the audit).
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 
@@ -218,6 +267,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
     match cli.command {
         Command::Migrate => return migrate(&config).await,
         Command::Audit { action } => return audit(&config, action).await,
+        Command::Approvals { action } => return approvals_cli::run(&config, action).await,
         _ => {}
     }
     if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
@@ -362,6 +412,7 @@ async fn local_command(
         | Command::Serve { .. }
         | Command::Stdio
         | Command::Migrate
+        | Command::Approvals { .. }
         | Command::Audit { .. } => Err(1),
     }
 }

@@ -47,6 +47,22 @@ pub enum Code {
     /// The approval store cannot be reached, so an approval cannot be redeemed.
     #[serde(rename = "policy.approval_unavailable")]
     PolicyApprovalUnavailable,
+    /// The call waits for an out-of-band approval: nothing ran; repeat the same call once
+    /// it is decided.
+    #[serde(rename = "policy.approval_pending")]
+    PolicyApprovalPending,
+    /// The out-of-band approval of the call expired before it was decided or used.
+    #[serde(rename = "policy.approval_expired")]
+    PolicyApprovalExpired,
+    /// No approval of that id in the decider's tenant (approval API and CLI).
+    #[serde(rename = "approval.not_found")]
+    ApprovalNotFound,
+    /// The decider may not see or decide the approval (`approval.approvers`, four eyes).
+    #[serde(rename = "approval.not_allowed")]
+    ApprovalNotAllowed,
+    /// The approval is no longer pending: decided, used or expired.
+    #[serde(rename = "approval.conflict")]
+    ApprovalConflict,
     /// An argument's value is not acceptable (the message names it).
     #[serde(rename = "arguments.invalid")]
     ArgumentsInvalid,
@@ -126,7 +142,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 33] = [
+    pub const ALL: [Code; 38] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
@@ -138,6 +154,11 @@ impl Code {
         Code::PolicyApprovalCancelled,
         Code::PolicyApprovalInvalid,
         Code::PolicyApprovalUnavailable,
+        Code::PolicyApprovalPending,
+        Code::PolicyApprovalExpired,
+        Code::ApprovalNotFound,
+        Code::ApprovalNotAllowed,
+        Code::ApprovalConflict,
         Code::ArgumentsInvalid,
         Code::SqlInvalid,
         Code::SqlUnsupported,
@@ -176,6 +197,11 @@ impl Code {
             Code::PolicyApprovalCancelled => "policy.approval_cancelled",
             Code::PolicyApprovalInvalid => "policy.approval_invalid",
             Code::PolicyApprovalUnavailable => "policy.approval_unavailable",
+            Code::PolicyApprovalPending => "policy.approval_pending",
+            Code::PolicyApprovalExpired => "policy.approval_expired",
+            Code::ApprovalNotFound => "approval.not_found",
+            Code::ApprovalNotAllowed => "approval.not_allowed",
+            Code::ApprovalConflict => "approval.conflict",
             Code::ArgumentsInvalid => "arguments.invalid",
             Code::SqlInvalid => "sql.invalid",
             Code::SqlUnsupported => "sql.unsupported",

@@ -9,6 +9,9 @@
 //! signed, not encrypted: it holds no secret.
 
 mod keys;
+mod oob;
+pub mod pending;
+mod pending_pg;
 mod postgres;
 mod store;
 
@@ -19,6 +22,11 @@ use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 
 pub use keys::KeyRing;
+pub use oob::{DecideError, Decider, MAX_REASON_BYTES, OutOfBand};
+pub use pending::{
+    DecisionMethod, MemoryPendingStore, PendingApproval, PendingState, PendingStore,
+};
+pub use pending_pg::PgPendingStore;
 pub use postgres::PostgresStore;
 pub use store::{ApprovalStore, MemoryStore, StoreError, StoreFuture};
 

@@ -20,15 +20,22 @@ pub enum StoreError {
     /// The in-memory store's lock was poisoned by a panic while it was held.
     #[error("the in-memory approval store's lock is poisoned")]
     Poisoned,
+    /// PostgreSQL could not read or write a pending approval.
+    #[error("pending approvals in PostgreSQL: {0}")]
+    Pending(#[source] sqlx_core::Error),
+    /// A stored pending approval cannot be read back.
+    #[error("a stored pending approval is unreadable: {0}")]
+    Corrupt(String),
 }
 
 impl StoreError {
     /// The stable code of a call refused because of this error.
     pub fn code(&self) -> crate::code::Code {
         match self {
-            StoreError::Database(_) | StoreError::Poisoned => {
-                crate::code::Code::PolicyApprovalUnavailable
-            }
+            StoreError::Database(_)
+            | StoreError::Poisoned
+            | StoreError::Pending(_)
+            | StoreError::Corrupt(_) => crate::code::Code::PolicyApprovalUnavailable,
         }
     }
 }

@@ -38,6 +38,8 @@ impl FailureMode {
             (FailureMode::BestEffort, _, _) => OnFailure::Proceed,
             // The request is refused whatever the audit does.
             (_, Phase::AuthFailure | Phase::Prune, _) => OnFailure::Proceed,
+            // A decision is stored only once its record is durable.
+            (_, Phase::ApprovalDecision, _) => OnFailure::Refuse,
             (FailureMode::StrictMutations, Phase::Outcome, false) => OnFailure::Proceed,
             (_, Phase::Intent, _) => OnFailure::Refuse,
             (_, Phase::Outcome, _) => OnFailure::FailCall,

@@ -24,6 +24,12 @@ pub enum Phase {
     /// hash), so a stream that now starts later is known to have been pruned, not cut.
     /// Written, and durable, before the files are deleted.
     Prune,
+    /// An out-of-band approval was decided (the HTTP API, the CLI): `principal`/`issuer`/
+    /// `auth_method` name the decider, `approver`, `approval_method` and `approval_reason`
+    /// say who, through what and why, `decision` is `needs_approval_accepted` or
+    /// `needs_approval_declined`, and `tool`, `query_class`, `sql`, `approval_id` name the
+    /// call decided. Written, and durable, before the decision is stored.
+    ApprovalDecision,
 }
 
 impl Phase {
@@ -34,6 +40,7 @@ impl Phase {
             Phase::Outcome => "outcome",
             Phase::AuthFailure => "auth_failure",
             Phase::Prune => "prune",
+            Phase::ApprovalDecision => "approval_decision",
         }
     }
 }
@@ -195,6 +202,16 @@ pub struct AuditRecord {
     /// The approval that let the call run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// Who approved or denied the call (`bob (https://idp.example.com)`, `cli:alice`; the
+    /// principal asked in the call for elicitation and MRTR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+    /// Through what it was decided: `api`, `cli`, `elicitation`, `mrtr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_method: Option<String>,
+    /// The reason the decider gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_reason: Option<String>,
     /// How the call ended (outcome records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,

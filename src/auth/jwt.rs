@@ -223,6 +223,7 @@ impl JwtAuthenticator {
             fingerprint: None,
             tools,
             query_scopes,
+            claims: Some(Arc::new(claims)),
         };
         Ok((principal, validity))
     }

@@ -78,6 +78,9 @@ pub struct Principal {
     /// The token's scopes, when its issuer needs each call's query-class scope
     /// (`auth.jwt.enforce_query_scopes`); `None`: query classes are not scoped.
     pub query_scopes: Option<Arc<BTreeSet<String>>>,
+    /// The verified JWT's claims, for the approver rules of out-of-band approvals
+    /// (`approval.approvers`: groups and claims); `None` for the other methods.
+    pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Principal {
@@ -92,6 +95,7 @@ impl Principal {
             fingerprint: None,
             tools: None,
             query_scopes: None,
+            claims: None,
         }
     }
 
@@ -105,6 +109,7 @@ impl Principal {
             fingerprint: None,
             tools: None,
             query_scopes: None,
+            claims: None,
         }
     }
 

@@ -65,6 +65,7 @@ impl MtlsAuthenticator {
             fingerprint: Some(fingerprint(leaf)),
             tools: None,
             query_scopes: None,
+            claims: None,
         })
     }
 }

@@ -123,6 +123,7 @@ mod tests {
             fingerprint: None,
             tools: None,
             query_scopes: None,
+            claims: None,
         }
     }
 

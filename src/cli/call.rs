@@ -110,6 +110,7 @@ fn tool_call(command: Command) -> ToolCall {
                     command: Some("query"),
                     ..origin
                 },
+                progress: None,
             }
         }
         Command::Pull { provider, version } => {
@@ -122,6 +123,7 @@ fn tool_call(command: Command) -> ToolCall {
                 arguments,
                 principal: Some(Principal::local()),
                 approval: ApprovalChannel::Unavailable,
+                progress: None,
                 origin,
             }
         }

@@ -29,7 +29,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use crate::policy::Mode;
-pub use approval::{ApprovalConfig, ApprovalStoreKind};
+pub use approval::{ApprovalConfig, ApprovalStoreKind, ApproverRule, OutOfBand, WebhookConfig};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
 pub use identity::{
     AuthConfig, CertIdentity, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource,
@@ -307,6 +307,14 @@ impl Config {
         let log = telemetry::check_log(raw.log, &mut problems);
         let telemetry = telemetry::check_telemetry(raw.telemetry, env, &mut problems);
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
+        for (i, rule) in approval.approvers.iter().enumerate() {
+            if !tenant_ids.contains(&rule.tenant) {
+                problems.push(
+                    format!("approval.approvers[{i}].tenant"),
+                    format!("'{}' is not a configured tenant", rule.tenant),
+                );
+            }
+        }
         let mut auth =
             identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
         for (i, issuer) in auth

@@ -7,6 +7,8 @@
 //!  └─ request id → sensitive headers → trace → propagate id → timeout
 //!      ├─ /healthz, /readyz, /.well-known/oauth-protected-resource[/mcp]  (no authentication),
 //!      │  /metrics (only while authentication is off; else on the admin listener only)
+//!      ├─ /approvals…: the approval API (with approval.out_of_band), behind the same
+//!      │  authentication and tenant limits as /mcp
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
 //!               → concurrency limit → body read (408, JSON-RPC 400s) → response bytes held
 //!               until sent → rmcp StreamableHttpService
@@ -21,6 +23,7 @@
 //! the stop sequence both listeners follow; [`ready`] is `/readyz`.
 
 pub mod admin;
+pub mod approvals;
 pub mod body;
 pub mod drain;
 pub mod limits;
@@ -71,6 +74,13 @@ pub fn router(
     let settings = &config.server;
     let authenticated = authentication.enabled();
     let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
+    // The approval API, behind the same authentication and limits as `/mcp`.
+    let approvals = handler.shared.out_of_band.clone().map(|oob| {
+        approvals::routes(oob, handler.shared.audit.clone())
+            .route_layer(limits::TenantLimitLayer::new(limiter.clone()))
+            .route_layer(AuthLayer::new(authentication.clone()))
+            .route_layer(RequestBodyLimitLayer::new(64 * 1024))
+    });
     // Layers added later wrap the earlier ones: a request meets them bottom to top.
     let mcp = Router::new()
         // Reads the whole body in time (408), answers unparsable JSON-RPC with 400, keeps a
@@ -140,7 +150,11 @@ pub fn router(
             settings.call_timeout + REQUEST_TIMEOUT_MARGIN,
         ));
 
-    public.merge(mcp).layer(stack)
+    let mut app = public.merge(mcp);
+    if let Some(approvals) = approvals {
+        app = app.merge(approvals);
+    }
+    app.layer(stack)
 }
 
 /// `GET /metrics`: the Prometheus metrics as OpenMetrics text, without authentication, as

@@ -266,6 +266,41 @@ fn approval_channel(
     }
 }
 
+/// `notifications/progress` for the request's progress token, in its session or on the
+/// stream of its response.
+#[derive(Debug)]
+struct McpProgress {
+    peer: rmcp::service::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+}
+
+impl super::pipeline::Progress for McpProgress {
+    fn report(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: String,
+    ) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let mut param =
+                rmcp::model::ProgressNotificationParam::new(self.token.clone(), progress);
+            param.total = total;
+            param.message = Some(message);
+            // Best effort: a client that went away learns nothing more.
+            let _ = self.peer.notify_progress(param).await;
+        })
+    }
+}
+
+/// The progress reporter of a request that carries a progress token.
+fn progress_of(context: &RequestContext<RoleServer>) -> Option<Arc<dyn super::pipeline::Progress>> {
+    let token = context.meta.get_progress_token()?;
+    Some(Arc::new(McpProgress {
+        peer: context.peer.clone(),
+        token,
+    }))
+}
+
 impl ServerHandler for QuerygateMcp {
     /// Identity and capabilities, without instructions: rmcp calls this on every request
     /// (stateless serving configures a peer per request), so it stays small. The
@@ -463,6 +498,7 @@ impl ServerHandler for QuerygateMcp {
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
             origin: origin_of(&context, transport, &request),
+            progress: progress_of(&context),
             principal,
             name: request.name.to_string(),
             arguments: request.arguments.unwrap_or_default(),

@@ -30,7 +30,10 @@ pub use library::LibrarySetupError;
 
 use self::content::{Content, ContentError};
 use self::tools::{CATALOGUE, ToolSpec};
-use crate::approval::{ApprovalStore, Approvals, KeyRing, MemoryStore, PostgresStore};
+use crate::approval::{
+    ApprovalStore, Approvals, KeyRing, MemoryPendingStore, MemoryStore, OutOfBand, PendingStore,
+    PgPendingStore, PostgresStore,
+};
 use crate::audit::Auditor;
 use crate::config::{ApprovalStoreKind, Config, ServerConfig};
 use crate::engine::Engine;
@@ -86,6 +89,9 @@ pub enum StartError {
     /// The approval keys cannot be loaded.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
+    /// Out-of-band approval cannot be set up (the webhook's client).
+    #[error("out-of-band approval: {0}")]
+    OutOfBand(String),
 }
 
 impl StartError {
@@ -96,7 +102,7 @@ impl StartError {
             StartError::UnknownName { .. } => "start.unknown_name",
             StartError::Library(_) => "start.library",
             StartError::Database(_) => "start.database",
-            StartError::Approval(_) => "start.approval",
+            StartError::Approval(_) | StartError::OutOfBand(_) => "start.approval",
         }
     }
 }
@@ -116,6 +122,8 @@ pub(crate) struct Shared {
     pub(crate) library: library::Library,
     /// Approval of single calls: sealing keys and the store of redeemed approvals.
     pub(crate) approvals: Approvals,
+    /// Out-of-band approvals (`None`: `approval.out_of_band` is off).
+    pub(crate) out_of_band: Option<Arc<OutOfBand>>,
     /// The audit of tool calls (`None`: `audit.enabled` is false).
     pub(crate) audit: Option<Auditor>,
     /// Whether reads that ran get an outcome record: always, but for the CLI only with
@@ -224,7 +232,8 @@ pub fn build_observed(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );
     }
-    // One pool for the approval store and the quota counters, connecting on first use.
+    // One pool for the approval store, the pending approvals and the quota counters,
+    // connecting on first use.
     let wants_pool = config.approval.store == ApprovalStoreKind::Postgres
         || config.quotas.store == crate::config::QuotaStoreKind::Postgres;
     let pool = if wants_pool {
@@ -232,10 +241,17 @@ pub fn build_observed(
     } else {
         None
     };
-    let store: Arc<dyn ApprovalStore> = match (config.approval.store, &pool) {
-        (ApprovalStoreKind::Postgres, Some(pool)) => Arc::new(PostgresStore::new(pool.clone())),
-        _ => Arc::new(MemoryStore::default()),
-    };
+    let (store, pending): (Arc<dyn ApprovalStore>, Arc<dyn PendingStore>) =
+        match (config.approval.store, &pool) {
+            (ApprovalStoreKind::Postgres, Some(pool)) => (
+                Arc::new(PostgresStore::new(pool.clone())),
+                Arc::new(PgPendingStore::new(pool.clone())),
+            ),
+            _ => (
+                Arc::new(MemoryStore::default()),
+                Arc::new(MemoryPendingStore::default()),
+            ),
+        };
     let quotas = match (config.quotas.store, &pool) {
         (crate::config::QuotaStoreKind::Postgres, Some(pool)) => {
             crate::quota::Quotas::postgres(config.quotas.clone(), &config.tenants, pool.clone())
@@ -248,6 +264,14 @@ pub fn build_observed(
             .map(|m| m as Arc<dyn crate::quota::QuotaObserver>),
     );
     let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
+    // `querygate query` asks at its terminal (or takes --yes): never out of band.
+    let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
+        Some(Arc::new(
+            OutOfBand::new(&config.approval, pending).map_err(StartError::OutOfBand)?,
+        ))
+    } else {
+        None
+    };
     let shared = Arc::new(Shared {
         engine,
         tenants,
@@ -258,6 +282,7 @@ pub fn build_observed(
         tools,
         library,
         approvals,
+        out_of_band,
         audit,
         audit_reads: transport != Transport::Cli || config.audit.cli_reads,
         metrics,

@@ -423,6 +423,7 @@ fn call_with(channel: ApprovalChannel) -> ToolCall {
         principal: Some(querygate::tenant::Principal::anonymous()),
         approval: channel,
         origin: Default::default(),
+        progress: None,
     }
 }
 

@@ -679,6 +679,7 @@ async fn a_call_without_a_principal_is_refused_before_any_layer() {
         principal,
         approval: ApprovalChannel::Unavailable,
         origin: Default::default(),
+        progress: None,
     };
     let refused = handler.pipeline().call(call(None)).await.unwrap_err();
     assert_eq!(refused, CallError::Unauthenticated);

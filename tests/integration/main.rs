@@ -5,6 +5,7 @@
 
 mod admission;
 mod approval_fixes;
+mod approvals_oob;
 mod audit_anchor;
 mod audit_file;
 mod audit_limits;

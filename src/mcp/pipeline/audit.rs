@@ -77,6 +77,7 @@ impl Step for Audit {
                         )),
                         decision: reply.decision,
                         approval_id: reply.approval_id,
+                        approved_by: reply.approved_by,
                     }),
                     Err(err) => Err(err),
                 },
@@ -208,6 +209,12 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         sql_sha256: None,
         args: Some(call.arguments.clone()),
         approval_id: call.approval_id.clone(),
+        approver: call.approved_by.as_ref().map(|b| b.approver.clone()),
+        approval_method: call
+            .approved_by
+            .as_ref()
+            .map(|b| b.method.as_str().to_owned()),
+        approval_reason: call.approved_by.as_ref().map(|b| b.reason.clone()),
         outcome: None,
         duration_ms: None,
         error_code: None,
@@ -228,6 +235,11 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     record.decision = reply.decision;
     if let Some(id) = &reply.approval_id {
         record.approval_id = Some(id.clone());
+    }
+    if let Some(by) = &reply.approved_by {
+        record.approver = Some(by.approver.clone());
+        record.approval_method = Some(by.method.as_str().to_owned());
+        record.approval_reason = Some(by.reason.clone());
     }
     let Some(outcome) = reply.outcome() else {
         // An approval prompt went back: the call has not run (yet).

@@ -12,11 +12,14 @@ use tower::{Service, ServiceExt as _};
 use super::prompt::{plan_hash, prompt};
 use super::step::{Step, StepFuture, StepLayer};
 use super::{
-    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, CallError, PreparedCall, ReplyBody, ToolReply,
+    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, ApprovedBy, CallError, PreparedCall,
+    ReplyBody, ToolReply,
 };
-use crate::approval::{ApprovalError, Binding};
+use crate::approval::pending::{CallKey, Requester};
+use crate::approval::{ApprovalError, Binding, DecisionMethod};
 use crate::audit::Decision;
 use crate::code::Code;
+use crate::config::OutOfBand;
 use crate::engine::PlannedWrite;
 use crate::mcp::tools::Effect;
 use crate::mcp::{Shared, Transport};
@@ -47,7 +50,7 @@ impl Step for ModeGate {
 
 /// `tool "<name>" refused: <why>`, with the tenant when it is not `default` (the name is
 /// the CLI command's for calls of `querygate query`).
-fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> String {
+pub(super) fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> String {
     let tenant = &call.cx.tenant;
     let tool = call.origin.command.unwrap_or(call.tool());
     if tenant == "default" {
@@ -250,7 +253,10 @@ fn bound_note(shared: &Shared, call: &PreparedCall) -> String {
 
 /// Resolves the statement through the engine as running it would, sending nothing: a
 /// statement that can never run is refused with its real error before anyone is asked.
-async fn preflight(shared: &Shared, call: &PreparedCall) -> Result<Vec<PlannedWrite>, ToolReply> {
+pub(super) async fn preflight(
+    shared: &Shared,
+    call: &PreparedCall,
+) -> Result<Vec<PlannedWrite>, ToolReply> {
     // `check` refused every SQL call whose statement did not parse.
     let Some(Ok(statement)) = &call.statement else {
         return Ok(Vec::new());
@@ -295,6 +301,19 @@ where
         tool: call.tool(),
         arguments_sha256,
     };
+    if let Some(oob) = out_of_band_for(shared, &call) {
+        let key = CallKey {
+            tenant: binding.tenant.to_owned(),
+            requester: Requester {
+                method: binding.method.to_owned(),
+                issuer: binding.issuer.to_owned(),
+                subject: binding.subject.to_owned(),
+            },
+            tool: binding.tool.to_owned(),
+            arguments_sha256: arguments_sha256.to_owned(),
+        };
+        return super::out_of_band::approve(shared, oob, inner, call, reason, key).await;
+    }
     let refused = |decision: Decision, code: Code, why: String| {
         Ok(ToolReply::stopped(decision, code, refusal(&call, why)))
     };
@@ -334,7 +353,10 @@ where
                         );
                     }
                     return match approvals.redeem(&state).await {
-                        Ok(()) => run_approved(inner, call, state.id).await,
+                        Ok(()) => {
+                            let by = asked_in_call(&call, DecisionMethod::Mrtr);
+                            run_approved(inner, call, state.id, by).await
+                        }
                         Err(err @ ApprovalError::Replayed) => refused(
                             Decision::RefuseImmediate,
                             Code::PolicyApprovalInvalid,
@@ -436,7 +458,8 @@ where
                         )
                         .for_approval(id));
                     }
-                    run_approved(inner, call, id).await
+                    let by = asked_in_call(&call, DecisionMethod::Elicitation);
+                    run_approved(inner, call, id, by).await
                 }
                 ApprovalAnswer::Cancel if call.cancel.is_cancelled() => Ok(ToolReply::stopped(
                     Decision::NeedsApprovalCancelled,
@@ -495,7 +518,7 @@ fn not_approved(
 }
 
 /// What a refusal says when planning a call again no longer gives what was approved.
-const PLAN_CHANGED: &str = "the plan (what would be sent upstream) changed";
+pub(super) const PLAN_CHANGED: &str = "the plan (what would be sent upstream) changed";
 
 /// Uses up an approval that was decided without running (declined, dismissed, or its plan
 /// changed), so that no later retry of its state runs the call.
@@ -537,18 +560,55 @@ fn input_required(prompt: String, sealed: String, id: String) -> ToolReply {
         body: ReplyBody::InputRequired { prompt, sealed },
         decision: Decision::NeedsApprovalRequested,
         approval_id: Some(id),
+        approved_by: None,
     }
 }
 
-async fn run_approved<S>(inner: S, call: PreparedCall, id: String) -> Result<ToolReply, CallError>
+/// Who approved a call asked in the call: the person at the client, i.e. its principal.
+fn asked_in_call(call: &PreparedCall, method: DecisionMethod) -> ApprovedBy {
+    ApprovedBy {
+        approver: call.principal.display_name(),
+        method,
+        reason: String::new(),
+    }
+}
+
+/// Runs a call whose approval `id` (decided `by`) was redeemed.
+pub(super) async fn run_approved<S>(
+    inner: S,
+    call: PreparedCall,
+    id: String,
+    by: ApprovedBy,
+) -> Result<ToolReply, CallError>
 where
     S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let mut call = call;
     call.approval_id = Some(id.clone());
+    call.approved_by = Some(by.clone());
     let mut reply = inner.oneshot(call).await?;
     reply.decision = Decision::NeedsApprovalAccepted;
     reply.approval_id = Some(id);
+    reply.approved_by = Some(by);
     Ok(reply)
+}
+
+/// The out-of-band approvals a call needing approval goes to, if it does: with
+/// `approval.out_of_band: always` every call, with `fallback` those whose client cannot be
+/// asked in the call.
+fn out_of_band_for(
+    shared: &Shared,
+    call: &PreparedCall,
+) -> Option<Arc<crate::approval::OutOfBand>> {
+    let oob = shared.out_of_band.as_ref()?;
+    let goes = match oob.config().out_of_band {
+        OutOfBand::Off => false,
+        OutOfBand::Always => true,
+        OutOfBand::Fallback => matches!(
+            call.approval,
+            ApprovalChannel::StatelessLegacy { .. } | ApprovalChannel::Unavailable
+        ),
+    };
+    goes.then(|| oob.clone())
 }

@@ -36,6 +36,7 @@ mod cancel;
 mod dispatch;
 mod gate;
 mod observe;
+mod out_of_band;
 mod prepare;
 mod prompt;
 mod quota;
@@ -73,6 +74,33 @@ pub struct ToolCall {
     pub approval: ApprovalChannel,
     /// Where the call came from, for the audit record.
     pub origin: CallOrigin,
+    /// Where the call reports progress while it waits for an out-of-band approval (`None`:
+    /// the client gave no progress token).
+    pub progress: Option<Arc<dyn Progress>>,
+}
+
+/// Where a call reports progress: MCP `notifications/progress` for the client's progress
+/// token.
+pub trait Progress: Send + Sync + std::fmt::Debug {
+    /// Reports `progress` (of `total`, when known) with `message`; best effort.
+    fn report(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: String,
+    ) -> futures::future::BoxFuture<'_, ()>;
+}
+
+/// Who decided the approval that let a call run, for its audit records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedBy {
+    /// The decider as a person reads it (the principal at the client for elicitation and
+    /// MRTR).
+    pub approver: String,
+    /// Through what.
+    pub method: crate::approval::DecisionMethod,
+    /// The reason given (empty for answers in the call).
+    pub reason: String,
 }
 
 /// Where a call came from: the transport's request and the client, as far as they are
@@ -133,6 +161,8 @@ pub struct ToolReply {
     pub decision: Decision,
     /// The approval involved (asked, accepted, declined or dismissed), if any.
     pub approval_id: Option<String>,
+    /// Who decided it, when someone did.
+    pub approved_by: Option<ApprovedBy>,
 }
 
 /// The result of a call, or a request for the client to ask a person.
@@ -241,6 +271,7 @@ impl ToolReply {
             body: ReplyBody::Complete(outcome),
             decision: Decision::Allow,
             approval_id: None,
+            approved_by: None,
         }
     }
 
@@ -250,12 +281,19 @@ impl ToolReply {
             body: ReplyBody::Complete(ToolOutcome::error(code, message)),
             decision,
             approval_id: None,
+            approved_by: None,
         }
     }
 
     /// This reply, about the approval `id`.
     pub(crate) fn for_approval(mut self, id: String) -> Self {
         self.approval_id = Some(id);
+        self
+    }
+
+    /// This reply, about an approval `by` decided.
+    pub(crate) fn decided_by(mut self, by: Option<ApprovedBy>) -> Self {
+        self.approved_by = by;
         self
     }
 

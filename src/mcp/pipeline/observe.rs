@@ -113,6 +113,7 @@ mod tests {
                 body: super::super::ReplyBody::Complete(ToolOutcome::empty()),
                 decision,
                 approval_id: None,
+                approved_by: None,
             },
         })
     }

@@ -62,8 +62,12 @@ pub struct PreparedCall {
     pub approval: ApprovalChannel,
     /// The approval that lets it run, once the gate has redeemed one.
     pub approval_id: Option<String>,
+    /// Who decided that approval.
+    pub approved_by: Option<super::ApprovedBy>,
     /// Where the call came from.
     pub origin: CallOrigin,
+    /// Where it reports progress while it waits for an out-of-band approval.
+    pub progress: Option<std::sync::Arc<dyn super::Progress>>,
     /// Cancelled when nobody waits for the reply any more (the client disconnected or sent
     /// `notifications/cancelled`): the call stops (see the `cancel` layer).
     pub cancel: CancellationToken,
@@ -143,7 +147,9 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         requests: None,
         approval: call.approval,
         approval_id: None,
+        approved_by: None,
         origin: call.origin,
+        progress: call.progress,
         cancel: CancellationToken::new(),
     })
 }

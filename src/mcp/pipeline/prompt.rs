@@ -23,18 +23,8 @@ pub(super) fn prompt(call: &PreparedCall, planned: &[PlannedWrite], plan: &str) 
         call.mode
     );
     for write in planned {
-        let requests = match write.requests {
-            0 => "requests from its SELECT's rows".to_owned(),
-            1 => "1 request".to_owned(),
-            n => format!("{n} requests"),
-        };
-        message.push_str(&format!(
-            "\nProvider: {} · {} {} via method {} ({requests})",
-            inline(&write.provider),
-            write.verb,
-            inline(&write.resource),
-            inline(&write.method),
-        ));
+        message.push_str("\nProvider: ");
+        message.push_str(&write_line(write));
     }
     message.push_str(&format!("\nPlan: sha256:{plan}"));
     if let Some(sql) = &call.sql {
@@ -42,6 +32,24 @@ pub(super) fn prompt(call: &PreparedCall, planned: &[PlannedWrite], plan: &str) 
         message.push_str(&inline(sql));
     }
     message
+}
+
+/// One write the engine resolved, as the prompt shows it: `<provider> · <VERB> <resource>
+/// via method <method> (<n> requests)`, each name escaped.
+pub(super) fn write_line(write: &PlannedWrite) -> String {
+    use crate::safe_text::escape_inline as inline;
+    let requests = match write.requests {
+        0 => "requests from its SELECT's rows".to_owned(),
+        1 => "1 request".to_owned(),
+        n => format!("{n} requests"),
+    };
+    format!(
+        "{} · {} {} via method {} ({requests})",
+        inline(&write.provider),
+        write.verb,
+        inline(&write.resource),
+        inline(&write.method),
+    )
 }
 
 /// The hash an approval is bound to: of every planned write's digest, in order.

@@ -1,0 +1,445 @@
+//! Out-of-band approval as a service: the store of pending approvals, who may decide them
+//! (`approval.approvers`, `require_distinct_approver`), the decision (audited before it is
+//! stored), the link and the webhook that announces a new pending approval.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::pending::{
+    Decided, DecisionMethod, PendingApproval, PendingRequest, PendingState, PendingStore,
+    Undecided, now_ms,
+};
+use super::store::StoreError;
+use crate::audit::Auditor;
+use crate::audit::record::{self, AuditRecord, Decision, Phase};
+use crate::auth::{Method, Principal};
+use crate::code::Code;
+use crate::config::{ApprovalConfig, ApproverRule};
+use crate::safe_text::escape_inline;
+
+/// The longest reason a decider may give (bytes); longer ones are refused.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// Who decides: a principal of the HTTP API, or the operator at `querygate approvals`.
+#[derive(Debug, Clone, Copy)]
+pub enum Decider<'a> {
+    /// An authenticated caller of the API.
+    Principal(&'a Principal),
+    /// The local operator of the CLI (its operating-system user): whoever can reach the
+    /// database with the service's credentials can change any row anyway, so the approver
+    /// rules do not narrow it; `require_distinct_approver` still applies.
+    Operator(&'a str),
+}
+
+impl Decider<'_> {
+    /// As a person reads it, for the record and the API.
+    pub fn display(&self) -> String {
+        match self {
+            Decider::Principal(p) => p.display_name(),
+            Decider::Operator(user) => format!("cli:{user}"),
+        }
+    }
+
+    fn method(&self) -> DecisionMethod {
+        match self {
+            Decider::Principal(_) => DecisionMethod::Api,
+            Decider::Operator(_) => DecisionMethod::Cli,
+        }
+    }
+
+    /// Whether this decider is the principal that made the call.
+    fn is_requester(&self, request: &PendingRequest) -> bool {
+        match self {
+            Decider::Principal(p) => {
+                p.method.as_str() == request.requester.method
+                    && p.issuer.as_deref().unwrap_or_default() == request.requester.issuer
+                    && p.subject == request.requester.subject
+            }
+            // A call made by the local user of `querygate query` or stdio.
+            Decider::Operator(_) => request.requester.method == Method::Local.as_str(),
+        }
+    }
+}
+
+/// Why a decision (or a look) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// No approval of that id in the decider's tenant (another tenant's is not found
+    /// either).
+    #[error("no approval '{0}' in this tenant")]
+    NotFound(String),
+    /// The decider may not see or decide it.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// It is no longer pending.
+    #[error("the approval is {0}, not pending: it cannot be decided any more")]
+    NotPending(&'static str),
+    /// The request is malformed (a reason too long).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store cannot be reached.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The decision's audit record could not be written: nothing was decided.
+    #[error("the decision's audit record could not be written ({0}); nothing was decided")]
+    Audit(String),
+}
+
+impl DecideError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            DecideError::NotFound(_) => Code::ApprovalNotFound,
+            DecideError::NotAllowed(_) => Code::ApprovalNotAllowed,
+            DecideError::NotPending(_) => Code::ApprovalConflict,
+            DecideError::Invalid(_) => Code::ArgumentsInvalid,
+            DecideError::Store(err) => err.code(),
+            DecideError::Audit(_) => Code::AuditUnavailable,
+        }
+    }
+
+    /// The HTTP status the API answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            DecideError::NotFound(_) => 404,
+            DecideError::NotAllowed(_) => 403,
+            DecideError::NotPending(_) => 409,
+            DecideError::Invalid(_) => 400,
+            DecideError::Store(_) | DecideError::Audit(_) => 503,
+        }
+    }
+}
+
+/// Out-of-band approvals: the store and the rules.
+#[derive(Debug)]
+pub struct OutOfBand {
+    store: Arc<dyn PendingStore>,
+    config: ApprovalConfig,
+    webhook: Option<Webhook>,
+}
+
+#[derive(Debug)]
+struct Webhook {
+    client: reqwest::Client,
+    url: String,
+}
+
+impl OutOfBand {
+    /// Out-of-band approvals kept in `store`, as `config` says.
+    pub fn new(config: &ApprovalConfig, store: Arc<dyn PendingStore>) -> Result<Self, String> {
+        let webhook = match &config.webhook {
+            Some(hook) => {
+                let tls = crate::client_tls::web_pki()?;
+                let client = reqwest::Client::builder()
+                    .tls_backend_preconfigured(tls)
+                    .timeout(hook.timeout)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|err| format!("approval webhook client: {err}"))?;
+                Some(Webhook {
+                    client,
+                    url: hook.url.clone(),
+                })
+            }
+            None => None,
+        };
+        Ok(OutOfBand {
+            store,
+            config: config.clone(),
+            webhook,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn PendingStore {
+        self.store.as_ref()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ApprovalConfig {
+        &self.config
+    }
+
+    /// The link of approval `id`: `<approval.link_base>/<id>`, else `/approvals/<id>`.
+    pub fn link(&self, id: &str) -> String {
+        match &self.config.link_base {
+            Some(base) => format!("{base}/{id}"),
+            None => format!("/approvals/{id}"),
+        }
+    }
+
+    /// Tells the webhook of a new pending approval, in the background: a failure (or a
+    /// timeout, `approval.webhook.timeout`) is logged, never fatal to the call.
+    pub fn announce(&self, approval: &PendingApproval) {
+        let Some(hook) = &self.webhook else {
+            return;
+        };
+        let body =
+            serde_json::json!({ "text": announcement(approval, &self.link(&approval.request.id)) });
+        let request = hook
+            .client
+            .post(&hook.url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        let tenant = approval.request.tenant.clone();
+        let id = approval.request.id.clone();
+        tokio::spawn(async move {
+            match request.send().await {
+                Ok(response) if response.status().is_success() => {}
+                Ok(response) => tracing::warn!(
+                    %tenant,
+                    approval_id = %id,
+                    "the approval webhook answered {}",
+                    response.status()
+                ),
+                Err(err) => tracing::warn!(
+                    %tenant,
+                    approval_id = %id,
+                    "the approval webhook could not be told: {}",
+                    crate::safe_text::escape_controls(&err.without_url().to_string())
+                ),
+            }
+        });
+    }
+
+    /// Whether `decider` may see the approvals of `tenant`: a principal of that tenant that
+    /// some approver rule of the tenant names (for any class).
+    pub fn may_view(&self, decider: &Principal, tenant: &str) -> Result<(), DecideError> {
+        if decider.tenant != tenant {
+            return Err(DecideError::NotAllowed(format!(
+                "a principal of tenant '{}' may not see the approvals of another tenant",
+                escape_inline(&decider.tenant)
+            )));
+        }
+        if self
+            .rules(tenant)
+            .any(|rule| matches(rule, decider, &self.config.groups_claim))
+        {
+            Ok(())
+        } else {
+            Err(DecideError::NotAllowed(format!(
+                "{} is not an approver of tenant '{}' (approval.approvers)",
+                escape_inline(&decider.display_name()),
+                escape_inline(tenant)
+            )))
+        }
+    }
+
+    /// Whether `decider` may decide `request`: of its tenant, named by a rule for its class,
+    /// and (with `require_distinct_approver`) not the principal that made the call.
+    pub fn may_decide(
+        &self,
+        decider: Decider<'_>,
+        request: &PendingRequest,
+    ) -> Result<(), DecideError> {
+        if let Decider::Principal(p) = decider {
+            if p.tenant != request.tenant {
+                return Err(DecideError::NotFound(request.id.clone()));
+            }
+            if matches!(p.method, Method::Anonymous) {
+                return Err(DecideError::NotAllowed(
+                    "an unauthenticated caller cannot decide approvals (configure auth)".into(),
+                ));
+            }
+            let named = self
+                .rules(&request.tenant)
+                .filter(|rule| rule.classes.is_empty() || rule.classes.contains(&request.class))
+                .any(|rule| matches(rule, p, &self.config.groups_claim));
+            if !named {
+                return Err(DecideError::NotAllowed(format!(
+                    "{} may not decide {} approvals of tenant '{}' (approval.approvers)",
+                    escape_inline(&p.display_name()),
+                    request.class,
+                    escape_inline(&request.tenant)
+                )));
+            }
+        }
+        if self.config.require_distinct_approver && decider.is_requester(request) {
+            return Err(DecideError::NotAllowed(
+                "the principal that made the call cannot approve or deny it (approval.require_distinct_approver)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn rules<'a>(&'a self, tenant: &'a str) -> impl Iterator<Item = &'a ApproverRule> + 'a {
+        self.config
+            .approvers
+            .iter()
+            .filter(move |r| r.tenant == tenant)
+    }
+
+    /// The approval `id` of `tenant`, if `decider` may see it.
+    pub async fn show(
+        &self,
+        decider: Decider<'_>,
+        tenant: &str,
+        id: &str,
+    ) -> Result<PendingApproval, DecideError> {
+        if let Decider::Principal(p) = decider {
+            if p.tenant != tenant {
+                return Err(DecideError::NotFound(id.to_owned()));
+            }
+            self.may_view(p, tenant)?;
+        }
+        self.store
+            .get(tenant, id)
+            .await?
+            .ok_or_else(|| DecideError::NotFound(id.to_owned()))
+    }
+
+    /// Approves (`approve`) or denies approval `id` of `tenant` for `decider`, with
+    /// `reason`: checks who may, writes the decision's audit record (durable first), then
+    /// stores the decision if the approval is still pending.
+    pub async fn decide(
+        &self,
+        decider: Decider<'_>,
+        tenant: &str,
+        id: &str,
+        approve: bool,
+        reason: &str,
+        audit: Option<&Auditor>,
+    ) -> Result<PendingApproval, DecideError> {
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(DecideError::Invalid(format!(
+                "the reason holds {} bytes; at most {MAX_REASON_BYTES}",
+                reason.len()
+            )));
+        }
+        let approval = match decider {
+            Decider::Principal(p) if p.tenant != tenant => {
+                return Err(DecideError::NotFound(id.to_owned()));
+            }
+            _ => self
+                .store
+                .get(tenant, id)
+                .await?
+                .ok_or_else(|| DecideError::NotFound(id.to_owned()))?,
+        };
+        self.may_decide(decider, &approval.request)?;
+        let state = approval.state_now();
+        if state != PendingState::Pending {
+            return Err(DecideError::NotPending(state.as_str()));
+        }
+        let decided = Decided {
+            by: decider.display(),
+            method: decider.method(),
+            reason: reason.to_owned(),
+            at_ms: now_ms(),
+        };
+        if let Some(auditor) = audit {
+            let record = decision_record(decider, &approval.request, approve, &decided);
+            if let Err(failure) = auditor.record(record).await {
+                return Err(DecideError::Audit(failure.error.to_string()));
+            }
+        }
+        match self.store.decide(tenant, id, approve, decided).await? {
+            Ok(approval) => Ok(approval),
+            Err(Undecided::NotFound) => Err(DecideError::NotFound(id.to_owned())),
+            Err(Undecided::NotPending(state)) => Err(DecideError::NotPending(state.as_str())),
+        }
+    }
+}
+
+/// Whether `rule` names `principal`: by subject, by a group of its groups claim, or by all
+/// its claims.
+fn matches(rule: &ApproverRule, principal: &Principal, groups_claim: &str) -> bool {
+    if principal.tenant != rule.tenant || matches!(principal.method, Method::Anonymous) {
+        return false;
+    }
+    if rule.subjects.contains(&principal.subject) {
+        return true;
+    }
+    let Some(claims) = principal.claims.as_deref() else {
+        return false;
+    };
+    let holds = |claim: &str, value: &str| match claims.get(claim) {
+        Some(Value::String(s)) => s == value,
+        Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
+        _ => false,
+    };
+    if rule.groups.iter().any(|g| holds(groups_claim, g)) {
+        return true;
+    }
+    !rule.claims.is_empty() && rule.claims.iter().all(|(k, v)| holds(k, v))
+}
+
+/// The webhook's text: trusted fields first, the SQL last, escaped onto one line.
+fn announcement(approval: &PendingApproval, link: &str) -> String {
+    let r = &approval.request;
+    let requester = if r.requester.issuer.is_empty() {
+        r.requester.subject.clone()
+    } else {
+        format!("{} ({})", r.requester.subject, r.requester.issuer)
+    };
+    let mut text = format!(
+        "Approval requested: {} ({}) for tenant {} by {}\nApproval: {}\nLink: {}\nExpires: {}",
+        r.tool,
+        r.class,
+        escape_inline(&r.tenant),
+        escape_inline(&requester),
+        r.id,
+        link,
+        record::timestamp(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.expires_at_ms)
+        ),
+    );
+    for write in &r.writes {
+        text.push_str("\nWrite: ");
+        text.push_str(&escape_inline(write));
+    }
+    text.push_str(&format!("\nPlan: sha256:{}", r.plan_hash));
+    if let Some(sql) = &r.sql {
+        text.push_str("\nSQL (escaped, on one line): ");
+        text.push_str(&escape_inline(sql));
+    }
+    text
+}
+
+fn decision_record(
+    decider: Decider<'_>,
+    request: &PendingRequest,
+    approve: bool,
+    decided: &Decided,
+) -> AuditRecord {
+    let (principal, issuer, auth_method, os_user) = match decider {
+        Decider::Principal(p) => (
+            p.subject.clone(),
+            p.issuer.clone(),
+            p.method.as_str().to_owned(),
+            None,
+        ),
+        Decider::Operator(user) => (
+            format!("cli:{user}"),
+            None,
+            Method::Local.as_str().to_owned(),
+            Some(user.to_owned()),
+        ),
+    };
+    AuditRecord {
+        timestamp: record::timestamp_now(),
+        phase: Phase::ApprovalDecision,
+        call_id: record::new_call_id(),
+        tenant: request.tenant.clone(),
+        principal,
+        issuer,
+        auth_method,
+        os_user,
+        tool: request.tool.clone(),
+        mode: request.mode.clone(),
+        decision: if approve {
+            Decision::NeedsApprovalAccepted
+        } else {
+            Decision::NeedsApprovalDeclined
+        },
+        query_class: Some(request.class.clone()),
+        sql: request.sql.clone(),
+        approval_id: Some(request.id.clone()),
+        approver: Some(decided.by.clone()),
+        approval_method: Some(decided.method.as_str().to_owned()),
+        approval_reason: Some(decided.reason.clone()),
+        ..Default::default()
+    }
+}

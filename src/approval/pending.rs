@@ -1,0 +1,553 @@
+//! Out-of-band approvals: a call that needs approval, and whose client cannot be asked in
+//! the call, is kept as a pending approval until someone decides it (the HTTP API, the CLI).
+//! The call repeated after an approval runs once: the approval goes from `approved` to
+//! `used` in one atomic step, in memory for one replica or in PostgreSQL for several.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::store::StoreError;
+
+/// Who made the call an approval is for: the principal's method, issuer and subject.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Requester {
+    /// How the principal was authenticated (`jwt`, `mtls`, `anonymous`, …).
+    pub method: String,
+    /// The JWT issuer, empty for other methods.
+    pub issuer: String,
+    /// The subject.
+    pub subject: String,
+}
+
+/// What a pending approval is for: one call (tenant, principal, tool, arguments digest).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    /// The tenant.
+    pub tenant: String,
+    /// Who made the call.
+    pub requester: Requester,
+    /// The tool.
+    pub tool: String,
+    /// SHA-256 of the call's canonical arguments.
+    pub arguments_sha256: String,
+}
+
+/// The part of a pending approval fixed when it is made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRequest {
+    /// Its id (128 random bits, hex).
+    pub id: String,
+    /// The tenant.
+    pub tenant: String,
+    /// Who made the call.
+    pub requester: Requester,
+    /// The tool.
+    pub tool: String,
+    /// The query class (`mutation_delete`, …).
+    pub class: String,
+    /// The tenant's mode when it was asked.
+    pub mode: String,
+    /// The SQL as the client sent it (show it escaped: [`crate::safe_text::escape_inline`]).
+    pub sql: Option<String>,
+    /// SHA-256 of the call's canonical arguments.
+    pub arguments_sha256: String,
+    /// The hash of the plan: the call runs only if planning it again gives the same.
+    pub plan_hash: String,
+    /// The writes the engine resolved, one line each (provider, verb, resource, method,
+    /// how many requests; no credential is part of them).
+    pub writes: Vec<String>,
+    /// The prompt a person asked in the call would see (trusted fields first, the SQL
+    /// last, escaped onto one line).
+    pub prompt: String,
+    /// When it was made, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// When it expires (`approval.ttl` after it was made), milliseconds since the epoch.
+    pub expires_at_ms: u64,
+}
+
+impl PendingRequest {
+    /// The call it is for.
+    pub fn key(&self) -> CallKey {
+        CallKey {
+            tenant: self.tenant.clone(),
+            requester: self.requester.clone(),
+            tool: self.tool.clone(),
+            arguments_sha256: self.arguments_sha256.clone(),
+        }
+    }
+}
+
+/// Where an approval is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved: the call's next repetition runs it.
+    Approved,
+    /// Denied: the call is refused with the reason.
+    Denied,
+    /// Not decided (or not used) before its expiry.
+    Expired,
+    /// Approved and run: it runs nothing more.
+    Used,
+}
+
+impl PendingState {
+    /// The string in records, the API and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingState::Pending => "pending",
+            PendingState::Approved => "approved",
+            PendingState::Denied => "denied",
+            PendingState::Expired => "expired",
+            PendingState::Used => "used",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => PendingState::Pending,
+            "approved" => PendingState::Approved,
+            "denied" => PendingState::Denied,
+            "expired" => PendingState::Expired,
+            "used" => PendingState::Used,
+            _ => return None,
+        })
+    }
+}
+
+/// Through what a decision was made (`approval_method` in the audit record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionMethod {
+    /// The HTTP API (`POST /approvals/{id}/approve|deny`).
+    Api,
+    /// `querygate approvals approve|deny`.
+    Cli,
+    /// `elicitation/create` in the call (stdio, the terminal of `querygate query`).
+    Elicitation,
+    /// A resumable round of MCP 2026-07-28.
+    Mrtr,
+}
+
+impl DecisionMethod {
+    /// The string in records and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionMethod::Api => "api",
+            DecisionMethod::Cli => "cli",
+            DecisionMethod::Elicitation => "elicitation",
+            DecisionMethod::Mrtr => "mrtr",
+        }
+    }
+}
+
+/// Who decided an approval, how and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decided {
+    /// The decider as a person reads it (`bob (https://idp.example.com)`, `cli:alice`).
+    pub by: String,
+    /// Through what.
+    pub method: DecisionMethod,
+    /// The reason given (may be empty).
+    pub reason: String,
+    /// When, milliseconds since the epoch.
+    pub at_ms: u64,
+}
+
+/// A pending approval and where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// What it is for.
+    #[serde(flatten)]
+    pub request: PendingRequest,
+    /// Its state as stored (see [`PendingApproval::state_at`] for the expiry).
+    pub state: PendingState,
+    /// The decision, once made.
+    pub decision: Option<Decided>,
+}
+
+impl PendingApproval {
+    /// Its state at `now_ms`: a pending or approved approval past its expiry is expired.
+    pub fn state_at(&self, now_ms: u64) -> PendingState {
+        match self.state {
+            PendingState::Pending | PendingState::Approved
+                if now_ms >= self.request.expires_at_ms =>
+            {
+                PendingState::Expired
+            }
+            state => state,
+        }
+    }
+
+    /// Its state now.
+    pub fn state_now(&self) -> PendingState {
+        self.state_at(now_ms())
+    }
+}
+
+/// Why a decision was not recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Undecided {
+    /// No approval of that id in the tenant.
+    NotFound,
+    /// It is no longer pending (its state now).
+    NotPending(PendingState),
+}
+
+/// The future a pending store returns.
+pub type PendingFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+
+/// Where pending approvals are kept. Every operation names the tenant: nothing of one
+/// tenant is found through another.
+pub trait PendingStore: Send + Sync + std::fmt::Debug {
+    /// The newest approval for the call `key` that can still say something: pending or
+    /// approved (also past expiry, so the call learns it expired), or denied and not yet
+    /// expired. Used and expired ones are not returned.
+    fn current<'a>(&'a self, key: &'a CallKey) -> PendingFuture<'a, Option<PendingApproval>>;
+
+    /// Stores `request` as pending, unless the call already has a pending one: then that
+    /// one is returned (so concurrent calls, on any replica, share one approval).
+    fn create(&self, request: PendingRequest) -> PendingFuture<'_, PendingApproval>;
+
+    /// The approval `id` of `tenant`.
+    fn get<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+    ) -> PendingFuture<'a, Option<PendingApproval>>;
+
+    /// The approvals of `tenant`, newest first (expired ones are kept an hour).
+    fn list<'a>(&'a self, tenant: &'a str) -> PendingFuture<'a, Vec<PendingApproval>>;
+
+    /// Records a decision on a pending, unexpired approval: approved (`approve`) or denied.
+    fn decide<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+        approve: bool,
+        decided: Decided,
+    ) -> PendingFuture<'a, Result<PendingApproval, Undecided>>;
+
+    /// Moves the approval from `from` to `to` if it is in `from` (and, when `from` is
+    /// approved, not expired): `true` when this call moved it. `approved → used` is how a
+    /// call redeems its approval: exactly one repetition, on any replica, gets `true`.
+    fn transition<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+        from: PendingState,
+        to: PendingState,
+    ) -> PendingFuture<'a, bool>;
+}
+
+/// How long an approval is kept after its expiry (for the API's list and the audit trail).
+pub const RETENTION: Duration = Duration::from_secs(3600);
+
+/// Now, milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Pending approvals in this process (one replica).
+#[derive(Debug, Default)]
+pub struct MemoryPendingStore {
+    approvals: Mutex<HashMap<(String, String), PendingApproval>>,
+}
+
+impl MemoryPendingStore {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut HashMap<(String, String), PendingApproval>) -> T,
+    ) -> Result<T, StoreError> {
+        let mut approvals = self.approvals.lock().map_err(|_| StoreError::Poisoned)?;
+        Ok(f(&mut approvals))
+    }
+
+    /// How many approvals it holds (any state).
+    pub fn len(&self) -> usize {
+        self.approvals.lock().map_or(0, |a| a.len())
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn current_of<'a>(
+    approvals: impl Iterator<Item = &'a PendingApproval>,
+    key: &CallKey,
+    now: u64,
+) -> Option<PendingApproval> {
+    approvals
+        .filter(|a| a.request.key() == *key)
+        .filter(|a| match a.state {
+            PendingState::Pending | PendingState::Approved => true,
+            PendingState::Denied => now < a.request.expires_at_ms,
+            PendingState::Expired | PendingState::Used => false,
+        })
+        .max_by_key(|a| a.request.created_at_ms)
+        .cloned()
+}
+
+impl PendingStore for MemoryPendingStore {
+    fn current<'a>(&'a self, key: &'a CallKey) -> PendingFuture<'a, Option<PendingApproval>> {
+        let result = self.with(|approvals| current_of(approvals.values(), key, now_ms()));
+        Box::pin(async move { result })
+    }
+
+    fn create(&self, request: PendingRequest) -> PendingFuture<'_, PendingApproval> {
+        let result = self.with(|approvals| {
+            let now = now_ms();
+            let keep = u64::try_from(RETENTION.as_millis()).unwrap_or(u64::MAX);
+            approvals.retain(|_, a| a.request.expires_at_ms.saturating_add(keep) > now);
+            let key = request.key();
+            if let Some(existing) = approvals
+                .values()
+                .find(|a| a.state_at(now) == PendingState::Pending && a.request.key() == key)
+            {
+                return existing.clone();
+            }
+            let approval = PendingApproval {
+                request,
+                state: PendingState::Pending,
+                decision: None,
+            };
+            approvals.insert(
+                (approval.request.tenant.clone(), approval.request.id.clone()),
+                approval.clone(),
+            );
+            approval
+        });
+        Box::pin(async move { result })
+    }
+
+    fn get<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+    ) -> PendingFuture<'a, Option<PendingApproval>> {
+        let result =
+            self.with(|approvals| approvals.get(&(tenant.to_owned(), id.to_owned())).cloned());
+        Box::pin(async move { result })
+    }
+
+    fn list<'a>(&'a self, tenant: &'a str) -> PendingFuture<'a, Vec<PendingApproval>> {
+        let result = self.with(|approvals| {
+            let mut list: Vec<PendingApproval> = approvals
+                .values()
+                .filter(|a| a.request.tenant == tenant)
+                .cloned()
+                .collect();
+            list.sort_by_key(|a| std::cmp::Reverse(a.request.created_at_ms));
+            list
+        });
+        Box::pin(async move { result })
+    }
+
+    fn decide<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+        approve: bool,
+        decided: Decided,
+    ) -> PendingFuture<'a, Result<PendingApproval, Undecided>> {
+        let result = self.with(|approvals| {
+            let Some(approval) = approvals.get_mut(&(tenant.to_owned(), id.to_owned())) else {
+                return Err(Undecided::NotFound);
+            };
+            match approval.state_at(now_ms()) {
+                PendingState::Pending => {
+                    approval.state = if approve {
+                        PendingState::Approved
+                    } else {
+                        PendingState::Denied
+                    };
+                    approval.decision = Some(decided);
+                    Ok(approval.clone())
+                }
+                other => Err(Undecided::NotPending(other)),
+            }
+        });
+        Box::pin(async move { result })
+    }
+
+    fn transition<'a>(
+        &'a self,
+        tenant: &'a str,
+        id: &'a str,
+        from: PendingState,
+        to: PendingState,
+    ) -> PendingFuture<'a, bool> {
+        let result =
+            self.with(
+                |approvals| match approvals.get_mut(&(tenant.to_owned(), id.to_owned())) {
+                    Some(approval)
+                        if approval.state == from
+                            && (from != PendingState::Approved
+                                || approval.state_at(now_ms()) == PendingState::Approved) =>
+                    {
+                        approval.state = to;
+                        true
+                    }
+                    _ => false,
+                },
+            );
+        Box::pin(async move { result })
+    }
+}
+
+pub(super) fn parse_state(text: &str) -> Result<PendingState, StoreError> {
+    PendingState::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown state '{text}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn request(id: &str, tenant: &str, ttl_ms: u64) -> PendingRequest {
+        let now = now_ms();
+        PendingRequest {
+            id: id.to_owned(),
+            tenant: tenant.to_owned(),
+            requester: Requester {
+                method: "jwt".into(),
+                issuer: "https://idp".into(),
+                subject: "alice".into(),
+            },
+            tool: "run_mutation_query".into(),
+            class: "mutation_delete".into(),
+            mode: "safe".into(),
+            sql: Some(
+                "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'".into(),
+            ),
+            arguments_sha256: "a".repeat(64),
+            plan_hash: "b".repeat(64),
+            writes: vec![
+                "testapi · DELETE testapi.widgets.widgets via method delete (1 request)".into(),
+            ],
+            prompt: "Approve run_mutation_query (mutation_delete)?\n\nTenant: acme\n…".repeat(4),
+            created_at_ms: now,
+            expires_at_ms: now + ttl_ms,
+        }
+    }
+
+    fn decided() -> Decided {
+        Decided {
+            by: "bob".into(),
+            method: DecisionMethod::Api,
+            reason: "ok".into(),
+            at_ms: now_ms(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_pending_per_call_one_decision_one_use() {
+        let store = MemoryPendingStore::default();
+        let first = store.create(request("a1", "acme", 60_000)).await.unwrap();
+        // The same call again: the same approval.
+        let again = store.create(request("a2", "acme", 60_000)).await.unwrap();
+        assert_eq!(again.request.id, "a1");
+        // Another tenant's call is another approval, invisible to acme.
+        store.create(request("g1", "globex", 60_000)).await.unwrap();
+        assert!(store.get("acme", "g1").await.unwrap().is_none());
+        assert_eq!(store.list("acme").await.unwrap().len(), 1);
+        assert_eq!(
+            store.decide("globex", "a1", true, decided()).await.unwrap(),
+            Err(Undecided::NotFound)
+        );
+        let approved = store
+            .decide("acme", "a1", true, decided())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(approved.state, PendingState::Approved);
+        assert_eq!(
+            store.decide("acme", "a1", false, decided()).await.unwrap(),
+            Err(Undecided::NotPending(PendingState::Approved))
+        );
+        let key = first.request.key();
+        let used = PendingState::Used;
+        assert!(
+            store
+                .transition("acme", "a1", PendingState::Approved, used)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .transition("acme", "a1", PendingState::Approved, used)
+                .await
+                .unwrap()
+        );
+        assert!(store.current(&key).await.unwrap().is_none());
+    }
+
+    /// Resident memory of this process, bytes (Linux).
+    fn rss() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+        let pages: u64 = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        pages * 4096
+    }
+
+    #[tokio::test]
+    #[ignore = "a measurement: cargo test --lib approval::pending -- --ignored --nocapture"]
+    async fn memory_of_a_thousand_pending_approvals() {
+        async fn fill(store: &MemoryPendingStore, tenant: &str) -> usize {
+            let mut json = 0;
+            for i in 0..1000u32 {
+                let mut r = request(&format!("{i:032x}"), tenant, 300_000);
+                r.arguments_sha256 = format!("{i:064x}");
+                // A prompt as the gate writes it (~560 bytes).
+                r.prompt = format!(
+                    "Approve run_mutation_query (mutation_delete)?\n\nTenant: acme\nPrincipal: alice (https://idp.example.com)\nTool: run_mutation_query\nClass: mutation_delete\nMode: safe\nProvider: {}\nPlan: sha256:{}\n\nSQL as the client sent it (escaped, on one line): {}",
+                    r.writes[0],
+                    r.plan_hash,
+                    r.sql.clone().unwrap_or_default()
+                );
+                let made = store.create(r).await.unwrap();
+                json += serde_json::to_vec(&made).unwrap().len();
+            }
+            json
+        }
+        let store = MemoryPendingStore::default();
+        // Warm the allocator up with a first thousand, then measure a second.
+        fill(&store, "warm").await;
+        let before = rss();
+        let json = fill(&store, "acme").await;
+        let after = rss();
+        assert_eq!(store.len(), 2000);
+        println!(
+            "1000 pending approvals: RSS +{} KiB ({} B each); JSON {} KiB ({} B each)",
+            after.saturating_sub(before) / 1024,
+            after.saturating_sub(before) / 1000,
+            json / 1024,
+            json / 1000
+        );
+    }
+
+    #[tokio::test]
+    async fn an_expired_approval_cannot_be_decided_or_used() {
+        let store = MemoryPendingStore::default();
+        store.create(request("e1", "acme", 0)).await.unwrap();
+        assert_eq!(
+            store.decide("acme", "e1", true, decided()).await.unwrap(),
+            Err(Undecided::NotPending(PendingState::Expired))
+        );
+        let current = store.current(&request("x", "acme", 0).key()).await.unwrap();
+        assert_eq!(current.unwrap().state_now(), PendingState::Expired);
+    }
+}

@@ -1,0 +1,493 @@
+//! Out-of-band approval through the real App, with a real MCP client that cannot be asked in
+//! the call (rmcp on 2025-11-25 over stateless HTTP): the call makes a pending approval and
+//! returns its id and link; an approver of the tenant decides it through the HTTP API; the
+//! same call repeated runs once after an approval, is refused after a denial or the expiry,
+//! and never runs twice. Four eyes refuses the requester as approver, a decider of one
+//! tenant never sees or decides another's, the webhook is told, and with PostgreSQL a
+//! second replica runs what the first one asked.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use serde_json::{Value, json};
+
+use crate::gate::{DELETE, route_all};
+use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, now};
+use crate::mcp_support::{
+    Client, TestServer, call, error_code, error_message, start_yaml, text_of,
+};
+use crate::support::wait::eventually;
+
+const LINK_BASE: &str = "https://approvals.example.test/approvals";
+
+/// A token of `sub` in `tenant` with `groups`.
+fn token(key: &SigningKey, sub: &str, tenant: &str, groups: &[&str]) -> String {
+    key.sign(
+        &json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "tenant": tenant,
+        "groups": groups, "exp": now() + 600, "iat": now()}),
+    )
+}
+
+/// A webhook receiver on 127.0.0.1: the JSON bodies it got.
+struct Hook {
+    url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Hook {
+    async fn start() -> Hook {
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let seen = bodies.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(body);
+                    "ok"
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hook {
+            url: format!("http://{addr}/hook"),
+            bodies,
+        }
+    }
+}
+
+/// What a test's server is made of.
+struct Setup {
+    key: SigningKey,
+    _jwks: JwksServer,
+    jwks_url: String,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let key = SigningKey::new("k1");
+        let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+        Setup {
+            jwks_url: jwks.url.clone(),
+            key,
+            _jwks: jwks,
+        }
+    }
+
+    /// A server with out-of-band approval (`approval_extra`: more `approval:` keys).
+    async fn server(&self, approval_extra: &str, extra: &str) -> TestServer {
+        self.server_over(approval_extra, extra, None).await
+    }
+
+    /// [`Setup::server`] whose upstream is `upstream` (another server's mock) when given.
+    async fn server_over(
+        &self,
+        approval_extra: &str,
+        extra: &str,
+        upstream: Option<String>,
+    ) -> TestServer {
+        let jwks = self.jwks_url.clone();
+        let approval_extra = approval_extra.to_owned();
+        let extra = extra.to_owned();
+        start_yaml(move |mock, dir| {
+            let mock = upstream.as_deref().unwrap_or(mock);
+            format!(
+                "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\naudit:\n  file:\n    dir: {audit}\napproval:\n  out_of_band: fallback\n  link_base: {LINK_BASE}\n  approvers:\n    - tenant: acme\n      groups: [sre]\n    - tenant: globex\n      subjects: [gina]\n{approval_extra}{extra}",
+                base = base_yaml(mock, dir, "    mode: safe\n"),
+                audit = dir.join("audit").display(),
+            )
+        })
+        .await
+    }
+
+    fn token(&self, sub: &str, tenant: &str, groups: &[&str]) -> String {
+        token(&self.key, sub, tenant, groups)
+    }
+}
+
+/// An MCP client of 2025-11-25 (no way to be asked in the call over stateless HTTP).
+async fn legacy(url: &str, token: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
+    );
+    ClientConfig::default()
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("legacy client starts")
+}
+
+async fn delete(client: &Client) -> CallToolResult {
+    call(client, "run_mutation_query", json!({"sql": DELETE})).await
+}
+
+/// The pending approval's id, checking the pending result says what to do.
+fn pending_id(result: &CallToolResult) -> String {
+    assert_eq!(result.is_error, Some(true), "{}", text_of(result));
+    assert_eq!(
+        error_code(result),
+        "policy.approval_pending",
+        "{}",
+        text_of(result)
+    );
+    let message = error_message(result);
+    assert!(message.contains("Repeat this same call"), "{message}");
+    let error = &result.structured_content.as_ref().unwrap()["error"];
+    let id = error["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(error["link"], format!("{LINK_BASE}/{id}"));
+    assert!(error["expires_at"].as_str().is_some());
+    assert!(message.contains(&id), "{message}");
+    id
+}
+
+/// The API's base URL of a server (its MCP URL without `/mcp`).
+fn api(server: &TestServer) -> String {
+    server.url.trim_end_matches("/mcp").to_owned()
+}
+
+async fn get(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", api(server)))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn decide(
+    server: &TestServer,
+    id: &str,
+    verb: &str,
+    token: &str,
+    reason: &str,
+) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/approvals/{id}/{verb}", api(server)))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(json!({ "reason": reason }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn deletes(server: &TestServer) -> usize {
+    server
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count()
+}
+
+/// Every audit record of the server's folder.
+fn audit_records(server: &TestServer) -> Vec<Value> {
+    let dir = server._dir.path().join("audit");
+    let mut records = Vec::new();
+    for file in
+        querygate::audit::location::files_of(&querygate::audit::FileLocation::Dir(dir)).unwrap()
+    {
+        let text = std::fs::read_to_string(file).unwrap();
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    records
+}
+
+#[tokio::test]
+async fn approved_out_of_band_the_call_runs_once_and_four_eyes_and_tenants_hold() {
+    let setup = Setup::new().await;
+    let hook = Hook::start().await;
+    let server = setup
+        .server(
+            &format!("  wait: 0s\n  webhook:\n    url: {}\n", hook.url),
+            "",
+        )
+        .await;
+    route_all(&server.mock);
+    let alice = setup.token("alice", "acme", &["sre"]);
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let carol = setup.token("carol", "acme", &["dev"]);
+    let gina = setup.token("gina", "globex", &[]);
+    let client = legacy(&server.url, &alice).await;
+
+    let id = pending_id(&delete(&client).await);
+    // The same call again finds the same approval.
+    assert_eq!(pending_id(&delete(&client).await), id);
+    assert_eq!(deletes(&server), 0, "nothing is sent before the decision");
+
+    // The webhook was told, with the link and the SQL.
+    let text = eventually(
+        "the webhook",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            hook.bodies
+                .lock()
+                .unwrap()
+                .first()
+                .and_then(|b| b["text"].as_str().map(str::to_owned))
+        },
+    )
+    .await;
+    assert!(text.contains(&format!("{LINK_BASE}/{id}")), "{text}");
+    assert!(
+        text.contains("tenant acme by alice (https://idp.test)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SQL (escaped, on one line): DELETE FROM testapi.widgets.widgets"),
+        "{text}"
+    );
+    assert_eq!(hook.bodies.lock().unwrap().len(), 1, "announced once");
+
+    // Four eyes: alice is an approver of acme, but not of her own call.
+    let (status, body) = decide(&server, &id, "approve", &alice, "mine").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("approval.not_allowed")),
+        "{body}"
+    );
+    // Not an approver at all.
+    let (status, _) = decide(&server, &id, "approve", &carol, "").await;
+    assert_eq!(status, 403);
+    let (status, _) = get(&server, "/approvals", &carol).await;
+    assert_eq!(status, 403);
+    // Another tenant's approver sees nothing of acme and decides nothing.
+    let (status, body) = get(&server, &format!("/approvals/{id}"), &gina).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("approval.not_found")),
+        "{body}"
+    );
+    let (status, _) = get(&server, "/approvals?tenant=acme", &gina).await;
+    assert_eq!(status, 403);
+    let (status, body) = get(&server, "/approvals", &gina).await;
+    assert_eq!(
+        (status, body["approvals"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{body}"
+    );
+    let (status, _) = decide(&server, &id, "approve", &gina, "").await;
+    assert_eq!(status, 404);
+    assert_eq!(deletes(&server), 0);
+
+    // Bob sees the plan and approves.
+    let (status, body) = get(&server, "/approvals", &bob).await;
+    assert_eq!(status, 200, "{body}");
+    let listed = &body["approvals"][0];
+    assert_eq!(listed["id"], id.as_str());
+    assert_eq!(listed["state"], "pending");
+    assert_eq!(listed["requester"]["subject"], "alice");
+    assert!(
+        listed["plan"]["hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(
+        listed["plan"]["writes"][0],
+        "testapi · DELETE testapi.widgets.widgets via method delete (1 request)"
+    );
+    let (status, body) = decide(&server, &id, "approve", &bob, "change CHG-42").await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("approved")),
+        "{body}"
+    );
+    let (status, _) = decide(&server, &id, "deny", &bob, "too late").await;
+    assert_eq!(status, 409, "one decision per approval");
+
+    // The repeated call runs, once.
+    let ran = delete(&client).await;
+    assert_ne!(ran.is_error, Some(true), "{}", text_of(&ran));
+    assert_eq!(deletes(&server), 1);
+    let (_, body) = get(&server, &format!("/approvals/{id}"), &bob).await;
+    assert_eq!(body["state"], "used");
+    // A replay after use asks anew and sends nothing.
+    let again = pending_id(&delete(&client).await);
+    assert_ne!(again, id);
+    assert_eq!(deletes(&server), 1, "used: nothing more is sent");
+
+    // The audit has the pending call, the decision and the run, with who approved it.
+    let records = audit_records(&server);
+    let of = |phase: &str, decision: &str| {
+        records
+            .iter()
+            .filter(|r| {
+                r["phase"] == phase && r["decision"] == decision && r["approval_id"] == id.as_str()
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let asked = of("outcome", "needs_approval_requested");
+    assert_eq!(asked.len(), 2, "{records:?}");
+    assert_eq!(asked[0]["error_code"], "policy.approval_pending");
+    let decided = of("approval_decision", "needs_approval_accepted");
+    assert_eq!(decided.len(), 1, "{records:?}");
+    assert_eq!(decided[0]["principal"], "bob");
+    assert_eq!(decided[0]["approval_method"], "api");
+    assert_eq!(decided[0]["approval_reason"], "change CHG-42");
+    let run = of("outcome", "needs_approval_accepted");
+    assert_eq!(run.len(), 1, "{records:?}");
+    assert_eq!(run[0]["principal"], "alice");
+    assert_eq!(run[0]["approver"], "bob (https://idp.test)");
+    assert_eq!(run[0]["approval_method"], "api");
+    assert_eq!(run[0]["approval_reason"], "change CHG-42");
+    assert_eq!(run[0]["outcome"], "ok");
+    let intent = of("intent", "needs_approval_accepted");
+    assert_eq!(intent.len(), 1, "{records:?}");
+    assert_eq!(intent[0]["approver"], "bob (https://idp.test)");
+}
+
+#[tokio::test]
+async fn denied_or_expired_out_of_band_nothing_runs() {
+    let setup = Setup::new().await;
+    let server = setup.server("  wait: 0s\n  ttl: 2s\n", "").await;
+    route_all(&server.mock);
+    let alice = setup.token("alice", "acme", &[]);
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let client = legacy(&server.url, &alice).await;
+
+    // Denied: the repetition is refused with the reason, which is escaped.
+    let id = pending_id(&delete(&client).await);
+    let (status, body) = decide(&server, &id, "deny", &bob, "not in prod\n\u{1b}[2J").await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("denied")),
+        "{body}"
+    );
+    let refused = delete(&client).await;
+    assert_eq!(
+        error_code(&refused),
+        "policy.approval_declined",
+        "{}",
+        text_of(&refused)
+    );
+    let message = error_message(&refused);
+    assert!(
+        message.contains("denied by bob (https://idp.test) (api): not in prod\\u{a}\\u{1b}[2J"),
+        "{message}"
+    );
+    assert_eq!(deletes(&server), 0);
+
+    // Expired: nobody decided within approval.ttl.
+    let other = json!({"sql": DELETE.replace("w-1", "w-2")});
+    let id = pending_id(&call(&client, "run_mutation_query", other.clone()).await);
+    eventually(
+        "the approval expires",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async { get(&server, &format!("/approvals/{id}"), &bob).await.1["state"] == "expired" },
+    )
+    .await;
+    let (status, body) = decide(&server, &id, "approve", &bob, "").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("approval.conflict")),
+        "{body}"
+    );
+    let refused = call(&client, "run_mutation_query", other.clone()).await;
+    assert_eq!(
+        error_code(&refused),
+        "policy.approval_expired",
+        "{}",
+        text_of(&refused)
+    );
+    // Then asked anew.
+    assert_ne!(
+        pending_id(&call(&client, "run_mutation_query", other).await),
+        id
+    );
+    assert!(server.mock.requests().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn an_approval_given_while_the_call_waits_runs_it_in_that_call() {
+    let setup = Setup::new().await;
+    let server = setup.server("  wait: 30s\n", "").await;
+    route_all(&server.mock);
+    let alice = setup.token("alice", "acme", &[]);
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let client = legacy(&server.url, &alice).await;
+    let waiting = tokio::spawn(async move {
+        let result = delete(&client).await;
+        (client, result)
+    });
+    let id = eventually(
+        "the pending approval",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            get(&server, "/approvals", &bob).await.1["approvals"][0]["id"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    )
+    .await;
+    let (status, _) = decide(&server, &id, "approve", &bob, "go").await;
+    assert_eq!(status, 200);
+    let (_client, result) = waiting.await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    assert_eq!(deletes(&server), 1);
+}
+
+#[tokio::test]
+async fn with_postgres_one_replica_asks_and_another_runs_it_once() {
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    pool.close().await;
+    let setup = Setup::new().await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let extra = format!(
+        "  wait: 0s\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
+        key.display(),
+        db.url
+    );
+    let a = setup.server(&extra, "").await;
+    // Both replicas send to one upstream: the plan (its URLs) is the same on both.
+    let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
+    route_all(&a.mock);
+    let alice = setup.token("alice", "acme", &[]);
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let on_a = legacy(&a.url, &alice).await;
+    let on_b = legacy(&b.url, &alice).await;
+
+    let id = pending_id(&delete(&on_a).await);
+    // The other replica finds the same pending approval.
+    assert_eq!(pending_id(&delete(&on_b).await), id);
+    let (status, _) = decide(&b, &id, "approve", &alice, "").await;
+    assert_eq!(status, 403, "four eyes on every replica");
+    let (status, body) = decide(&b, &id, "approve", &bob, "ok").await;
+    assert_eq!(status, 200, "{body}");
+    // Both replicas race to run it: exactly one does.
+    let (ran_b, ran_a) = tokio::join!(delete(&on_b), delete(&on_a));
+    let ran = [&ran_a, &ran_b]
+        .iter()
+        .filter(|r| r.is_error != Some(true))
+        .count();
+    assert_eq!(ran, 1, "{} / {}", text_of(&ran_a), text_of(&ran_b));
+    assert_eq!(deletes(&a) + deletes(&b), 1, "exactly one write upstream");
+    let (_, body) = get(&a, &format!("/approvals/{id}"), &bob).await;
+    assert_eq!(body["state"], "used");
+    // A replay on either replica asks anew.
+    assert_ne!(pending_id(&delete(&on_a).await), id);
+    assert_eq!(deletes(&a) + deletes(&b), 1);
+}
