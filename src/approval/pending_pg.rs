@@ -1,4 +1,4 @@
-//! Pending approvals in PostgreSQL (`approval_requests`, migration 0005), shared by every
+//! Pending approvals in PostgreSQL (`approval_requests`, migration 0006), shared by every
 //! replica. A state change is one `UPDATE … WHERE state = <from>`: of two replicas redeeming
 //! the same approval, exactly one changes a row.
 

@@ -202,6 +202,7 @@ async fn without_http_a_missing_scope_is_a_tool_error_with_its_code() {
             principal: Some(principal),
             approval: ApprovalChannel::Unavailable,
             origin: Default::default(),
+            progress: None,
         })
         .await
         .unwrap();

@@ -190,6 +190,7 @@ fn scoped(call: &PreparedCall, required: &[&'static str]) -> Result<(), Box<Tool
         body: ReplyBody::Complete(outcome),
         decision: Decision::RefuseImmediate,
         approval_id: None,
+        approved_by: None,
     }))
 }
 
