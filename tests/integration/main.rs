@@ -64,6 +64,7 @@ mod registry;
 mod replicas;
 mod retries;
 mod select;
+mod server_info_sources;
 mod sql_errors;
 mod support;
 mod telemetry;
