@@ -28,6 +28,7 @@
 //! With `QUERYGATE_BENCH_PROFILE=N` only point a runs: one cold query, then N more, checked
 //! but neither timed nor reported (for a profiler: the instructions of N calls are the
 //! difference between two runs with different N, e.g. under `valgrind --tool=callgrind`).
+//! `QUERYGATE_BENCH_PROFILE_QUERY=arm` or `=s3` profiles point e's or f's query instead.
 
 /// The server binary's allocator (see `src/main.rs`), so figures are the product's.
 #[global_allocator]
@@ -167,13 +168,19 @@ fn profile(crate_root: &Path, data: &Dataset, mock: &Mock, queries: usize) -> Re
     let runtime = runtime()?;
     let engine = bench_engine(crate_root, mock)?;
     let cx = ExecContext::anonymous_default();
+    let query = match std::env::var("QUERYGATE_BENCH_PROFILE_QUERY").as_deref() {
+        Err(_) | Ok("" | "json") => QUERY,
+        Ok("arm") => ARM_QUERY,
+        Ok("s3") => S3_QUERY,
+        Ok(other) => bail!("QUERYGATE_BENCH_PROFILE_QUERY={other}: json, arm or s3"),
+    };
     for _ in 0..=queries {
         let out = runtime
-            .block_on(engine.execute(&cx, QUERY))
+            .block_on(engine.execute(&cx, query))
             .map_err(|err| anyhow!("engine query failed: {err} ({:?})", err.kind()))?;
         check_engine_output(&out.columns, &out.rows, &data.expected)?;
     }
-    println!("  profile: 1 + {queries} queries, results as generated");
+    println!("  profile: 1 + {queries} queries ({query}), results as generated");
     drop(engine);
     runtime.shutdown_timeout(Duration::from_secs(2));
     Ok(())

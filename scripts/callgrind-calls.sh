@@ -2,36 +2,70 @@
 # Instructions per tool call, counted by valgrind's callgrind: repeatable whatever else the
 # machine is doing, unlike CPU time (benches/mcp_load.rs measures time).
 #
-#   cargo build --release && scripts/callgrind-calls.sh [BINARY] [CALLS]
+#   cargo build --release && scripts/callgrind-calls.sh [BINARY] [CALLS] [TOOL]
 #
 # Serves the benchmark's fixture registry (audit off, read_only) on 127.0.0.1 under callgrind,
-# warms up, then counts CALLS `server_info` calls (default 300) over keep-alive HTTP/1.1 as
+# warms up, then counts CALLS calls (default 300) of TOOL over keep-alive HTTP/1.1 as
 # MCP 2026-07-28 JSON-RPC POSTs, and prints the instructions per call: in total and inside the
 # main parts (HTTP connection, authentication and the layers after it, rmcp, the tool-call
-# pipeline, the tool and its rendering). Needs valgrind and python3.
+# pipeline, the tool and its rendering). TOOL is `server_info` (default) or `select`:
+# `run_select_query` of benches/mcp_load.rs's statement over 100 rows of `bench.items.items`,
+# answered by a mock upstream in python3 outside callgrind (its instructions are not counted).
+# Needs valgrind and python3.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 binary="${1:-$root/target/release/querygate}"
 calls="${2:-300}"
+tool="${3:-server_info}"
+case "$tool" in server_info | select) ;; *) echo "TOOL is server_info or select, not $tool" >&2; exit 2 ;; esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 [[ -x "$binary" ]] || { echo "no querygate binary at $binary (cargo build --release)" >&2; exit 1; }
 
 work="$(mktemp -d)"
 server=""
+mock=""
 cleanup() {
   [[ -n "$server" ]] && kill -INT "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
+  [[ -n "$mock" ]] && kill "$mock" 2>/dev/null && wait "$mock" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port="$(free_port)"
+upstream=9
+if [[ "$tool" == select ]]; then
+  upstream="$(free_port)"
+  # The rows of benches/mcp_load.rs's mock: 100 items of the fixture's item schema.
+  cat >"$work/mock.py" <<'EOF'
+import http.server, json, sys
+rows = [{"id": 9007199254740993 + i, "seq": i, "name": f"item-{i:04}", "group": f"group-{i % 20:02}",
+         "size": (i * 37) % 1000, "active": i % 3 == 0, "score": i / 7.0,
+         "created_at": "2026-01-02T03:04:05Z", "owner": {"login": f"user{i % 9}", "id": i % 9},
+         "tags": ["a", "b"]} for i in range(100)]
+body = json.dumps(rows).encode()
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+EOF
+  python3 "$work/mock.py" "$upstream" &
+  mock=$!
+fi
 cat >"$work/querygate.yaml" <<EOF
 registry:
   root: $root/benches/fixtures/registry
 providers:
   bench:
-    base_url: http://127.0.0.1:9
+    base_url: http://127.0.0.1:$upstream
 credentials:
   process_env: false
 tenants:
@@ -47,34 +81,37 @@ EOF
 
 cat >"$work/drive.py" <<'EOF'
 import http.client, json, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
+port, n, tool = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+name, arguments = (("run_select_query",
+                    {"sql": 'SELECT id, name, "group", size, active, score FROM bench.items.items'})
+                   if tool == "select" else ("server_info", {}))
 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "server_info", "arguments": {},
+    "name": name, "arguments": arguments,
     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
               "io.modelcontextprotocol/clientInfo": {"name": "callgrind-calls", "version": "1"},
               "io.modelcontextprotocol/clientCapabilities": {}}}})
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "server_info"}
+           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name}
 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 for _ in range(n):
     connection.request("POST", "/mcp", body, headers)
     response = connection.getresponse()
     text = response.read()
     if response.status != 200 or b'"isError":true' in text:
-        sys.exit(f"server_info failed: {response.status} {text[:300]!r}")
+        sys.exit(f"{name} failed: {response.status} {text[:300]!r}")
 EOF
 
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.%p" \
   "$binary" serve --config "$work/querygate.yaml" >"$work/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 120); do
-  python3 "$work/drive.py" "$port" 1 >/dev/null 2>&1 && break
+  python3 "$work/drive.py" "$port" 1 "$tool" >/dev/null 2>&1 && break
   kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 1
 done
-python3 "$work/drive.py" "$port" 50
+python3 "$work/drive.py" "$port" 50 "$tool"
 callgrind_control -z "$server" >/dev/null 2>&1
-python3 "$work/drive.py" "$port" "$calls"
+python3 "$work/drive.py" "$port" "$calls" "$tool"
 callgrind_control -d "$server" >/dev/null 2>&1
 sleep 1
 dump="$(ls "$work"/callgrind.*.1 2>/dev/null | head -1)"
@@ -85,7 +122,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null | grep -E
 # The largest inclusive count of the frames matching a pattern (a function can appear
 # under several source files when parts of it were inlined).
 part() { { grep -E "$1" "$work/inclusive.txt" || true; } | awk '{gsub(",","",$1); v = $1 + 0; if (v > max) max = v} END {print max + 0}'; }
-echo "querygate server_info, $calls calls, $(basename "$binary"): instructions per call"
+echo "querygate $tool, $calls calls, $(basename "$binary"): instructions per call"
 printf '%10d  total (every thread, the runtime included)\n' $((total / calls))
 while IFS='|' read -r label pattern; do
   value="$(part "$pattern")"

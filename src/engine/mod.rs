@@ -193,6 +193,8 @@ struct Inner {
     warned_unconfigured: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The threads statements move to when they outgrow the calling thread.
     sqlite_threads: Arc<eval::SqliteThreads>,
+    /// The credential-source summaries of `server_info`, by tenant.
+    sources: reload::SourceCache,
 }
 
 impl Engine {
@@ -247,6 +249,7 @@ impl Engine {
                 remote,
                 warned_unconfigured: Default::default(),
                 sqlite_threads: Arc::default(),
+                sources: Default::default(),
             }),
         })
     }
@@ -264,8 +267,11 @@ impl Engine {
     /// [`kind`](PreparedStatement::kind) the caller checked is exactly the one that runs,
     /// and it is not parsed again.
     pub async fn run(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<QueryOutput> {
-        match statement.statement {
-            sql::Statement::Query(query) => select::run(&self.inner, cx, query).await,
+        let PreparedStatement {
+            statement, planned, ..
+        } = statement;
+        match statement {
+            sql::Statement::Query(query) => select::run(&self.inner, cx, query, planned).await,
             sql::Statement::QueryOverExec { query, execs } => {
                 let mut sources = Vec::with_capacity(execs.len());
                 for (index, exec) in execs.into_iter().enumerate() {
@@ -427,6 +433,30 @@ impl Engine {
         let (inner, cx, statement) = (self.inner.clone(), cx.clone(), statement.statement.clone());
         blocking(move || requests::plan(&inner, &cx, &statement)).await
     }
+
+    /// [`Engine::requests`], keeping a SELECT's plan in `statement`: [`Engine::run`] then
+    /// runs that plan for the same tenant instead of planning the statement again (the
+    /// requests decided on are the ones sent).
+    pub async fn plan_requests(
+        &self,
+        cx: &ExecContext,
+        statement: &mut PreparedStatement,
+    ) -> Result<Vec<PlannedRequest>> {
+        let sql::Statement::Query(query) = &statement.statement else {
+            return self.requests(cx, statement).await;
+        };
+        let (requests, planned) = match inline::cached_only(|| {
+            select::requests_planned(&self.inner, cx, query.clone())
+        }) {
+            Some(planned) => planned?,
+            None => {
+                let (inner, cx, query) = (self.inner.clone(), cx.clone(), query.clone());
+                blocking(move || select::requests_planned(&inner, &cx, query)).await?
+            }
+        };
+        statement.planned = Some(planned);
+        Ok(requests)
+    }
 }
 
 impl Engine {
@@ -530,6 +560,8 @@ pub struct PreparedStatement {
     statement: sql::Statement,
     kind: StatementKind,
     nested: bool,
+    /// A SELECT's plan, made by [`Engine::plan_requests`] and used by [`Engine::run`].
+    planned: Option<select::Planned>,
 }
 
 impl PreparedStatement {
@@ -567,6 +599,7 @@ impl PreparedStatement {
             statement,
             kind,
             nested,
+            planned: None,
         })
     }
 
@@ -708,6 +741,10 @@ impl Engine {
     /// resolves (names only) and, while a token is cached, when it expires. Reads nothing
     /// anew and drops nothing; no value is ever part of the answer.
     pub async fn credential_sources(&self, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
+        // The summary kept from an earlier call, while current: no thread switch, no file.
+        if let Some(rows) = reload::cached_sources(&self.inner, cx) {
+            return Ok(rows);
+        }
         let (inner, cx) = (self.inner.clone(), cx.clone());
         blocking(move || reload::credential_sources(&inner, &cx)).await
     }

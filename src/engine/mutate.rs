@@ -74,7 +74,7 @@ pub(crate) async fn run_mutation(
             .map(|row| named_row(&columns, row))
             .collect::<Result<_>>()?,
         Some((columns, InsertRows::Query(query))) => {
-            let output = super::select::run(inner, cx, query).await?;
+            let output = super::select::run(inner, cx, query, None).await?;
             if output.columns.len() != columns.len() {
                 return Err(Error::invalid_sql(format!(
                     "INSERT names {} columns but its SELECT returns {}",

@@ -11,6 +11,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -26,6 +27,9 @@ pub(crate) struct LocalRegistry {
     pins: HashMap<String, String>,
     /// Providers opened by SQL name, with when they were resolved from the folder.
     opened: Mutex<HashMap<String, (Arc<Provider>, Instant)>>,
+    /// Counts [`LocalRegistry::forget`]s: what was derived from an older generation is
+    /// stale.
+    generation: AtomicU64,
 }
 
 /// A provider folder and its versions, newest first.
@@ -44,7 +48,13 @@ impl LocalRegistry {
             store,
             pins,
             opened: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// The number of [`LocalRegistry::forget`]s so far.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(AtomicOrdering::SeqCst)
     }
 
     /// After a version was installed into `prefix` (`googleapis.com/v0.1.2/`): forgets every
@@ -55,6 +65,9 @@ impl LocalRegistry {
             opened.clear();
         }
         self.store.forget(prefix);
+        // After the caches are cleared: whatever read the generation before this saw the
+        // old one, whatever reads it after reads the new documents.
+        self.generation.fetch_add(1, AtomicOrdering::SeqCst);
     }
 
     /// `name`'s provider when it was resolved within the recheck interval.

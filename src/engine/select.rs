@@ -39,13 +39,42 @@ struct TableJob {
     locator: Arc<RowLocator>,
 }
 
-/// Runs a query statement.
+/// A query's plan made before it runs ([`requests_planned`], for the decisions taken on its
+/// requests), handed on to [`run`] so that the statement is not planned twice and what runs
+/// is exactly what was decided on. It is used only for the tenant (and allowed providers)
+/// it was made for; otherwise the statement is planned again.
+pub(crate) struct Planned {
+    tenant: String,
+    allowed: Option<std::collections::BTreeSet<String>>,
+    sql: String,
+    jobs: Vec<TableJob>,
+}
+
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The rewritten SQL may carry the statement's literals: only its shape here.
+        f.debug_struct("Planned")
+            .field("tenant", &self.tenant)
+            .field("tables", &self.jobs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Planned {
+    /// Whether the plan was made for the caller of `cx`.
+    fn fits(&self, cx: &ExecContext) -> bool {
+        self.tenant == cx.tenant && self.allowed == cx.allowed_providers
+    }
+}
+
+/// Runs a query statement, with its plan when one was made before ([`Planned`]).
 pub(crate) async fn run(
     inner: &Arc<Inner>,
     cx: &ExecContext,
     query: Box<Query>,
+    planned: Option<Planned>,
 ) -> Result<QueryOutput> {
-    run_with(inner, cx, query, Vec::new()).await
+    run_planned(inner, cx, query, Vec::new(), planned).await
 }
 
 /// Runs a query statement over API tables and `sources`: local tables filled from results
@@ -56,10 +85,26 @@ pub(crate) async fn run_with(
     query: Box<Query>,
     sources: Vec<(String, QueryOutput)>,
 ) -> Result<QueryOutput> {
-    let original = query.clone();
-    let planning = slots::slot(cx).await;
-    let (sql, jobs) = plan(inner, cx, query).await?;
-    drop(planning);
+    run_planned(inner, cx, query, sources, None).await
+}
+
+async fn run_planned(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    query: Box<Query>,
+    sources: Vec<(String, QueryOutput)>,
+    planned: Option<Planned>,
+) -> Result<QueryOutput> {
+    let (sql, jobs, original) = match planned.filter(|planned| planned.fits(cx)) {
+        Some(planned) => (planned.sql, planned.jobs, query),
+        None => {
+            let original = query.clone();
+            let planning = slots::slot(cx).await;
+            let (sql, jobs) = plan(inner, cx, query).await?;
+            drop(planning);
+            (sql, jobs, original)
+        }
+    };
 
     let db = Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads);
     for (table, rows) in sources {
@@ -386,8 +431,28 @@ pub(crate) fn requests(
     query: Box<Query>,
 ) -> Result<Vec<PlannedRequest>> {
     let (_, jobs) = prepare(inner, cx, query)?;
-    Ok(jobs
-        .iter()
+    Ok(job_requests(&jobs))
+}
+
+/// [`requests`], with the plan they came from, to hand on to [`run`].
+pub(crate) fn requests_planned(
+    inner: &Inner,
+    cx: &ExecContext,
+    query: Box<Query>,
+) -> Result<(Vec<PlannedRequest>, Planned)> {
+    let (sql, jobs) = prepare(inner, cx, query)?;
+    let requests = job_requests(&jobs);
+    let planned = Planned {
+        tenant: cx.tenant.clone(),
+        allowed: cx.allowed_providers.clone(),
+        sql,
+        jobs,
+    };
+    Ok((requests, planned))
+}
+
+fn job_requests(jobs: &[TableJob]) -> Vec<PlannedRequest> {
+    jobs.iter()
         .map(|job| {
             let plan = &job.plan;
             request(&plan.resource, plan.method(), |param| {
@@ -403,7 +468,7 @@ pub(crate) fn requests(
                 }
             })
         })
-        .collect())
+        .collect()
 }
 
 /// [`prepare`]s `query` on this thread when the models and documents it needs are cached (no
@@ -684,7 +749,9 @@ async fn fetch_leg(
     inner
         .upstream
         .fetch(&request, |body, wanted| {
-            let body = transform::rows_body(method, &resource, body, &shape.columns)?;
+            // Only the planned columns are written (dynamic columns: all, to be discovered).
+            let loaded = (!plan.dynamic_columns).then_some(plan.columns.as_slice());
+            let body = transform::rows_body(method, &resource, body, &shape.columns, loaded)?;
             let fixed = fixed.clone();
             // Handing the page over may wait for an evaluation slot: meanwhile the next page
             // is not fetched.

@@ -105,13 +105,15 @@ impl ResponseTransform {
     }
 
     /// Runs the transform over one response body; `columns` are the row schema's (what a
-    /// schema-driven transform types rows by). An empty body gives an empty output for a
+    /// schema-driven transform types rows by), `loaded` the columns the rows are loaded
+    /// into (`None`: all; a schema-driven transform writes only these). An empty body gives an empty output for a
     /// template (the template does not run, as in any-sdk), an empty row list for the
     /// schema-driven transform.
     pub(crate) fn apply(
         &self,
         body: &[u8],
         columns: &[ColumnSpec],
+        loaded: Option<&[String]>,
     ) -> Result<Vec<u8>, TransformError> {
         let (input, template) = match self {
             ResponseTransform::Template { input, template } => (*input, template),
@@ -126,6 +128,9 @@ impl ResponseTransform {
                         type_name: c.type_name.clone(),
                         xml_name: c.xml_name.clone(),
                         attribute: c.xml_attribute,
+                        loaded: loaded.is_none_or(|loaded| {
+                            loaded.iter().any(|l| l.eq_ignore_ascii_case(&c.name))
+                        }),
                     })
                     .collect();
                 return Ok(xml::schema_driven(
@@ -168,18 +173,20 @@ impl ResponseTransform {
 }
 
 /// The body rows are read from for `method` of `resource`: the upstream body, or what the
-/// method's transform makes of it (`columns`: the method's row columns). A failure is an
-/// error naming the resource and method.
+/// method's transform makes of it (`columns`: the method's row columns; `loaded`: the
+/// columns the rows are loaded into, `None` for all). A failure is an error naming the
+/// resource and method.
 pub(crate) fn rows_body(
     method: &Method,
     resource: &str,
     body: Bytes,
     columns: &[ColumnSpec],
+    loaded: Option<&[String]>,
 ) -> Result<Bytes> {
     let Some(transform) = &method.response.transform else {
         return Ok(body);
     };
-    match transform.apply(&body, columns) {
+    match transform.apply(&body, columns, loaded) {
         Ok(out) => Ok(Bytes::from(out)),
         Err(err) => {
             let kind = match err {
@@ -276,12 +283,12 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            t.apply(br#"{"b":1,"a":2}"#, &[]).unwrap(),
+            t.apply(br#"{"b":1,"a":2}"#, &[], None).unwrap(),
             br#"{"a":2,"b":1}"#
         );
-        assert!(t.apply(b"", &[]).unwrap().is_empty());
+        assert!(t.apply(b"", &[], None).unwrap().is_empty());
         assert!(matches!(
-            t.apply(b"{nope", &[]),
+            t.apply(b"{nope", &[], None),
             Err(TransformError::Body(_))
         ));
     }

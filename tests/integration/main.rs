@@ -72,6 +72,7 @@ mod replicas;
 mod result_cache;
 mod retries;
 mod select;
+mod server_info_sources;
 mod sql_errors;
 mod support;
 mod telemetry;

@@ -7,7 +7,7 @@ mod store;
 pub(crate) use dotenv::read as read_credential_file;
 pub use report::{CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource};
 pub(crate) use report::{
-    auth_type, fingerprint, provider_source, resolved_source, sourced_from, status,
+    SourceSummary, auth_type, fingerprint, resolved_source, source_summary, sourced_from, status,
     token_expires_at,
 };
 pub(crate) use store::CachedToken;

@@ -225,40 +225,70 @@ pub(crate) fn status(
 /// a still-cached token when one did, else the one the variables select; `none` when the
 /// auth needs nothing or its material does not resolve.
 pub(crate) fn resolved_source(provider: &str, auth: &Value, store: &CredentialStore) -> String {
-    let none = || "none".to_owned();
+    source_summary(provider, auth, store).resolve(provider, store)
+}
+
+/// The part of [`resolved_source`] that follows from the auth and the store's values (what
+/// only a reload of the credentials or of the documents changes); the rest, the source of a
+/// cached token, is looked up when the summary is [resolved](SourceSummary::resolve).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SourceSummary {
+    /// The source whatever is cached.
+    Fixed(String),
+    /// `azure_default`, `aws_signing_v4`, `service_account`: the source of a cached token,
+    /// else this one (from the variables and files).
+    Token(String),
+}
+
+impl SourceSummary {
+    /// The source in force now.
+    pub(crate) fn resolve(&self, provider: &str, store: &CredentialStore) -> String {
+        match self {
+            SourceSummary::Fixed(source) => source.clone(),
+            SourceSummary::Token(configured) => store
+                .tokens()
+                .source(provider, std::time::Instant::now())
+                .unwrap_or_else(|| configured.clone()),
+        }
+    }
+}
+
+/// [`SourceSummary`] of `auth` with the values of `store`.
+pub(crate) fn source_summary(
+    provider: &str,
+    auth: &Value,
+    store: &CredentialStore,
+) -> SourceSummary {
+    let none = || SourceSummary::Fixed("none".to_owned());
     if check_auth_material(auth, store).is_err() {
         return none();
     }
     let from = sourced_from(auth);
     match field(auth, "type").unwrap_or("null_auth") {
         "null_auth" | "none" | "null" => none(),
-        "azure_default" => store
-            .tokens()
-            .source(provider, std::time::Instant::now())
-            .or_else(|| azure_default_source(store).map(|s| format!("azure_default:{s}")))
-            .unwrap_or_else(none),
-        "aws_signing_v4" => store
-            .tokens()
-            .source(provider, std::time::Instant::now())
-            .or_else(|| {
-                let base = aws_source(auth, store).map(|s| format!("aws:{s}"));
-                match store.aws_role(provider) {
-                    Some(role) => Some(format!(
-                        "{}+AssumeRole:{}",
-                        base.unwrap_or_else(|| "aws:host".to_owned()),
-                        role.role_arn
-                    )),
-                    None => base,
-                }
+        "azure_default" => SourceSummary::Token(
+            azure_default_source(store)
+                .map(|s| format!("azure_default:{s}"))
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+        "aws_signing_v4" => {
+            let base = aws_source(auth, store).map(|s| format!("aws:{s}"));
+            SourceSummary::Token(match store.aws_role(provider) {
+                Some(role) => format!(
+                    "{}+AssumeRole:{}",
+                    base.unwrap_or_else(|| "aws:host".to_owned()),
+                    role.role_arn
+                ),
+                None => base.unwrap_or_else(|| "none".to_owned()),
             })
-            .unwrap_or_else(none),
-        "oauth2" => format!("oauth2_client_credentials:{from}"),
-        "service_account" => store
-            .tokens()
-            .source(provider, std::time::Instant::now())
-            .or_else(|| google_source(auth, store).map(|s| format!("service_account:{s}")))
-            .unwrap_or_else(none),
-        _ => from,
+        }
+        "oauth2" => SourceSummary::Fixed(format!("oauth2_client_credentials:{from}")),
+        "service_account" => SourceSummary::Token(
+            google_source(auth, store)
+                .map(|s| format!("service_account:{s}"))
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+        _ => SourceSummary::Fixed(from),
     }
 }
 
@@ -268,20 +298,6 @@ pub(crate) fn token_expires_at(provider: &str, store: &CredentialStore) -> Optio
         .tokens()
         .expiry(provider, std::time::Instant::now())
         .map(|at| humantime::format_rfc3339_seconds(at).to_string())
-}
-
-/// The [`ProviderSource`] row of one provider.
-pub(crate) fn provider_source(
-    provider: &str,
-    auth: &Value,
-    store: &CredentialStore,
-) -> ProviderSource {
-    ProviderSource {
-        provider: provider.to_owned(),
-        auth_type: auth_type(auth),
-        resolved_source: resolved_source(provider, auth, store),
-        token_expires_at: token_expires_at(provider, store),
-    }
 }
 
 #[cfg(test)]

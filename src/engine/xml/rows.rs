@@ -13,7 +13,8 @@
 //! name order, so a one-object S3 listing or a listing with `<CommonPrefixes>` gave the
 //! wrong rows).
 //!
-//! Each row has exactly the schema's fields, typed by the schema as any-sdk types them:
+//! Each row has exactly the schema's fields (those the statement loads: a column it does not
+//! read is left out, as the row loader would skip it), typed by the schema as any-sdk types them:
 //! `integer`/`number`/`boolean` parsed from the text (kept as text when the text is not
 //! one), an empty element of a non-string type is null, `object`/`array` fields are the
 //! element as JSON (an `array` field is always a JSON array: `<Tags><member>…</member></Tags>`
@@ -42,17 +43,20 @@ pub(crate) struct RowField {
     pub(crate) xml_name: Option<String>,
     /// `xml.attribute: true`: an attribute of the row element.
     pub(crate) attribute: bool,
+    /// Whether the field is written into the rows: false for a column the statement does
+    /// not read (the field still counts for finding the rows).
+    pub(crate) loaded: bool,
 }
 
 impl RowField {
     fn lookup<'n, 'a>(&self, row: &'n Node<'a>) -> Option<&'n Node<'a>> {
         let name = self.xml_name.as_deref().unwrap_or(&self.name);
         if self.attribute {
-            return row.get(&format!("-{name}"));
+            return row.attribute(name);
         }
         row.get(name).or_else(|| {
             // An attribute the schema does not mark as one is still found.
-            row.get(&format!("-{name}"))
+            row.attribute(name)
         })
     }
 }
@@ -203,7 +207,7 @@ fn write_envelope(
 
 fn write_row(out: &mut Vec<u8>, row: &Node<'_>, fields: &[RowField]) {
     out.push(b'{');
-    for (i, field) in fields.iter().enumerate() {
+    for (i, field) in fields.iter().filter(|f| f.loaded).enumerate() {
         if i > 0 {
             out.push(b',');
         }

@@ -9,6 +9,7 @@ fn field(name: &str, type_name: &str) -> RowField {
         type_name: type_name.to_owned(),
         xml_name: None,
         attribute: false,
+        loaded: true,
     }
 }
 
@@ -246,4 +247,40 @@ fn aws_error_bodies() {
     assert_eq!(aws_error(br#"{"message": "json"}"#), None);
     assert_eq!(aws_error(b"<Error><Code>"), None);
     assert_eq!(aws_error(b"<Other><Code>x</Code></Other>"), None);
+}
+
+#[test]
+fn fields_not_loaded_are_left_out_but_still_find_the_rows() {
+    // Only `Size` is loaded; `Key` (not loaded) is what tells the rows from the `Owner` map.
+    let body = "<ListBucketResult><Owner><ID>o</ID></Owner>\
+                <Contents><Key>a</Key><Size>1</Size></Contents>\
+                <Contents><Key>b</Key><Size>2</Size></Contents></ListBucketResult>";
+    let fields = [
+        RowField {
+            loaded: false,
+            ..field("Key", "string")
+        },
+        field("Size", "integer"),
+    ];
+    let out = rows(body, &fields, None);
+    assert_eq!(out["line_items"], json!([{"Size": 1}, {"Size": 2}]));
+}
+
+#[test]
+fn element_names_are_borrowed_from_the_body() {
+    let body = "<r><a-b>1</a-b><ns:c x='1'>2</ns:c></r>";
+    let (name, root) = tree::parse(body.as_bytes()).unwrap();
+    assert!(matches!(name, std::borrow::Cow::Borrowed("r")));
+    let Node::Map(entries) = root else {
+        panic!("a map: {root:?}");
+    };
+    let keys: Vec<_> = entries.iter().map(|(k, _)| k.clone()).collect();
+    assert!(
+        matches!(keys[0], std::borrow::Cow::Borrowed("a-b")),
+        "{keys:?}"
+    );
+    assert!(
+        matches!(keys[1], std::borrow::Cow::Borrowed("c")),
+        "{keys:?}"
+    );
 }

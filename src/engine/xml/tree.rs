@@ -43,6 +43,17 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// The value of attribute `name` (key `-name`) in a map.
+    pub(crate) fn attribute(&self, name: &str) -> Option<&Node<'a>> {
+        match self {
+            Node::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.strip_prefix('-') == Some(name))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
     /// The text of a simple element.
     pub(crate) fn text(&self) -> Option<&str> {
         match self {
@@ -206,12 +217,12 @@ pub(crate) fn parse(body: &[u8]) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(XmlError::TooDeep);
                 }
-                let name = element_name(&start);
+                let name = element_name(text, &start);
                 let open = Open::new(&start, name).map_err(|reason| malformed(&reader, reason))?;
                 stack.push(open);
             }
             Event::Empty(start) => {
-                let name = element_name(&start);
+                let name = element_name(text, &start);
                 let open = Open::new(&start, name).map_err(|reason| malformed(&reader, reason))?;
                 let (name, node) = open.finish();
                 match stack.last_mut() {
@@ -287,8 +298,17 @@ pub(crate) fn parse(body: &[u8]) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
 }
 
 /// An element's local name, borrowed from the body where it can be.
-fn element_name<'a>(start: &BytesStart<'a>) -> Cow<'a, str> {
-    // `BytesStart::name` borrows from the event; the event borrows from the body only when
-    // its content is borrowed, so the name is copied once here (names are short).
-    Cow::Owned(local(start.name().into_inner()).to_owned())
+fn element_name<'a>(body: &'a str, start: &BytesStart<'_>) -> Cow<'a, str> {
+    // `BytesStart::name` borrows from the event, not from the body, though a reader over a
+    // `&str` hands out events whose content is the body's: the same bytes are found in the
+    // body by their address (names would otherwise be copied once per element).
+    let name = local(start.name().into_inner());
+    borrowed_from(body, name).map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed)
+}
+
+/// `part` as a slice of `body`, when it is one (the same memory, not equal text elsewhere).
+fn borrowed_from<'a>(body: &'a str, part: &str) -> Option<&'a str> {
+    let at = (part.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let slice = body.get(at..at.checked_add(part.len())?)?;
+    std::ptr::eq(slice.as_ptr(), part.as_ptr()).then_some(slice)
 }

@@ -5,7 +5,8 @@
 //! and for any statement of a tenant with `pinned_parameters` (the gate checks them) or a
 //! result cache (a write drops the cached results of the resources it touches). A
 //! plan that fails leaves the call as it is: running it fails the same way, before any
-//! request.
+//! request. A SELECT's plan is kept with the statement and run as it is (it is not planned
+//! a second time).
 
 use super::PreparedCall;
 use crate::governance;
@@ -18,7 +19,7 @@ pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
     if !matches!(call.spec.effect, Effect::Sql(_)) {
         return;
     }
-    let Some(Ok(statement)) = &call.statement else {
+    let Some(Ok(statement)) = &mut call.statement else {
         return;
     };
     let rules = shared
@@ -31,7 +32,8 @@ pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
     if call.class != QueryClass::Select && !pinned && !cached {
         return;
     }
-    let Ok(requests) = shared.engine.requests(&call.cx, statement).await else {
+    // The plan stays with the statement: dispatch runs it rather than planning again.
+    let Ok(requests) = shared.engine.plan_requests(&call.cx, statement).await else {
         return;
     };
     let default_rules = governance::TenantRules::default();
