@@ -522,15 +522,14 @@ async fn registry_sweep() {
                                     matches!(&r[n], Cell::Text(t) if Some(t) == chosen.as_ref())
                                 })
                             })
-                            .and_then(|r| match params.map(|p| &r[p]) {
-                                Some(Cell::Text(t)) => Some(
-                                    t.split(',')
-                                        .map(str::trim)
-                                        .filter(|s| !s.is_empty())
-                                        .map(str::to_owned)
-                                        .collect::<Vec<_>>(),
-                                ),
-                                _ => Some(Vec::new()),
+                            .map(|r| match params.map(|p| &r[p]) {
+                                Some(Cell::Text(t)) => t
+                                    .split(',')
+                                    .map(str::trim)
+                                    .filter(|s| !s.is_empty())
+                                    .map(str::to_owned)
+                                    .collect::<Vec<_>>(),
+                                _ => Vec::new(),
                             })
                             .unwrap_or_default()
                     }
