@@ -220,6 +220,15 @@ pub(crate) enum TransformError {
 
 /// The input and function set of a template type: `<name>_v<semver>`, functions of v0.2.0
 /// from that version on.
+/// The dialect of a `golang_template_json_v*` type name (what `request.transform` names);
+/// `None` for any other type.
+pub(crate) fn json_template_dialect(kind: &str) -> Option<Dialect> {
+    match template_type(kind)? {
+        (Input::Json, dialect) => Some(dialect),
+        _ => None,
+    }
+}
+
 fn template_type(kind: &str) -> Option<(Input, Dialect)> {
     let (name, version) = kind.rsplit_once("_v")?;
     let input = match name {

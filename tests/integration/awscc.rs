@@ -499,9 +499,11 @@ async fn insert_and_delete_send_the_base_type_name_and_desired_state_as_text() {
     assert_eq!(row_lines(&out), ["new-bucket|CREATE|IN_PROGRESS"]);
     let created = &api.requests()[0];
     assert_eq!(created.path, "/eu-west-1/");
+    // `drop_double_underscore_params` (the document's `x-stackQL-config`): the path's
+    // `&__Bucket&__detailTransformed=true` is not sent.
     assert_eq!(
         created.query.as_deref(),
-        Some("Action=CreateResource&Version=2021-09-30&__Bucket&__detailTransformed=true")
+        Some("Action=CreateResource&Version=2021-09-30")
     );
     assert_eq!(
         created.headers["x-amz-target"],

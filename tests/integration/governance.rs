@@ -361,3 +361,49 @@ async fn cloudflare_d1_query_from_the_current_registry_is_not_a_read_unless_name
     assert_ne!(error_code(&failed), "policy.refused");
     assert_eq!(server.mock.count(path), 1, "{}", text_of(&failed));
 }
+
+#[tokio::test]
+async fn a_query_protocol_read_sent_as_a_form_post_is_still_a_read_in_read_only() {
+    let Some(root) = crate::provider_rules::current_registry() else {
+        return;
+    };
+    let server = start_yaml(move |mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(
+            &env_file,
+            format!("AWS_ACCESS_KEY_ID=AKIDTEST\nAWS_SECRET_ACCESS_KEY={SECRET}\n"),
+        )
+        .unwrap();
+        format!(
+            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  aws:\n    base_url: {mock}\n    auth:\n      type: aws_signing_v4\n      keyIDenvvar: AWS_ACCESS_KEY_ID\n      credentialsenvvar: AWS_SECRET_ACCESS_KEY\n      signing_region: us-east-1\n      signing_service: iam\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: read_only\nserver:\n  listen: 127.0.0.1:0\n",
+            root = root.display(),
+            env = env_file.display(),
+            audit = dir.join("audit").display(),
+        )
+    })
+    .await;
+    server.mock.route(
+        "/?Action=ListUsers&Version=2010-05-08",
+        Reply::bytes(
+            "text/xml",
+            br#"<ListUsersResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><ListUsersResult><Users><member><UserId>AIDANN</UserId><Path>/</Path><UserName>ann</UserName><Arn>arn:aws:iam::123456789012:user/ann</Arn><CreateDate>2014-04-09T15:43:45Z</CreateDate></member></Users><IsTruncated>false</IsTruncated></ListUsersResult></ListUsersResponse>"#.to_vec(),
+        ),
+    );
+    let client = modern_client(&server.url).await;
+    let sql = "SELECT UserName, UserId FROM aws.iam.users";
+    let result = select(&client, sql).await;
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    assert_eq!(
+        rows(&result),
+        [json!({"UserName": "ann", "UserId": "AIDANN"})]
+    );
+    // Sent as a form POST, classed by the document's GET: a read.
+    let requests = server.mock.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].method, "POST");
+    assert_eq!(
+        requests[0].body_text(),
+        "Action=ListUsers&Version=2010-05-08"
+    );
+    assert_eq!(outcome_of(&server, sql)["query_class"], "select");
+}

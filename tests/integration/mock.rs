@@ -133,8 +133,8 @@ impl Reply {
 type Routes = Arc<Mutex<HashMap<String, std::collections::VecDeque<Reply>>>>;
 
 /// The mock server. Routes are keyed by path plus a header value (`/a|x-page-token=t`), by
-/// path plus query (`/a?b=c`), by HTTP method and path (`POST /a`), or by
-/// path alone, tried in that order.
+/// path plus query (`/a?b=c`; a form POST's form counts as its query), by HTTP method and
+/// path (`POST /a`), or by path alone, tried in that order.
 pub struct Mock {
     addr: SocketAddr,
     routes: Routes,
@@ -246,6 +246,7 @@ fn answer(
         let b64 = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
         echoed.push_str(&format!(" {name}: {value} ({b64})"));
     }
+    let form_text = String::from_utf8_lossy(&body).into_owned();
     log.lock().unwrap().push(Recorded {
         method: request.method.to_string(),
         path: path.clone(),
@@ -254,7 +255,18 @@ fn answer(
         body,
     });
     let mut routes = routes.lock().unwrap();
-    let exact = query.as_ref().map(|q| format!("{path}?{q}"));
+    // A form POST (the AWS query protocol as StackQL sends it) routes by its form as if it
+    // were the query: `/?Action=ListUsers&Version=2010-05-08`.
+    let form = request
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+        .then(|| form_text.clone());
+    let exact = query
+        .as_ref()
+        .or(form.as_ref())
+        .map(|q| format!("{path}?{q}"));
     // `path|x-page-token=v` routes a request carrying that header (header-token paging).
     // `path|header=value` routes a request carrying that header value.
     let by_header = routes

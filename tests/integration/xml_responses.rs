@@ -79,11 +79,23 @@ async fn iam_users_over_two_pages_by_marker() {
             "Zoe|AIDZOE|/division_abc/subdivision_xyz/engineering/|arn:aws:iam::123456789012:user/division_abc/subdivision_xyz/engineering/Zoe|2020-01-01T00:00:00Z|NULL",
         ]
     );
+    // Sent as StackQL sends them (`get_query_to_post_form_utf_8`): the query as a form.
+    let forms: Vec<(String, String)> = mock
+        .requests()
+        .into_iter()
+        .map(|r| (format!("{} {}", r.method, r.path), r.body_text()))
+        .collect();
     assert_eq!(
-        mock.paths(),
+        forms,
         [
-            "/?Action=ListUsers&Version=2010-05-08",
-            "/?Action=ListUsers&Version=2010-05-08&Marker=m-2+%26+more",
+            (
+                "POST /".to_owned(),
+                "Action=ListUsers&Version=2010-05-08".to_owned()
+            ),
+            (
+                "POST /".to_owned(),
+                "Action=ListUsers&Version=2010-05-08&Marker=m-2+%26+more".to_owned()
+            ),
         ]
     );
 }

@@ -12,7 +12,7 @@ pub(crate) use cache::ModelCache;
 pub(crate) use model::{
     ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
-pub(crate) use request::{BodyTranslate, RequestSpec};
+pub(crate) use request::{BodyTranslate, RequestSpec, WireTranslate};
 pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;
 pub(crate) use view::View;

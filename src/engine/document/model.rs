@@ -621,8 +621,19 @@ impl Method {
         .flatten()
         .find_map(|c| DocumentRetry::parse(c.get("retry")?));
 
-        let request = super::RequestSpec::parse(def, cx.resource_config)
+        let mut request = super::RequestSpec::parse(def, cx.resource_config)
             .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?;
+        let wire_configs = [
+            def.get("config"),
+            cx.resource_config,
+            op_doc.value.get("x-stackQL-config"),
+            cx.service.doc.value.get("x-stackQL-config"),
+            Some(cx.service.provider.config()),
+        ];
+        request.wire =
+            super::request::WireTranslate::from_configs(wire_configs.into_iter().flatten());
+        request.aws_canonical =
+            super::request::aws_canonical_from_configs(wire_configs.into_iter().flatten());
         let request_body = operation
             .get("requestBody")
             .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))

@@ -1,6 +1,10 @@
 //! How a method's request body is made, as the method definition declares it: `request.base`
 //! (the object a body starts from), `request.default` (the body sent when the statement
-//! gives no body field) and `config.requestBodyTranslate` (how SQL names map to body fields).
+//! gives no body field) and `config.requestBodyTranslate` (how SQL names map to body fields);
+//! and how the finished request is put on the wire: `config.requestTranslate`,
+//! `config.queryParamTranspose` and `request.transform`.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -26,6 +30,48 @@ impl BodyTranslate {
     }
 }
 
+/// `config.requestTranslate.algorithm`: how the built request is changed before it is
+/// signed and sent, as any-sdk's `requesttranslate` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum WireTranslate {
+    /// None (or an algorithm any-sdk does not know, which it ignores too).
+    #[default]
+    None,
+    /// `get_query_to_post_form_utf_8`: the query string becomes the body of a POST
+    /// (`application/x-www-form-urlencoded; charset=utf-8`), the URL keeps no query (the
+    /// AWS query protocol: IAM, SNS, RDS, EC2, CloudFormation…).
+    QueryToPostForm,
+    /// `drop_double_underscore_params`: query parameters whose names start with `__` are
+    /// dropped (Cloud Control's `…&__Bucket&__detailTransformed=true`).
+    DropDoubleUnderscore,
+}
+
+impl WireTranslate {
+    /// The algorithm named in the nearest `config` that names one (case-insensitive, as
+    /// any-sdk compares it).
+    pub(crate) fn from_configs<'a>(configs: impl IntoIterator<Item = &'a Value>) -> Self {
+        let algorithm = configs
+            .into_iter()
+            .find_map(|c| c.get("requestTranslate")?.get("algorithm")?.as_str())
+            .map(|a| a.trim().to_ascii_lowercase());
+        match algorithm.as_deref() {
+            Some("get_query_to_post_form_utf_8") => WireTranslate::QueryToPostForm,
+            Some("drop_double_underscore_params") => WireTranslate::DropDoubleUnderscore,
+            _ => WireTranslate::None,
+        }
+    }
+}
+
+/// `config.queryParamTranspose.algorithm` `AWSCanonical` in the nearest `config` that
+/// names an algorithm: a query parameter whose value is a JSON object or array is sent as
+/// AWS's flattened members (`Filter.1.Name=…`).
+pub(crate) fn aws_canonical_from_configs<'a>(configs: impl IntoIterator<Item = &'a Value>) -> bool {
+    configs
+        .into_iter()
+        .find_map(|c| c.get("queryParamTranspose")?.get("algorithm")?.as_str())
+        .is_some_and(|a| a.trim() == "AWSCanonical")
+}
+
 /// The request settings of a method definition.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RequestSpec {
@@ -36,6 +82,13 @@ pub(crate) struct RequestSpec {
     /// `request.default`: the JSON body sent when no body field is given.
     pub(crate) default: Option<Value>,
     pub(crate) translate: BodyTranslate,
+    /// `config.requestTranslate` (method, resource, service document, provider).
+    pub(crate) wire: WireTranslate,
+    /// `config.queryParamTranspose` `AWSCanonical` (method, resource, service document,
+    /// provider).
+    pub(crate) aws_canonical: bool,
+    /// `request.transform`: a Go template over the JSON body whose output is the body sent.
+    pub(crate) transform: Option<Arc<crate::engine::template::Template>>,
 }
 
 impl RequestSpec {
@@ -81,11 +134,33 @@ impl RequestSpec {
             },
             _ => BodyTranslate::Prefixed,
         };
+        let transform = match request.and_then(|r| r.get("transform")) {
+            Some(transform) => {
+                let kind = transform.get("type").and_then(Value::as_str).unwrap_or("");
+                match crate::engine::transform::json_template_dialect(kind) {
+                    Some(dialect) => {
+                        let body = transform.get("body").and_then(Value::as_str).unwrap_or("");
+                        let template = crate::engine::template::Template::parse(body, dialect)
+                            .map_err(|err| format!("request.transform ({kind}): {err}"))?;
+                        Some(Arc::new(template))
+                    }
+                    None => {
+                        return Err(format!(
+                            "request.transform type '{kind}' is not supported (golang_template_json_* is)"
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
         Ok(RequestSpec {
             media_type: text("mediaType").map(str::to_owned),
             base,
             default,
             translate,
+            wire: WireTranslate::None,
+            aws_canonical: false,
+            transform,
         })
     }
 }

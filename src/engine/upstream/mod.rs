@@ -28,7 +28,7 @@ use url::Url;
 use self::body::Gathered;
 use self::pagination::Next;
 use super::credentials::CredentialSource;
-use super::document::{Method, Param, ParamLocation, find_closing_brace};
+use super::document::{Method, Param, ParamLocation, WireTranslate, find_closing_brace};
 use super::error::{Error, ErrorKind, Result, UpstreamFailure};
 use super::observe::{UpstreamObserver, UpstreamResult};
 
@@ -222,12 +222,29 @@ impl Upstream {
         body: Option<&Bytes>,
         leg: &Leg<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        if matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD) {
+        // The document's verb decides: a query-protocol GET sent as a form POST is a read.
+        let is_read = matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let wire = on_the_wire(leg.method, method, url, headers, body)?;
+        if is_read {
             return self
-                .send_read(method, url, headers, body, leg, leg.method.retry.as_ref())
+                .send_read(
+                    &wire.method,
+                    &wire.url,
+                    &wire.headers,
+                    wire.body.as_ref(),
+                    leg,
+                    leg.method.retry.as_ref(),
+                )
                 .await;
         }
-        self.send(method, url, headers, body, leg).await
+        self.send(
+            &wire.method,
+            &wire.url,
+            &wire.headers,
+            wire.body.as_ref(),
+            leg,
+        )
+        .await
     }
 
     /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
@@ -253,12 +270,13 @@ impl Upstream {
             ));
         }
         let method = reqwest::Method::GET;
+        let wire = on_the_wire(leg.method, &method, &url, &headers, None)?;
         let (status, _, body) = self
             .send_read(
-                &method,
-                &url,
-                &headers,
-                None,
+                &wire.method,
+                &wire.url,
+                &wire.headers,
+                wire.body.as_ref(),
                 leg,
                 leg.method.retry.as_ref(),
             )
@@ -286,21 +304,33 @@ impl Upstream {
             set_content_type(&mut headers, leg.method, content_type)?;
         }
         let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let wire = on_the_wire(
+            leg.method,
+            &method,
+            &url,
+            &headers,
+            body.as_ref().map(|(_, bytes)| bytes),
+        )?;
         let (status, _, response) = match &body {
             None if is_read => {
                 self.send_read(
-                    &method,
-                    &url,
-                    &headers,
-                    None,
+                    &wire.method,
+                    &wire.url,
+                    &wire.headers,
+                    wire.body.as_ref(),
                     leg,
                     leg.method.retry.as_ref(),
                 )
                 .await?
             }
             _ => {
-                let body = body.as_ref().map(|(_, bytes)| bytes);
-                self.send(&method, &url, &headers, body, leg)
+                self.send(
+                    &wire.method,
+                    &wire.url,
+                    &wire.headers,
+                    wire.body.as_ref(),
+                    leg,
+                )
                     .await
                     .map_err(|err| match err.kind() {
                         ErrorKind::UpstreamOutcomeUnknown => err.with_note(
@@ -756,8 +786,34 @@ fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
         if !query.is_empty() {
             let mut pairs = url.query_pairs_mut();
             for (name, value) in query {
-                pairs.append_pair(name, value);
+                match method
+                    .request
+                    .aws_canonical
+                    .then(|| aws_canonical(name, value))
+                {
+                    Some(Some(members)) => {
+                        for (key, member) in members {
+                            pairs.append_pair(&key, &member);
+                        }
+                    }
+                    _ => {
+                        pairs.append_pair(name, value);
+                    }
+                }
             }
+        }
+    }
+    if method.request.wire == WireTranslate::DropDoubleUnderscore
+        && url.query_pairs().any(|(name, _)| name.starts_with("__"))
+    {
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(name, _)| !name.starts_with("__"))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        url.set_query(None);
+        if !kept.is_empty() {
+            url.query_pairs_mut().extend_pairs(kept);
         }
     }
     // Declared header parameters: the statement's value, else the document's default (or
@@ -794,6 +850,120 @@ fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
         }
     }
     Ok((url, headers))
+}
+
+/// A request as it goes on the wire.
+struct Wire {
+    method: reqwest::Method,
+    url: Url,
+    headers: HeaderMap,
+    body: Option<Bytes>,
+}
+
+/// `config.requestTranslate` `get_query_to_post_form_utf_8`'s form media type.
+const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=utf-8";
+
+/// The request of `method` as sent, before auth signs it: its body through
+/// `request.transform`, then `config.requestTranslate` `get_query_to_post_form_utf_8`
+/// (the query string as the body of a POST, as any-sdk's translator does; a request that
+/// already has a body cannot be translated and fails before anything is sent).
+fn on_the_wire(
+    method: &Method,
+    verb: &reqwest::Method,
+    url: &Url,
+    headers: &HeaderMap,
+    body: Option<&Bytes>,
+) -> Result<Wire> {
+    let body = match (body, &method.request.transform) {
+        (Some(body), Some(template)) => Some(transform_request_body(method, template, body)?),
+        (body, _) => body.cloned(),
+    };
+    let mut wire = Wire {
+        method: verb.clone(),
+        url: url.clone(),
+        headers: headers.clone(),
+        body,
+    };
+    if method.request.wire == WireTranslate::QueryToPostForm {
+        if wire.body.is_some() {
+            return Err(Error::bad_document(format!(
+                "{}: config.requestTranslate get_query_to_post_form_utf_8 cannot move the query into a request that has a body",
+                method.location
+            )));
+        }
+        let form = wire.url.query().unwrap_or_default().to_owned();
+        wire.url.set_query(None);
+        wire.method = reqwest::Method::POST;
+        wire.headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            HeaderValue::from_static(FORM_UTF_8),
+        );
+        wire.body = Some(Bytes::from(form));
+    }
+    Ok(wire)
+}
+
+/// Steps and output a request transform may take per byte of the body, beyond a fixed
+/// allowance (as for response transforms).
+const REQUEST_TRANSFORM_STEPS: u64 = 1_000_000;
+const REQUEST_TRANSFORM_OUTPUT: usize = 1 << 20;
+
+/// `request.transform`: the template runs with the JSON body as dot; its output is the
+/// body sent (any-sdk's `transformRequestBodyBytes`).
+fn transform_request_body(
+    method: &Method,
+    template: &crate::engine::template::Template,
+    body: &Bytes,
+) -> Result<Bytes> {
+    let failed = |why: String| {
+        Error::bad_document(format!(
+            "{}: the request transform of method '{}' failed: {why}",
+            method.location, method.name
+        ))
+    };
+    let input: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|err| failed(format!("the body is not JSON: {err}")))?;
+    let limits = crate::engine::template::Limits {
+        max_steps: REQUEST_TRANSFORM_STEPS.saturating_add(64u64.saturating_mul(body.len() as u64)),
+        max_output: REQUEST_TRANSFORM_OUTPUT.saturating_add(8usize.saturating_mul(body.len())),
+    };
+    let out = template
+        .execute_json(&input, limits)
+        .map_err(|err| failed(err.to_string()))?;
+    Ok(Bytes::from(out))
+}
+
+/// AWS's canonical query members of a parameter whose value is a JSON object or array, as
+/// any-sdk's `AWSCanonical` transposer writes them: `name.key` for object members,
+/// `name.N` (from 1) for list items, nested as deep as the value goes; scalars as text
+/// (JSON `null` members are left out). `None` for a value that is not a JSON object or
+/// array: it is sent as it is.
+fn aws_canonical(name: &str, value: &str) -> Option<Vec<(String, String)>> {
+    let trimmed = value.trim_start();
+    if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        return None;
+    }
+    let parsed: serde_json::Value = serde_json::from_str(value).ok()?;
+    fn walk(key: String, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    walk(format!("{key}.{k}"), v, out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(format!("{key}.{}", i + 1), v, out);
+                }
+            }
+            serde_json::Value::Null => {}
+            serde_json::Value::String(s) => out.push((key, s.clone())),
+            other => out.push((key, other.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    walk(name.to_owned(), &parsed, &mut out);
+    Some(out)
 }
 
 /// A server variable's value: the statement's, then the tenant's environment
