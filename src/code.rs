@@ -27,6 +27,11 @@ pub enum Code {
     /// (`tenants[].pinned_parameters`) another value, or leaves it to its default.
     #[serde(rename = "policy.parameter_pinned")]
     PolicyParameterPinned,
+    /// The tenant's Cedar policies (`tenants[].policy_files`) do not permit a request of
+    /// the statement, or forbid it; the message and `structuredContent.error.policies` name
+    /// the policies that decided.
+    #[serde(rename = "policy.denied")]
+    PolicyDenied,
     /// The call needs approval and the client cannot be asked (no elicitation).
     #[serde(rename = "policy.approval_required")]
     PolicyApprovalRequired,
@@ -108,12 +113,13 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
         Code::PolicyParameterPinned,
+        Code::PolicyDenied,
         Code::PolicyApprovalRequired,
         Code::PolicyApprovalDeclined,
         Code::PolicyApprovalCancelled,
@@ -148,6 +154,7 @@ impl Code {
             Code::PolicyWrongTool => "policy.wrong_tool",
             Code::PolicyMultipleStatements => "policy.multiple_statements",
             Code::PolicyParameterPinned => "policy.parameter_pinned",
+            Code::PolicyDenied => "policy.denied",
             Code::PolicyApprovalRequired => "policy.approval_required",
             Code::PolicyApprovalDeclined => "policy.approval_declined",
             Code::PolicyApprovalCancelled => "policy.approval_cancelled",

@@ -75,6 +75,9 @@ pub struct Principal {
     pub fingerprint: Option<String>,
     /// The tools this credential may call (from the token's scopes); `None`: not narrowed.
     pub tools: Option<Arc<BTreeSet<String>>>,
+    /// The groups the caller belongs to (the JWT `groups` claim), for Cedar policies;
+    /// empty for the other methods.
+    pub groups: Vec<String>,
 }
 
 impl Principal {
@@ -88,6 +91,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            groups: Vec::new(),
         }
     }
 
@@ -100,6 +104,7 @@ impl Principal {
             issuer: None,
             fingerprint: None,
             tools: None,
+            groups: Vec::new(),
         }
     }
 

@@ -64,6 +64,7 @@ impl MtlsAuthenticator {
             issuer: None,
             fingerprint: Some(fingerprint(leaf)),
             tools: None,
+            groups: Vec::new(),
         })
     }
 }

@@ -122,6 +122,7 @@ mod tests {
             issuer: Some("https://idp".into()),
             fingerprint: None,
             tools: None,
+            groups: Vec::new(),
         }
     }
 

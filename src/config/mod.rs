@@ -176,6 +176,9 @@ pub struct TenantConfig {
     /// Methods run as reads whatever their HTTP method (`read_methods`) and parameters
     /// whose values are fixed (`pinned_parameters`).
     pub rules: crate::governance::TenantRules,
+    /// The tenant's Cedar policies (`policy_files`), reloaded when the files change;
+    /// `None`: no policies, nothing asked.
+    pub policies: Option<std::sync::Arc<crate::cedar::TenantPolicies>>,
 }
 
 /// Validated configuration.

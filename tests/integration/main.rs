@@ -20,6 +20,7 @@ mod azure_identity;
 mod azure_paging;
 mod bulk_priority;
 mod cancel;
+mod cedar;
 mod classes;
 mod cli_pipeline;
 mod compat;
