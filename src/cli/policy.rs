@@ -79,10 +79,8 @@ pub(super) async fn run(config: &Config, action: PolicyAction) -> i32 {
         arguments,
         principal: Some(principal),
         approval: ApprovalChannel::Unavailable,
-        origin: CallOrigin {
-            command: Some("policy explain"),
-            ..CallOrigin::default()
-        },
+        // Refusals name the tool, as the call's would.
+        origin: CallOrigin::default(),
     };
     match handler.pipeline().explain(call).await {
         Ok(explanation) => {
@@ -143,8 +141,8 @@ pub(super) fn render(e: &Explanation) -> String {
                 let params: Vec<String> = request
                     .params
                     .iter()
-                    .map(|p| match &p.values {
-                        ParamValues::Given(values) => format!(
+                    .filter_map(|p| match &p.values {
+                        ParamValues::Given(values) => Some(format!(
                             "{} = {}",
                             p.name,
                             values
@@ -152,13 +150,22 @@ pub(super) fn render(e: &Explanation) -> String {
                                 .map(|v| format!("'{}'", v.escape_debug()))
                                 .collect::<Vec<_>>()
                                 .join(", ")
-                        ),
-                        ParamValues::Runtime => format!("{} = (at run time)", p.name),
-                        ParamValues::Omitted => format!("{} = (omitted)", p.name),
+                        )),
+                        ParamValues::Runtime => Some(format!("{} = (at run time)", p.name)),
+                        ParamValues::Omitted => None,
                     })
                     .collect();
-                if !params.is_empty() {
-                    let _ = writeln!(out, "  parameters: {}", params.join("; "));
+                let omitted = request
+                    .params
+                    .iter()
+                    .filter(|p| p.values == ParamValues::Omitted)
+                    .count();
+                let omitted = match omitted {
+                    0 => String::new(),
+                    n => format!(" ({n} more not given)"),
+                };
+                if !params.is_empty() || !omitted.is_empty() {
+                    let _ = writeln!(out, "  parameters: {}{omitted}", params.join("; "));
                 }
                 if let Some(answer) = answers.and_then(|a| a.get(i)) {
                     let ids: Vec<String> = answer

@@ -152,7 +152,7 @@ pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box
                 return Ok(verdict);
             }
             match ask_policies(shared, call) {
-                Some(Err(reply)) => Err(Box::new(reply)),
+                Some(Err(reply)) => Err(reply),
                 Some(Ok(_)) | None => Ok(verdict),
             }
         }
@@ -161,14 +161,14 @@ pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box
 
 /// What the tenant's Cedar policies say about `call` (`None`: the tenant has none): the
 /// answer, or the refusal of a statement they deny or cannot be asked about.
-fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), ToolReply>> {
+fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), Box<ToolReply>>> {
     Some(
         policy_answer(shared, call)?.and_then(|answer| match answer.denied() {
             None => Ok(()),
             Some(denied) => {
                 let mut fields = serde_json::Map::new();
                 fields.insert("policies".into(), answer.policy_ids().into());
-                Err(ToolReply {
+                Err(Box::new(ToolReply {
                     body: super::ReplyBody::Complete(super::ToolOutcome::error_with(
                         Code::PolicyDenied,
                         format!("{}; nothing was sent", refusal(call, denied.why_denied())),
@@ -176,7 +176,7 @@ fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), ToolR
                     )),
                     decision: Decision::RefuseImmediate,
                     approval_id: None,
-                })
+                }))
             }
         }),
     )
@@ -187,10 +187,11 @@ fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), ToolR
 pub(super) fn policy_answer(
     shared: &Shared,
     call: &PreparedCall,
-) -> Option<Result<crate::cedar::Answer, ToolReply>> {
+) -> Option<Result<crate::cedar::Answer, Box<ToolReply>>> {
     let tenant = shared.tenants.config(&call.cx.tenant)?;
     let policies = tenant.policies.as_ref()?.current();
-    let stop = |code, message| ToolReply::stopped(Decision::RefuseImmediate, code, message);
+    let stop =
+        |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     let Some(requests) = &call.requests else {
         // Fail closed: what cannot be planned cannot be asked about. The plan's own error
         // says why (running the statement would fail the same way).
