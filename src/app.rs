@@ -175,6 +175,7 @@ impl App {
             .as_ref()
             .map(crate::http::tls::build)
             .transpose()?;
+        watch_policies(&config);
         let mtls_required = config.server.tls.as_ref().is_some_and(|t| {
             t.client_ca_file.is_some() && t.client_auth == crate::config::ClientAuth::Required
         });
@@ -431,12 +432,31 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
+    watch_policies(&config);
     let audit = open_local_audit(&config, true).await?;
     let handler = handler(&config, Transport::Stdio, audit.clone())?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
     served?;
     Ok(())
+}
+
+/// Reloads each tenant's Cedar policies when their files change, for as long as they are
+/// in use (`tenants[].policy_reload_interval`).
+fn watch_policies(config: &Config) {
+    for tenant in &config.tenants {
+        if let Some(policies) = &tenant.policies {
+            policies.watch();
+        }
+    }
+}
+
+/// The handler of `querygate policy explain`: the pipeline's tenants, engine and gate,
+/// without audit (explaining runs nothing).
+pub fn explain_handler(config: &Config) -> Result<QuerygateMcp, AppError> {
+    let engine = Engine::new(config.engine.clone())?;
+    let tenants = Tenants::open(config)?;
+    Ok(mcp::build(config, engine, tenants, Transport::Cli, None)?)
 }
 
 /// The MCP handler for `transport`: engine, tenants and content from `config`.

@@ -1,10 +1,11 @@
-//! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`
-//! and `audit`.
+//! The command line: `querygate query`, `providers`, `registry`, `serve`, `stdio`, `migrate`,
+//! `audit` and `policy`.
 
 mod approvals_cli;
 mod approve;
 mod audit_query;
 mod call;
+mod policy;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -73,6 +74,13 @@ pub enum Command {
         #[command(subcommand)]
         action: ApprovalsAction,
     },
+    /// Checks Cedar policy files, or explains what a tenant's policies decide about a
+    /// statement.
+    Policy {
+        /// What to do.
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
     /// Lists or pulls providers of the remote registry (`registry.url`).
     Registry {
         /// What to do with the remote registry.
@@ -119,6 +127,42 @@ pub enum ApprovalsAction {
         /// Why (shown to the caller, recorded in the audit).
         #[arg(long, default_value = "")]
         reason: String,
+    },
+}
+
+/// `querygate policy` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PolicyAction {
+    /// Parses Cedar policy files (or folders of `*.cedar` files) and validates them against
+    /// querygate's schema; prints each problem as `file:line:column: message` and exits 1
+    /// when there is one. `--schema` prints the schema instead.
+    Check {
+        /// Print querygate's Cedar schema and exit.
+        #[arg(long)]
+        schema: bool,
+        /// Policy files or folders.
+        #[arg(required_unless_present = "schema")]
+        files: Vec<PathBuf>,
+    },
+    /// Plans a statement as a call of the tenant would (nothing is sent upstream) and
+    /// prints the gate's decision and which Cedar policies allowed or denied each request,
+    /// and why. Exits 0 when the statement would run (or be asked for approval), 1 when it
+    /// would be refused.
+    Explain {
+        /// The tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// The caller's subject (`sub`).
+        #[arg(long, default_value = "local")]
+        subject: String,
+        /// The caller's JWT issuer (the caller is then a JWT principal).
+        #[arg(long)]
+        issuer: Option<String>,
+        /// A group of the caller (repeat for several).
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+        /// The statement.
+        sql: String,
     },
 }
 
@@ -242,6 +286,13 @@ pub enum Output {
 
 /// Runs the CLI; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
+    if let Command::Policy {
+        action: PolicyAction::Check { schema, files },
+    } = &cli.command
+    {
+        // Needs no configuration: the files are checked as they are.
+        return policy::check(*schema, files);
+    }
     let config = match Config::load(&Sources::from_process(cli.config.clone())) {
         Ok(config) => config,
         Err(err) => {
@@ -268,6 +319,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
         Command::Migrate => return migrate(&config).await,
         Command::Audit { action } => return audit(&config, action).await,
         Command::Approvals { action } => return approvals_cli::run(&config, action).await,
+        Command::Policy { action } => return policy::run(&config, action).await,
         _ => {}
     }
     if matches!(cli.command, Command::Serve { .. } | Command::Stdio)
@@ -413,6 +465,7 @@ async fn local_command(
         | Command::Stdio
         | Command::Migrate
         | Command::Approvals { .. }
+        | Command::Policy { .. }
         | Command::Audit { .. } => Err(1),
     }
 }

@@ -32,6 +32,11 @@ pub enum Code {
     /// `WWW-Authenticate: Bearer error="insufficient_scope"` step-up challenge.
     #[serde(rename = "auth.insufficient_scope")]
     AuthInsufficientScope,
+    /// The tenant's Cedar policies (`tenants[].policy_files`) do not permit a request of
+    /// the statement, or forbid it; the message and `structuredContent.error.policies` name
+    /// the policies that decided.
+    #[serde(rename = "policy.denied")]
+    PolicyDenied,
     /// The call needs approval and the client cannot be asked (no elicitation).
     #[serde(rename = "policy.approval_required")]
     PolicyApprovalRequired,
@@ -142,13 +147,14 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 39] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
         Code::PolicyMultipleStatements,
         Code::PolicyParameterPinned,
         Code::AuthInsufficientScope,
+        Code::PolicyDenied,
         Code::PolicyApprovalRequired,
         Code::PolicyApprovalDeclined,
         Code::PolicyApprovalCancelled,
@@ -192,6 +198,7 @@ impl Code {
             Code::PolicyMultipleStatements => "policy.multiple_statements",
             Code::PolicyParameterPinned => "policy.parameter_pinned",
             Code::AuthInsufficientScope => "auth.insufficient_scope",
+            Code::PolicyDenied => "policy.denied",
             Code::PolicyApprovalRequired => "policy.approval_required",
             Code::PolicyApprovalDeclined => "policy.approval_declined",
             Code::PolicyApprovalCancelled => "policy.approval_cancelled",

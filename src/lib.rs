@@ -15,6 +15,7 @@
 //!                ├─ mcp      (serve / stdio: the MCP surface over the engine facade)
 //!                ├─ policy   (pure: modes, query classes, decide(mode, class))
 //!                ├─ governance (pure: read_methods, pinned_parameters over planned requests)
+//!                ├─ cedar    (tenants' Cedar policies: schema, load + validate, reload, decide)
 //!                ├─ approval (sealed approval states, key ring, store of redeemed ids)
 //!                ├─ code     (stable error codes of tool errors)
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
@@ -90,6 +91,7 @@ pub mod app;
 pub mod approval;
 pub mod audit;
 pub mod auth;
+pub mod cedar;
 pub mod cli;
 pub mod client_tls;
 pub mod code;

@@ -224,6 +224,9 @@ pub struct AuditRecord {
     /// The error or refusal text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The Cedar policies that denied the call (`policy.denied`; empty: none permitted it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<String>>,
     /// How many rows the result had (a count; rows are never recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_returned: Option<u64>,

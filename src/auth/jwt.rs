@@ -223,6 +223,7 @@ impl JwtAuthenticator {
             fingerprint: None,
             tools,
             query_scopes,
+            groups: token_groups(&claims),
             claims: Some(Arc::new(claims)),
         };
         Ok((principal, validity))
@@ -362,6 +363,27 @@ fn token_scopes(claims: &Map<String, Value>) -> Vec<String> {
         (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_owned).collect(),
         _ => Vec::new(),
     }
+}
+
+/// Most groups taken from a token's `groups` claim.
+const MAX_GROUPS: usize = 256;
+
+/// The token's `groups` claim: a list of strings (others left out), or one string of
+/// space-separated names; at most [`MAX_GROUPS`].
+fn token_groups(claims: &Map<String, Value>) -> Vec<String> {
+    let groups: Vec<String> = match claims.get("groups") {
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    groups
+        .into_iter()
+        .filter(|g| !g.is_empty())
+        .take(MAX_GROUPS)
+        .collect()
 }
 
 fn read_pem_keys(

@@ -81,6 +81,9 @@ pub struct Principal {
     /// The verified JWT's claims, for the approver rules of out-of-band approvals
     /// (`approval.approvers`: groups and claims); `None` for the other methods.
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    /// The groups the caller belongs to (the JWT `groups` claim), for Cedar policies;
+    /// empty for the other methods.
+    pub groups: Vec<String>,
 }
 
 impl Principal {
@@ -96,6 +99,7 @@ impl Principal {
             tools: None,
             query_scopes: None,
             claims: None,
+            groups: Vec::new(),
         }
     }
 
@@ -110,6 +114,7 @@ impl Principal {
             tools: None,
             query_scopes: None,
             claims: None,
+            groups: Vec::new(),
         }
     }
 

@@ -66,6 +66,7 @@ impl MtlsAuthenticator {
             tools: None,
             query_scopes: None,
             claims: None,
+            groups: Vec::new(),
         })
     }
 }

@@ -124,6 +124,7 @@ mod tests {
             tools: None,
             query_scopes: None,
             claims: None,
+            groups: Vec::new(),
         }
     }
 

@@ -133,7 +133,7 @@ fn tool_call(command: Command) -> ToolCall {
 /// The SQL tool that runs statements of `class`. No tool runs `unknown` statements: the
 /// read tool's gate refuses them (or the parse error, or the several statements), saying
 /// why.
-fn tool_for(class: QueryClass) -> &'static str {
+pub(super) fn tool_for(class: QueryClass) -> &'static str {
     match class {
         QueryClass::Select | QueryClass::Unknown => "run_select_query",
         QueryClass::MutationCreate | QueryClass::MutationDelete => "run_mutation_query",

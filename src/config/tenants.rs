@@ -42,6 +42,10 @@ pub(super) struct RawTenant {
     pub(super) cache: Option<RawTenantCache>,
     #[serde(default)]
     pub(super) providers: BTreeMap<String, RawTenantProvider>,
+    #[serde(default)]
+    pub(super) policy_files: Vec<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) policy_reload_interval: Option<std::time::Duration>,
 }
 
 /// `tenants[].cache`.
@@ -166,6 +170,47 @@ fn check_roles(
         );
     }
     roles
+}
+
+/// How often a tenant's policy files are checked for changes, unless configured.
+const DEFAULT_POLICY_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `tenants[].policy_files`: each path resolved, the policies loaded and validated (a
+/// problem in them is a configuration problem, with its file and position).
+fn check_policies(
+    key: &str,
+    tenant: &str,
+    files: Vec<PathBuf>,
+    interval: Option<std::time::Duration>,
+    paths: &PathResolver,
+    problems: &mut Problems,
+) -> Option<std::sync::Arc<crate::cedar::TenantPolicies>> {
+    let interval = interval.unwrap_or(DEFAULT_POLICY_RELOAD_INTERVAL);
+    if interval.is_zero() {
+        problems.push(
+            format!("{key}.policy_reload_interval"),
+            "must be greater than 0",
+        );
+    }
+    if files.is_empty() {
+        return None;
+    }
+    let mut resolved = Vec::new();
+    for (index, file) in files.into_iter().enumerate() {
+        match paths.resolve(&file) {
+            Ok(file) => resolved.push(file),
+            Err(message) => problems.push(format!("{key}.policy_files[{index}]"), message),
+        }
+    }
+    match crate::cedar::TenantPolicies::open(tenant, resolved, interval) {
+        Ok(policies) => Some(std::sync::Arc::new(policies)),
+        Err(found) => {
+            for problem in found {
+                problems.push(format!("{key}.policy_files"), problem.to_string());
+            }
+            None
+        }
+    }
 }
 
 /// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
@@ -312,6 +357,14 @@ pub(super) fn check_tenants(
             problems,
         );
         let aws_roles = check_roles(&key, tenant.providers, problems);
+        let policies = check_policies(
+            &key,
+            &tenant.id,
+            tenant.policy_files,
+            tenant.policy_reload_interval,
+            paths,
+            problems,
+        );
         tenants.push(TenantConfig {
             id: tenant.id,
             mode: tenant.mode,
@@ -332,6 +385,7 @@ pub(super) fn check_tenants(
             cache,
             quotas,
             aws_roles,
+            policies,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -356,6 +410,7 @@ pub(super) fn check_tenants(
                 cache: None,
                 quotas: super::TenantQuotas::default(),
                 aws_roles: BTreeMap::new(),
+                policies: None,
             },
         );
     }

@@ -73,6 +73,7 @@ fn full_record() -> AuditRecord {
         duration_ms: Some(42),
         error_code: Some("upstream.rejected".into()),
         error: Some("upstream answered 409".into()),
+        policies: None,
         rows_returned: Some(0),
         upstream_status: Some(409),
         upstream_request_ids: Some(vec!["x-request-id=req-409".into()]),

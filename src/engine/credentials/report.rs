@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::store::{CredentialSource, CredentialStore};
 use crate::engine::upstream::{
-    aws_session_token_var, aws_source, azure_default_source, check_auth_material,
-    google_material, google_source,
+    aws_session_token_var, aws_source, azure_default_source, check_auth_material, google_material,
+    google_source,
 };
 
 /// Whether a provider's credentials resolve.

@@ -219,6 +219,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         duration_ms: None,
         error_code: None,
         error: None,
+        policies: None,
         rows_returned: None,
         upstream_status: None,
         cache_hit: None,
@@ -261,6 +262,20 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
                 .and_then(|s| s["error"]["message"].as_str())
                 .unwrap_or(&outcome.text)
                 .to_owned(),
+        );
+    }
+    if outcome.code == Some(Code::PolicyDenied) {
+        record.policies = Some(
+            outcome
+                .structured
+                .as_ref()
+                .and_then(|s| s["error"]["policies"].as_array())
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(|id| id.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
         );
     }
     record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());

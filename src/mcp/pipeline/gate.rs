@@ -89,7 +89,7 @@ where
 }
 
 /// What the gate decides for a call before any approval: a stop, or the mode's verdict.
-fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
+pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     match call.access {
@@ -155,7 +155,15 @@ fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>
             {
                 return Err(stop(Code::PolicyParameterPinned, refusal(call, pinned)));
             }
-            Ok(policy::decide(call.mode, call.class))
+            let verdict = policy::decide(call.mode, call.class);
+            if matches!(verdict, Verdict::Refuse(_)) {
+                // The mode decides first: its refusal names it.
+                return Ok(verdict);
+            }
+            match ask_policies(shared, call) {
+                Some(Err(reply)) => Err(reply),
+                Some(Ok(_)) | None => Ok(verdict),
+            }
         }
     }
 }
@@ -192,6 +200,83 @@ fn scoped(call: &PreparedCall, required: &[&'static str]) -> Result<(), Box<Tool
         approval_id: None,
         approved_by: None,
     }))
+}
+
+/// What the tenant's Cedar policies say about `call` (`None`: the tenant has none): the
+/// answer, or the refusal of a statement they deny or cannot be asked about.
+fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), Box<ToolReply>>> {
+    Some(
+        policy_answer(shared, call)?.and_then(|answer| match answer.denied() {
+            None => Ok(()),
+            Some(denied) => {
+                let mut fields = serde_json::Map::new();
+                fields.insert("policies".into(), answer.policy_ids().into());
+                Err(Box::new(ToolReply {
+                    body: super::ReplyBody::Complete(super::ToolOutcome::error_with(
+                        Code::PolicyDenied,
+                        format!("{}; nothing was sent", refusal(call, denied.why_denied())),
+                        fields,
+                    )),
+                    decision: Decision::RefuseImmediate,
+                    approval_id: None,
+                    approved_by: None,
+                }))
+            }
+        }),
+    )
+}
+
+/// The tenant's Cedar policies' answer about `call`, request by request (`None`: the
+/// tenant has none), or the refusal of a statement they cannot be asked about.
+pub(super) fn policy_answer(
+    shared: &Shared,
+    call: &PreparedCall,
+) -> Option<Result<crate::cedar::Answer, Box<ToolReply>>> {
+    let tenant = shared.tenants.config(&call.cx.tenant)?;
+    let policies = tenant.policies.as_ref()?.current();
+    let stop =
+        |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
+    let Some(requests) = &call.requests else {
+        // Fail closed: what cannot be planned cannot be asked about. The plan's own error
+        // says why (running the statement would fail the same way).
+        let (code, message) = call.plan_error.clone().unwrap_or_else(|| {
+            (
+                Code::Internal,
+                "the statement's requests were not planned for the tenant's policies".to_owned(),
+            )
+        });
+        return Some(Err(stop(code, message)));
+    };
+    let verb = match &call.statement {
+        Some(Ok(statement)) => crate::mcp::tools::verb(statement.kind()),
+        _ => "UNKNOWN",
+    };
+    let row_limit = call
+        .arguments
+        .get("row_limit")
+        .and_then(serde_json::Value::as_u64);
+    let question = crate::cedar::Question {
+        principal: &call.principal,
+        tool: call.tool(),
+        mode: call.mode,
+        class: call.class,
+        sql_class: call.sql_class,
+        verb,
+        row_cap: crate::mcp::tools::row_cap(row_limit, shared.server.max_rows),
+        requests,
+        rules: &tenant.rules,
+    };
+    Some(
+        crate::cedar::decide(&policies, &question).map_err(|message| {
+            stop(
+                Code::Internal,
+                refusal(
+                    call,
+                    format!("the Cedar policies could not be asked: {message}"),
+                ),
+            )
+        }),
+    )
 }
 
 /// Why a statement is not this tool's, naming the tool that runs it.

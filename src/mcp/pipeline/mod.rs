@@ -343,6 +343,33 @@ impl CallError {
     }
 }
 
+/// What [`Pipeline::explain`] found: the call as the gate sees it, and its decision.
+#[derive(Debug)]
+pub struct Explanation {
+    /// The tenant.
+    pub tenant: String,
+    /// The principal, as a person reads it.
+    pub principal: String,
+    /// The principal's groups.
+    pub groups: Vec<String>,
+    /// The tool that would run the statement.
+    pub tool: &'static str,
+    /// The tenant's mode.
+    pub mode: crate::policy::Mode,
+    /// The statement's class (the Cedar action).
+    pub class: crate::policy::QueryClass,
+    /// The class as written.
+    pub sql_class: crate::policy::QueryClass,
+    /// The upstream requests planned (`None`: not planned, or the plan failed).
+    pub requests: Option<Vec<crate::engine::PlannedRequest>>,
+    /// How many Cedar policies the tenant has in force (`None`: it has none configured).
+    pub policies: Option<usize>,
+    /// The policies' answer, request by request (`None`: not asked).
+    pub answer: Option<crate::cedar::Answer>,
+    /// The gate's decision: the mode's verdict, or the code and message of the refusal.
+    pub verdict: Result<crate::policy::Verdict, (Code, String)>,
+}
+
 /// The stack after `prepare`, boxed and cheap to clone per request.
 pub type CallStack = BoxCloneSyncService<PreparedCall, ToolReply, CallError>;
 
@@ -402,6 +429,52 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Result<ToolReply, CallError> {
         observe::observed(&self.shared, call, |call| self.run(call, cancel)).await
+    }
+
+    /// What the gate would decide about `call`, running and sending nothing: `prepare` and
+    /// `bind` as for a real call (the engine plans the requests), then the gate's checks
+    /// and the tenant's Cedar policies (`querygate policy explain`). Approvals are not
+    /// asked: a call the mode holds for approval is reported as such.
+    pub async fn explain(&self, call: ToolCall) -> Result<Explanation, CallError> {
+        let mut prepared = prepare::prepare(&self.shared, call)?;
+        bind::bind(&self.shared, &mut prepared).await;
+        let answer = match gate::policy_answer(&self.shared, &prepared) {
+            Some(Ok(answer)) => Some(answer),
+            Some(Err(_)) | None => None,
+        };
+        let policies = self
+            .shared
+            .tenants
+            .config(&prepared.cx.tenant)
+            .and_then(|t| t.policies.as_ref())
+            .map(|p| p.current().len());
+        let verdict = match gate::check(&self.shared, &prepared) {
+            Ok(verdict) => Ok(verdict),
+            Err(reply) => Err(match reply.outcome() {
+                Some(outcome) => (
+                    outcome.code.unwrap_or(Code::Internal),
+                    outcome
+                        .structured
+                        .as_ref()
+                        .and_then(|s| s["error"]["message"].as_str())
+                        .map_or_else(|| outcome.text.clone(), str::to_owned),
+                ),
+                None => (Code::Internal, "the gate asked for input".to_owned()),
+            }),
+        };
+        Ok(Explanation {
+            tenant: prepared.cx.tenant.clone(),
+            principal: prepared.principal.display_name(),
+            groups: prepared.principal.groups.clone(),
+            tool: prepared.tool(),
+            mode: prepared.mode,
+            class: prepared.class,
+            sql_class: prepared.sql_class,
+            requests: prepared.requests.take(),
+            policies,
+            answer,
+            verdict,
+        })
     }
 
     async fn run(&self, call: ToolCall, cancel: CancellationToken) -> Result<ToolReply, CallError> {

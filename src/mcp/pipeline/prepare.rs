@@ -58,6 +58,9 @@ pub struct PreparedCall {
     /// The upstream requests the statement would make, once `bind` planned them (`None`:
     /// not needed for a decision, or the plan failed, as the run will, before any request).
     pub requests: Option<Vec<crate::engine::PlannedRequest>>,
+    /// Why `bind` could not plan the requests, when it tried: the code and message of the
+    /// engine's error (the gate refuses with it when the tenant's policies need the plan).
+    pub plan_error: Option<(crate::code::Code, String)>,
     /// How a person can be asked to approve it.
     pub approval: ApprovalChannel,
     /// The approval that lets it run, once the gate has redeemed one.
@@ -145,6 +148,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         class,
         sql_class: class,
         requests: None,
+        plan_error: None,
         approval: call.approval,
         approval_id: None,
         approved_by: None,

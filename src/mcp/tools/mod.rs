@@ -393,6 +393,22 @@ pub(crate) fn kind_name(kind: crate::engine::StatementKind) -> &'static str {
     }
 }
 
+/// The SQL verb of a statement kind, as Cedar policies see it (`resource.verb`).
+pub(crate) fn verb(kind: crate::engine::StatementKind) -> &'static str {
+    use crate::engine::StatementKind;
+    match kind {
+        StatementKind::Select => "SELECT",
+        StatementKind::Metadata => "SHOW",
+        StatementKind::Insert => "INSERT",
+        StatementKind::Update => "UPDATE",
+        StatementKind::Replace => "REPLACE",
+        StatementKind::Delete => "DELETE",
+        StatementKind::Exec => "EXEC",
+        StatementKind::RegistryList => "REGISTRY LIST",
+        StatementKind::RegistryPull => "REGISTRY PULL",
+    }
+}
+
 /// The row cap of a call: the model's `row_limit` when positive, never above the server's
 /// (0 or absent: the server's). A negative `row_limit` does not parse (invalid arguments).
 pub(crate) fn row_cap(requested: Option<u64>, server_max: usize) -> usize {

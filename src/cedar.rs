@@ -1,0 +1,946 @@
+//! Policy as code: a tenant's Cedar policies (`tenants[].policy_files`), parsed and
+//! validated against querygate's schema ([`SCHEMA`]) at load, reloaded when their files
+//! change, and asked about every upstream request of every statement at the gate.
+//!
+//! The model:
+//! - principal `Querygate::Principal::"<subject>"`, in `Querygate::Group::"<g>"` for each of
+//!   its groups, with `subject`, `issuer`, `auth_method`, `tenant` and `groups`;
+//! - action: the statement's class (`select`, `mutation_create`, `mutation_delete`,
+//!   `lifecycle`, `unknown`), in the action group `read` (select) or `write` (the others);
+//! - resource `Querygate::Method::"provider.service.resource.method"`: one planned request,
+//!   with `provider`, `service`, `resource`, `method`, `http_method`, `verb` (the SQL verb),
+//!   `reads` (the tenant counts the request as a read), `runtime_parameters` and
+//!   `omitted_parameters`; each parameter the statement gives literal values is a tag whose
+//!   value is the set of those values (`resource.getTag("project")`);
+//! - context: `tool`, `mode`, `sql_class` (the class as written) and `row_cap`.
+//!
+//! A tenant with policies runs only what they permit (Cedar's default deny): every request
+//! of a statement must be permitted, and no policy may forbid it. A policy that fails to
+//! evaluate denies (fail closed). No I/O on the request path: loading reads files, deciding
+//! does not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId,
+    PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
+};
+use miette::Diagnostic;
+
+use crate::auth::Principal;
+use crate::engine::{ParamValues, PlannedRequest};
+use crate::governance::TenantRules;
+use crate::policy::{Mode, QueryClass};
+
+/// The Cedar schema every tenant's policies are validated against.
+pub const SCHEMA: &str = r#"namespace Querygate {
+  // A group the principal belongs to (the JWT `groups` claim).
+  entity Group;
+
+  // Who calls.
+  entity Principal in [Group] {
+    subject: String,      // JWT sub, certificate identity, "local" or "anonymous"
+    issuer: String,       // JWT iss; "" for other methods
+    auth_method: String,  // "jwt", "mtls", "local" or "anonymous"
+    tenant: String,
+    groups: Set<String>,
+  };
+
+  // One upstream request of the statement: provider.service.resource.method. Each parameter
+  // given literal values is a tag: resource.getTag("project") is the set of its values.
+  entity Method {
+    provider: String,
+    service: String,
+    resource: String,
+    method: String,
+    http_method: String,              // "GET", "POST", ...
+    verb: String,                     // "SELECT", "INSERT", "UPDATE", "REPLACE", "DELETE", "EXEC", ...
+    reads: Bool,                      // GET or HEAD, or named by tenants[].read_methods
+    runtime_parameters: Set<String>,  // values known only while the statement runs
+    omitted_parameters: Set<String>,  // not given: the method's default, or none
+  } tags Set<String>;
+
+  type Call = {
+    tool: String,       // run_select_query, run_mutation_query, run_lifecycle_operation
+    mode: String,       // read_only, safe, delete_safe, full_access
+    sql_class: String,  // the class of the statement as written
+    row_cap: Long,      // rows the call returns at most
+  };
+
+  // Action groups.
+  action "read";
+  action "write";
+
+  // The statement's class (a SELECT of a method bound to POST... is "lifecycle").
+  action "select" in ["read"] appliesTo { principal: [Principal], resource: [Method], context: Call };
+  action "mutation_create" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
+  action "mutation_delete" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
+  action "lifecycle" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
+  action "unknown" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
+}
+"#;
+
+/// The parsed schema and its action entities (parsed once).
+struct Model {
+    schema: Schema,
+    actions: Entities,
+}
+
+fn model() -> Result<&'static Model, String> {
+    static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let (schema, _warnings) = Schema::from_cedarschema_str(SCHEMA)
+                .map_err(|err| format!("querygate's Cedar schema does not parse: {err}"))?;
+            let actions = schema
+                .action_entities()
+                .map_err(|err| format!("querygate's Cedar schema has bad actions: {err}"))?;
+            Ok(Model { schema, actions })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A problem in a policy file, where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyProblem {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem has a position.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for PolicyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(
+                f,
+                "{}:{line}:{column}: {}",
+                self.file.display(),
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The problems of one diagnostic: one per label (or one without a position), with its
+/// help when it has one.
+fn problems_of(file: &Path, text: &str, diagnostic: &dyn Diagnostic) -> Vec<PolicyProblem> {
+    let mut message = diagnostic.to_string();
+    if let Some(help) = diagnostic.help() {
+        message = format!("{message} (help: {help})");
+    }
+    let positions: Vec<(usize, usize)> = diagnostic
+        .labels()
+        .map(|labels| labels.map(|l| position(text, l.offset())).collect())
+        .unwrap_or_default();
+    match positions.first() {
+        Some(first) => vec![PolicyProblem {
+            file: file.to_owned(),
+            position: Some(*first),
+            message,
+        }],
+        None => vec![PolicyProblem {
+            file: file.to_owned(),
+            position: None,
+            message,
+        }],
+    }
+}
+
+/// The policy files of `paths`: each a file, or a folder whose `*.cedar` files are taken
+/// (sorted by name, not recursively).
+fn files_of(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Vec<PolicyProblem>> {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        let problem = |message: String| PolicyProblem {
+            file: path.clone(),
+            position: None,
+            message,
+        };
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => match std::fs::read_dir(path) {
+                Ok(entries) => {
+                    let mut found: Vec<PathBuf> = entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|e| e == "cedar") && p.is_file())
+                        .collect();
+                    found.sort();
+                    files.extend(found);
+                }
+                Err(err) => problems.push(problem(format!("cannot list the folder: {err}"))),
+            },
+            Ok(_) => files.push(path.clone()),
+            Err(err) => problems.push(problem(format!("cannot read it: {err}"))),
+        }
+    }
+    if problems.is_empty() {
+        Ok(files)
+    } else {
+        Err(problems)
+    }
+}
+
+/// A tenant's policies, parsed and validated.
+#[derive(Debug)]
+pub struct LoadedPolicies {
+    set: PolicySet,
+    /// Each file read, with its text (to tell a change).
+    sources: Vec<(PathBuf, String)>,
+}
+
+impl LoadedPolicies {
+    /// How many policies there are.
+    pub fn len(&self) -> usize {
+        self.set.policies().count()
+    }
+
+    /// Whether there are none (every statement is then denied).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The policies' ids, in file order.
+    pub fn ids(&self) -> Vec<String> {
+        self.set.policies().map(|p| p.id().to_string()).collect()
+    }
+}
+
+/// Reads, parses and validates the policies of `paths` (files or folders of `*.cedar`).
+/// A policy's id is its `@id("…")` annotation, else `<file name>#<n>` (its place in the
+/// file, from 1). Every problem is reported, with its position.
+pub fn load(paths: &[PathBuf]) -> Result<LoadedPolicies, Vec<PolicyProblem>> {
+    let files = files_of(paths)?;
+    let mut sources = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        match std::fs::read_to_string(&file) {
+            Ok(text) => sources.push((file, text)),
+            Err(err) => problems.push(PolicyProblem {
+                file,
+                position: None,
+                message: format!("cannot read it: {err}"),
+            }),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    parse_sources(sources)
+}
+
+/// Parses and validates policy texts (`(file, text)` pairs).
+pub fn parse_sources(
+    sources: Vec<(PathBuf, String)>,
+) -> Result<LoadedPolicies, Vec<PolicyProblem>> {
+    let model = model().map_err(|message| {
+        vec![PolicyProblem {
+            file: PathBuf::from("<schema>"),
+            position: None,
+            message,
+        }]
+    })?;
+    let mut problems = Vec::new();
+    let mut set = PolicySet::new();
+    // Which source each policy id came from.
+    let mut origin: BTreeMap<String, usize> = BTreeMap::new();
+    for (index, (file, text)) in sources.iter().enumerate() {
+        let parsed = match PolicySet::from_str(text) {
+            Ok(parsed) => parsed,
+            Err(errors) => {
+                for error in errors.iter() {
+                    problems.extend(problems_of(file, text, error));
+                }
+                continue;
+            }
+        };
+        if parsed.templates().next().is_some() {
+            problems.push(PolicyProblem {
+                file: file.clone(),
+                position: None,
+                message:
+                    "templates (?principal, ?resource) are not supported: write static policies"
+                        .to_owned(),
+            });
+            continue;
+        }
+        let name = file.file_name().map_or_else(
+            || file.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        // `PolicySet::from_str` numbers policies `policy0`, `policy1`… in text order.
+        let mut policies: Vec<_> = parsed.policies().collect();
+        policies.sort_by_key(|p| {
+            p.id()
+                .to_string()
+                .trim_start_matches("policy")
+                .parse::<usize>()
+                .unwrap_or(usize::MAX)
+        });
+        for (n, policy) in policies.into_iter().enumerate() {
+            let id = policy
+                .annotation("id")
+                .map_or_else(|| format!("{name}#{}", n + 1), str::to_owned);
+            if let Some(&other) = origin.get(&id) {
+                problems.push(PolicyProblem {
+                    file: file.clone(),
+                    position: None,
+                    message: format!(
+                        "policy id '{}' is used twice (also in {}); give each policy its own @id",
+                        id.escape_debug(),
+                        sources[other].0.display()
+                    ),
+                });
+                continue;
+            }
+            origin.insert(id.clone(), index);
+            if let Err(err) = set.add(policy.new_id(PolicyId::new(&id))) {
+                problems.push(PolicyProblem {
+                    file: file.clone(),
+                    position: None,
+                    message: err.to_string(),
+                });
+            }
+        }
+    }
+    if problems.is_empty() {
+        let validator = Validator::new(model.schema.clone());
+        let result = validator.validate(&set, ValidationMode::Strict);
+        for error in result.validation_errors() {
+            let id = error.policy_id().to_string();
+            let (file, text) = origin
+                .get(&id)
+                .and_then(|&i| sources.get(i))
+                .map_or((Path::new("<policies>"), ""), |(f, t)| {
+                    (f.as_path(), t.as_str())
+                });
+            let mut found = problems_of(file, text, error);
+            for problem in &mut found {
+                problem.message = format!("policy '{}': {}", id.escape_debug(), problem.message);
+            }
+            problems.extend(found);
+        }
+    }
+    if problems.is_empty() {
+        Ok(LoadedPolicies { set, sources })
+    } else {
+        Err(problems)
+    }
+}
+
+/// A tenant's policies, replaced when their files change (a broken change is logged and
+/// the policies in force are kept).
+#[derive(Debug)]
+pub struct TenantPolicies {
+    tenant: String,
+    paths: Vec<PathBuf>,
+    interval: Duration,
+    current: RwLock<Arc<LoadedPolicies>>,
+}
+
+impl PartialEq for TenantPolicies {
+    fn eq(&self, other: &Self) -> bool {
+        self.tenant == other.tenant && self.paths == other.paths && self.interval == other.interval
+    }
+}
+
+impl TenantPolicies {
+    /// Loads the policies of `paths` for `tenant` (a problem fails the load).
+    pub fn open(
+        tenant: &str,
+        paths: Vec<PathBuf>,
+        interval: Duration,
+    ) -> Result<Self, Vec<PolicyProblem>> {
+        let loaded = load(&paths)?;
+        Ok(TenantPolicies {
+            tenant: tenant.to_owned(),
+            paths,
+            interval,
+            current: RwLock::new(Arc::new(loaded)),
+        })
+    }
+
+    /// The configured files and folders.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// The policies in force.
+    pub fn current(&self) -> Arc<LoadedPolicies> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Reads the files again; when their text changed, parses and validates them and puts
+    /// them in force, or logs why not and keeps the current ones. Whether new policies are
+    /// in force.
+    pub fn reload_if_changed(&self) -> bool {
+        let current = self.current();
+        let sources = match files_of(&self.paths).map(|files| {
+            files
+                .into_iter()
+                .map(|f| {
+                    let text = std::fs::read_to_string(&f);
+                    (f, text)
+                })
+                .collect::<Vec<_>>()
+        }) {
+            Ok(sources) => sources,
+            Err(problems) => {
+                self.log_broken(&problems);
+                return false;
+            }
+        };
+        let unchanged = sources.len() == current.sources.len()
+            && sources
+                .iter()
+                .zip(&current.sources)
+                .all(|((f, t), (g, u))| f == g && t.as_ref().is_ok_and(|t| t == u));
+        if unchanged {
+            return false;
+        }
+        let mut texts = Vec::new();
+        for (file, text) in sources {
+            match text {
+                Ok(text) => texts.push((file, text)),
+                Err(err) => {
+                    self.log_broken(&[PolicyProblem {
+                        file,
+                        position: None,
+                        message: format!("cannot read it: {err}"),
+                    }]);
+                    return false;
+                }
+            }
+        }
+        match parse_sources(texts) {
+            Ok(loaded) => {
+                let count = loaded.len();
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(loaded);
+                tracing::info!(tenant = %self.tenant, policies = count, "Cedar policies reloaded");
+                true
+            }
+            Err(problems) => {
+                self.log_broken(&problems);
+                false
+            }
+        }
+    }
+
+    fn log_broken(&self, problems: &[PolicyProblem]) {
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        tracing::error!(
+            tenant = %self.tenant,
+            "Cedar policies not reloaded, keeping the ones in force: {}",
+            text.join("; ")
+        );
+    }
+
+    /// Checks the files every `policy_reload_interval` until the policies are dropped.
+    pub fn watch(self: &Arc<Self>) {
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let interval = self.interval;
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(this) = weak.upgrade() else { break };
+                // Reading files blocks: keep it off the async workers.
+                let _ = tokio::task::spawn_blocking(move || this.reload_if_changed()).await;
+            }
+        });
+    }
+}
+
+/// What the gate knows of a statement when it asks the policies.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    /// Who calls.
+    pub principal: &'a Principal,
+    /// The tool.
+    pub tool: &'a str,
+    /// The tenant's mode.
+    pub mode: Mode,
+    /// The statement's class (the action).
+    pub class: QueryClass,
+    /// The class as written.
+    pub sql_class: QueryClass,
+    /// The SQL verb (`SELECT`, `DELETE`, …).
+    pub verb: &'a str,
+    /// Rows the call returns at most.
+    pub row_cap: usize,
+    /// The statement's upstream requests.
+    pub requests: &'a [PlannedRequest],
+    /// The tenant's read rules (`reads`).
+    pub rules: &'a TenantRules,
+}
+
+/// The policies' answer for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestAnswer {
+    /// `provider.service.resource.method`.
+    pub method: String,
+    /// Whether it may be sent.
+    pub allowed: bool,
+    /// The policies that decided: the permits that allowed it, or the forbids that denied
+    /// it (empty when nothing permits it).
+    pub policies: Vec<String>,
+    /// Policies that failed to evaluate (each denies).
+    pub errors: Vec<String>,
+}
+
+/// The policies' answer for a statement: one per request, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// One per request.
+    pub requests: Vec<RequestAnswer>,
+}
+
+impl Answer {
+    /// The first request denied, if any.
+    pub fn denied(&self) -> Option<&RequestAnswer> {
+        self.requests.iter().find(|r| !r.allowed)
+    }
+
+    /// The policy ids that decided, without repeats, in order: the denied request's, or
+    /// every request's permits.
+    pub fn policy_ids(&self) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        let answers: Vec<&RequestAnswer> = match self.denied() {
+            Some(denied) => vec![denied],
+            None => self.requests.iter().collect(),
+        };
+        answers
+            .into_iter()
+            .flat_map(|r| r.policies.iter())
+            .filter(|id| seen.insert(id.as_str()))
+            .cloned()
+            .collect()
+    }
+}
+
+impl RequestAnswer {
+    /// Why the request is denied, for the refusal.
+    pub fn why_denied(&self) -> String {
+        let quoted = |ids: &[String]| {
+            ids.iter()
+                .map(|id| format!("'{}'", id.escape_debug()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.errors.is_empty() {
+            format!(
+                "Cedar policy {} failed to evaluate for {} (an error denies): {}",
+                quoted(&self.policies),
+                self.method,
+                self.errors.join("; ")
+            )
+        } else if self.policies.is_empty() {
+            format!(
+                "no Cedar policy of this tenant permits {} (tenants[].policy_files: only what a policy permits runs)",
+                self.method
+            )
+        } else {
+            format!(
+                "denied by Cedar policy {} for {}",
+                quoted(&self.policies),
+                self.method
+            )
+        }
+    }
+}
+
+fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
+    let type_name = EntityTypeName::from_str(type_name).map_err(|e| e.to_string())?;
+    Ok(EntityUid::from_type_name_and_id(
+        type_name,
+        EntityId::new(id),
+    ))
+}
+
+fn string(text: &str) -> RestrictedExpression {
+    RestrictedExpression::new_string(text.to_owned())
+}
+
+fn strings<'s>(values: impl IntoIterator<Item = &'s str>) -> RestrictedExpression {
+    RestrictedExpression::new_set(values.into_iter().map(string))
+}
+
+/// Asks `policies` about every request of the statement described by `question`.
+pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answer, String> {
+    let model = model()?;
+    let principal = question.principal;
+    let principal_uid = uid("Querygate::Principal", &principal.subject)?;
+    let groups = principal
+        .groups
+        .iter()
+        .map(|g| uid("Querygate::Group", g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let principal_entity = Entity::new_with_tags(
+        principal_uid.clone(),
+        [
+            ("subject".to_owned(), string(&principal.subject)),
+            (
+                "issuer".to_owned(),
+                string(principal.issuer.as_deref().unwrap_or_default()),
+            ),
+            ("auth_method".to_owned(), string(principal.method.as_str())),
+            ("tenant".to_owned(), string(&principal.tenant)),
+            (
+                "groups".to_owned(),
+                strings(principal.groups.iter().map(String::as_str)),
+            ),
+        ],
+        groups.clone(),
+        [],
+    )
+    .map_err(|e| e.to_string())?;
+    let group_entities = groups
+        .into_iter()
+        .map(|g| Entity::new_no_attrs(g, Default::default()));
+    let action = uid("Querygate::Action", question.class.as_str())?;
+    let context = Context::from_pairs([
+        ("tool".to_owned(), string(question.tool)),
+        ("mode".to_owned(), string(question.mode.as_str())),
+        ("sql_class".to_owned(), string(question.sql_class.as_str())),
+        (
+            "row_cap".to_owned(),
+            RestrictedExpression::new_long(i64::try_from(question.row_cap).unwrap_or(i64::MAX)),
+        ),
+    ])
+    .map_err(|e| e.to_string())?;
+    let base = model
+        .actions
+        .clone()
+        .add_entities(
+            std::iter::once(principal_entity).chain(group_entities),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+    let authorizer = Authorizer::new();
+    let mut answers = Vec::with_capacity(question.requests.len());
+    for request in question.requests {
+        let method = request.full_method();
+        let resource_uid = uid("Querygate::Method", &method)?;
+        let (entity, _) = resource_entity(resource_uid.clone(), request, question)?;
+        let entities = base
+            .clone()
+            .add_entities(std::iter::once(entity), None)
+            .map_err(|e| e.to_string())?;
+        let cedar_request = Request::new(
+            principal_uid.clone(),
+            action.clone(),
+            resource_uid,
+            context.clone(),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        let response = authorizer.is_authorized(&cedar_request, &policies.set, &entities);
+        let diagnostics = response.diagnostics();
+        let errors: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
+        let mut policies: Vec<String> = diagnostics.reason().map(ToString::to_string).collect();
+        let allowed = response.decision() == Decision::Allow && errors.is_empty();
+        if !errors.is_empty() {
+            policies = diagnostics
+                .errors()
+                .map(|e| match e {
+                    cedar_policy::AuthorizationError::PolicyEvaluationError(e) => {
+                        e.policy_id().to_string()
+                    }
+                })
+                .collect();
+        }
+        policies.sort();
+        answers.push(RequestAnswer {
+            method,
+            allowed,
+            policies,
+            errors,
+        });
+    }
+    Ok(Answer { requests: answers })
+}
+
+/// The resource entity of one request, and its tags (for `explain`).
+fn resource_entity(
+    uid: EntityUid,
+    request: &PlannedRequest,
+    question: &Question<'_>,
+) -> Result<(Entity, BTreeMap<String, Vec<String>>), String> {
+    let mut tags: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut runtime = Vec::new();
+    let mut omitted = Vec::new();
+    for param in &request.params {
+        let names = std::iter::once(param.name.as_str()).chain(param.sql_name.as_deref());
+        match &param.values {
+            ParamValues::Given(values) => {
+                for name in names {
+                    tags.insert(name.to_owned(), values.clone());
+                }
+            }
+            ParamValues::Runtime => runtime.extend(names),
+            ParamValues::Omitted => omitted.extend(names),
+        }
+    }
+    let entity = Entity::new_with_tags(
+        uid,
+        [
+            ("provider".to_owned(), string(&request.provider)),
+            ("service".to_owned(), string(&request.service)),
+            ("resource".to_owned(), string(&request.resource)),
+            ("method".to_owned(), string(&request.method)),
+            ("http_method".to_owned(), string(&request.http_method)),
+            ("verb".to_owned(), string(question.verb)),
+            (
+                "reads".to_owned(),
+                RestrictedExpression::new_bool(question.rules.is_read(request)),
+            ),
+            ("runtime_parameters".to_owned(), strings(runtime)),
+            ("omitted_parameters".to_owned(), strings(omitted)),
+        ],
+        [],
+        tags.iter()
+            .map(|(name, values)| (name.clone(), strings(values.iter().map(String::as_str)))),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((entity, tags))
+}
+
+/// The parameter tags a request's resource carries (for `policy explain`).
+pub fn request_tags(request: &PlannedRequest) -> BTreeMap<String, Vec<String>> {
+    let mut tags = BTreeMap::new();
+    for param in &request.params {
+        if let ParamValues::Given(values) = &param.values {
+            tags.insert(param.name.clone(), values.clone());
+        }
+    }
+    tags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::PlannedParam;
+
+    fn sources(text: &str) -> Vec<(PathBuf, String)> {
+        vec![(PathBuf::from("t.cedar"), text.to_owned())]
+    }
+
+    fn request(method: &str, http: &str, project: Option<&str>) -> PlannedRequest {
+        PlannedRequest {
+            provider: "google".into(),
+            service: "compute".into(),
+            resource: "instances".into(),
+            method: method.into(),
+            http_method: http.into(),
+            params: vec![PlannedParam {
+                name: "project".into(),
+                sql_name: None,
+                values: match project {
+                    Some(p) => ParamValues::Given(vec![p.into()]),
+                    None => ParamValues::Omitted,
+                },
+            }],
+        }
+    }
+
+    fn ask(
+        policies: &LoadedPolicies,
+        principal: &Principal,
+        class: QueryClass,
+        requests: &[PlannedRequest],
+    ) -> Answer {
+        let rules = TenantRules::default();
+        decide(
+            policies,
+            &Question {
+                principal,
+                tool: "run_mutation_query",
+                mode: Mode::FullAccess,
+                class,
+                sql_class: class,
+                verb: "DELETE",
+                row_cap: 1000,
+                requests,
+                rules: &rules,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_schema_parses() {
+        model().unwrap();
+    }
+
+    #[test]
+    fn permits_forbids_and_default_deny() {
+        let policies = parse_sources(sources(
+            r#"
+@id("reads")
+permit(principal, action in Querygate::Action::"read", resource);
+
+@id("delete-in-sandbox")
+permit(principal in Querygate::Group::"ops", action == Querygate::Action::"mutation_delete", resource)
+when { resource.hasTag("project") && resource.getTag("project") == ["sandbox"] };
+
+forbid(principal, action, resource) when { principal.subject == "mallory" };
+"#,
+        ))
+        .unwrap();
+        assert_eq!(policies.ids(), ["reads", "delete-in-sandbox", "t.cedar#3"]);
+        let mut ops = Principal::local();
+        ops.groups = vec!["ops".into()];
+        let plain = Principal::local();
+        let delete = |p| [request("delete", "DELETE", p)];
+        let a = ask(
+            &policies,
+            &ops,
+            QueryClass::MutationDelete,
+            &delete(Some("sandbox")),
+        );
+        assert!(a.denied().is_none(), "{a:?}");
+        assert_eq!(a.policy_ids(), ["delete-in-sandbox"]);
+        let a = ask(
+            &policies,
+            &ops,
+            QueryClass::MutationDelete,
+            &delete(Some("prod")),
+        );
+        let denied = a.denied().unwrap();
+        assert!(denied.policies.is_empty());
+        assert!(
+            denied.why_denied().contains("no Cedar policy"),
+            "{}",
+            denied.why_denied()
+        );
+        // Omitted: no tag, so nothing permits it.
+        assert!(
+            ask(&policies, &ops, QueryClass::MutationDelete, &delete(None))
+                .denied()
+                .is_some()
+        );
+        // Not in the group.
+        assert!(
+            ask(
+                &policies,
+                &plain,
+                QueryClass::MutationDelete,
+                &delete(Some("sandbox"))
+            )
+            .denied()
+            .is_some()
+        );
+        // Reads are permitted, unless forbidden.
+        let list = [request("list", "GET", Some("prod"))];
+        assert!(
+            ask(&policies, &plain, QueryClass::Select, &list)
+                .denied()
+                .is_none()
+        );
+        let mut mallory = Principal::local();
+        mallory.subject = "mallory".into();
+        let a = ask(&policies, &mallory, QueryClass::Select, &list);
+        assert_eq!(a.denied().unwrap().policies, ["t.cedar#3"]);
+        assert!(
+            a.denied()
+                .unwrap()
+                .why_denied()
+                .contains("denied by Cedar policy 't.cedar#3'")
+        );
+    }
+
+    #[test]
+    fn problems_name_the_file_and_position() {
+        let problems = parse_sources(sources(
+            "permit(principal, action, resource)\nwhen { resource.nope == 1 };\n",
+        ))
+        .unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0].position.map(|p| p.0),
+            Some(2),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[0].to_string().starts_with("t.cedar:2:"),
+            "{}",
+            problems[0]
+        );
+        let problems = parse_sources(sources("permit(principal, action, resource\n")).unwrap_err();
+        assert!(problems[0].position.is_some(), "{}", problems[0]);
+        let problems = parse_sources(sources(
+            "permit(principal == ?principal, action, resource);",
+        ))
+        .unwrap_err();
+        assert!(problems[0].message.contains("templates"), "{}", problems[0]);
+        let twice = "@id(\"a\") permit(principal, action, resource);\n@id(\"a\") forbid(principal, action, resource);";
+        assert!(
+            parse_sources(sources(twice)).unwrap_err()[0]
+                .message
+                .contains("used twice")
+        );
+        // An unknown action is a validation error.
+        let problems = parse_sources(sources(
+            "permit(principal, action == Querygate::Action::\"drop\", resource);",
+        ))
+        .unwrap_err();
+        assert!(problems[0].message.contains("drop"), "{}", problems[0]);
+    }
+
+    #[test]
+    fn a_reload_takes_a_valid_change_and_keeps_the_policies_in_force_on_a_broken_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.cedar");
+        std::fs::write(&file, "@id(\"a\") permit(principal, action, resource);").unwrap();
+        let policies =
+            TenantPolicies::open("t", vec![dir.path().to_owned()], Duration::from_secs(1)).unwrap();
+        assert_eq!(policies.current().ids(), ["a"]);
+        assert!(!policies.reload_if_changed(), "nothing changed");
+        std::fs::write(&file, "permit(principal, action, resource) when { nope };").unwrap();
+        assert!(!policies.reload_if_changed(), "a broken change was taken");
+        assert_eq!(policies.current().ids(), ["a"]);
+        std::fs::write(&file, "@id(\"b\") forbid(principal, action, resource);").unwrap();
+        assert!(policies.reload_if_changed());
+        assert_eq!(policies.current().ids(), ["b"]);
+        // A new file in the folder is a change too.
+        std::fs::write(
+            dir.path().join("q.cedar"),
+            "@id(\"c\") permit(principal, action, resource);",
+        )
+        .unwrap();
+        assert!(policies.reload_if_changed());
+        assert_eq!(policies.current().ids(), ["b", "c"]);
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        assert_eq!(position("ab\ncd", 0), (1, 1));
+        assert_eq!(position("ab\ncd", 4), (2, 2));
+        assert_eq!(position("ab", 99), (1, 3));
+    }
+}
