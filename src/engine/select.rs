@@ -96,7 +96,12 @@ async fn run_planned(
     planned: Option<Planned>,
 ) -> Result<QueryOutput> {
     let (sql, jobs, original) = match planned.filter(|planned| planned.fits(cx)) {
-        Some(planned) => (planned.sql, planned.jobs, query),
+        Some(planned) => {
+            // The call's first slot is its planning slot: the plan was made before, so that
+            // slot is handed back at once, before any request waits on the upstream.
+            drop(slots::slot(cx).await);
+            (planned.sql, planned.jobs, query)
+        }
         None => {
             let original = query.clone();
             let planning = slots::slot(cx).await;
