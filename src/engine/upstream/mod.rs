@@ -226,17 +226,27 @@ impl Upstream {
         let is_read = matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD);
         let wire = on_the_wire(leg.method, method, url, headers, body)?;
         if is_read {
-            return self
-                .send_read(
-                    &wire.method,
-                    &wire.url,
-                    &wire.headers,
-                    wire.body.as_ref(),
-                    leg,
-                    leg.method.retry.as_ref(),
-                )
-                .await;
+            return self.read_wire(&wire, leg).await;
         }
+        self.send_wire(&wire, leg).await
+    }
+
+    /// Sends `wire` (a request as [`on_the_wire`] translated it) as a read of `leg`'s method,
+    /// retried as its `retry` says.
+    async fn read_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
+        self.send_read(
+            &wire.method,
+            &wire.url,
+            &wire.headers,
+            wire.body.as_ref(),
+            leg,
+            leg.method.retry.as_ref(),
+        )
+        .await
+    }
+
+    /// Sends `wire` once, paced for `leg`'s tenant and provider.
+    async fn send_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
         self.send(
             &wire.method,
             &wire.url,
@@ -271,16 +281,7 @@ impl Upstream {
         }
         let method = reqwest::Method::GET;
         let wire = on_the_wire(leg.method, &method, &url, &headers, None)?;
-        let (status, _, body) = self
-            .send_read(
-                &wire.method,
-                &wire.url,
-                &wire.headers,
-                wire.body.as_ref(),
-                leg,
-                leg.method.retry.as_ref(),
-            )
-            .await?;
+        let (status, _, body) = self.read_wire(&wire, leg).await?;
         if !(200..300).contains(&status) {
             return Err(status_error(leg, &method, &url, status, &body));
         }
@@ -313,24 +314,11 @@ impl Upstream {
         )?;
         let (status, _, response) = match &body {
             None if is_read => {
-                self.send_read(
-                    &wire.method,
-                    &wire.url,
-                    &wire.headers,
-                    wire.body.as_ref(),
-                    leg,
-                    leg.method.retry.as_ref(),
-                )
+                self.read_wire(&wire, leg)
                 .await?
             }
             _ => {
-                self.send(
-                    &wire.method,
-                    &wire.url,
-                    &wire.headers,
-                    wire.body.as_ref(),
-                    leg,
-                )
+                self.send_wire(&wire, leg)
                     .await
                     .map_err(|err| match err.kind() {
                         ErrorKind::UpstreamOutcomeUnknown => err.with_note(
