@@ -156,8 +156,9 @@ impl App {
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
-        let audit = open_audit(&config, true).await?;
-        App::build_with(config, audit).await
+        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
+        let audit = open_audit_on(&config, pool.clone(), true).await?;
+        App::assemble(config, audit, pool).await
     }
 
     /// [`App::build`] with the audit of tool calls given (tests inject their own sink);
@@ -165,6 +166,18 @@ impl App {
     pub async fn build_with(
         config: Config,
         audit: Option<crate::audit::Auditor>,
+    ) -> Result<App, AppError> {
+        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
+        App::assemble(config, audit, pool).await
+    }
+
+    /// Builds the server over `audit` and `pool`, the process's one PostgreSQL pool
+    /// ([`crate::db::shared_pool`]), which the approval store, the quota windows and
+    /// `/readyz` share with the audit sink.
+    async fn assemble(
+        config: Config,
+        audit: Option<crate::audit::Auditor>,
+        pool: Option<crate::db::PgPool>,
     ) -> Result<App, AppError> {
         let listen: SocketAddr = crate::config::resolve_listen(&config.server.listen)
             .ok_or_else(|| AppError::Listen(config.server.listen.clone()))?;
@@ -219,7 +232,13 @@ impl App {
             refusals: Some(refusals),
             ..tls
         });
-        let handler = observed_handler(&config, Transport::Http, audit.clone(), metrics.clone())?;
+        let handler = observed_handler(
+            &config,
+            Transport::Http,
+            audit.clone(),
+            metrics.clone(),
+            pool.clone(),
+        )?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| AppError::Bind {
@@ -234,6 +253,7 @@ impl App {
         let drain = Drain::new();
         let readiness = Readiness::new(
             &config,
+            pool,
             drain.clone(),
             // With best_effort calls go on without their records: the metric and the log
             // say so; readiness does not take the replica out of service for it.
@@ -433,8 +453,15 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
     watch_policies(&config);
-    let audit = open_local_audit(&config, true).await?;
-    let handler = handler(&config, Transport::Stdio, audit.clone())?;
+    let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
+    let audit = open_audit_scoped(
+        &config,
+        pool.clone(),
+        true,
+        crate::audit::open::Scope::Local,
+    )
+    .await?;
+    let handler = observed_handler(&config, Transport::Stdio, audit.clone(), None, pool)?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
     served?;
@@ -465,7 +492,8 @@ pub fn handler(
     transport: Transport,
     audit: Option<crate::audit::Auditor>,
 ) -> Result<QuerygateMcp, AppError> {
-    observed_handler(config, transport, audit, None)
+    let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
+    observed_handler(config, transport, audit, None, pool)
 }
 
 /// The handler `querygate query` and `querygate registry pull` run their one call through
@@ -493,6 +521,7 @@ fn observed_handler(
     transport: Transport,
     audit: Option<crate::audit::Auditor>,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
+    pool: Option<crate::db::PgPool>,
 ) -> Result<QuerygateMcp, AppError> {
     let engine = match &metrics {
         Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
@@ -500,7 +529,7 @@ fn observed_handler(
     };
     let tenants = Tenants::open(config)?;
     Ok(mcp::build_observed(
-        config, engine, tenants, transport, audit, metrics,
+        config, engine, tenants, transport, audit, metrics, pool,
     )?)
 }
 /// Opens the audit of a server's tool calls from `audit:` (and `database:` for the
@@ -509,7 +538,17 @@ pub async fn open_audit(
     config: &Config,
     announce: bool,
 ) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    open_audit_scoped(config, announce, crate::audit::open::Scope::Server).await
+    let pool = crate::db::shared_pool(config)?;
+    open_audit_on(config, pool, announce).await
+}
+
+/// [`open_audit`] over `pool`, the process's shared pool.
+async fn open_audit_on(
+    config: &Config,
+    pool: Option<crate::db::PgPool>,
+    announce: bool,
+) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
+    open_audit_scoped(config, pool, announce, crate::audit::open::Scope::Server).await
 }
 
 /// [`open_audit`] for a local process (`querygate stdio`, the command line): in files, a
@@ -518,21 +557,27 @@ pub async fn open_local_audit(
     config: &Config,
     announce: bool,
 ) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    open_audit_scoped(config, announce, crate::audit::open::Scope::Local).await
+    let pool = crate::db::shared_pool(config)?;
+    open_audit_scoped(config, pool, announce, crate::audit::open::Scope::Local).await
 }
 
+/// Opens the audit over `pool` (`None` when nothing is kept in PostgreSQL); the PostgreSQL
+/// sink does not start while its database cannot be reached.
 async fn open_audit_scoped(
     config: &Config,
+    pool: Option<crate::db::PgPool>,
     announce: bool,
     scope: crate::audit::open::Scope,
 ) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
     use crate::audit::SinkSettings;
     let needs_database =
         config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
-    let pool = if needs_database {
-        Some(crate::db::connect(&config.database).await?)
-    } else {
-        None
+    let pool = match pool {
+        Some(pool) if needs_database => {
+            crate::db::check_reachable(&pool, &config.database).await?;
+            Some(pool)
+        }
+        _ => None,
     };
     let audit = crate::audit::open::open_scoped(&config.audit, pool, scope).await?;
     match &audit {

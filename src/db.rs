@@ -1,5 +1,6 @@
-//! The PostgreSQL database that shared state lives in (audit events, approvals): the
-//! connection pool built from the `database:` settings, and the schema migrations embedded
+//! The PostgreSQL database that shared state lives in (audit events, approvals, quota
+//! windows): the connection pool built from the `database:` settings (one per process,
+//! [`shared_pool`]), and the schema migrations embedded
 //! from `migrations/` (applied by `querygate migrate`, or at start-up with
 //! `database.migrate_on_start`).
 //!
@@ -136,6 +137,36 @@ pub fn connect_lazy(config: &DatabaseConfig) -> Result<PgPool, DbError> {
         .max_connections(config.max_connections.max(1))
         .acquire_timeout(config.connect_timeout)
         .connect_lazy_with(options))
+}
+
+/// The one pool of a process for everything `config` keeps in PostgreSQL (the audit sink,
+/// the approval store and pending approvals, the quota windows, and `/readyz`'s check of
+/// them), connecting on first use; `None` when nothing is kept there.
+pub fn shared_pool(config: &crate::config::Config) -> Result<Option<PgPool>, DbError> {
+    use crate::config::{ApprovalStoreKind, QuotaStoreKind};
+    let audit = config.audit.enabled
+        && matches!(
+            config.audit.sink,
+            crate::audit::SinkSettings::Postgres { .. }
+        );
+    let wanted = audit
+        || config.approval.store == ApprovalStoreKind::Postgres
+        || config.quotas.store == QuotaStoreKind::Postgres;
+    if wanted {
+        connect_lazy(&config.database).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Waits for one connection of `pool` (bounded by `database.connect_timeout`), for what
+/// must not start without the database (the PostgreSQL audit sink).
+pub async fn check_reachable(pool: &PgPool, config: &DatabaseConfig) -> Result<(), DbError> {
+    let url = resolve_url(config)?;
+    pool.acquire()
+        .await
+        .map(drop)
+        .map_err(|err| DbError::Connect(redact(&err.to_string(), &url)))
 }
 
 /// Applies the pending migrations; returns the ones applied now, as

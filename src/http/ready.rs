@@ -11,8 +11,11 @@
 //! without authentication); the details go to the log when a check changes state.
 //!
 //! Checks run at most once per [`CACHE_FOR`] (probes arriving meanwhile share the result),
-//! concurrently, each bounded by [`CHECK_TIMEOUT`]. The database checks use a pool of their
-//! own (one connection), so a busy audit or approval pool never makes a replica unready.
+//! concurrently, each bounded by [`CHECK_TIMEOUT`]. The database check uses the process's
+//! one pool ([`crate::db::shared_pool`]) with an idle connection, or opens one; when every
+//! connection of the pool is in use, the database answered them and the check passes
+//! without waiting, so a busy pool never makes a replica unready (a write that then fails
+//! is caught by the audit's write health).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,8 +59,8 @@ struct Inner {
 
 #[derive(Debug)]
 struct Database {
-    /// `Err`: why the pool cannot be built (the URL file is unreadable, …).
-    pool: Result<PgPool, String>,
+    /// The process's shared pool.
+    pool: PgPool,
     audit: bool,
     approvals: bool,
 }
@@ -77,6 +80,7 @@ impl Readiness {
     /// audit's last write (`audit_writes`) failed.
     pub fn new(
         config: &Config,
+        pool: Option<PgPool>,
         drain: Drain,
         audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
     ) -> Readiness {
@@ -93,15 +97,13 @@ impl Readiness {
         let audit_db =
             config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
         let approvals_db = config.approval.store == ApprovalStoreKind::Postgres;
-        let database = (audit_db || approvals_db).then(|| {
-            let mut settings = config.database.clone();
-            settings.max_connections = 1;
-            Database {
-                pool: crate::db::connect_lazy(&settings).map_err(|err| err.to_string()),
+        let database = pool
+            .filter(|_| audit_db || approvals_db)
+            .map(|pool| Database {
+                pool,
                 audit: audit_db,
                 approvals: approvals_db,
-            }
-        });
+            });
         Readiness {
             inner: Arc::new(Inner {
                 drain,
@@ -250,9 +252,13 @@ async fn probe_dir(dir: PathBuf) -> Result<(), String> {
     .await
 }
 
-/// The database answers `SELECT 1`.
-async fn ping(pool: &Result<PgPool, String>) -> Result<(), String> {
-    let pool = pool.as_ref().map_err(Clone::clone)?;
+/// The database answers `SELECT 1` on an idle or new connection of `pool`; a pool whose
+/// connections are all in use passes (each of them was answered).
+async fn ping(pool: &PgPool) -> Result<(), String> {
+    let busy = pool.num_idle() == 0 && pool.size() >= pool.options().get_max_connections();
+    if busy {
+        return Ok(());
+    }
     query("SELECT 1")
         .execute(pool)
         .await

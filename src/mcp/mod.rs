@@ -154,7 +154,8 @@ impl Shared {
 }
 
 /// Builds the MCP handler for `transport` over an engine and tenants, auditing its tool
-/// calls with `audit` (opened from `config.audit` by the caller; `None` records nothing).
+/// calls with `audit` (opened from `config.audit` by the caller; `None` records nothing),
+/// with a PostgreSQL pool of its own where `config` keeps state there.
 pub fn build(
     config: &Config,
     engine: Engine,
@@ -162,10 +163,13 @@ pub fn build(
     transport: Transport,
     audit: Option<Auditor>,
 ) -> Result<QuerygateMcp, StartError> {
-    build_observed(config, engine, tenants, transport, audit, None)
+    let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
+    build_observed(config, engine, tenants, transport, audit, None, pool)
 }
 
-/// [`build`], counting the tool calls in `metrics`.
+/// [`build`], counting the tool calls in `metrics`, over `pool`: the process's one
+/// PostgreSQL pool ([`crate::db::shared_pool`]), which the approval store, the pending
+/// approvals and the quota windows use when `config` keeps them there.
 pub fn build_observed(
     config: &Config,
     engine: Engine,
@@ -173,6 +177,7 @@ pub fn build_observed(
     transport: Transport,
     audit: Option<Auditor>,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
+    pool: Option<crate::db::PgPool>,
 ) -> Result<QuerygateMcp, StartError> {
     let content = Content::embedded()?;
     let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
@@ -232,15 +237,12 @@ pub fn build_observed(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
         );
     }
-    // One pool for the approval store, the pending approvals and the quota counters,
-    // connecting on first use.
-    let wants_pool = config.approval.store == ApprovalStoreKind::Postgres
+    // State kept in PostgreSQL never falls back to memory: without the pool, fail the start.
+    let needs_pool = config.approval.store == ApprovalStoreKind::Postgres
         || config.quotas.store == crate::config::QuotaStoreKind::Postgres;
-    let pool = if wants_pool {
-        Some(crate::db::connect_lazy(&config.database).map_err(StartError::Database)?)
-    } else {
-        None
-    };
+    if needs_pool && pool.is_none() {
+        return Err(StartError::Database(crate::db::DbError::NotConfigured));
+    }
     let (store, pending): (Arc<dyn ApprovalStore>, Arc<dyn PendingStore>) =
         match (config.approval.store, &pool) {
             (ApprovalStoreKind::Postgres, Some(pool)) => (
