@@ -13,28 +13,11 @@ use serde_json::{Value, json};
 use crate::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::mcp_support::TestServer;
 use crate::mock::Reply;
+use crate::support::raw::RawCall;
 
 /// A `tools/call` of `run_select_query` as a 2026-07-28 client sends it; the JSON-RPC reply.
 async fn select(http: &reqwest::Client, url: &str, token: &str, sql: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "run_select_query", "arguments": {"sql": sql, "format": "json"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let response = http
-        .post(url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "run_select_query")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
+    RawCall::select(sql).bearer(token).reply(http, url).await
 }
 
 fn error_code(reply: &Value) -> &str {
@@ -168,17 +151,7 @@ async fn stalled_select(url: &str, token: &str, sql: &str) -> tokio::net::TcpStr
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let url = reqwest::Url::parse(url).unwrap();
     let host = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "run_select_query", "arguments": {"sql": sql, "format": "json"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                  "io.modelcontextprotocol/clientCapabilities": {}}}})
-    .to_string();
-    let request = format!(
-        "POST {} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: run_select_query\r\ncontent-length: {}\r\n\r\n{body}",
-        url.path(),
-        body.len()
-    );
+    let request = RawCall::select(sql).bearer(token).http1(&host, url.path());
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket.connect(host.parse().unwrap()).await.unwrap();

@@ -15,6 +15,7 @@ use crate::mcp_support::{
     collect_lines, install_crypto_provider, spawn_serve, start, terminate, test_config,
 };
 use crate::mock::{Mock, Reply};
+use crate::support::raw::RawCall;
 
 /// How long the second page takes: far longer than any wait below.
 const SLOW_PAGE: Duration = Duration::from_secs(60);
@@ -81,19 +82,8 @@ fn cancelled_select(dir: &Path) -> bool {
 /// A `tools/call` of [`SELECT`] posted to `url` in the background, as a client without a
 /// session sends it.
 fn post_select(url: &str) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "run_select_query", "arguments": {"sql": SELECT},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "run_select_query")
-        .body(body.to_string());
+    let request = RawCall::new("run_select_query", json!({"sql": SELECT}))
+        .request(&reqwest::Client::new(), url);
     tokio::spawn(request.send())
 }
 

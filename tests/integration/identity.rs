@@ -26,6 +26,7 @@ use crate::mcp_support::{
     text_of,
 };
 use crate::mock::Reply;
+use crate::support::raw::RawCall;
 use crate::support::{SECRET, fixture_registry};
 
 pub(crate) const RESOURCE: &str = "https://querygate.test/mcp";
@@ -154,26 +155,10 @@ pub async fn raw_call(
     url: &str,
     token: Option<&str>,
 ) -> reqwest::Result<reqwest::Response> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "server_info", "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }
-    }});
-    let mut request = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "server_info")
-        .body(body.to_string());
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    request.send().await
+    RawCall::new("server_info", json!({}))
+        .bearer_opt(token)
+        .send(http, url)
+        .await
 }
 
 /// The common part of a test configuration: the fixture registry, the mock as `testapi`,
@@ -780,27 +765,13 @@ fn spawn_select(
     org: &str,
 ) -> tokio::task::JoinHandle<u16> {
     let (http, url, token) = (http.clone(), url.to_owned(), token.to_owned());
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "run_select_query",
-        "arguments": {"sql": format!("SELECT id FROM testapi.items.items WHERE org = '{org}'")},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    tokio::spawn(async move {
-        http.post(&url)
-            .bearer_auth(&token)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "run_select_query")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    })
+    let call = RawCall::new(
+        "run_select_query",
+        json!({"sql": format!("SELECT id FROM testapi.items.items WHERE org = '{org}'")}),
+    )
+    .id(2)
+    .bearer(&token);
+    tokio::spawn(async move { call.send(&http, &url).await.unwrap().status().as_u16() })
 }
 
 #[tokio::test]

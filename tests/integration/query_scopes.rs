@@ -10,6 +10,7 @@ use crate::audit_pipeline::{records, summary};
 use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client};
 use crate::mcp_support::{TestServer, call, start_yaml};
 use crate::mock::Reply;
+use crate::support::raw::RawCall;
 
 const SELECT: &str = "SELECT id FROM testapi.widgets.widgets WHERE org = 'acme'";
 const DELETE: &str = "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'";
@@ -29,24 +30,10 @@ async fn scoped_server(jwks: &JwksServer) -> TestServer {
 }
 
 async fn raw_delete(url: &str, token: &str) -> reqwest::Response {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "run_mutation_query", "arguments": {"sql": DELETE},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }
-    }});
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "run_mutation_query")
-        .bearer_auth(token)
-        .body(body.to_string())
-        .send()
+    RawCall::new("run_mutation_query", json!({"sql": DELETE}))
+        .id(7)
+        .bearer(token)
+        .send(&reqwest::Client::new(), url)
         .await
         .unwrap()
 }

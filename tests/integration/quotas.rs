@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::gate::{INSERT, SELECT, route_all};
 use crate::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::mcp_support::TestServer;
+use crate::support::raw::RawCall;
 
 /// A `tools/call` of `tool` with `sql`, as a 2026-07-28 client sends it; the JSON-RPC reply.
 pub(crate) async fn call_sql(
@@ -21,25 +22,10 @@ pub(crate) async fn call_sql(
     tool: &str,
     sql: &str,
 ) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": {"sql": sql, "format": "json"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let response = http
-        .post(url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(body.to_string())
-        .send()
+    RawCall::new(tool, json!({"sql": sql, "format": "json"}))
+        .bearer(token)
+        .reply(http, url)
         .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
 }
 
 /// The code of a tool error (`""` for a success).

@@ -1,9 +1,11 @@
 //! Engines over the test registry, wired to a mock upstream; the querygate binary with a
 //! clean environment; `pg`: PostgreSQL for tests; `ports`: ports for servers that restart on
-//! the same port; `served`: the binary as a served process; `wait`: bounded waits for events.
+//! the same port; `raw`: raw `tools/call` requests over HTTP; `served`: the binary as a
+//! served process; `wait`: bounded waits for events.
 
 pub mod pg;
 pub mod ports;
+pub mod raw;
 pub mod served;
 pub mod wait;
 

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
+use crate::support::raw::RawCall;
 use crate::support::wait::eventually;
 use crate::support::{SECRET, fixture_registry};
 
@@ -667,27 +668,14 @@ async fn traces_join_the_callers_trace_and_reach_the_audit() {
 
     // The traceparent as an HTTP header of a raw request.
     let other_trace = "0af7651916cd43dd8448eb211c80319c";
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "run_select_query", "arguments": {"sql": SELECT},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }
-    }});
-    let response = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(&token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
+    let response = RawCall::new("run_select_query", json!({"sql": SELECT}))
+        .id(7)
+        .bearer(&token)
         .header(
             "traceparent",
             format!("00-{other_trace}-b7ad6b7169203331-01"),
         )
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "run_select_query")
-        .json(&body)
-        .send()
+        .send(&reqwest::Client::new(), &url)
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
