@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::mcp_support::TestServer;
 use crate::mock::Reply;
+use crate::support::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::support::raw::RawCall;
 
 /// A `tools/call` of `run_select_query` as a 2026-07-28 client sends it; the JSON-RPC reply.

@@ -16,12 +16,12 @@ use rmcp::model::{CallToolResponse, CallToolResult, ElicitationAction};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::gate::{
-    Approver, DELETE, EXEC, INSERT, approver_client, first_round, params, retry, route_all, run,
-};
 use crate::mcp_support::*;
 use crate::mock::Mock;
 use crate::support::SECRET;
+use crate::support::gate::{
+    Approver, DELETE, EXEC, INSERT, approver_client, first_round, params, retry, route_all, run,
+};
 
 /// Whether `c` would be acted on by a terminal or chat client rather than shown.
 fn is_hostile(c: char) -> bool {
@@ -199,7 +199,11 @@ fn config_over(
 }
 
 /// The result of a call that must finish in its first round (no approval asked).
-async fn complete(client: &crate::gate::ApproverClient, tool: &str, sql: &str) -> CallToolResult {
+async fn complete(
+    client: &crate::support::gate::ApproverClient,
+    tool: &str,
+    sql: &str,
+) -> CallToolResult {
     match client.call_tool_once(params(tool, sql)).await.unwrap() {
         CallToolResponse::Complete(result) => result,
         other => panic!("{sql}: expected a refusal without an approval round, got {other:?}"),

@@ -15,11 +15,11 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
-use crate::gate::{DELETE, route_all};
-use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, now};
 use crate::mcp_support::{
     Client, TestServer, call, error_code, error_message, start_yaml, text_of,
 };
+use crate::support::gate::{DELETE, route_all};
+use crate::support::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, now};
 use crate::support::wait::eventually;
 
 const LINK_BASE: &str = "https://approvals.example.test/approvals";

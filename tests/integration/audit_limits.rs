@@ -13,9 +13,9 @@ use querygate::config::{Config, Sources};
 use sha2::{Digest as _, Sha256};
 
 use crate::audit_pipeline::{file_auditor, records, start};
-use crate::gate::{Approver, approver_client, run};
 use crate::mcp_support::{error_code, install_crypto_provider, test_config};
 use crate::mock::Mock;
+use crate::support::gate::{Approver, approver_client, run};
 
 #[tokio::test]
 async fn a_huge_literal_makes_a_small_record_that_names_what_was_cut() {

@@ -18,9 +18,9 @@ use rmcp::model::ElicitationAction;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::gate::{Approver, DELETE, SELECT, approver_client, params, run};
 use crate::mcp_support::{error_code, install_crypto_provider, test_config};
 use crate::mock::{BodyFault, Mock, Reply};
+use crate::support::gate::{Approver, DELETE, SELECT, approver_client, params, run};
 use crate::support::{SECRET, pg, querygate_command};
 
 /// An in-process server whose tool calls are audited by `auditor`.

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use sqlx_core::query_as::query_as;
 use sqlx_postgres::Postgres;
 
-use crate::gate::{DELETE, SELECT, route_all};
-use crate::identity::{ISSUER, RESOURCE, SigningKey, now, rmcp_client, write};
 use crate::mcp_support::{TestServer, call, start_yaml};
+use crate::support::gate::{DELETE, SELECT, route_all};
+use crate::support::identity::{ISSUER, RESOURCE, SigningKey, now, rmcp_client, write};
 use crate::support::{SECRET, fixture_registry, pg, querygate_command};
 
 /// A SELECT whose literal holds an ESC sequence and a bidi override: the table must show

@@ -10,9 +10,9 @@ use querygate::audit::FailureMode;
 use serde_json::{Value, json};
 
 use crate::audit_pipeline::{file_auditor, records, start, summary};
-use crate::gate::{Approver, approver_client, run};
 use crate::mcp_support::{error_code, test_config};
 use crate::mock::{Mock, Reply};
+use crate::support::gate::{Approver, approver_client, run};
 use crate::support::querygate_command;
 
 const INSERT_TWO: &str =

@@ -10,11 +10,11 @@ use querygate::config::{Config, Sources};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::identity::{
-    ISSUER, Pki, RESOURCE, SigningKey, base_yaml, claims, https_client, raw_call, write,
-};
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::Mock;
+use crate::support::identity::{
+    ISSUER, Pki, RESOURCE, SigningKey, base_yaml, claims, https_client, raw_call, write,
+};
 
 /// A JWT-authenticated server with an admin listener; its MCP URL, admin base URL, audit
 /// folder and stop token.

@@ -735,8 +735,8 @@ async fn failures_name_the_source_and_variables_and_never_a_secret() {
 /// audit outcome carries STS's and IAM's request ids.
 #[tokio::test]
 async fn through_the_app_each_tenant_gets_its_role_and_the_report_shows_it() {
-    use crate::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
     use crate::mcp_support::{call, install_crypto_provider, text_of};
+    use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
 
     let Some(registry) = registry() else { return };
     install_crypto_provider();

@@ -426,8 +426,8 @@ async fn through_the_app_failures_stay_secret_free_and_request_ids_are_audited()
     use querygate::config::{Config, Sources};
 
     use crate::audit_pipeline::{file_auditor, records};
-    use crate::gate::{Approver, approver_client, run};
     use crate::mcp_support::text_of;
+    use crate::support::gate::{Approver, approver_client, run};
 
     let Some(registry) = current_registry(&[PROVIDER, RESOURCE]) else {
         return;

@@ -212,7 +212,7 @@ async fn notifications_cancelled_over_stdio_withdraws_an_open_approval_prompt() 
         .await;
     assert_eq!(raw.next().await["id"], 1);
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                      "params": {"name": "run_mutation_query", "arguments": {"sql": crate::gate::INSERT}}});
+                      "params": {"name": "run_mutation_query", "arguments": {"sql": crate::support::gate::INSERT}}});
     raw.send(format!("{call}\n").as_bytes()).await;
     let prompt = raw.next().await;
     assert_eq!(prompt["method"], "elicitation/create", "{prompt}");

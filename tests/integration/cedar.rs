@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::identity::{JwksServer, SigningKey, claims, jwt_server, rmcp_client};
 use crate::mcp_support::*;
 use crate::mock::Reply;
+use crate::support::identity::{JwksServer, SigningKey, claims, jwt_server, rmcp_client};
 use crate::support::querygate_command;
 use crate::support::wait::eventually;
 

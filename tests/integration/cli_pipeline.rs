@@ -9,9 +9,9 @@ use querygate::audit::chain::parse_line;
 use querygate::audit::{AuditRecord, FileLocation, location};
 use serde_json::json;
 
-use crate::gate::{DELETE, SELECT};
 use crate::mcp_support::test_config;
 use crate::mock::{Mock, Reply};
+use crate::support::gate::{DELETE, SELECT};
 
 /// The upstream answers of the read and the delete.
 fn route(mock: &Mock) {

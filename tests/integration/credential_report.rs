@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
 use crate::mcp_support::{call, install_crypto_provider, text_of};
 use crate::mock::{Mock, Reply};
+use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
 use crate::transforms::current_registry;
 
 const PROVIDER: &str = "src/azure/v00.00.00000/provider.yaml";

@@ -640,8 +640,8 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
     use querygate::config::{Config, Sources};
 
     use crate::audit_pipeline::file_auditor;
-    use crate::gate::{Approver, approver_client, run};
     use crate::mcp_support::text_of;
+    use crate::support::gate::{Approver, approver_client, run};
 
     let Some(registry) = current_registry(&[PROVIDER, STORAGE]) else {
         return;

@@ -160,7 +160,7 @@ fn a_bad_listen_address_is_a_configuration_error() {
 /// answers without a credential: the authentication layer wraps `/mcp` only.
 #[tokio::test]
 async fn unknown_paths_are_404_also_with_authentication() {
-    use crate::identity::{JwksServer, SigningKey, jwt_server};
+    use crate::support::identity::{JwksServer, SigningKey, jwt_server};
     crate::mcp_support::install_crypto_provider();
     let key = SigningKey::new("k1");
     let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;

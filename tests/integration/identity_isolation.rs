@@ -11,13 +11,13 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
-use crate::gate::{Approver, ApproverClient, DELETE, first_round, retry, route_all};
-use crate::identity::{
+use crate::mcp_support::call;
+use crate::mcp_support::{TestServer, error_code, start_yaml};
+use crate::support::gate::{Approver, ApproverClient, DELETE, first_round, retry, route_all};
+use crate::support::identity::{
     ISSUER, JwksServer, Pki, RESOURCE, SigningKey, base_yaml, https_client, now, raw_call,
     tenant_of, write,
 };
-use crate::mcp_support::call;
-use crate::mcp_support::{TestServer, error_code, start_yaml};
 use rcgen::SanType;
 
 const ISSUER_B: &str = "https://idp-b.test";
@@ -181,7 +181,7 @@ async fn outcome(pki: &Pki, server: &TestServer, identity: &(String, String)) ->
     let http = https_client(&pki.ca_pem(), Some(identity));
     let response = raw_call(&http, &server.url, None).await.unwrap();
     if response.status() == 200 {
-        let client = crate::identity::rmcp_client(http, &server.url, None).await;
+        let client = crate::support::identity::rmcp_client(http, &server.url, None).await;
         return tenant_of(&call(&client, "server_info", json!({})).await);
     }
     assert_eq!(response.status(), 403);

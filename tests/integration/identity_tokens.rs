@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::identity::{ISSUER, RESOURCE, SigningKey, base_yaml, claims, now, raw_call};
 use crate::mcp_support::{TestServer, start_yaml};
+use crate::support::identity::{ISSUER, RESOURCE, SigningKey, base_yaml, claims, now, raw_call};
 
 /// Long enough for any answer that does not wait for the held JWKS fetch.
 const PROMPT: Duration = Duration::from_secs(10);

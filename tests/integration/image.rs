@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::identity::raw_call;
 use crate::mcp_support::{collect_lines, install_crypto_provider, terminate};
+use crate::support::identity::raw_call;
 
 fn repo_file(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()

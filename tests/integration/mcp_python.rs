@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::identity::Pki;
 use crate::mcp_support::{start, start_yaml};
+use crate::support::identity::Pki;
 
 /// The Python interpreter with the SDK, or `None` (the test then says it is skipped; under
 /// `CI` it fails).

@@ -156,12 +156,12 @@ async fn the_cli_prints_rows_and_errors_escaped_and_pipes_csv_as_it_is() {
 /// it (which could make `DELETE … WHERE id = 1` read as something else) is shown escaped.
 #[tokio::test]
 async fn the_approval_prompt_shows_the_sql_escaped() {
-    use crate::gate::{Approver, approver_client, run};
+    use crate::support::gate::{Approver, approver_client, run};
     use rmcp::model::ElicitationAction;
     let server = start("safe", "").await;
     let approver = Approver::new(Some(ElicitationAction::Decline));
     let client = approver_client(&server.url, approver.clone()).await;
-    let sql = format!("{} /* \u{202e}\u{1b}[8m */", crate::gate::DELETE);
+    let sql = format!("{} /* \u{202e}\u{1b}[8m */", crate::support::gate::DELETE);
     let result = run(&client, "run_mutation_query", &sql).await;
     assert_eq!(result.is_error, Some(true));
     let prompt = approver.prompts().pop().expect("a prompt");

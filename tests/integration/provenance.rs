@@ -7,8 +7,8 @@ use querygate::audit::{FailureMode, Phase};
 use serde_json::json;
 
 use crate::audit_pipeline::{file_auditor, records, start};
-use crate::gate::{Approver, SELECT, approver_client, run};
 use crate::mock::Reply;
+use crate::support::gate::{Approver, SELECT, approver_client, run};
 
 #[tokio::test]
 async fn upstream_requests_carry_the_user_agent_and_their_ids_reach_the_audit() {

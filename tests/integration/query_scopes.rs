@@ -7,9 +7,11 @@
 use serde_json::{Value, json};
 
 use crate::audit_pipeline::{records, summary};
-use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client};
 use crate::mcp_support::{TestServer, call, start_yaml};
 use crate::mock::Reply;
+use crate::support::identity::{
+    ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client,
+};
 use crate::support::raw::RawCall;
 
 const SELECT: &str = "SELECT id FROM testapi.widgets.widgets WHERE org = 'acme'";

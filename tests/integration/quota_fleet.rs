@@ -12,12 +12,12 @@ use serde_json::json;
 use sqlx_core::query_scalar::query_scalar;
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::gate::SELECT;
-use crate::identity::{ISSUER, RESOURCE, SigningKey, claims};
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::{Mock, Reply};
 use crate::quotas::{call_sql, code_of};
 use crate::replicas::{Nginx, Replica, nginx_binary, required};
+use crate::support::gate::SELECT;
+use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims};
 use crate::support::ports::restartable_port;
 use crate::support::{SECRET, fixture_registry, pg};
 

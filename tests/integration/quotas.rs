@@ -9,9 +9,9 @@
 
 use serde_json::{Value, json};
 
-use crate::gate::{INSERT, SELECT, route_all};
-use crate::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::mcp_support::TestServer;
+use crate::support::gate::{INSERT, SELECT, route_all};
+use crate::support::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::support::raw::RawCall;
 
 /// A `tools/call` of `tool` with `sql`, as a 2026-07-28 client sends it; the JSON-RPC reply.

@@ -26,9 +26,9 @@ use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::gate::{Approver, ApproverClient, SELECT, params};
 use crate::mcp_support::{error_code, install_crypto_provider, terminate, text_of};
 use crate::mock::{Mock, Reply};
+use crate::support::gate::{Approver, ApproverClient, SELECT, params};
 use crate::support::ports::restartable_port;
 use crate::support::wait::{try_eventually, try_eventually_blocking};
 use crate::support::{SECRET, fixture_registry, pg};

@@ -9,9 +9,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::audit_pipeline::records;
-use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client};
 use crate::mcp_support::{Client, TestServer, call, start_yaml, text_of};
 use crate::mock::Reply;
+use crate::support::identity::{
+    ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client,
+};
 
 const ITEMS: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'acme'";
 /// The same query written otherwise: one cache entry.
@@ -232,7 +234,7 @@ async fn tenants_never_share_results_and_a_credential_reload_drops_them() {
         keys,
         vec![
             crate::support::SECRET.to_owned(),
-            crate::identity::OTHER_SECRET.to_owned()
+            crate::support::identity::OTHER_SECRET.to_owned()
         ]
     );
 

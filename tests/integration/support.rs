@@ -1,8 +1,12 @@
 //! Engines over the test registry, wired to a mock upstream; the querygate binary with a
-//! clean environment; `pg`: PostgreSQL for tests; `ports`: ports for servers that restart on
-//! the same port; `raw`: raw `tools/call` requests over HTTP; `served`: the binary as a
-//! served process; `wait`: bounded waits for events.
+//! clean environment; `gate`: statements of each class and approving clients; `identity`:
+//! PKI, JWT signing keys, a JWKS server and identity clients; `pg`: PostgreSQL for tests;
+//! `ports`: ports for servers that restart on the same port; `raw`: raw `tools/call`
+//! requests over HTTP; `served`: the binary as a served process; `wait`: bounded waits for
+//! events.
 
+pub mod gate;
+pub mod identity;
 pub mod pg;
 pub mod ports;
 pub mod raw;

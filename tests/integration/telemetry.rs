@@ -133,7 +133,7 @@ async fn metrics_count_real_calls_with_bounded_labels() {
     let held = call(
         &client,
         "run_mutation_query",
-        json!({"sql": crate::gate::DELETE}),
+        json!({"sql": crate::support::gate::DELETE}),
     )
     .await;
     assert_eq!(error_code(&held), "policy.approval_required");
@@ -439,7 +439,8 @@ async fn json_logs_carry_the_trace_id_and_never_credentials() {
         }
     });
     let token = jwt.token();
-    let client = crate::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
+    let client =
+        crate::support::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
     traced_select(&client, TRACEPARENT).await;
     drop(client);
     // The call's log line is written before its reply; wait until the pipe brought it, then
@@ -633,7 +634,8 @@ async fn traces_join_the_callers_trace_and_reach_the_audit() {
     );
     let (url, mut child, _stderr) = spawn_serve(&config).await;
     let token = jwt.token();
-    let client = crate::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
+    let client =
+        crate::support::identity::rmcp_client(reqwest::Client::new(), &url, Some(&token)).await;
 
     // The traceparent in MCP `_meta`.
     traced_select(&client, TRACEPARENT).await;
@@ -750,7 +752,8 @@ async fn traces_are_configured_by_the_standard_otel_variables() {
     )
     .await;
     let client =
-        crate::identity::rmcp_client(reqwest::Client::new(), &url, Some(&jwt.token())).await;
+        crate::support::identity::rmcp_client(reqwest::Client::new(), &url, Some(&jwt.token()))
+            .await;
     let trace = "5bf92f3577b34da6a3ce929d0e0e4737";
     traced_select(&client, &format!("00-{trace}-00f067aa0ba902b7-01")).await;
     collector.wait_for(trace, "upstream_request").await;
