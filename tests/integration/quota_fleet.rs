@@ -15,10 +15,11 @@ use tokio::io::AsyncBufReadExt as _;
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::{Mock, Reply};
 use crate::quotas::{call_sql, code_of};
-use crate::replicas::{Nginx, Replica, nginx_binary, required};
+use crate::support::fleet::{Nginx, Replica, nginx_binary};
 use crate::support::gate::SELECT;
 use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims};
 use crate::support::ports::restartable_port;
+use crate::support::required;
 use crate::support::{SECRET, fixture_registry, pg};
 
 /// The quota of `acme`'s reads, per hour (an hour: the test never sees a second window

@@ -5,6 +5,7 @@
 //! requests over HTTP; `served`: the binary as a served process; `wait`: bounded waits for
 //! events.
 
+pub mod fleet;
 pub mod gate;
 pub mod identity;
 pub mod pg;
