@@ -12,9 +12,9 @@ use querygate::audit::memory::MemorySink;
 use querygate::config::{Config, Sources};
 use sha2::{Digest as _, Sha256};
 
-use crate::audit_pipeline::{file_auditor, records, start};
 use crate::mcp_support::{error_code, install_crypto_provider, test_config};
 use crate::mock::Mock;
+use crate::support::audited::{file_auditor, records, start};
 use crate::support::gate::{Approver, approver_client, run};
 
 #[tokio::test]

@@ -4,101 +4,22 @@
 //! failure mode (strict refuses a mutation before the upstream sees it) and restarted (the
 //! same server records again).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use querygate::audit::chain::{Stored, parse_line};
-use querygate::audit::file::{FileSink, FileSinkConfig};
 use querygate::audit::postgres::{PgSink, PgSinkConfig};
 use querygate::audit::verify::{verify_database, verify_files};
 use querygate::audit::{AuditSink, Auditor, FailureMode, FileLocation, location};
-use querygate::config::{Config, Sources};
 use rmcp::model::ElicitationAction;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use crate::mcp_support::{error_code, install_crypto_provider, test_config};
+use crate::mcp_support::{error_code, test_config};
 use crate::mock::{BodyFault, Mock, Reply};
 use crate::support::gate::{Approver, DELETE, SELECT, approver_client, params, run};
 use crate::support::{SECRET, pg, querygate_command};
 
-/// An in-process server whose tool calls are audited by `auditor`.
-pub(crate) struct AuditedServer {
-    pub(crate) url: String,
-    pub(crate) mock: Mock,
-    _dir: tempfile::TempDir,
-    shutdown: CancellationToken,
-}
-
-impl Drop for AuditedServer {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-pub(crate) async fn start(mode: &str, server_extra: &str, auditor: Auditor) -> AuditedServer {
-    install_crypto_provider();
-    let mock = Mock::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = test_config(&mock, dir.path(), mode, server_extra);
-    let config = Config::load(&Sources {
-        file: Some(file),
-        env: Default::default(),
-    })
-    .unwrap();
-    let app = querygate::app::App::build_with(config, Some(auditor))
-        .await
-        .unwrap();
-    let url = app.mcp_url();
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(app.run_until(async move { stop.cancelled().await }));
-    AuditedServer {
-        url,
-        mock,
-        _dir: dir,
-        shutdown,
-    }
-}
-
-pub(crate) fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileSink>) {
-    let sink = Arc::new(
-        FileSink::start(FileSinkConfig {
-            location: FileLocation::Dir(dir.to_owned()),
-            stream: "r1".into(),
-            max_size: 0,
-            max_files: 0,
-            max_age: None,
-            mac_key: None,
-        })
-        .unwrap(),
-    );
-    (Auditor::new(sink.clone(), mode, "r1", None), sink)
-}
-
-/// Every record in the files of `dir`, in order.
-pub(crate) fn records(dir: &Path) -> Vec<Stored> {
-    let files = location::files_of(&FileLocation::Dir(dir.to_owned())).unwrap();
-    let mut out = Vec::new();
-    for file in files {
-        for line in std::fs::read_to_string(file).unwrap().lines() {
-            out.push(parse_line(line).expect("an intact record").stored);
-        }
-    }
-    out
-}
-
-pub(crate) fn summary(r: &Stored) -> String {
-    format!(
-        "{} {} {} {} {}",
-        r.record.phase.as_str(),
-        r.record.tool,
-        r.record.decision.as_str(),
-        r.record.outcome.map(|o| o.as_str()).unwrap_or("-"),
-        r.record.error_code.as_deref().unwrap_or("-")
-    )
-}
+use crate::support::audited::*;
 
 #[tokio::test]
 async fn every_call_gets_one_outcome_record_and_side_effects_an_intent_first() {

@@ -9,9 +9,9 @@ use std::io::{BufRead as _, Write as _};
 use querygate::audit::FailureMode;
 use serde_json::{Value, json};
 
-use crate::audit_pipeline::{file_auditor, records, start, summary};
 use crate::mcp_support::{error_code, test_config};
 use crate::mock::{Mock, Reply};
+use crate::support::audited::{file_auditor, records, start, summary};
 use crate::support::gate::{Approver, approver_client, run};
 use crate::support::querygate_command;
 
@@ -200,7 +200,7 @@ async fn an_await_that_fails_after_the_upstream_accepted_the_write_is_an_acknowl
         "/projects/p1/zones/z1/operations/op-1",
         Reply::status(500, "poll failed"),
     );
-    let mut config = EngineConfig::new(crate::corpus::providers_root());
+    let mut config = EngineConfig::new(crate::support::corpus::providers_root());
     config.upstream.await_operations.poll_interval = std::time::Duration::from_millis(10);
     config.providers.insert(
         "google".to_owned(),
@@ -213,7 +213,7 @@ async fn an_await_that_fails_after_the_upstream_accepted_the_write_is_an_acknowl
     let e = Engine::new(config).unwrap();
     let err = e
         .execute(
-            &crate::corpus::providers_context(),
+            &crate::support::corpus::providers_context(),
             "INSERT /*+ AWAIT */ INTO google.compute.instances (project, zone, name) VALUES ('p1', 'z1', 'vm1')",
         )
         .await
@@ -223,7 +223,7 @@ async fn an_await_that_fails_after_the_upstream_accepted_the_write_is_an_acknowl
     // Without AWAIT the same insert succeeds and says how the upstream answered.
     let out = e
         .execute(
-            &crate::corpus::providers_context(),
+            &crate::support::corpus::providers_context(),
             "INSERT INTO google.compute.instances (project, zone, name) VALUES ('p1', 'z1', 'vm1')",
         )
         .await

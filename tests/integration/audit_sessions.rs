@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use querygate::audit::{FileLocation, location};
 use serde_json::json;
 
-use crate::audit_pipeline::records;
 use crate::mcp_support::test_config;
 use crate::mock::Mock;
+use crate::support::audited::records;
 use crate::support::querygate_command;
 
 /// Runs one stdio session of `config`: initialize, then `calls` calls of `server_info`, each

@@ -17,10 +17,10 @@ use querygate::engine::{
 };
 use serde_json::{Value, json};
 
-use crate::corpus::row_lines;
 use crate::mock::Recorded;
 use crate::support::SECRET;
-use crate::transforms::current_registry;
+use crate::support::corpus::row_lines;
+use crate::support::current::current_registry;
 
 const PREFIXES: [&str; 4] = [
     "src/awscc/v00.00.00000/provider.yaml",

@@ -14,10 +14,10 @@ use std::time::Duration;
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::json;
 
-use crate::corpus::row_lines;
 use crate::logs;
 use crate::mock::{Mock, Recorded, Reply};
-use crate::transforms::current_registry;
+use crate::support::corpus::row_lines;
+use crate::support::current::current_registry;
 
 const PROVIDER: &str = "src/azure/v00.00.00000/provider.yaml";
 const RESOURCE: &str = "src/azure/v00.00.00000/services/resource.yaml";
@@ -425,8 +425,8 @@ async fn through_the_app_failures_stay_secret_free_and_request_ids_are_audited()
     use querygate::audit::{FailureMode, Phase};
     use querygate::config::{Config, Sources};
 
-    use crate::audit_pipeline::{file_auditor, records};
     use crate::mcp_support::text_of;
+    use crate::support::audited::{file_auditor, records};
     use crate::support::gate::{Approver, approver_client, run};
 
     let Some(registry) = current_registry(&[PROVIDER, RESOURCE]) else {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::{Value, json};
 
-use crate::corpus::row_lines;
 use crate::mock::{Mock, Recorded, Reply};
-use crate::transforms::current_registry;
+use crate::support::corpus::row_lines;
+use crate::support::current::current_registry;
 
 const PROVIDER: &str = "src/azure/v00.00.00000/provider.yaml";
 const RESOURCE: &str = "src/azure/v00.00.00000/services/resource.yaml";

@@ -47,7 +47,7 @@ fn config_yaml(mock: &str, dir: &Path, policies: &Path) -> String {
     std::fs::write(&env_file, "GOOGLE_TOKEN=google-token\n").unwrap();
     format!(
         "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  google:\n    base_url: {mock}\n    auth: {{type: bearer, credentialsenvvar: GOOGLE_TOKEN}}\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: full_access\n    policy_files: [{policies}]\n    policy_reload_interval: 50ms\nserver:\n  listen: 127.0.0.1:0\n",
-        root = crate::corpus::providers_root().display(),
+        root = crate::support::corpus::providers_root().display(),
         env = env_file.display(),
         audit = dir.join("audit").display(),
         policies = policies.display(),

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::{call, install_crypto_provider, text_of};
 use crate::mock::{Mock, Reply};
+use crate::support::current::current_registry;
 use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims, rmcp_client};
-use crate::transforms::current_registry;
 
 const PROVIDER: &str = "src/azure/v00.00.00000/provider.yaml";
 const RESOURCE_DOC: &str = "src/azure/v00.00.00000/services/resource.yaml";

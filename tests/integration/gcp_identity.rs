@@ -18,10 +18,10 @@ use std::time::{Duration, SystemTime};
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::{Value, json};
 
-use crate::corpus::row_lines;
 use crate::logs;
 use crate::mock::{Mock, Recorded, Reply};
-use crate::transforms::current_registry;
+use crate::support::corpus::row_lines;
+use crate::support::current::current_registry;
 
 const PROVIDER: &str = "src/googleapis.com/v00.00.00000/provider.yaml";
 const STORAGE: &str = "src/googleapis.com/v00.00.00000/services/storage.yaml";
@@ -639,8 +639,8 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
     use querygate::audit::FailureMode;
     use querygate::config::{Config, Sources};
 
-    use crate::audit_pipeline::file_auditor;
     use crate::mcp_support::text_of;
+    use crate::support::audited::file_auditor;
     use crate::support::gate::{Approver, approver_client, run};
 
     let Some(registry) = current_registry(&[PROVIDER, STORAGE]) else {

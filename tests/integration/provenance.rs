@@ -6,8 +6,8 @@
 use querygate::audit::{FailureMode, Phase};
 use serde_json::json;
 
-use crate::audit_pipeline::{file_auditor, records, start};
 use crate::mock::Reply;
+use crate::support::audited::{file_auditor, records, start};
 use crate::support::gate::{Approver, SELECT, approver_client, run};
 
 #[tokio::test]

@@ -10,8 +10,8 @@ use querygate::engine::{
 };
 use serde_json::json;
 
-use crate::corpus::{providers_context, providers_engine, row_lines};
 use crate::mock::{Mock, Reply};
+use crate::support::corpus::{providers_context, providers_engine, row_lines};
 use crate::support::required;
 
 /// The current registry, unpacked: `QUERYGATE_CURRENT_REGISTRY` (a folder holding `src/`),

@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use crate::audit_pipeline::{records, summary};
 use crate::mcp_support::{TestServer, call, start_yaml};
 use crate::mock::Reply;
+use crate::support::audited::{records, summary};
 use crate::support::identity::{
     ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client,
 };

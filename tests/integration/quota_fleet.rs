@@ -14,11 +14,11 @@ use tokio::io::AsyncBufReadExt as _;
 
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::{Mock, Reply};
-use crate::quotas::{call_sql, code_of};
 use crate::support::fleet::{Nginx, Replica, nginx_binary};
 use crate::support::gate::SELECT;
 use crate::support::identity::{ISSUER, RESOURCE, SigningKey, claims};
 use crate::support::ports::restartable_port;
+use crate::support::quota_calls::{call_sql, code_of};
 use crate::support::required;
 use crate::support::{SECRET, fixture_registry, pg};
 

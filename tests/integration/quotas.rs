@@ -7,33 +7,13 @@
 //! counters are covered by the unit tests of `telemetry::metrics`. Fleet-wide counting through
 //! PostgreSQL is in `quota_fleet`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::mcp_support::TestServer;
 use crate::support::gate::{INSERT, SELECT, route_all};
 use crate::support::identity::{JwksServer, SigningKey, claims, jwt_server};
-use crate::support::raw::RawCall;
 
-/// A `tools/call` of `tool` with `sql`, as a 2026-07-28 client sends it; the JSON-RPC reply.
-pub(crate) async fn call_sql(
-    http: &reqwest::Client,
-    url: &str,
-    token: &str,
-    tool: &str,
-    sql: &str,
-) -> Value {
-    RawCall::new(tool, json!({"sql": sql, "format": "json"}))
-        .bearer(token)
-        .reply(http, url)
-        .await
-}
-
-/// The code of a tool error (`""` for a success).
-pub(crate) fn code_of(reply: &Value) -> &str {
-    reply["result"]["structuredContent"]["error"]["code"]
-        .as_str()
-        .unwrap_or("")
-}
+use crate::support::quota_calls::*;
 
 /// A server whose tenants (`default`, `acme`, `globex`) come from ES256 tokens signed by the
 /// returned key; `acme` gets `acme_extra` (YAML at its level) and the top level `extra`.

@@ -4,8 +4,8 @@
 use querygate::engine::{Engine, EngineConfig};
 use serde_json::json;
 
-use crate::corpus::{providers_context, providers_engine, row_lines};
 use crate::mock::{Mock, Reply};
+use crate::support::corpus::{providers_context, providers_engine, row_lines};
 
 async fn run(engine: &Engine, sql: &str) -> querygate::engine::QueryOutput {
     match engine.execute(&providers_context(), sql).await {
@@ -456,7 +456,7 @@ async fn await_polls_the_operation_and_returning_reads_its_target() {
         "/projects/p1/zones/z1/instances/vm1",
         Reply::json(json!({"name": "vm1", "status": "PROVISIONING"})),
     );
-    let mut config = EngineConfig::new(crate::corpus::providers_root());
+    let mut config = EngineConfig::new(crate::support::corpus::providers_root());
     config.upstream.await_operations.poll_interval = std::time::Duration::from_millis(10);
     for provider in ["google", "github"] {
         crate::support::upstream_at(&mut config, provider, base.clone());

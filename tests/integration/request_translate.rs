@@ -10,10 +10,10 @@ use std::sync::Arc;
 use querygate::engine::{CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings};
 use serde_json::{Value, json};
 
-use crate::corpus::row_lines;
 use crate::mock::{Mock, Recorded, Reply};
 use crate::support::SECRET;
-use crate::transforms::{context, current_registry, engine};
+use crate::support::corpus::row_lines;
+use crate::support::current::{context, current_registry, engine};
 
 const AWS: &str = "src/aws/v00.00.00000/provider.yaml";
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::audit_pipeline::records;
 use crate::mcp_support::{Client, TestServer, call, start_yaml, text_of};
 use crate::mock::Reply;
+use crate::support::audited::records;
 use crate::support::identity::{
     ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client,
 };

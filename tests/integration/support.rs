@@ -1,15 +1,22 @@
-//! Engines over the test registry, wired to a mock upstream; the querygate binary with a
-//! clean environment; `gate`: statements of each class and approving clients; `identity`:
-//! PKI, JWT signing keys, a JWKS server and identity clients; `pg`: PostgreSQL for tests;
-//! `ports`: ports for servers that restart on the same port; `raw`: raw `tools/call`
-//! requests over HTTP; `served`: the binary as a served process; `wait`: bounded waits for
-//! events.
+//! What the test modules share. Here: engines over the test registry, wired to a mock
+//! upstream; the querygate binary with a clean environment; the one rule for "under CI"
+//! ([`required`]). Modules: `audited`: an in-process server audited by the test's sink;
+//! `corpus`: engines over the real provider documents; `current`: engines over the current
+//! registry; `fleet`: replicas behind nginx; `gate`: statements of each class and approving
+//! clients; `identity`: PKI, JWT signing keys, a JWKS server and identity clients; `pg`:
+//! PostgreSQL for tests; `ports`: ports for servers that restart on the same port;
+//! `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
+//! HTTP; `served`: the binary as a served process; `wait`: bounded waits for events.
 
+pub mod audited;
+pub mod corpus;
+pub mod current;
 pub mod fleet;
 pub mod gate;
 pub mod identity;
 pub mod pg;
 pub mod ports;
+pub mod quota_calls;
 pub mod raw;
 pub mod served;
 pub mod wait;

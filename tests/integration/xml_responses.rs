@@ -4,9 +4,9 @@
 //! method (SNS), and AWS error bodies, through a mock upstream answering with the XML
 //! shapes of AWS's API references.
 
-use crate::corpus::row_lines;
 use crate::mock::{Mock, Reply};
-use crate::transforms::{context, current_registry, engine};
+use crate::support::corpus::row_lines;
+use crate::support::current::{context, current_registry, engine};
 
 const AWS: &str = "src/aws/v00.00.00000/provider.yaml";
 
