@@ -19,11 +19,11 @@ use querygate::engine::{
 };
 use serde_json::{Value, json};
 
-use crate::auth::verify_sigv4_with;
 use crate::logs;
 use crate::mock::{Mock, Recorded, Reply};
 use crate::support::corpus::row_lines;
 use crate::support::current::current_registry;
+use crate::support::sigv4::verify_sigv4_with;
 
 const PROVIDER: &str = "src/aws/v00.00.00000/provider.yaml";
 const IAM: &str = "src/aws/v00.00.00000/services/iam.yaml";

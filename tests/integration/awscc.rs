@@ -340,7 +340,7 @@ async fn list_view_reads_every_page_of_list_resources_with_the_body_token() {
             "application/x-amz-json-1.0"
         );
         assert_eq!(request.headers["accept"], "application/x-amz-json-1.0");
-        crate::auth::verify_sigv4(request, SECRET, "us-east-1", "cloudcontrolapi");
+        crate::support::sigv4::verify_sigv4(request, SECRET, "us-east-1", "cloudcontrolapi");
     }
 }
 
@@ -430,7 +430,7 @@ async fn detail_view_gets_one_resource_by_identifier() {
         body_of(request),
         json!({"TypeName": "AWS::S3::Bucket", "Identifier": "delta-eu"})
     );
-    crate::auth::verify_sigv4(request, SECRET, "us-east-1", "cloudcontrolapi");
+    crate::support::sigv4::verify_sigv4(request, SECRET, "us-east-1", "cloudcontrolapi");
 
     // Another type over the same Cloud Control resource: its own TypeName.
     let out = e
@@ -518,7 +518,7 @@ async fn insert_and_delete_send_the_base_type_name_and_desired_state_as_text() {
                "Tags": [{"Key": "team", "Value": "web"}]})
     );
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
-    crate::auth::verify_sigv4(created, SECRET, "us-east-1", "cloudcontrolapi");
+    crate::support::sigv4::verify_sigv4(created, SECRET, "us-east-1", "cloudcontrolapi");
 
     e.execute(
         &cx(),

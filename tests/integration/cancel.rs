@@ -10,12 +10,12 @@ use querygate::audit::chain::{Stored, parse_line};
 use querygate::audit::{FileLocation, location};
 use serde_json::json;
 
-use crate::mcp_stdio::{INITIALIZE, INITIALIZED, Raw};
 use crate::mcp_support::{
     collect_lines, install_crypto_provider, spawn_serve, start, terminate, test_config,
 };
 use crate::mock::{Mock, Reply};
 use crate::support::raw::RawCall;
+use crate::support::stdio::{INITIALIZE, INITIALIZED, Raw};
 
 /// How long the second page takes: far longer than any wait below.
 const SLOW_PAGE: Duration = Duration::from_secs(60);

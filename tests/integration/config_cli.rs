@@ -226,8 +226,8 @@ async fn a_provider_without_settings_is_warned_about_once_per_process() {
     };
     let input = format!(
         "{}\n{}\n{}\n{}\n",
-        crate::mcp_stdio::INITIALIZE,
-        crate::mcp_stdio::INITIALIZED,
+        crate::support::stdio::INITIALIZE,
+        crate::support::stdio::INITIALIZED,
         call(2),
         call(3)
     );

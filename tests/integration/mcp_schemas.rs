@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::Reply;
-use crate::registry::{good_items, tgz};
+use crate::support::packages::{good_items, tgz};
 
 /// Arguments per tool: results that succeed, results that report a failure as data, and
 /// tool errors (whose structured content, when present, must fit too).

@@ -5,8 +5,9 @@
 //! registry; `fleet`: replicas behind nginx; `gate`: statements of each class and approving
 //! clients; `identity`: PKI, JWT signing keys, a JWKS server and identity clients; `pg`:
 //! PostgreSQL for tests; `ports`: ports for servers that restart on the same port;
-//! `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
-//! HTTP; `served`: the binary as a served process; `wait`: bounded waits for events.
+//! `packages`: registry packages; `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
+//! HTTP; `served`: the binary as a served process; `sigv4`: SigV4 checked; `stdio`: the
+//! server as a raw stdio process; `wait`: bounded waits for events.
 
 pub mod audited;
 pub mod corpus;
@@ -14,11 +15,14 @@ pub mod current;
 pub mod fleet;
 pub mod gate;
 pub mod identity;
+pub mod packages;
 pub mod pg;
 pub mod ports;
 pub mod quota_calls;
 pub mod raw;
 pub mod served;
+pub mod sigv4;
+pub mod stdio;
 pub mod wait;
 
 use std::path::PathBuf;
