@@ -132,4 +132,55 @@ mod tests {
         assert!(out.contains("/* 'x' */"), "{out}");
         assert!(HmacKey::new(vec![1; 31]).is_none());
     }
+
+    /// A literal's text as SQL writes it inside `quote`: the quote doubled.
+    fn quoted(text: &str, quote: char) -> String {
+        let doubled: String = [quote, quote].iter().collect();
+        format!("{quote}{}{quote}", text.replace(quote, &doubled))
+    }
+
+    proptest::proptest! {
+        /// Whatever the text (unbalanced quotes, comments, any characters), the pass ends
+        /// without panicking, and text without a quote comes out unchanged.
+        #[test]
+        fn any_text_is_passed_without_panic(sql in "\\PC{0,80}") {
+            let out = hmac_literals(&sql, &key());
+            if !sql.contains(['\'', '"']) {
+                proptest::prop_assert_eq!(out, sql);
+            }
+        }
+
+        /// Values in literals of either quote (quotes inside doubled, any characters) never
+        /// reach the output; the SQL around them, comments included, is kept as written.
+        #[test]
+        fn no_literal_value_survives(
+            values in proptest::collection::vec(("[a-z'\"\\-/*é ]{0,10}", proptest::bool::ANY), 1..5),
+            comment in "[a-z' ]{0,10}",
+        ) {
+            let marker = |n: usize| format!("zq{n}x");
+            let mut sql = String::from("SELECT c FROM t WHERE");
+            let mut shape = sql.clone();
+            for (n, (value, double)) in values.iter().enumerate() {
+                let quote = if *double { '"' } else { '\'' };
+                let text = format!("{value}{}{value}", marker(n));
+                sql.push_str(&format!(" a{n} = {}", quoted(&text, quote)));
+                shape.push_str(&format!(" a{n} = {quote}hmac:{quote}"));
+            }
+            sql.push_str(&format!(" /* {comment} */ -- {comment}\n"));
+            shape.push_str(&format!(" /* {comment} */ -- {comment}\n"));
+            let out = hmac_literals(&sql, &key());
+            for n in 0..values.len() {
+                proptest::prop_assert!(!out.contains(&marker(n)), "{out}");
+            }
+            // With each HMAC's hex taken out, what is left is the statement's shape.
+            let mut stripped = String::new();
+            let mut rest = out.as_str();
+            while let Some(at) = rest.find("hmac:") {
+                stripped.push_str(&rest[..at + 5]);
+                rest = rest[at + 5..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+            }
+            stripped.push_str(rest);
+            proptest::prop_assert_eq!(stripped, shape);
+        }
+    }
 }

@@ -546,6 +546,77 @@ mod tests {
         (skim(body).is_ok(), theirs)
     }
 
+    /// JSON texts: any value serde_json writes, with whitespace between tokens.
+    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::String),
+        ];
+        let value = leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                proptest::collection::btree_map(".{0,6}", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (value, any::<bool>()).prop_map(|(v, pretty)| {
+            if pretty {
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            } else {
+                serde_json::to_string(&v).unwrap_or_default()
+            }
+        })
+    }
+
+    proptest::proptest! {
+        /// A text serde_json wrote is accepted, and its raw value is the text itself.
+        #[test]
+        fn the_scanner_accepts_what_serde_json_writes(text in json_text()) {
+            let mut scan = Scanner::new(text.as_bytes());
+            let raw = scan.raw_value();
+            proptest::prop_assert_eq!(raw, Ok(text.as_str()));
+            proptest::prop_assert_eq!(scan.end(), Ok(()));
+        }
+
+        /// With one byte changed, inserted or removed, the scanner and serde_json agree on
+        /// whether the body is one JSON value.
+        #[test]
+        fn the_scanner_agrees_with_serde_json_on_damaged_bodies(
+            text in json_text(),
+            at in 0..4096_usize,
+            byte in proptest::prelude::any::<u8>(),
+            how in 0..3_u8,
+        ) {
+            let mut body = text.into_bytes();
+            let at = at % (body.len() + 1);
+            match how {
+                0 if at < body.len() => body[at] = byte,
+                1 => body.insert(at, byte),
+                _ if at < body.len() => {
+                    body.remove(at);
+                }
+                _ => body.push(byte),
+            }
+            let (ours, theirs) = verdicts(&body);
+            proptest::prop_assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(&body));
+        }
+
+        /// Any bytes at all: the same verdict as serde_json, and no panic.
+        #[test]
+        fn the_scanner_agrees_with_serde_json_on_any_bytes(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let (ours, theirs) = verdicts(&body);
+            proptest::prop_assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(&body));
+        }
+    }
+
     #[test]
     fn same_key_is_byte_equality() {
         let long = "abcdefghijklmnopqrstuvwxyz0123456789";
