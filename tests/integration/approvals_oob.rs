@@ -22,7 +22,7 @@ use crate::mcp_support::{
 };
 use crate::support::wait::eventually;
 
-const LINK_BASE: &str = "https://approvals.example.test/approvals";
+pub(crate) const LINK_BASE: &str = "https://approvals.example.test/approvals";
 
 /// A token of `sub` in `tenant` with `groups`.
 fn token(key: &SigningKey, sub: &str, tenant: &str, groups: &[&str]) -> String {
@@ -112,7 +112,7 @@ impl Setup {
 }
 
 /// An MCP client of 2025-11-25 (no way to be asked in the call over stateless HTTP).
-async fn legacy(url: &str, token: &str) -> Client {
+pub(crate) async fn legacy(url: &str, token: &str) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
     );
@@ -123,12 +123,12 @@ async fn legacy(url: &str, token: &str) -> Client {
         .expect("legacy client starts")
 }
 
-async fn delete(client: &Client) -> CallToolResult {
+pub(crate) async fn delete(client: &Client) -> CallToolResult {
     call(client, "run_mutation_query", json!({"sql": DELETE})).await
 }
 
 /// The pending approval's id, checking the pending result says what to do.
-fn pending_id(result: &CallToolResult) -> String {
+pub(crate) fn pending_id(result: &CallToolResult) -> String {
     assert_eq!(result.is_error, Some(true), "{}", text_of(result));
     assert_eq!(
         error_code(result),
@@ -147,11 +147,11 @@ fn pending_id(result: &CallToolResult) -> String {
 }
 
 /// The API's base URL of a server (its MCP URL without `/mcp`).
-fn api(server: &TestServer) -> String {
+pub(crate) fn api(server: &TestServer) -> String {
     server.url.trim_end_matches("/mcp").to_owned()
 }
 
-async fn get(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
+pub(crate) async fn get(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
     let response = reqwest::Client::new()
         .get(format!("{}{path}", api(server)))
         .bearer_auth(token)
@@ -162,7 +162,7 @@ async fn get(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn decide(
+pub(crate) async fn decide(
     server: &TestServer,
     id: &str,
     verb: &str,
@@ -181,7 +181,7 @@ async fn decide(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-fn deletes(server: &TestServer) -> usize {
+pub(crate) fn deletes(server: &TestServer) -> usize {
     server
         .mock
         .requests()
@@ -191,7 +191,7 @@ fn deletes(server: &TestServer) -> usize {
 }
 
 /// Every audit record of the server's folder.
-fn audit_records(server: &TestServer) -> Vec<Value> {
+pub(crate) fn audit_records(server: &TestServer) -> Vec<Value> {
     let dir = server._dir.path().join("audit");
     let mut records = Vec::new();
     for file in

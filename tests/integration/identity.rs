@@ -362,6 +362,11 @@ impl SigningKey {
                "kid": self.kid, "alg": "ES256", "use": "sig"})
     }
 
+    /// The private key, PKCS#8 PEM (for an OpenID provider run in a test to sign with).
+    pub(crate) fn private_pem(&self) -> String {
+        self.pair.serialize_pem()
+    }
+
     /// The public key, PEM (for `public_keys`).
     pub(crate) fn public_pem(&self) -> String {
         self.pair.public_key_pem()
