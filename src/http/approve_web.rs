@@ -694,9 +694,9 @@ fn detail(
         );
     }
     if let Some(decision) = &approval.decision {
-        let _ = write!(
+        let _ = writeln!(
             body,
-            "<p id=\"decision\">Decided by {} ({}) at {}: {}</p>\n",
+            "<p id=\"decision\">Decided by {} ({}) at {}: {}</p>",
             shown(&decision.by),
             decision.method.as_str(),
             at(decision.at_ms),
@@ -711,9 +711,9 @@ fn detail(
         let csrf = html(&session.csrf);
         let id = html(&r.id);
         for (verb, label) in [("approve", "Approve"), ("deny", "Deny")] {
-            let _ = write!(
+            let _ = writeln!(
                 body,
-                "<form method=\"post\" action=\"/approve/{id}/{verb}\" id=\"{verb}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><label>Reason <input type=\"text\" name=\"reason\" maxlength=\"1024\"></label> <button type=\"submit\">{label}</button></form>\n"
+                "<form method=\"post\" action=\"/approve/{id}/{verb}\" id=\"{verb}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><label>Reason <input type=\"text\" name=\"reason\" maxlength=\"1024\"></label> <button type=\"submit\">{label}</button></form>"
             );
         }
     }
