@@ -418,4 +418,40 @@ mod tests {
             assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
         }
     }
+
+    #[test]
+    fn the_web_page_and_url_elicitation_are_checked() {
+        let (config, problems) = keys_of(
+            "out_of_band: fallback\nurl_elicitation: true\nweb: {issuer: https://idp.example, client_id: qg, base_url: https://qg.example/}",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let web = config.web.unwrap();
+        assert_eq!(web.base_url, "https://qg.example");
+        assert_eq!(web.scopes, ["openid"]);
+        assert_eq!(web.session_ttl, Duration::from_secs(900));
+        // Links point at the page unless link_base says otherwise.
+        assert_eq!(
+            config.link_base.as_deref(),
+            Some("https://qg.example/approve")
+        );
+        assert!(config.url_elicitation);
+        let (_, problems) = keys_of(
+            "url_elicitation: true\nweb: {issuer: nope, client_id: '', client_secret_env: '', base_url: 'https://qg.example/?a=1', scopes: [profile, 'a b'], session_ttl: 5s}",
+        );
+        for key in [
+            "approval.web",
+            "approval.web.issuer",
+            "approval.web.client_id",
+            "approval.web.client_secret_env",
+            "approval.web.base_url",
+            "approval.web.scopes",
+            "approval.web.session_ttl",
+            "approval.url_elicitation",
+        ] {
+            assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
+        }
+        // URL elicitation needs an absolute link.
+        let (_, problems) = keys_of("out_of_band: fallback\nurl_elicitation: true");
+        assert_eq!(problems, ["approval.url_elicitation"]);
+    }
 }
