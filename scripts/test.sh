@@ -67,6 +67,12 @@ export QUERYGATE_PYTHON
 QUERYGATE_CONFORMANCE_DIR="$(scripts/conformance.sh install)"
 export QUERYGATE_CONFORMANCE_DIR
 
+# oidc-provider and playwright-core (pinned by tests/approval_web/package-lock.json) under
+# target/approval-web, and Debian's chromium when missing, for the approval page's browser
+# test (tests/integration/approve_web.rs; scripts/approval-web.sh).
+QUERYGATE_APPROVAL_WEB_DIR="$(scripts/approval-web.sh install)"
+export QUERYGATE_APPROVAL_WEB_DIR
+
 # nginx for the three-replica test (tests/integration/replicas.rs): Debian's nginx-light,
 # installed when missing (CI runs as root on a fresh machine); nothing to do when present.
 if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then

@@ -274,7 +274,7 @@ impl App {
             streams.clone(),
             readiness,
             metrics,
-        );
+        )?;
         if let Some(tls) = &tls {
             tls.certificate.watch();
         }

@@ -101,6 +101,27 @@ impl KeyRing {
         )
         .map_err(|err| ApprovalError::Keys(err.to_string()))
     }
+
+    /// A codec over keys derived from this ring's for `purpose` (HMAC-SHA256 of the purpose
+    /// under each key), rotating as the ring does: what it seals (the approval page's
+    /// session cookies) never opens as an approval state, nor the other way round.
+    pub fn derived_codec(&self, purpose: &str) -> Result<RequestStateCodec, ApprovalError> {
+        let derived: Vec<(String, Vec<u8>)> = self
+            .keys
+            .iter()
+            .map(|(kid, key)| {
+                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+                let tag = ring::hmac::sign(&key, purpose.as_bytes());
+                (kid.clone(), tag.as_ref().to_vec())
+            })
+            .collect();
+        let active = derived
+            .first()
+            .map(|(kid, _)| kid.clone())
+            .ok_or_else(|| ApprovalError::Keys("no key".into()))?;
+        RequestStateCodec::new_with_keyring(active, derived)
+            .map_err(|err| ApprovalError::Keys(err.to_string()))
+    }
 }
 
 #[cfg(test)]

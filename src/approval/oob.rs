@@ -26,6 +26,9 @@ pub const MAX_REASON_BYTES: usize = 1024;
 pub enum Decider<'a> {
     /// An authenticated caller of the API.
     Principal(&'a Principal),
+    /// A person signed in to the approval web page (OpenID Connect): a principal of the
+    /// tenant its ID token names, under the same rules as a caller of the API.
+    Web(&'a Principal),
     /// The local operator of the CLI (its operating-system user): whoever can reach the
     /// database with the service's credentials can change any row anyway, so the approver
     /// rules do not narrow it; `require_distinct_approver` still applies.
@@ -36,14 +39,23 @@ impl Decider<'_> {
     /// As a person reads it, for the record and the API.
     pub fn display(&self) -> String {
         match self {
-            Decider::Principal(p) => p.display_name(),
+            Decider::Principal(p) | Decider::Web(p) => p.display_name(),
             Decider::Operator(user) => format!("cli:{user}"),
+        }
+    }
+
+    /// The authenticated principal deciding, if it is one (not the CLI's operator).
+    pub fn principal(&self) -> Option<&Principal> {
+        match self {
+            Decider::Principal(p) | Decider::Web(p) => Some(p),
+            Decider::Operator(_) => None,
         }
     }
 
     fn method(&self) -> DecisionMethod {
         match self {
             Decider::Principal(_) => DecisionMethod::Api,
+            Decider::Web(_) => DecisionMethod::Web,
             Decider::Operator(_) => DecisionMethod::Cli,
         }
     }
@@ -51,7 +63,7 @@ impl Decider<'_> {
     /// Whether this decider is the principal that made the call.
     fn is_requester(&self, request: &PendingRequest) -> bool {
         match self {
-            Decider::Principal(p) => {
+            Decider::Principal(p) | Decider::Web(p) => {
                 p.method.as_str() == request.requester.method
                     && p.issuer.as_deref().unwrap_or_default() == request.requester.issuer
                     && p.subject == request.requester.subject
@@ -117,6 +129,8 @@ pub struct OutOfBand {
     store: Arc<dyn PendingStore>,
     config: ApprovalConfig,
     webhook: Option<Webhook>,
+    /// Seals the approval page's cookies (keys derived from the approval key ring).
+    session: Option<Arc<rmcp::model::RequestStateCodec>>,
 }
 
 #[derive(Debug)]
@@ -149,7 +163,23 @@ impl OutOfBand {
             store,
             config: config.clone(),
             webhook,
+            session: None,
         })
+    }
+
+    /// Seals the approval page's cookies with keys derived from `keys` (so replicas sharing
+    /// `approval.key_files` accept each other's sign-ins, and keys rotate together).
+    pub fn with_session_keys(mut self, keys: &super::KeyRing) -> Result<Self, String> {
+        let codec = keys
+            .derived_codec("querygate-approval-web/session/v1")
+            .map_err(|err| err.to_string())?;
+        self.session = Some(Arc::new(codec));
+        Ok(self)
+    }
+
+    /// The codec of the approval page's cookies, when [`OutOfBand::with_session_keys`] set it.
+    pub fn session_codec(&self) -> Option<Arc<rmcp::model::RequestStateCodec>> {
+        self.session.clone()
     }
 
     /// The store.
@@ -234,7 +264,7 @@ impl OutOfBand {
         decider: Decider<'_>,
         request: &PendingRequest,
     ) -> Result<(), DecideError> {
-        if let Decider::Principal(p) = decider {
+        if let Some(p) = decider.principal() {
             if p.tenant != request.tenant {
                 return Err(DecideError::NotFound(request.id.clone()));
             }
@@ -278,7 +308,7 @@ impl OutOfBand {
         tenant: &str,
         id: &str,
     ) -> Result<PendingApproval, DecideError> {
-        if let Decider::Principal(p) = decider {
+        if let Some(p) = decider.principal() {
             if p.tenant != tenant {
                 return Err(DecideError::NotFound(id.to_owned()));
             }
@@ -308,8 +338,8 @@ impl OutOfBand {
                 reason.len()
             )));
         }
-        let approval = match decider {
-            Decider::Principal(p) if p.tenant != tenant => {
+        let approval = match decider.principal() {
+            Some(p) if p.tenant != tenant => {
                 return Err(DecideError::NotFound(id.to_owned()));
             }
             _ => self
@@ -405,7 +435,7 @@ fn decision_record(
     decided: &Decided,
 ) -> AuditRecord {
     let (principal, issuer, auth_method, os_user) = match decider {
-        Decider::Principal(p) => (
+        Decider::Principal(p) | Decider::Web(p) => (
             p.subject.clone(),
             p.issuer.clone(),
             p.method.as_str().to_owned(),

@@ -129,6 +129,8 @@ pub enum DecisionMethod {
     Api,
     /// `querygate approvals approve|deny`.
     Cli,
+    /// The approval web page (`/approve`), signed in with OpenID Connect.
+    Web,
     /// `elicitation/create` in the call (stdio, the terminal of `querygate query`).
     Elicitation,
     /// A resumable round of MCP 2026-07-28.
@@ -141,6 +143,7 @@ impl DecisionMethod {
         match self {
             DecisionMethod::Api => "api",
             DecisionMethod::Cli => "cli",
+            DecisionMethod::Web => "web",
             DecisionMethod::Elicitation => "elicitation",
             DecisionMethod::Mrtr => "mrtr",
         }

@@ -120,6 +120,30 @@ impl JwtAuthenticator {
         })
     }
 
+    /// A verifier of OpenID Connect ID tokens (the approval page's sign-in): `issuer` of
+    /// `config` with its keys, algorithms and tenants, the audience `client_id`, no scopes.
+    pub fn for_id_tokens(
+        config: &JwtConfig,
+        issuer: &str,
+        client_id: &str,
+        tenants: BTreeSet<String>,
+    ) -> Result<Self, AuthSetupError> {
+        let mut config = config.clone();
+        config.issuers.retain(|i| i.issuer == issuer);
+        for i in &mut config.issuers {
+            i.audience = client_id.to_owned();
+            i.enforce_query_scopes = false;
+        }
+        config.scopes = None;
+        Self::new(&config, tenants)
+    }
+
+    /// Verifies `token` as a bearer token is verified (signature, `iss`, `aud`, times, the
+    /// tenant claim and the issuer's tenants): its principal.
+    pub async fn verify_token(&self, token: &str) -> Result<Principal, AuthError> {
+        self.principal(token).await
+    }
+
     /// The token's principal: from the cache of verified tokens, else verified now.
     async fn principal(&self, token: &str) -> Result<Principal, AuthError> {
         if let Some(principal) = self.verified.get(token) {

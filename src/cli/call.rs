@@ -66,7 +66,8 @@ pub(super) async fn run(config: &Config, command: Command) -> Result<QueryOutput
         Failure::new(err.to_string(), exit_code)
     })?;
     let outcome = match reply.body {
-        ReplyBody::Complete(outcome) => outcome,
+        // The CLI never goes out of band; were it to, the pending result is what it shows.
+        ReplyBody::Complete(outcome) | ReplyBody::UrlElicitation { outcome, .. } => outcome,
         // The CLI offers no resumable approval channel.
         ReplyBody::InputRequired { .. } => {
             return Err(Failure::new("the call asked for a resumable approval", 1));

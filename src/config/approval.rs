@@ -81,6 +81,50 @@ pub struct ApproverRule {
     pub claims: BTreeMap<String, String>,
 }
 
+/// The approval web page (`approval.web`): `/approve` on the main listener, signed in with
+/// OpenID Connect (authorization code with PKCE) against an issuer of `auth.jwt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebConfig {
+    /// The OpenID provider's issuer URL: its `/.well-known/openid-configuration` is read,
+    /// and it must be one of `auth.jwt.issuers[]` (whose keys verify the ID token and whose
+    /// tenants it may name).
+    pub issuer: String,
+    /// The client id registered at the provider (the ID token's audience).
+    pub client_id: String,
+    /// The environment variable holding the client secret (`client_secret_basic`); `None`:
+    /// a public client (PKCE only).
+    pub client_secret_env: Option<String>,
+    /// This server's URL as the browser reaches it (e.g. `https://querygate.example`): the
+    /// redirect URI is `<base_url>/approve/callback`, approval links `<base_url>/approve/<id>`.
+    pub base_url: String,
+    /// The scopes asked for (`openid` always among them).
+    pub scopes: Vec<String>,
+    /// How long a sign-in lasts (the session cookie's lifetime).
+    pub session_ttl: Duration,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWeb {
+    issuer: String,
+    client_id: String,
+    #[serde(default)]
+    client_secret_env: Option<String>,
+    base_url: String,
+    #[serde(default = "web_scopes")]
+    scopes: Vec<String>,
+    #[serde(default = "web_session_ttl", with = "humantime_serde")]
+    session_ttl: Duration,
+}
+
+fn web_scopes() -> Vec<String> {
+    vec!["openid".to_owned()]
+}
+
+fn web_session_ttl() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+
 /// Approval settings, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalConfig {
@@ -108,6 +152,12 @@ pub struct ApprovalConfig {
     pub groups_claim: String,
     /// Whether the principal that made a call may not approve it (four eyes).
     pub require_distinct_approver: bool,
+    /// The approval web page, signed in with OpenID Connect; `None`: not served.
+    pub web: Option<WebConfig>,
+    /// Whether the pending result of a client of MCP 2025-11-25 or older over stateless
+    /// HTTP is a URL-mode elicitation (JSON-RPC error -32042 pointing at the page) instead
+    /// of the `policy.approval_pending` tool error.
+    pub url_elicitation: bool,
 }
 
 impl ApprovalConfig {
@@ -144,6 +194,8 @@ pub(super) struct RawApproval {
     pub(super) approvers: Vec<ApproverRule>,
     pub(super) groups_claim: String,
     pub(super) require_distinct_approver: bool,
+    pub(super) web: Option<RawWeb>,
+    pub(super) url_elicitation: bool,
 }
 
 impl Default for RawApproval {
@@ -159,6 +211,8 @@ impl Default for RawApproval {
             approvers: Vec::new(),
             groups_claim: "groups".to_owned(),
             require_distinct_approver: true,
+            web: None,
+            url_elicitation: false,
         }
     }
 }
@@ -233,17 +287,92 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
     if raw.groups_claim.is_empty() {
         problems.push("approval.groups_claim", "must not be empty");
     }
+    let web = raw.web.map(|web| check_web(web, raw.out_of_band, problems));
+    if raw.url_elicitation {
+        if raw.out_of_band == OutOfBand::Off {
+            problems.push(
+                "approval.url_elicitation",
+                "needs approval.out_of_band (fallback or always): the URL points at a pending approval",
+            );
+        }
+        if web.is_none() && raw.link_base.is_none() {
+            problems.push(
+                "approval.url_elicitation",
+                "needs approval.web or approval.link_base: the client opens the approval's link, which must be an absolute URL",
+            );
+        }
+    }
+    let link_base = raw
+        .link_base
+        .map(|b| b.trim_end_matches('/').to_owned())
+        .or_else(|| web.as_ref().map(|w| format!("{}/approve", w.base_url)));
     ApprovalConfig {
         key_files: raw.key_files,
         ttl: raw.ttl,
         store: raw.store,
         out_of_band: raw.out_of_band,
         wait: raw.wait,
-        link_base: raw.link_base.map(|b| b.trim_end_matches('/').to_owned()),
+        link_base,
         webhook,
         approvers: raw.approvers,
         groups_claim: raw.groups_claim,
         require_distinct_approver: raw.require_distinct_approver,
+        web,
+        url_elicitation: raw.url_elicitation,
+    }
+}
+
+fn check_web(raw: RawWeb, out_of_band: OutOfBand, problems: &mut Problems) -> WebConfig {
+    if out_of_band == OutOfBand::Off {
+        problems.push(
+            "approval.web",
+            "needs approval.out_of_band (fallback or always): the page decides pending approvals",
+        );
+    }
+    if !http_url(&raw.issuer) {
+        problems.push("approval.web.issuer", "must be an http or https URL");
+    }
+    if raw.client_id.is_empty() {
+        problems.push("approval.web.client_id", "must not be empty");
+    }
+    if raw.client_secret_env.as_deref().is_some_and(str::is_empty) {
+        problems.push("approval.web.client_secret_env", "must not be empty");
+    }
+    let base = url::Url::parse(&raw.base_url).ok();
+    if !http_url(&raw.base_url)
+        || base
+            .as_ref()
+            .is_some_and(|u| u.query().is_some() || u.fragment().is_some())
+    {
+        problems.push(
+            "approval.web.base_url",
+            "must be an http or https URL without query or fragment",
+        );
+    }
+    if !raw.scopes.iter().any(|s| s == "openid") {
+        problems.push("approval.web.scopes", "must include openid");
+    }
+    if raw
+        .scopes
+        .iter()
+        .any(|s| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        problems.push(
+            "approval.web.scopes",
+            "a scope is one word without spaces or control characters",
+        );
+    }
+    if raw.session_ttl < Duration::from_secs(60) || raw.session_ttl > Duration::from_secs(12 * 3600)
+    {
+        problems.push("approval.web.session_ttl", "must be between 1m and 12h");
+    }
+    WebConfig {
+        issuer: raw.issuer,
+        client_id: raw.client_id,
+        client_secret_env: raw.client_secret_env,
+        base_url: raw.base_url.trim_end_matches('/').to_owned(),
+        scopes: raw.scopes,
+        session_ttl: raw.session_ttl,
     }
 }
 
@@ -288,5 +417,41 @@ mod tests {
         ] {
             assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
         }
+    }
+
+    #[test]
+    fn the_web_page_and_url_elicitation_are_checked() {
+        let (config, problems) = keys_of(
+            "out_of_band: fallback\nurl_elicitation: true\nweb: {issuer: https://idp.example, client_id: qg, base_url: https://qg.example/}",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let web = config.web.unwrap();
+        assert_eq!(web.base_url, "https://qg.example");
+        assert_eq!(web.scopes, ["openid"]);
+        assert_eq!(web.session_ttl, Duration::from_secs(900));
+        // Links point at the page unless link_base says otherwise.
+        assert_eq!(
+            config.link_base.as_deref(),
+            Some("https://qg.example/approve")
+        );
+        assert!(config.url_elicitation);
+        let (_, problems) = keys_of(
+            "url_elicitation: true\nweb: {issuer: nope, client_id: '', client_secret_env: '', base_url: 'https://qg.example/?a=1', scopes: [profile, 'a b'], session_ttl: 5s}",
+        );
+        for key in [
+            "approval.web",
+            "approval.web.issuer",
+            "approval.web.client_id",
+            "approval.web.client_secret_env",
+            "approval.web.base_url",
+            "approval.web.scopes",
+            "approval.web.session_ttl",
+            "approval.url_elicitation",
+        ] {
+            assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
+        }
+        // URL elicitation needs an absolute link.
+        let (_, problems) = keys_of("out_of_band: fallback\nurl_elicitation: true");
+        assert_eq!(problems, ["approval.url_elicitation"]);
     }
 }

@@ -29,7 +29,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use crate::policy::Mode;
-pub use approval::{ApprovalConfig, ApprovalStoreKind, ApproverRule, OutOfBand, WebhookConfig};
+pub use approval::{
+    ApprovalConfig, ApprovalStoreKind, ApproverRule, OutOfBand, WebConfig, WebhookConfig,
+};
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
 pub use identity::{
     AuthConfig, CertIdentity, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource,
@@ -320,6 +322,29 @@ impl Config {
         }
         let mut auth =
             identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
+        if let Some(web) = &approval.web {
+            // The ID token is verified as a bearer token of that issuer would be: its keys,
+            // algorithms and tenants (the tenant mapping of auth.jwt).
+            if !auth
+                .jwt
+                .iter()
+                .flat_map(|jwt| jwt.issuers.iter())
+                .any(|issuer| issuer.issuer == web.issuer)
+            {
+                problems.push(
+                    "approval.web.issuer",
+                    "must be one of auth.jwt.issuers[].issuer: its keys verify the ID token and its tenants are the ones a signed-in person may belong to",
+                );
+            }
+            if let Some(var) = &web.client_secret_env
+                && !env.contains_key(var)
+            {
+                problems.push(
+                    "approval.web.client_secret_env",
+                    format!("names {var}, which is not set"),
+                );
+            }
+        }
         for (i, issuer) in auth
             .jwt
             .iter_mut()

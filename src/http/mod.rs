@@ -9,6 +9,8 @@
 //!      │  /metrics (only while authentication is off; else on the admin listener only)
 //!      ├─ /approvals…: the approval API (with approval.out_of_band), behind the same
 //!      │  authentication and tenant limits as /mcp
+//!      ├─ /approve…: the approval web page (approval.web): its own OpenID Connect sign-in
+//!      │  and session cookie, a body limit, security headers
 //!      └─ /mcp: body limit → auth (Principal or 401/403) → tenant limits (429)
 //!               → concurrency limit → body read (408, JSON-RPC 400s) → response bytes held
 //!               until sent → rmcp StreamableHttpService
@@ -24,6 +26,7 @@
 
 pub mod admin;
 pub mod approvals;
+pub mod approve_web;
 pub mod body;
 pub mod drain;
 pub mod limits;
@@ -61,7 +64,8 @@ pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 /// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
 /// the public `/healthz`, `/readyz` (of `readiness`), protected resource metadata and, while
 /// authentication is off, `/metrics` (with `metrics`), all behind the HTTP-level middleware.
-/// `shutdown` ends rmcp's streams.
+/// `shutdown` ends rmcp's streams. With `approval.web`, the approval page too; its sign-in
+/// verifier is the one error.
 pub fn router(
     handler: QuerygateMcp,
     config: &Config,
@@ -70,8 +74,16 @@ pub fn router(
     shutdown: CancellationToken,
     readiness: ready::Readiness,
     metrics: Option<Arc<Metrics>>,
-) -> Router {
+) -> Result<Router, crate::auth::AuthSetupError> {
     let settings = &config.server;
+    // The approval page signs its users in itself (OpenID Connect): not behind the bearer
+    // authentication of `/mcp`.
+    let web = approve_web::routes(
+        config,
+        handler.shared.out_of_band.clone(),
+        handler.shared.audit.clone(),
+    )?
+    .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
     let authenticated = authentication.enabled();
     let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
     // The approval API, behind the same authentication and limits as `/mcp`.
@@ -154,7 +166,10 @@ pub fn router(
     if let Some(approvals) = approvals {
         app = app.merge(approvals);
     }
-    app.layer(stack)
+    if let Some(web) = web {
+        app = app.merge(web);
+    }
+    Ok(app.layer(stack))
 }
 
 /// `GET /metrics`: the Prometheus metrics as OpenMetrics text, without authentication, as

@@ -301,6 +301,10 @@ fn progress_of(context: &RequestContext<RoleServer>) -> Option<Arc<dyn super::pi
     }))
 }
 
+/// The JSON-RPC error code of MCP 2025-11-25's `URLElicitationRequiredError` (rmcp names
+/// none).
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
 impl ServerHandler for QuerygateMcp {
     /// Identity and capabilities, without instructions: rmcp calls this on every request
     /// (stateless serving configures a peer per request), so it stays small. The
@@ -530,6 +534,26 @@ impl ServerHandler for QuerygateMcp {
                 ReplyBody::InputRequired { prompt, sealed } => {
                     Ok(super::elicit::input_required(prompt, sealed).into())
                 }
+                // MCP 2025-11-25 URL-mode elicitation: "URL elicitation required" (-32042),
+                // which the client opens for the person and then retries the call.
+                ReplyBody::UrlElicitation {
+                    outcome,
+                    id,
+                    url,
+                    message,
+                } => Err(ErrorData::new(
+                    rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
+                    outcome.text,
+                    Some(serde_json::json!({
+                        "elicitations": [{
+                            "mode": "url",
+                            "elicitationId": id,
+                            "url": url,
+                            "message": message,
+                        }],
+                        "error": outcome.structured.as_ref().and_then(|s| s.get("error")),
+                    })),
+                )),
             },
             Err(err @ (CallError::UnknownTool(_) | CallError::InvalidArguments { .. })) => {
                 Err(ErrorData::invalid_params(err.to_string(), None))

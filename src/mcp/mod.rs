@@ -269,7 +269,9 @@ pub fn build_observed(
     // `querygate query` asks at its terminal (or takes --yes): never out of band.
     let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
         Some(Arc::new(
-            OutOfBand::new(&config.approval, pending).map_err(StartError::OutOfBand)?,
+            OutOfBand::new(&config.approval, pending)
+                .and_then(|oob| oob.with_session_keys(&keys))
+                .map_err(StartError::OutOfBand)?,
         ))
     } else {
         None

@@ -201,7 +201,7 @@ async fn jwt_tokens_are_verified_before_the_mcp_layer() {
         assert_eq!(doc["authorization_servers"], json!([ISSUER]));
     }
 
-    let public_pem = key.public_key_pem();
+    let public_pem = key.public_pem();
     let hs256 = {
         let header = Header::new(Algorithm::HS256);
         jsonwebtoken::encode(

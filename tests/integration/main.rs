@@ -6,6 +6,7 @@
 mod admission;
 mod approval_fixes;
 mod approvals_oob;
+mod approve_web;
 mod audit_anchor;
 mod audit_file;
 mod audit_limits;

@@ -5,7 +5,7 @@
 //! registry; `fleet`: replicas behind nginx; `gate`: statements of each class and approving
 //! clients; `identity`: PKI, JWT signing keys, a JWKS server and identity clients; `pg`:
 //! PostgreSQL for tests; `ports`: ports for servers that restart on the same port;
-//! `packages`: registry packages; `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
+//! `oob`: out-of-band approvals driven through the API; `packages`: registry packages; `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
 //! HTTP; `served`: the binary as a served process; `sigv4`: SigV4 checked; `stdio`: the
 //! server as a raw stdio process; `wait`: bounded waits for events.
 
@@ -15,6 +15,7 @@ pub mod current;
 pub mod fleet;
 pub mod gate;
 pub mod identity;
+pub mod oob;
 pub mod packages;
 pub mod pg;
 pub mod ports;

@@ -178,6 +178,19 @@ pub enum ReplyBody {
         /// The sealed approval state the retry must carry.
         sealed: String,
     },
+    /// A pending out-of-band approval told as a URL-mode elicitation
+    /// (`approval.url_elicitation`): the transport answers JSON-RPC error -32042 pointing
+    /// at the approval page; `outcome` is the pending result the records and metrics see.
+    UrlElicitation {
+        /// The `policy.approval_pending` tool error the call would otherwise return.
+        outcome: ToolOutcome,
+        /// The approval's id (the elicitation's id).
+        id: String,
+        /// The approval's link (the page).
+        url: String,
+        /// What the person is asked to do.
+        message: String,
+    },
 }
 
 /// A finished call: structured content, text, and the error code when it failed.
@@ -300,7 +313,9 @@ impl ToolReply {
     /// The finished outcome, if the call finished.
     pub fn outcome(&self) -> Option<&ToolOutcome> {
         match &self.body {
-            ReplyBody::Complete(outcome) => Some(outcome),
+            ReplyBody::Complete(outcome) | ReplyBody::UrlElicitation { outcome, .. } => {
+                Some(outcome)
+            }
             ReplyBody::InputRequired { .. } => None,
         }
     }

@@ -336,18 +336,33 @@ fn pending(
     let mut fields = serde_json::Map::new();
     fields.insert("approval_id".into(), id.clone().into());
     fields.insert("link".into(), link.into());
-    fields.insert("expires_at".into(), expires.into());
+    fields.insert("expires_at".into(), expires.clone().into());
     fields.insert("state".into(), "pending".into());
     fields.insert(
         "retry".into(),
         "repeat the same call (same tool and arguments) after the decision".into(),
     );
+    let outcome = ToolOutcome::error_with(Code::PolicyApprovalPending, message, fields);
+    // A client of an older revision over stateless HTTP cannot be asked in the call; with
+    // `approval.url_elicitation` it is sent to the page (MCP 2025-11-25 URL mode).
+    let body = if oob.config().url_elicitation
+        && matches!(
+            call.approval,
+            super::ApprovalChannel::StatelessLegacy { .. }
+        ) {
+        super::ReplyBody::UrlElicitation {
+            outcome,
+            id: id.clone(),
+            url: oob.link(id),
+            message: format!(
+                "Approval {id} is pending: an approver other than you decides it on this page (sign in) before {expires}; then repeat the same call: approved, it runs once"
+            ),
+        }
+    } else {
+        super::ReplyBody::Complete(outcome)
+    };
     ToolReply {
-        body: super::ReplyBody::Complete(ToolOutcome::error_with(
-            Code::PolicyApprovalPending,
-            message,
-            fields,
-        )),
+        body,
         decision: Decision::NeedsApprovalRequested,
         approval_id: Some(id.clone()),
         approved_by: None,

@@ -194,11 +194,6 @@ pub struct SigningKey {
 }
 
 impl SigningKey {
-    /// The public key, PEM-encoded.
-    pub fn public_key_pem(&self) -> String {
-        self.pair.public_key_pem()
-    }
-
     pub fn new(kid: &str) -> Self {
         SigningKey {
             kid: kid.to_owned(),
@@ -211,6 +206,11 @@ impl SigningKey {
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
         json!({"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]),
                "kid": self.kid, "alg": "ES256", "use": "sig"})
+    }
+
+    /// The private key, PKCS#8 PEM (for an OpenID provider run in a test to sign with).
+    pub fn private_pem(&self) -> String {
+        self.pair.serialize_pem()
     }
 
     /// The public key, PEM (for `public_keys`).
