@@ -508,7 +508,7 @@ async fn every_mcp_client_gets_a_write_approved_across_three_replicas() {
         command.extend(extra.iter().map(|s| (*s).to_owned()));
         Some(command)
     };
-    let cases = vec![
+    let cases = [
         ClientCase {
             name: "py23-modern",
             command: py(&python2, "python_sdk.py", &["2026-07-28"]),
