@@ -72,6 +72,11 @@ export QUERYGATE_CONFORMANCE_DIR
 # test (tests/integration/approve_web.rs; scripts/approval-web.sh).
 QUERYGATE_APPROVAL_WEB_DIR="$(scripts/approval-web.sh install)"
 export QUERYGATE_APPROVAL_WEB_DIR
+# The MCP clients of the approval client matrix (tests/integration/approval_clients.rs): npm
+# packages and a second Python virtualenv under target/, pinned by tests/clients' lock files.
+while IFS='=' read -r name value; do
+  export "$name=$value"
+done < <(scripts/clients.sh install)
 
 # nginx for the three-replica test (tests/integration/replicas.rs): Debian's nginx-light,
 # installed when missing (CI runs as root on a fresh machine); nothing to do when present.

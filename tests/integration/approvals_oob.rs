@@ -9,6 +9,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
 use crate::mcp_support::{TestServer, call, error_code, error_message, start_yaml, text_of};
@@ -389,4 +392,123 @@ async fn with_postgres_one_replica_asks_and_another_runs_it_once() {
     // A replay on either replica asks anew.
     assert_ne!(pending_id(&delete(&on_a).await), id);
     assert_eq!(deletes(&a) + deletes(&b), 1);
+}
+
+/// Figures, not a check (ignored; no timed assertion): the latency an approval adds, call
+/// start → approved write done, with the decision made at once. Out of band: a 2025-11-25
+/// client's call waits while the test polls `GET /approvals` every 2 ms and approves; MRTR: a
+/// 2026-07-28 client answers `accept` at once (two round trips). Baseline: the same INSERT in
+/// `full_access`. Run with
+/// `cargo test --test integration approvals_oob::approval_latency_figures -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn approval_latency_figures() {
+    use crate::support::gate::{Approver, params};
+    use rmcp::model::ElicitationAction;
+    use std::time::Instant;
+
+    const N: usize = 30;
+    let setup = Setup::new().await;
+    let server = setup.server("  wait: 30s\n", "").await;
+    route_all(&server.mock);
+    let jwks = setup.jwks_url.clone();
+    let open = start_yaml(move |mock, dir| {
+        format!(
+            "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\n",
+            base = base_yaml(mock, dir, "    mode: full_access\n"),
+        )
+    })
+    .await;
+    route_all(&open.mock);
+    let alice = setup.token("alice", "acme", &[]);
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let insert = |i: usize, kind: &str| {
+        format!("INSERT INTO testapi.widgets.widgets (org, name) VALUES ('acme', '{kind}-{i}')")
+    };
+    let summary = |name: &str, mut times: Vec<Duration>| {
+        times.sort();
+        let mean = times.iter().sum::<Duration>() / times.len() as u32;
+        eprintln!(
+            "{name}: n={} median={:?} p90={:?} mean={mean:?}",
+            times.len(),
+            times[times.len() / 2],
+            times[times.len() * 9 / 10]
+        );
+    };
+
+    // Baseline: no approval.
+    let client = legacy(&open.url, &alice).await;
+    let mut times = Vec::new();
+    for i in 0..N {
+        let started = Instant::now();
+        let result = call(
+            &client,
+            "run_mutation_query",
+            json!({"sql": insert(i, "base")}),
+        )
+        .await;
+        times.push(started.elapsed());
+        assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    }
+    summary("full_access (no approval)", times);
+
+    // Out of band, decided at once.
+    let client = Arc::new(legacy(&server.url, &alice).await);
+    let mut times = Vec::new();
+    for i in 0..N {
+        let started = Instant::now();
+        let calling = {
+            let client = client.clone();
+            let sql = insert(i, "oob");
+            tokio::spawn(
+                async move { call(&client, "run_mutation_query", json!({"sql": sql})).await },
+            )
+        };
+        let id = eventually(
+            "the pending approval",
+            Duration::from_secs(10),
+            Duration::from_millis(2),
+            || async {
+                let (_, body) = get(&server, "/approvals", &bob).await;
+                body["approvals"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["state"] == "pending")
+                    .and_then(|a| a["id"].as_str().map(str::to_owned))
+            },
+        )
+        .await;
+        let (status, _) = decide(&server, &id, "approve", &bob, "").await;
+        assert_eq!(status, 200);
+        let result = calling.await.unwrap();
+        times.push(started.elapsed());
+        assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    }
+    summary("out of band (API approval at once)", times);
+
+    // MRTR (2026-07-28), answered at once.
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(server.url.clone())
+            .auth_header(alice.clone()),
+    );
+    let approver = Approver::new(Some(ElicitationAction::Accept));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![approver.version.clone()],
+    };
+    let client = approver
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("modern client starts");
+    let mut times = Vec::new();
+    for i in 0..N {
+        let started = Instant::now();
+        let result = client
+            .call_tool(params("run_mutation_query", &insert(i, "mrtr")))
+            .await
+            .unwrap();
+        times.push(started.elapsed());
+        assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    }
+    summary("MRTR (accepted at once)", times);
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod admission;
+mod approval_clients;
 mod approval_fixes;
 mod approvals_oob;
 mod approve_web;
