@@ -19,7 +19,7 @@
 //! evaluate denies (fail closed). No I/O on the request path: loading reads files, deciding
 //! does not.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,8 +27,9 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId,
-    PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
+    ActionConstraint, Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName,
+    EntityUid, PolicyId, PolicySet, Request, RestrictedExpression, Schema, ValidationMode,
+    Validator,
 };
 use miette::Diagnostic;
 
@@ -85,10 +86,43 @@ pub const SCHEMA: &str = r#"namespace Querygate {
 }
 "#;
 
-/// The parsed schema and its action entities (parsed once).
+/// The parsed schema, its action entities and the entity type names (parsed once: parsing a
+/// type name runs Cedar's parser, too slow for every call).
 struct Model {
     schema: Schema,
     actions: Entities,
+    principal_type: EntityTypeName,
+    group_type: EntityTypeName,
+    method_type: EntityTypeName,
+    /// The action of each class, in [`QueryClass::ALL`]'s order.
+    action_uids: Vec<EntityUid>,
+}
+
+impl Model {
+    fn action(&self, class: QueryClass) -> &EntityUid {
+        let index = QueryClass::ALL
+            .iter()
+            .position(|c| *c == class)
+            .unwrap_or(QueryClass::ALL.len() - 1);
+        &self.action_uids[index]
+    }
+
+    /// Whether a policy's action scope can hold for `action` (the action or one of its
+    /// groups named).
+    fn action_matches(&self, constraint: &ActionConstraint, action: &EntityUid) -> bool {
+        let in_group = |group: &EntityUid| {
+            group == action
+                || self
+                    .actions
+                    .ancestors(action)
+                    .is_some_and(|mut a| a.any(|a| a == group))
+        };
+        match constraint {
+            ActionConstraint::Any => true,
+            ActionConstraint::Eq(uid) => uid == action,
+            ActionConstraint::In(groups) => groups.iter().any(in_group),
+        }
+    }
 }
 
 fn model() -> Result<&'static Model, String> {
@@ -100,7 +134,24 @@ fn model() -> Result<&'static Model, String> {
             let actions = schema
                 .action_entities()
                 .map_err(|err| format!("querygate's Cedar schema has bad actions: {err}"))?;
-            Ok(Model { schema, actions })
+            let name = |n: &str| {
+                EntityTypeName::from_str(n).map_err(|e| format!("bad Cedar type name {n}: {e}"))
+            };
+            let action_type = name("Querygate::Action")?;
+            let action_uids = QueryClass::ALL
+                .iter()
+                .map(|c| {
+                    EntityUid::from_type_name_and_id(action_type.clone(), EntityId::new(c.as_str()))
+                })
+                .collect();
+            Ok(Model {
+                schema,
+                actions,
+                principal_type: name("Querygate::Principal")?,
+                group_type: name("Querygate::Group")?,
+                method_type: name("Querygate::Method")?,
+                action_uids,
+            })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -206,6 +257,102 @@ pub struct LoadedPolicies {
     set: PolicySet,
     /// Each file read, with its text (to tell a change).
     sources: Vec<(PathBuf, String)>,
+    /// The policies that can apply to each action, in [`QueryClass::ALL`]'s order.
+    slices: Vec<ActionSlice>,
+}
+
+/// The policies whose action scope holds for one action, sliced by provider: built once
+/// at load, so that a call evaluates only the policies that can apply to it.
+#[derive(Debug, Default)]
+struct ActionSlice {
+    /// The policies for a provider no policy names as its first condition.
+    general: PolicySet,
+    /// For each provider a policy names as its first condition
+    /// (`when { resource.provider == "p" && … }`): `general` and those policies.
+    by_provider: HashMap<String, PolicySet>,
+}
+
+impl ActionSlice {
+    fn for_provider(&self, provider: &str) -> &PolicySet {
+        self.by_provider.get(provider).unwrap_or(&self.general)
+    }
+}
+
+/// The provider a policy requires before anything else: its first condition is a `when`
+/// whose first conjunct is `resource.provider == "p"` (or `"p" == resource.provider`).
+/// Such a policy cannot be satisfied, nor fail to evaluate, for another provider: Cedar
+/// evaluates the scope, then the conditions left to right, stopping at the first false.
+fn leading_provider(policy: &cedar_policy::Policy) -> Option<String> {
+    let json = policy.to_json().ok()?;
+    let first = json.get("conditions")?.as_array()?.first()?;
+    if first.get("kind")?.as_str()? != "when" {
+        return None;
+    }
+    let mut body = first.get("body")?;
+    while let Some(and) = body.get("&&") {
+        body = and.get("left")?;
+    }
+    let eq = body.get("==")?;
+    let is_provider = |e: &serde_json::Value| {
+        e.get(".").is_some_and(|dot| {
+            dot.get("left")
+                .and_then(|l| l.get("Var"))
+                .and_then(|v| v.as_str())
+                == Some("resource")
+                && dot.get("attr").and_then(|a| a.as_str()) == Some("provider")
+        })
+    };
+    let literal =
+        |e: &serde_json::Value| e.get("Value").and_then(|v| v.as_str()).map(str::to_owned);
+    let (left, right) = (eq.get("left")?, eq.get("right")?);
+    if is_provider(left) {
+        literal(right)
+    } else if is_provider(right) {
+        literal(left)
+    } else {
+        None
+    }
+}
+
+/// Slices `set` by action and by leading provider.
+fn slices_of(model: &Model, set: &PolicySet) -> Result<Vec<ActionSlice>, String> {
+    let policies: Vec<(cedar_policy::Policy, Option<String>)> = set
+        .policies()
+        .map(|p| (p.clone(), leading_provider(p)))
+        .collect();
+    let mut slices = Vec::with_capacity(QueryClass::ALL.len());
+    for class in QueryClass::ALL {
+        let action = model.action(class);
+        let applying: Vec<&(cedar_policy::Policy, Option<String>)> = policies
+            .iter()
+            .filter(|(p, _)| model.action_matches(&p.action_constraint(), action))
+            .collect();
+        let mut slice = ActionSlice::default();
+        for (policy, provider) in &applying {
+            if provider.is_none() {
+                slice
+                    .general
+                    .add(policy.clone())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        let providers: BTreeSet<&str> = applying
+            .iter()
+            .filter_map(|(_, provider)| provider.as_deref())
+            .collect();
+        for provider in providers {
+            let mut set = slice.general.clone();
+            for (policy, _) in applying
+                .iter()
+                .filter(|(_, p)| p.as_deref() == Some(provider))
+            {
+                set.add(policy.clone()).map_err(|e| e.to_string())?;
+            }
+            slice.by_provider.insert(provider.to_owned(), set);
+        }
+        slices.push(slice);
+    }
+    Ok(slices)
 }
 
 impl LoadedPolicies {
@@ -340,11 +487,21 @@ pub fn parse_sources(
             problems.extend(found);
         }
     }
-    if problems.is_empty() {
-        Ok(LoadedPolicies { set, sources })
-    } else {
-        Err(problems)
+    if !problems.is_empty() {
+        return Err(problems);
     }
+    let slices = slices_of(model, &set).map_err(|message| {
+        vec![PolicyProblem {
+            file: PathBuf::from("<policies>"),
+            position: None,
+            message,
+        }]
+    })?;
+    Ok(LoadedPolicies {
+        set,
+        sources,
+        slices,
+    })
 }
 
 /// A tenant's policies, replaced when their files change (a broken change is logged and
@@ -573,12 +730,8 @@ impl RequestAnswer {
     }
 }
 
-fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
-    let type_name = EntityTypeName::from_str(type_name).map_err(|e| e.to_string())?;
-    Ok(EntityUid::from_type_name_and_id(
-        type_name,
-        EntityId::new(id),
-    ))
+fn uid(type_name: &EntityTypeName, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(type_name.clone(), EntityId::new(id))
 }
 
 fn string(text: &str) -> RestrictedExpression {
@@ -590,15 +743,20 @@ fn strings<'s>(values: impl IntoIterator<Item = &'s str>) -> RestrictedExpressio
 }
 
 /// Asks `policies` about every request of the statement described by `question`.
+///
+/// What depends only on the tenant's policies (the policy slices, the schema, the action
+/// entities and the type names) was built at load; per call this builds the principal, its
+/// groups and the context once, and per request its resource entity, and evaluates only
+/// the policies that can apply to the action and the request's provider.
 pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answer, String> {
     let model = model()?;
     let principal = question.principal;
-    let principal_uid = uid("Querygate::Principal", &principal.subject)?;
-    let groups = principal
+    let principal_uid = uid(&model.principal_type, &principal.subject);
+    let groups: Vec<EntityUid> = principal
         .groups
         .iter()
-        .map(|g| uid("Querygate::Group", g))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|g| uid(&model.group_type, g))
+        .collect();
     let principal_entity = Entity::new_with_tags(
         principal_uid.clone(),
         [
@@ -614,14 +772,18 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
                 strings(principal.groups.iter().map(String::as_str)),
             ),
         ],
-        groups.clone(),
+        groups.iter().cloned(),
         [],
     )
     .map_err(|e| e.to_string())?;
     let group_entities = groups
         .into_iter()
         .map(|g| Entity::new_no_attrs(g, Default::default()));
-    let action = uid("Querygate::Action", question.class.as_str())?;
+    let action = model.action(question.class);
+    let slice = QueryClass::ALL
+        .iter()
+        .position(|c| *c == question.class)
+        .and_then(|i| policies.slices.get(i));
     let context = Context::from_pairs([
         ("tool".to_owned(), string(question.tool)),
         ("mode".to_owned(), string(question.mode.as_str())),
@@ -640,12 +802,14 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
             None,
         )
         .map_err(|e| e.to_string())?;
+    let empty = PolicySet::new();
     let authorizer = Authorizer::new();
     let mut answers = Vec::with_capacity(question.requests.len());
     for request in question.requests {
         let method = request.full_method();
-        let resource_uid = uid("Querygate::Method", &method)?;
+        let resource_uid = uid(&model.method_type, &method);
         let (entity, _) = resource_entity(resource_uid.clone(), request, question)?;
+        // Each request its own store: a policy sees only the request's resource.
         let entities = base
             .clone()
             .add_entities(std::iter::once(entity), None)
@@ -658,7 +822,9 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
             None,
         )
         .map_err(|e| e.to_string())?;
-        let response = authorizer.is_authorized(&cedar_request, &policies.set, &entities);
+        // No slice (a class the schema lacks): nothing applies, so nothing permits it.
+        let set = slice.map_or(&empty, |s| s.for_provider(&request.provider));
+        let response = authorizer.is_authorized(&cedar_request, set, &entities);
         let diagnostics = response.diagnostics();
         let errors: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
         let mut policies: Vec<String> = diagnostics.reason().map(ToString::to_string).collect();
@@ -935,6 +1101,72 @@ forbid(principal, action, resource) when { principal.subject == "mallory" };
         .unwrap();
         assert!(policies.reload_if_changed());
         assert_eq!(policies.current().ids(), ["b", "c"]);
+    }
+
+    #[test]
+    fn policies_are_sliced_by_action_and_leading_provider_without_changing_answers() {
+        let policies = parse_sources(sources(
+            r#"
+@id("google-reads")
+permit(principal, action in Querygate::Action::"read", resource)
+when { resource.provider == "google" && context.row_cap <= 10 };
+
+@id("aws-reads")
+permit(principal, action == Querygate::Action::"select", resource)
+when { "aws" == resource.provider };
+
+@id("deletes")
+permit(principal, action == Querygate::Action::"mutation_delete", resource);
+
+@id("tag-then-provider")
+forbid(principal, action, resource)
+when { context.row_cap * 9223372036854775807 > 0 && resource.provider == "aws" };
+
+@id("unless-first")
+forbid(principal, action, resource)
+unless { resource.provider == "google" } when { resource.provider == "azure" };
+"#,
+        ))
+        .unwrap();
+        let select = &policies.slices[0];
+        let ids = |set: &PolicySet| {
+            let mut ids: Vec<String> = set.policies().map(|p| p.id().to_string()).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(&select.general), ["tag-then-provider", "unless-first"]);
+        assert_eq!(
+            ids(select.for_provider("google")),
+            ["google-reads", "tag-then-provider", "unless-first"]
+        );
+        assert_eq!(
+            ids(select.for_provider("aws")),
+            ["aws-reads", "tag-then-provider", "unless-first"]
+        );
+        assert_eq!(ids(select.for_provider("other")), ids(&select.general));
+        let delete = &policies.slices[2];
+        assert_eq!(
+            ids(&delete.general),
+            ["deletes", "tag-then-provider", "unless-first"]
+        );
+        // The answers are those of every policy: google reads within the row cap.
+        let plain = Principal::local();
+        let list = [request("list", "GET", Some("p"))];
+        let a = ask(&policies, &plain, QueryClass::Select, &list);
+        assert!(a.denied().is_some(), "row_cap 1000 > 10: {a:?}");
+        // A policy whose provider test is not first still runs, and its error (an overflow)
+        // denies.
+        let mut aws = request("list", "GET", Some("p"));
+        aws.provider = "aws".into();
+        let a = ask(&policies, &plain, QueryClass::Select, &[aws]);
+        let denied = a.denied().unwrap();
+        assert_eq!(denied.policies, ["tag-then-provider"], "{a:?}");
+        assert!(!denied.errors.is_empty());
+        let mut azure = request("delete", "DELETE", Some("p"));
+        azure.provider = "azure".into();
+        // Denied: `unless-first` forbids it and `tag-then-provider` fails (the error names it).
+        let a = ask(&policies, &plain, QueryClass::MutationDelete, &[azure]);
+        assert_eq!(a.denied().unwrap().policies, ["tag-then-provider"], "{a:?}");
     }
 
     #[test]
