@@ -93,25 +93,54 @@ fn deref<'a>(doc: &'a Value, mut value: &'a Value) -> &'a Value {
     value
 }
 
+/// Bounds on a synthesized value: a `$ref` already being expanded on the way down (a
+/// recursive schema) and anything past the depth or node budget becomes a leaf, so
+/// Google's deep, wide schemas do not grow into gigabytes.
+struct Synth<'a> {
+    doc: &'a Value,
+    refs: Vec<String>,
+    nodes: usize,
+}
+
+/// Nodes one synthesized response may have.
+const NODE_BUDGET: usize = 20_000;
+
 /// A value for `schema`: every property filled, one item per array.
-fn synthesize(doc: &Value, schema: &Value, depth: usize) -> Value {
-    let schema = deref(doc, schema);
-    if depth > 7 {
+fn synthesize(doc: &Value, schema: &Value) -> Value {
+    let mut st = Synth {
+        doc,
+        refs: Vec::new(),
+        nodes: 0,
+    };
+    synth(&mut st, schema, 0)
+}
+
+fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
+    st.nodes += 1;
+    if depth > 7 || st.nodes > NODE_BUDGET {
         return json!("v1");
     }
-    for key in ["allOf"] {
-        if let Some(parts) = schema.get(key).and_then(Value::as_array) {
-            let mut merged = Map::new();
-            for part in parts {
-                if let Value::Object(m) = synthesize(doc, part, depth + 1) {
-                    merged.extend(m);
-                }
-            }
-            if let Value::Object(m) = synthesize_plain(doc, schema, depth) {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        if st.refs.iter().any(|seen| seen == r) {
+            return json!("v1");
+        }
+        let target = deref(st.doc, schema);
+        st.refs.push(r.to_owned());
+        let out = synth(st, target, depth);
+        st.refs.pop();
+        return out;
+    }
+    if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
+        let mut merged = Map::new();
+        for part in parts {
+            if let Value::Object(m) = synth(st, part, depth + 1) {
                 merged.extend(m);
             }
-            return Value::Object(merged);
         }
+        if let Value::Object(m) = synth_plain(st, schema, depth) {
+            merged.extend(m);
+        }
+        return Value::Object(merged);
     }
     for key in ["oneOf", "anyOf"] {
         if let Some(first) = schema
@@ -119,13 +148,13 @@ fn synthesize(doc: &Value, schema: &Value, depth: usize) -> Value {
             .and_then(Value::as_array)
             .and_then(|a| a.first())
         {
-            return synthesize(doc, first, depth + 1);
+            return synth(st, first, depth + 1);
         }
     }
-    synthesize_plain(doc, schema, depth)
+    synth_plain(st, schema, depth)
 }
 
-fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
+fn synth_plain(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
@@ -152,11 +181,11 @@ fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
                     if TOKENS.contains(&name.as_str()) {
                         continue;
                     }
-                    out.insert(name.clone(), synthesize(doc, prop, depth + 1));
+                    out.insert(name.clone(), synth(st, prop, depth + 1));
                 }
             } else if let Some(extra) = schema.get("additionalProperties").filter(|v| v.is_object())
             {
-                out.insert("k1".to_owned(), synthesize(doc, extra, depth + 1));
+                out.insert("k1".to_owned(), synth(st, extra, depth + 1));
             } else {
                 out.insert("k1".to_owned(), json!("v1"));
             }
@@ -167,7 +196,7 @@ fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
                 .get("items")
                 .cloned()
                 .unwrap_or(json!({"type": "string"}));
-            Value::Array(vec![synthesize(doc, &item, depth + 1)])
+            Value::Array(vec![synth(st, &item, depth + 1)])
         }
         "integer" => json!(7),
         "number" => json!(1.5),
@@ -234,6 +263,9 @@ struct Case {
     sql: String,
     content_type: String,
     body: Vec<u8>,
+    /// Columns that may be NULL: next-page tokens (left out of the response) and the
+    /// method's optional parameters the statement does not give.
+    may_be_null: Vec<String>,
 }
 
 /// The resource's first SELECT method: the first `sqlVerbs.select` entry, else StackQL's
@@ -310,7 +342,20 @@ fn case_of(
         }
         None => ("application/json".to_owned(), json!({})),
     };
-    let value = synthesize(doc, &schema, 0);
+    let mut value = synthesize(doc, &schema);
+    // A text transform wrapping the upstream's body (`printf "{\"key\":%s}" .`, okta's
+    // bare arrays) over a response schema that is already the wrapped display shape: the
+    // upstream sends what is inside the wrapper.
+    if let Some(key) = response
+        .and_then(|r| r.pointer("/transform/body"))
+        .and_then(Value::as_str)
+        .and_then(printf_wrapper_key)
+        && let Value::Object(map) = &value
+        && map.len() == 1
+        && let Some(inner) = map.get(&key)
+    {
+        value = inner.clone();
+    }
     let (content_type, body) = if media.contains("xml") {
         // The registry's XML responses name the display schema (`line_items`): its row
         // is what the XML carries.
@@ -385,6 +430,8 @@ fn case_of(
             value.replace('\'', "''")
         ));
     }
+    let mut may_be_null: Vec<String> = TOKENS.iter().map(|t| (*t).to_owned()).collect();
+    may_be_null.extend(params.keys().filter(|p| !required.contains(p)).cloned());
     let full = format!("{provider}.{service}.{name}");
     let mut sql = format!("SELECT * FROM {full}");
     if !conditions.is_empty() {
@@ -396,7 +443,15 @@ fn case_of(
         sql,
         content_type,
         body,
+        may_be_null,
     })
+}
+
+/// The key of a text transform that only wraps the body: `printf "{\"key\":%s}" .`.
+fn printf_wrapper_key(template: &str) -> Option<String> {
+    let rest = template.split("printf \"{\\\"").nth(1)?;
+    let (key, _) = rest.split_once("\\\":%s}\" .")?;
+    Some(key.to_owned())
 }
 
 /// The cause of a failed statement, short enough to group by.
@@ -419,6 +474,14 @@ async fn registry_sweep() {
         return;
     };
     let only: Vec<String> = std::env::var("QUERYGATE_SWEEP_PROVIDERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    // `QUERYGATE_SWEEP_SHOW=provider.service.resource,…` prints those cases' statement,
+    // synthesized response and outcome.
+    let show: Vec<String> = std::env::var("QUERYGATE_SWEEP_SHOW")
         .unwrap_or_default()
         .split(',')
         .filter(|p| !p.is_empty())
@@ -553,6 +616,15 @@ async fn registry_sweep() {
                 let outcome =
                     tokio::time::timeout(Duration::from_secs(20), engine.execute(&cx, &case.sql))
                         .await;
+                if show.contains(&case.full) {
+                    println!(
+                        "{}\n{}\n{}\n{:?}",
+                        case.sql,
+                        case.content_type,
+                        String::from_utf8_lossy(&case.body),
+                        outcome
+                    );
+                }
                 match outcome {
                     Err(_) => tally
                         .causes
@@ -563,7 +635,12 @@ async fn registry_sweep() {
                         .causes
                         .entry(cause_of(&err))
                         .or_default()
-                        .push(format!("{} ({})", case.full, case.sql)),
+                        .push(format!(
+                            "{} ({}): {}",
+                            case.full,
+                            case.sql,
+                            err.message().chars().take(300).collect::<String>()
+                        )),
                     Ok(Ok(out)) if out.rows.is_empty() => tally
                         .causes
                         .entry("no rows".to_owned())
@@ -574,7 +651,9 @@ async fn registry_sweep() {
                             .columns
                             .iter()
                             .zip(&out.rows[0])
-                            .filter(|(_, cell)| matches!(cell, Cell::Null))
+                            .filter(|(c, cell)| {
+                                matches!(cell, Cell::Null) && !case.may_be_null.contains(c)
+                            })
                             .map(|(c, _)| c.as_str())
                             .collect();
                         if nulls.is_empty() {
@@ -618,7 +697,7 @@ async fn registry_sweep() {
         ));
         for (cause, list) in &tally.causes {
             details.push_str(&format!("\n## {provider}: {cause} ({})\n", list.len()));
-            for item in list.iter().take(20) {
+            for item in list {
                 details.push_str(&format!("- {item}\n"));
             }
         }
