@@ -342,6 +342,13 @@ fn case_of(
         }
         None => ("application/json".to_owned(), json!({})),
     };
+    // The registry's REST-XML methods (S3, Route 53, CloudFront, S3 Control) declare an XML
+    // `mediaType` and an XML transform while their operation's content is the JSON display
+    // schema: the upstream answers in XML.
+    let media = match wanted {
+        Some(m) if m.contains("xml") => m.to_owned(),
+        _ => media,
+    };
     let mut value = synthesize(doc, &schema);
     // A text transform wrapping the upstream's body (`printf "{\"key\":%s}" .`, okta's
     // bare arrays) over a response schema that is already the wrapped display shape: the
@@ -352,9 +359,23 @@ fn case_of(
         .and_then(printf_wrapper_key)
         && let Value::Object(map) = &value
         && map.len() == 1
-        && let Some(inner) = map.get(&key)
     {
-        value = inner.clone();
+        if let Some(inner) = map.get(&key) {
+            value = inner.clone();
+        } else if let Some(Value::Array(rows)) = map.values().next() {
+            // `{"items":%s}` then one display field per item (`{"schema_type":"{{ $v }}"}`):
+            // the upstream's body is the bare list of those values.
+            let scalars: Option<Vec<Value>> = rows
+                .iter()
+                .map(|row| match row {
+                    Value::Object(fields) if fields.len() == 1 => fields.values().next().cloned(),
+                    _ => None,
+                })
+                .collect();
+            if let Some(scalars) = scalars {
+                value = Value::Array(scalars);
+            }
+        }
     }
     let (content_type, body) = if media.contains("xml") {
         // The registry's XML responses name the display schema (`line_items`): its row
