@@ -143,11 +143,21 @@ fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
         return Value::Object(merged);
     }
     for key in ["oneOf", "anyOf"] {
-        if let Some(first) = schema
-            .get(key)
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
+        if let Some(parts) = schema.get(key).and_then(Value::as_array)
+            && let Some(first) = parts.first()
         {
+            // Objects of every alternative merged (DESCRIBE lists the union of their
+            // properties), else the first alternative.
+            let values: Vec<Value> = parts.iter().map(|p| synth(st, p, depth + 1)).collect();
+            if values.iter().all(Value::is_object) {
+                let mut merged = Map::new();
+                for value in values {
+                    if let Value::Object(m) = value {
+                        merged.extend(m);
+                    }
+                }
+                return Value::Object(merged);
+            }
             return synth(st, first, depth + 1);
         }
     }
