@@ -134,11 +134,11 @@ fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
         let mut merged = Map::new();
         for part in parts {
             if let Value::Object(m) = synth(st, part, depth + 1) {
-                merged.extend(m);
+                merge_into(&mut merged, m);
             }
         }
         if let Value::Object(m) = synth_plain(st, schema, depth) {
-            merged.extend(m);
+            merge_into(&mut merged, m);
         }
         return Value::Object(merged);
     }
@@ -153,7 +153,7 @@ fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
                 let mut merged = Map::new();
                 for value in values {
                     if let Value::Object(m) = value {
-                        merged.extend(m);
+                        merge_into(&mut merged, m);
                     }
                 }
                 return Value::Object(merged);
@@ -162,6 +162,19 @@ fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
         }
     }
     synth_plain(st, schema, depth)
+}
+
+/// `from` merged into `into`, objects under the same key merged in turn (two `allOf`
+/// parts may each describe some of one nested object's properties).
+fn merge_into(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(Value::Object(old)), Value::Object(new)) => merge_into(old, new),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
 }
 
 fn synth_plain(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
@@ -387,6 +400,13 @@ fn case_of(
             }
         }
     }
+    if let Some(template) = response
+        .and_then(|r| r.pointer("/transform/body"))
+        .and_then(Value::as_str)
+        && let Some(raw) = raw_of_template(template, &value)
+    {
+        value = raw;
+    }
     let (content_type, body) = if media.contains("xml") {
         // The registry's XML responses name the display schema (`line_items`): its row
         // is what the XML carries.
@@ -476,6 +496,48 @@ fn case_of(
         body,
         may_be_null,
     })
+}
+
+/// The upstream's body for a JSON transform whose operation's response schema is already
+/// the display shape the template writes (the registry's processed documents describe the
+/// output, not the input), for the two forms the sweep found: AWS's scalar lists
+/// (`$lst := index . "Names"` … `{"name": {{ toJson $v }}}` into `line_items`) and
+/// Cloudflare's renames (`[{"contents": {{ toJson .result }}}]`). `None`: leave the value.
+fn raw_of_template(template: &str, display: &Value) -> Option<Value> {
+    use std::sync::OnceLock;
+    static LIST: OnceLock<(regex::Regex, regex::Regex)> = OnceLock::new();
+    static RENAME: OnceLock<regex::Regex> = OnceLock::new();
+    let (list, field) = LIST.get_or_init(|| {
+        (
+            regex::Regex::new(r#"\$lst := index \. "([^"]+)""#).unwrap(),
+            regex::Regex::new(r#"\{"([^"]+)": \{\{ toJson \$v \}\}\}"#).unwrap(),
+        )
+    });
+    if let (Some(key), Some(name)) = (list.captures(template), field.captures(template)) {
+        if display.get(&key[1]).is_some() {
+            return None;
+        }
+        let rows = display.get("line_items")?.as_array()?;
+        let values: Vec<Value> = rows
+            .iter()
+            .filter_map(|row| row.get(&name[1]).cloned())
+            .collect();
+        let mut out = Map::new();
+        out.insert(key[1].to_owned(), Value::Array(values));
+        return Some(Value::Object(out));
+    }
+    let rename = RENAME.get_or_init(|| {
+        regex::Regex::new(r#""([^"]+)": \{\{ toJson \.([A-Za-z_]+) \}\}"#).unwrap()
+    });
+    let mut out = Map::new();
+    for found in rename.captures_iter(template) {
+        if found[1] == found[2] || display.get(&found[2]).is_some() {
+            return None;
+        }
+        let value = display.get(&found[1])?;
+        out.insert(found[2].to_owned(), value.clone());
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
 }
 
 /// The key of a text transform that only wraps the body: `printf "{\"key\":%s}" .`.
