@@ -263,7 +263,8 @@ fn to_xml(name: &str, value: &Value, out: &mut String) {
 }
 
 /// The XML body of an AWS query-protocol or REST-XML response whose rows are `rows`
-/// (the display schema's `line_items`): two row elements, so the list is a list.
+/// (the display schema's `line_items`): two row elements under a wrapper no row field is
+/// named after (a row with an `Items` field, CloudFront's, would be taken for the one row).
 fn xml_body(action: &str, protocol: Option<&str>, row: &Value) -> String {
     let mut rows = String::new();
     for _ in 0..2 {
@@ -271,9 +272,9 @@ fn xml_body(action: &str, protocol: Option<&str>, row: &Value) -> String {
     }
     match protocol {
         Some("query") => format!(
-            "<{action}Response><{action}Result><Items>{rows}</Items><IsTruncated>false</IsTruncated></{action}Result><ResponseMetadata><RequestId>r1</RequestId></ResponseMetadata></{action}Response>"
+            "<{action}Response><{action}Result><SweepRows>{rows}</SweepRows><IsTruncated>false</IsTruncated></{action}Result><ResponseMetadata><RequestId>r1</RequestId></ResponseMetadata></{action}Response>"
         ),
-        _ => format!("<{action}Result><Items>{rows}</Items></{action}Result>"),
+        _ => format!("<{action}Result><SweepRows>{rows}</SweepRows></{action}Result>"),
     }
 }
 
