@@ -93,39 +93,91 @@ fn deref<'a>(doc: &'a Value, mut value: &'a Value) -> &'a Value {
     value
 }
 
-/// A value for `schema`: every property filled, one item per array.
-fn synthesize(doc: &Value, schema: &Value, depth: usize) -> Value {
-    let schema = deref(doc, schema);
-    if depth > 7 {
-        return json!("v1");
-    }
-    for key in ["allOf"] {
-        if let Some(parts) = schema.get(key).and_then(Value::as_array) {
-            let mut merged = Map::new();
-            for part in parts {
-                if let Value::Object(m) = synthesize(doc, part, depth + 1) {
-                    merged.extend(m);
-                }
-            }
-            if let Value::Object(m) = synthesize_plain(doc, schema, depth) {
-                merged.extend(m);
-            }
-            return Value::Object(merged);
-        }
-    }
-    for key in ["oneOf", "anyOf"] {
-        if let Some(first) = schema
-            .get(key)
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
-        {
-            return synthesize(doc, first, depth + 1);
-        }
-    }
-    synthesize_plain(doc, schema, depth)
+/// Bounds on a synthesized value: a `$ref` already being expanded on the way down (a
+/// recursive schema) and anything past the depth or node budget becomes a leaf, so
+/// Google's deep, wide schemas do not grow into gigabytes.
+struct Synth<'a> {
+    doc: &'a Value,
+    refs: Vec<String>,
+    nodes: usize,
 }
 
-fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
+/// Nodes one synthesized response may have.
+const NODE_BUDGET: usize = 20_000;
+
+/// A value for `schema`: every property filled, one item per array.
+fn synthesize(doc: &Value, schema: &Value) -> Value {
+    let mut st = Synth {
+        doc,
+        refs: Vec::new(),
+        nodes: 0,
+    };
+    synth(&mut st, schema, 0)
+}
+
+fn synth(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
+    st.nodes += 1;
+    if depth > 7 || st.nodes > NODE_BUDGET {
+        return json!("v1");
+    }
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        if st.refs.iter().any(|seen| seen == r) {
+            return json!("v1");
+        }
+        let target = deref(st.doc, schema);
+        st.refs.push(r.to_owned());
+        let out = synth(st, target, depth);
+        st.refs.pop();
+        return out;
+    }
+    if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
+        let mut merged = Map::new();
+        for part in parts {
+            if let Value::Object(m) = synth(st, part, depth + 1) {
+                merge_into(&mut merged, m);
+            }
+        }
+        if let Value::Object(m) = synth_plain(st, schema, depth) {
+            merge_into(&mut merged, m);
+        }
+        return Value::Object(merged);
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(parts) = schema.get(key).and_then(Value::as_array)
+            && let Some(first) = parts.first()
+        {
+            // Objects of every alternative merged (DESCRIBE lists the union of their
+            // properties), else the first alternative.
+            let values: Vec<Value> = parts.iter().map(|p| synth(st, p, depth + 1)).collect();
+            if values.iter().all(Value::is_object) {
+                let mut merged = Map::new();
+                for value in values {
+                    if let Value::Object(m) = value {
+                        merge_into(&mut merged, m);
+                    }
+                }
+                return Value::Object(merged);
+            }
+            return synth(st, first, depth + 1);
+        }
+    }
+    synth_plain(st, schema, depth)
+}
+
+/// `from` merged into `into`, objects under the same key merged in turn (two `allOf`
+/// parts may each describe some of one nested object's properties).
+fn merge_into(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(Value::Object(old)), Value::Object(new)) => merge_into(old, new),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+fn synth_plain(st: &mut Synth<'_>, schema: &Value, depth: usize) -> Value {
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
@@ -152,11 +204,11 @@ fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
                     if TOKENS.contains(&name.as_str()) {
                         continue;
                     }
-                    out.insert(name.clone(), synthesize(doc, prop, depth + 1));
+                    out.insert(name.clone(), synth(st, prop, depth + 1));
                 }
             } else if let Some(extra) = schema.get("additionalProperties").filter(|v| v.is_object())
             {
-                out.insert("k1".to_owned(), synthesize(doc, extra, depth + 1));
+                out.insert("k1".to_owned(), synth(st, extra, depth + 1));
             } else {
                 out.insert("k1".to_owned(), json!("v1"));
             }
@@ -167,7 +219,7 @@ fn synthesize_plain(doc: &Value, schema: &Value, depth: usize) -> Value {
                 .get("items")
                 .cloned()
                 .unwrap_or(json!({"type": "string"}));
-            Value::Array(vec![synthesize(doc, &item, depth + 1)])
+            Value::Array(vec![synth(st, &item, depth + 1)])
         }
         "integer" => json!(7),
         "number" => json!(1.5),
@@ -211,7 +263,8 @@ fn to_xml(name: &str, value: &Value, out: &mut String) {
 }
 
 /// The XML body of an AWS query-protocol or REST-XML response whose rows are `rows`
-/// (the display schema's `line_items`): two row elements, so the list is a list.
+/// (the display schema's `line_items`): two row elements under a wrapper no row field is
+/// named after (a row with an `Items` field, CloudFront's, would be taken for the one row).
 fn xml_body(action: &str, protocol: Option<&str>, row: &Value) -> String {
     let mut rows = String::new();
     for _ in 0..2 {
@@ -219,9 +272,9 @@ fn xml_body(action: &str, protocol: Option<&str>, row: &Value) -> String {
     }
     match protocol {
         Some("query") => format!(
-            "<{action}Response><{action}Result><Items>{rows}</Items><IsTruncated>false</IsTruncated></{action}Result><ResponseMetadata><RequestId>r1</RequestId></ResponseMetadata></{action}Response>"
+            "<{action}Response><{action}Result><SweepRows>{rows}</SweepRows><IsTruncated>false</IsTruncated></{action}Result><ResponseMetadata><RequestId>r1</RequestId></ResponseMetadata></{action}Response>"
         ),
-        _ => format!("<{action}Result><Items>{rows}</Items></{action}Result>"),
+        _ => format!("<{action}Result><SweepRows>{rows}</SweepRows></{action}Result>"),
     }
 }
 
@@ -234,6 +287,9 @@ struct Case {
     sql: String,
     content_type: String,
     body: Vec<u8>,
+    /// Columns that may be NULL: next-page tokens (left out of the response) and the
+    /// method's optional parameters the statement does not give.
+    may_be_null: Vec<String>,
 }
 
 /// The resource's first SELECT method: the first `sqlVerbs.select` entry, else StackQL's
@@ -310,7 +366,48 @@ fn case_of(
         }
         None => ("application/json".to_owned(), json!({})),
     };
-    let value = synthesize(doc, &schema, 0);
+    // The registry's REST-XML methods (S3, Route 53, CloudFront, S3 Control) declare an XML
+    // `mediaType` and an XML transform while their operation's content is the JSON display
+    // schema: the upstream answers in XML.
+    let media = match wanted {
+        Some(m) if m.contains("xml") => m.to_owned(),
+        _ => media,
+    };
+    let mut value = synthesize(doc, &schema);
+    // A text transform wrapping the upstream's body (`printf "{\"key\":%s}" .`, okta's
+    // bare arrays) over a response schema that is already the wrapped display shape: the
+    // upstream sends what is inside the wrapper.
+    if let Some(key) = response
+        .and_then(|r| r.pointer("/transform/body"))
+        .and_then(Value::as_str)
+        .and_then(printf_wrapper_key)
+        && let Value::Object(map) = &value
+        && map.len() == 1
+    {
+        if let Some(inner) = map.get(&key) {
+            value = inner.clone();
+        } else if let Some(Value::Array(rows)) = map.values().next() {
+            // `{"items":%s}` then one display field per item (`{"schema_type":"{{ $v }}"}`):
+            // the upstream's body is the bare list of those values.
+            let scalars: Option<Vec<Value>> = rows
+                .iter()
+                .map(|row| match row {
+                    Value::Object(fields) if fields.len() == 1 => fields.values().next().cloned(),
+                    _ => None,
+                })
+                .collect();
+            if let Some(scalars) = scalars {
+                value = Value::Array(scalars);
+            }
+        }
+    }
+    if let Some(template) = response
+        .and_then(|r| r.pointer("/transform/body"))
+        .and_then(Value::as_str)
+        && let Some(raw) = raw_of_template(template, &value)
+    {
+        value = raw;
+    }
     let (content_type, body) = if media.contains("xml") {
         // The registry's XML responses name the display schema (`line_items`): its row
         // is what the XML carries.
@@ -385,6 +482,8 @@ fn case_of(
             value.replace('\'', "''")
         ));
     }
+    let mut may_be_null: Vec<String> = TOKENS.iter().map(|t| (*t).to_owned()).collect();
+    may_be_null.extend(params.keys().filter(|p| !required.contains(p)).cloned());
     let full = format!("{provider}.{service}.{name}");
     let mut sql = format!("SELECT * FROM {full}");
     if !conditions.is_empty() {
@@ -396,7 +495,57 @@ fn case_of(
         sql,
         content_type,
         body,
+        may_be_null,
     })
+}
+
+/// The upstream's body for a JSON transform whose operation's response schema is already
+/// the display shape the template writes (the registry's processed documents describe the
+/// output, not the input), for the two forms the sweep found: AWS's scalar lists
+/// (`$lst := index . "Names"` … `{"name": {{ toJson $v }}}` into `line_items`) and
+/// Cloudflare's renames (`[{"contents": {{ toJson .result }}}]`). `None`: leave the value.
+fn raw_of_template(template: &str, display: &Value) -> Option<Value> {
+    use std::sync::OnceLock;
+    static LIST: OnceLock<(regex::Regex, regex::Regex)> = OnceLock::new();
+    static RENAME: OnceLock<regex::Regex> = OnceLock::new();
+    let (list, field) = LIST.get_or_init(|| {
+        (
+            regex::Regex::new(r#"\$lst := index \. "([^"]+)""#).unwrap(),
+            regex::Regex::new(r#"\{"([^"]+)": \{\{ toJson \$v \}\}\}"#).unwrap(),
+        )
+    });
+    if let (Some(key), Some(name)) = (list.captures(template), field.captures(template)) {
+        if display.get(&key[1]).is_some() {
+            return None;
+        }
+        let rows = display.get("line_items")?.as_array()?;
+        let values: Vec<Value> = rows
+            .iter()
+            .filter_map(|row| row.get(&name[1]).cloned())
+            .collect();
+        let mut out = Map::new();
+        out.insert(key[1].to_owned(), Value::Array(values));
+        return Some(Value::Object(out));
+    }
+    let rename = RENAME.get_or_init(|| {
+        regex::Regex::new(r#""([^"]+)": \{\{ toJson \.([A-Za-z_]+) \}\}"#).unwrap()
+    });
+    let mut out = Map::new();
+    for found in rename.captures_iter(template) {
+        if found[1] == found[2] || display.get(&found[2]).is_some() {
+            return None;
+        }
+        let value = display.get(&found[1])?;
+        out.insert(found[2].to_owned(), value.clone());
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// The key of a text transform that only wraps the body: `printf "{\"key\":%s}" .`.
+fn printf_wrapper_key(template: &str) -> Option<String> {
+    let rest = template.split("printf \"{\\\"").nth(1)?;
+    let (key, _) = rest.split_once("\\\":%s}\" .")?;
+    Some(key.to_owned())
 }
 
 /// The cause of a failed statement, short enough to group by.
@@ -419,6 +568,14 @@ async fn registry_sweep() {
         return;
     };
     let only: Vec<String> = std::env::var("QUERYGATE_SWEEP_PROVIDERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    // `QUERYGATE_SWEEP_SHOW=provider.service.resource,…` prints those cases' statement,
+    // synthesized response and outcome.
+    let show: Vec<String> = std::env::var("QUERYGATE_SWEEP_SHOW")
         .unwrap_or_default()
         .split(',')
         .filter(|p| !p.is_empty())
@@ -553,6 +710,15 @@ async fn registry_sweep() {
                 let outcome =
                     tokio::time::timeout(Duration::from_secs(20), engine.execute(&cx, &case.sql))
                         .await;
+                if show.contains(&case.full) {
+                    println!(
+                        "{}\n{}\n{}\n{:?}",
+                        case.sql,
+                        case.content_type,
+                        String::from_utf8_lossy(&case.body),
+                        outcome
+                    );
+                }
                 match outcome {
                     Err(_) => tally
                         .causes
@@ -563,7 +729,12 @@ async fn registry_sweep() {
                         .causes
                         .entry(cause_of(&err))
                         .or_default()
-                        .push(format!("{} ({})", case.full, case.sql)),
+                        .push(format!(
+                            "{} ({}): {}",
+                            case.full,
+                            case.sql,
+                            err.message().chars().take(300).collect::<String>()
+                        )),
                     Ok(Ok(out)) if out.rows.is_empty() => tally
                         .causes
                         .entry("no rows".to_owned())
@@ -574,7 +745,9 @@ async fn registry_sweep() {
                             .columns
                             .iter()
                             .zip(&out.rows[0])
-                            .filter(|(_, cell)| matches!(cell, Cell::Null))
+                            .filter(|(c, cell)| {
+                                matches!(cell, Cell::Null) && !case.may_be_null.contains(c)
+                            })
                             .map(|(c, _)| c.as_str())
                             .collect();
                         if nulls.is_empty() {
@@ -618,7 +791,7 @@ async fn registry_sweep() {
         ));
         for (cause, list) in &tally.causes {
             details.push_str(&format!("\n## {provider}: {cause} ({})\n", list.len()));
-            for item in list.iter().take(20) {
+            for item in list {
                 details.push_str(&format!("- {item}\n"));
             }
         }
