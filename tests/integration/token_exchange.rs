@@ -357,3 +357,35 @@ async fn a_call_without_a_bearer_token_fails_closed() {
     assert!(!outcome.text.contains(CLIENT_SECRET));
     assert!(mock.requests().is_empty(), "{:?}", mock.paths());
 }
+
+#[test]
+fn misconfigured_exchanges_are_refused_at_load_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "tenants:\n  - id: default\n    providers:\n      github:\n        token_exchange:\n          kind: saml\n          token_url: ftp://x\n          client_id_env: \"bad name\"\n          client_secret_env: S\n          subject_token_type: saml2\n          client_auth: jwt\n      graph:\n        token_exchange:\n          kind: entra_obo\n          token_url: https://login.example.com/t\n          client_id_env: ID\n          client_secret_env: S\n      empty: {}\n",
+    )
+    .unwrap();
+    let err = querygate::config::Config::load(&querygate::config::Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap_err()
+    .to_string();
+    for key in [
+        "tenants[0].providers.github.token_exchange.kind",
+        "tenants[0].providers.github.token_exchange.token_url",
+        "tenants[0].providers.github.token_exchange.client_id_env",
+        "tenants[0].providers.github.token_exchange.subject_token_type",
+        "tenants[0].providers.github.token_exchange.client_auth",
+        "tenants[0].providers.graph.token_exchange.scope",
+        "tenants[0].providers.empty",
+    ] {
+        assert!(err.contains(key), "{key}: {err}");
+    }
+    assert!(
+        !err.contains("tenants[0].providers.github.token_exchange.client_secret_env"),
+        "{err}"
+    );
+}
