@@ -114,6 +114,11 @@ pub enum Code {
     /// Credentials a provider needs could not be resolved.
     #[serde(rename = "credentials.unresolved")]
     CredentialsUnresolved,
+    /// The provider's tenant exchanges the caller's bearer token for an upstream token
+    /// (`tenants[].providers.<name>.token_exchange`), and the call carries none (stdio, the
+    /// command line, mTLS, no authentication): nothing was sent. Call over HTTP with a JWT.
+    #[serde(rename = "credentials.no_subject_token")]
+    CredentialsNoSubjectToken,
     /// The local or remote registry cannot be used.
     #[serde(rename = "registry.unavailable")]
     RegistryUnavailable,
@@ -147,7 +152,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 39] = [
+    pub const ALL: [Code; 40] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
@@ -179,6 +184,7 @@ impl Code {
         Code::QuotaExceeded,
         Code::QuotaUnavailable,
         Code::CredentialsUnresolved,
+        Code::CredentialsNoSubjectToken,
         Code::RegistryUnavailable,
         Code::NotFound,
         Code::CallTimeout,
@@ -223,6 +229,7 @@ impl Code {
             Code::QuotaExceeded => "quota.exceeded",
             Code::QuotaUnavailable => "quota.unavailable",
             Code::CredentialsUnresolved => "credentials.unresolved",
+            Code::CredentialsNoSubjectToken => "credentials.no_subject_token",
             Code::RegistryUnavailable => "registry.unavailable",
             Code::NotFound => "not_found",
             Code::CallTimeout => "call.timeout",
@@ -256,6 +263,7 @@ impl From<ErrorKind> for Code {
             ErrorKind::UpstreamThrottled => Code::UpstreamThrottled,
             ErrorKind::LimitExceeded => Code::LimitExceeded,
             ErrorKind::Credentials => Code::CredentialsUnresolved,
+            ErrorKind::SubjectTokenMissing => Code::CredentialsNoSubjectToken,
             ErrorKind::Registry => Code::RegistryUnavailable,
             ErrorKind::Internal => Code::Internal,
         }

@@ -458,6 +458,7 @@ mod tests {
             cache: None,
             quotas,
             aws_roles: std::collections::BTreeMap::new(),
+            token_exchanges: std::collections::BTreeMap::new(),
             policies: None,
         }
     }

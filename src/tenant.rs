@@ -50,7 +50,8 @@ impl Tenants {
                 None if tenant.process_env => CredentialStore::process_env(),
                 None => CredentialStore::empty(),
             }
-            .with_aws_roles(tenant.aws_roles.clone());
+            .with_aws_roles(tenant.aws_roles.clone())
+            .with_token_exchanges(tenant.token_exchanges.clone());
             tenants.insert(tenant.id.clone(), (tenant.clone(), Arc::new(store)));
         }
         Ok(Tenants { tenants })
@@ -69,6 +70,7 @@ impl Tenants {
             credentials: credentials.clone(),
             slots: None,
             deadline: None,
+            subject_token: principal.subject_token.clone(),
         })
     }
 

@@ -249,6 +249,7 @@ impl JwtAuthenticator {
             query_scopes,
             groups: token_groups(&claims),
             claims: Some(Arc::new(claims)),
+            subject_token: Some(crate::engine::SubjectToken::new(token)),
         };
         Ok((principal, validity))
     }

@@ -84,6 +84,10 @@ pub struct Principal {
     /// The groups the caller belongs to (the JWT `groups` claim), for Cedar policies;
     /// empty for the other methods.
     pub groups: Vec<String>,
+    /// The bearer token the caller authenticated with (JWT), handed to the engine as an
+    /// opaque value for providers whose tenant exchanges it for an upstream token
+    /// (`tenants[].providers.<name>.token_exchange`); `None` for the other methods.
+    pub subject_token: Option<crate::engine::SubjectToken>,
 }
 
 impl Principal {
@@ -100,6 +104,7 @@ impl Principal {
             query_scopes: None,
             claims: None,
             groups: Vec::new(),
+            subject_token: None,
         }
     }
 
@@ -115,6 +120,7 @@ impl Principal {
             query_scopes: None,
             claims: None,
             groups: Vec::new(),
+            subject_token: None,
         }
     }
 

@@ -67,6 +67,7 @@ impl MtlsAuthenticator {
             query_scopes: None,
             claims: None,
             groups: Vec::new(),
+            subject_token: None,
         })
     }
 }

@@ -125,6 +125,7 @@ mod tests {
             query_scopes: None,
             claims: None,
             groups: Vec::new(),
+            subject_token: None,
         }
     }
 

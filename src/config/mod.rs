@@ -190,6 +190,9 @@ pub struct TenantConfig {
     pub quotas: TenantQuotas,
     /// AWS roles the tenant's calls assume, by provider (`tenants[].providers.<name>`).
     pub aws_roles: std::collections::BTreeMap<String, crate::engine::AwsRole>,
+    /// Token exchanges the tenant's calls use, by provider
+    /// (`tenants[].providers.<name>.token_exchange`).
+    pub token_exchanges: std::collections::BTreeMap<String, crate::engine::TokenExchange>,
     /// The tenant's Cedar policies (`policy_files`), reloaded when the files change;
     /// `None`: no policies, nothing asked.
     pub policies: Option<std::sync::Arc<crate::cedar::TenantPolicies>>,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::paths::PathResolver;
 use super::problems::Problems;
 use super::{Mode, TenantConfig};
-use crate::engine::AwsRole;
+use crate::engine::{AwsRole, ExchangeKind, TokenExchange};
 use crate::governance::{MethodPattern, TenantRules};
 
 /// A tenant's credential store.
@@ -104,14 +104,113 @@ fn check_cache(
     })
 }
 
-/// `tenants[].providers.<name>`: the AWS role the tenant's calls to the provider assume.
+/// `tenants[].providers.<name>`: the AWS role the tenant's calls to the provider assume,
+/// and/or the token exchange they use.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTenantProvider {
-    pub(super) role_arn: String,
+    pub(super) role_arn: Option<String>,
     pub(super) external_id: Option<String>,
     #[serde(default, with = "humantime_serde")]
     pub(super) duration: Option<std::time::Duration>,
+    pub(super) token_exchange: Option<RawTokenExchange>,
+}
+
+/// `tenants[].providers.<name>.token_exchange`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTokenExchange {
+    kind: String,
+    token_url: String,
+    client_id_env: String,
+    client_secret_env: String,
+    audience: Option<String>,
+    resource: Option<String>,
+    scope: Option<String>,
+    subject_token_type: Option<String>,
+    client_auth: Option<String>,
+}
+
+/// RFC 8693's token type URIs `subject_token_type` may name (or their last word).
+const SUBJECT_TOKEN_TYPES: [&str; 2] = [
+    "urn:ietf:params:oauth:token-type:access_token",
+    "urn:ietf:params:oauth:token-type:jwt",
+];
+
+/// `token_exchange`, checked: a known kind, an http(s) token URL, variable names, a scope
+/// for Entra on-behalf-of, a known subject token type and client authentication.
+fn check_exchange(
+    at: &str,
+    raw: RawTokenExchange,
+    problems: &mut Problems,
+) -> Option<TokenExchange> {
+    let at = format!("{at}.token_exchange");
+    let kind = match raw.kind.as_str() {
+        "rfc8693" => Some(ExchangeKind::Rfc8693),
+        "entra_obo" => Some(ExchangeKind::EntraObo),
+        _ => {
+            problems.push(format!("{at}.kind"), "must be rfc8693 or entra_obo");
+            None
+        }
+    };
+    let url_ok = url::Url::parse(&raw.token_url)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if !url_ok {
+        problems.push(format!("{at}.token_url"), "must be an http(s) URL");
+    }
+    for (name, value) in [
+        ("client_id_env", &raw.client_id_env),
+        ("client_secret_env", &raw.client_secret_env),
+    ] {
+        if value.is_empty()
+            || value
+                .chars()
+                .any(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+        {
+            problems.push(
+                format!("{at}.{name}"),
+                "must name a credential variable (letters, digits, _)",
+            );
+        }
+    }
+    let scope = raw.scope.filter(|s| !s.trim().is_empty());
+    if kind == Some(ExchangeKind::EntraObo) && scope.is_none() {
+        problems.push(
+            format!("{at}.scope"),
+            "is required for entra_obo (e.g. https://graph.microsoft.com/.default)",
+        );
+    }
+    let subject_token_type = match raw.subject_token_type.as_deref() {
+        None | Some("access_token") => SUBJECT_TOKEN_TYPES[0].to_owned(),
+        Some("jwt") => SUBJECT_TOKEN_TYPES[1].to_owned(),
+        Some(t) if SUBJECT_TOKEN_TYPES.contains(&t) => t.to_owned(),
+        Some(_) => {
+            problems.push(
+                format!("{at}.subject_token_type"),
+                "must be access_token or jwt (or their urn:ietf:params:oauth:token-type: URIs)",
+            );
+            String::new()
+        }
+    };
+    let client_secret_in_body = match raw.client_auth.as_deref() {
+        None | Some("basic") => false,
+        Some("body") => true,
+        Some(_) => {
+            problems.push(format!("{at}.client_auth"), "must be basic or body");
+            false
+        }
+    };
+    Some(TokenExchange {
+        kind: kind?,
+        token_url: raw.token_url,
+        client_id_env: raw.client_id_env,
+        client_secret_env: raw.client_secret_env,
+        audience: raw.audience.filter(|s| !s.is_empty()),
+        resource: raw.resource.filter(|s| !s.is_empty()),
+        scope,
+        subject_token_type,
+        client_secret_in_body,
+    })
 }
 
 /// The session length asked for when `duration` is not set (STS's default too).
@@ -123,10 +222,33 @@ fn check_roles(
     key: &str,
     raw: BTreeMap<String, RawTenantProvider>,
     problems: &mut Problems,
-) -> BTreeMap<String, AwsRole> {
+) -> (BTreeMap<String, AwsRole>, BTreeMap<String, TokenExchange>) {
     let mut roles = BTreeMap::new();
-    for (provider, role) in raw {
+    let mut exchanges = BTreeMap::new();
+    for (provider, mut role) in raw {
         let at = format!("{key}.providers.{}", provider.escape_debug());
+        let has_exchange = role.token_exchange.is_some();
+        if let Some(exchange) = role.token_exchange.take()
+            && let Some(exchange) = check_exchange(&at, exchange, problems)
+        {
+            exchanges.insert(provider.clone(), exchange);
+        }
+        let Some(role_arn) = role.role_arn.take() else {
+            if role.external_id.is_some() || role.duration.is_some() {
+                problems.push(
+                    format!("{at}.role_arn"),
+                    "is required with external_id or duration",
+                );
+            } else if !has_exchange {
+                problems.push(at, "names neither role_arn nor token_exchange");
+            }
+            continue;
+        };
+        let role = RoleFields {
+            role_arn,
+            external_id: role.external_id,
+            duration: role.duration,
+        };
         let arn_ok = role.role_arn.starts_with("arn:")
             && role.role_arn.split(':').count() == 6
             && role.role_arn.split(':').nth(2) == Some("iam")
@@ -169,7 +291,14 @@ fn check_roles(
             },
         );
     }
-    roles
+    (roles, exchanges)
+}
+
+/// The role half of a `tenants[].providers.<name>` entry.
+struct RoleFields {
+    role_arn: String,
+    external_id: Option<String>,
+    duration: Option<std::time::Duration>,
 }
 
 /// How often a tenant's policy files are checked for changes, unless configured.
@@ -356,7 +485,7 @@ pub(super) fn check_tenants(
             tenant.pinned_parameters,
             problems,
         );
-        let aws_roles = check_roles(&key, tenant.providers, problems);
+        let (aws_roles, token_exchanges) = check_roles(&key, tenant.providers, problems);
         let policies = check_policies(
             &key,
             &tenant.id,
@@ -385,6 +514,7 @@ pub(super) fn check_tenants(
             cache,
             quotas,
             aws_roles,
+            token_exchanges,
             policies,
         });
     }
@@ -410,6 +540,7 @@ pub(super) fn check_tenants(
                 cache: None,
                 quotas: super::TenantQuotas::default(),
                 aws_roles: BTreeMap::new(),
+                token_exchanges: BTreeMap::new(),
                 policies: None,
             },
         );

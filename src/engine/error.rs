@@ -34,6 +34,9 @@ pub enum ErrorKind {
     LimitExceeded,
     /// Credentials the provider needs could not be resolved.
     Credentials,
+    /// A provider whose tenant exchanges the caller's bearer token for an upstream token
+    /// was called without one (stdio, the command line, mTLS, no authentication).
+    SubjectTokenMissing,
     /// The local registry is unreadable.
     Registry,
     /// A bug or an invariant broken inside the engine.

@@ -37,8 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::credentials::{
-    AwsRole, CredentialReport, CredentialSource, CredentialStatus, CredentialStore,
-    ProviderCredentials, ProviderSource, SourceOutcome,
+    AwsRole, CredentialReport, CredentialSource, CredentialStatus, CredentialStore, ExchangeKind,
+    ProviderCredentials, ProviderSource, SourceOutcome, SubjectToken, TokenExchange,
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;

@@ -25,7 +25,7 @@ use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, SqlVerb};
 use super::upstream::{
-    AuthParts, Leg, check_auth_material, credential_error, resolve_auth, unsigned_request,
+    AuthParts, Leg, check_provider_material, credential_error, resolve_auth, unsigned_request,
 };
 
 /// The prefix some provider documents give request body columns.
@@ -187,7 +187,7 @@ fn check_delete_await(
 /// be present.
 fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedWrite> {
     let provider = &prepared.resource.provider;
-    check_auth_material(&prepared.auth, cx.credentials.as_ref())
+    check_provider_material(provider, &prepared.auth, cx.credentials.as_ref())
         .map_err(|cause| credential_error(provider, &cause))?;
     let method = prepared.method();
     let resource = prepared.resource.full_name();

@@ -64,7 +64,7 @@ pub(crate) fn reload_credentials(
     let mut rows: Vec<ProviderCredentials> = auths
         .iter()
         .map(|(name, auth)| {
-            let (status, detail) = credentials::status(auth, store);
+            let (status, detail) = credentials::status(name, auth, store);
             let after = credentials::fingerprint(auth, store);
             ProviderCredentials {
                 provider: name.clone(),

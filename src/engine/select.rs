@@ -26,7 +26,7 @@ use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{
-    AuthParts, Leg, LegBody, LegEnd, check_auth_material, credential_error, resolve_auth,
+    AuthParts, Leg, LegBody, LegEnd, check_provider_material, credential_error, resolve_auth,
 };
 
 /// A planned table plus what calling its provider needs.
@@ -228,8 +228,12 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
     for job in &jobs {
-        check_auth_material(&job.auth, cx.credentials.as_ref())
-            .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;
+        check_provider_material(
+            &job.plan.resource.provider,
+            &job.auth,
+            cx.credentials.as_ref(),
+        )
+        .map_err(|cause| credential_error(&job.plan.resource.provider, &cause))?;
     }
     if jobs.iter().any(|job| job.plan.dynamic_columns) {
         return Ok(());

@@ -156,6 +156,10 @@ pub struct ExecContext {
     /// tenant's pace towards a provider past it is not sent (`None`: the upstream timeout
     /// bounds the wait).
     pub deadline: Option<tokio::time::Instant>,
+    /// The bearer token the caller authenticated with, for providers whose tenant
+    /// settings exchange it for an upstream token; `None` (stdio, the command line, mTLS,
+    /// no authentication): such providers refuse the call.
+    pub subject_token: Option<crate::engine::SubjectToken>,
 }
 
 impl ExecContext {
@@ -169,6 +173,7 @@ impl ExecContext {
             credentials: Arc::new(CredentialStore::process_env()),
             slots: None,
             deadline: None,
+            subject_token: None,
         }
     }
 
@@ -177,6 +182,7 @@ impl ExecContext {
         crate::engine::upstream::Caller {
             tenant: &self.tenant,
             principal: &self.principal,
+            subject_token: self.subject_token.as_ref(),
         }
     }
 

@@ -81,5 +81,6 @@ mod sql_errors;
 mod support;
 mod sweep;
 mod telemetry;
+mod token_exchange;
 mod transforms;
 mod xml_responses;

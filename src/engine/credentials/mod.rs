@@ -3,6 +3,7 @@
 mod dotenv;
 mod report;
 mod store;
+mod subject;
 
 pub(crate) use dotenv::read as read_credential_file;
 pub use report::{CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource};
@@ -12,3 +13,4 @@ pub(crate) use report::{
 };
 pub(crate) use store::CachedToken;
 pub use store::{AwsRole, CredentialSource, CredentialStore, SourceOutcome};
+pub use subject::{ExchangeKind, SubjectToken, TokenExchange};

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::store::{CredentialSource, CredentialStore};
 use crate::engine::upstream::{
-    aws_session_token_var, aws_source, azure_default_source, check_auth_material, google_material,
-    google_source,
+    aws_session_token_var, aws_source, azure_default_source, check_provider_material,
+    exchange_source, google_material, google_source,
 };
 
 /// Whether a provider's credentials resolve.
@@ -58,7 +58,7 @@ pub struct ProviderSource {
     /// The source that resolves: `env:<VAR>` names for static keys,
     /// `aws:<Source>[+AssumeRole:<role arn>]`, `azure_default:<Credential>`,
     /// `oauth2_client_credentials:env:<ID>,env:<SECRET>`, `service_account:<kind>:<where>` or
-    /// `service_account:gce_metadata`, `inline`, or `none` (nothing needed, or nothing resolves).
+    /// `service_account:gce_metadata`, `token_exchange:<rfc8693|entra_obo>`, `inline`, or `none` (nothing needed, or nothing resolves).
     pub resolved_source: String,
     /// When the cached token expires (RFC 3339, UTC); `None` when no token is cached.
     pub token_expires_at: Option<String>,
@@ -211,10 +211,11 @@ pub(crate) fn fingerprint(auth: &Value, credentials: &dyn CredentialSource) -> [
 
 /// Status and detail of a provider's credentials now.
 pub(crate) fn status(
+    provider: &str,
     auth: &Value,
-    credentials: &dyn CredentialSource,
+    credentials: &CredentialStore,
 ) -> (CredentialStatus, String) {
-    match check_auth_material(auth, credentials) {
+    match check_provider_material(provider, auth, credentials) {
         Ok(true) => (CredentialStatus::Ok, String::new()),
         Ok(false) => (CredentialStatus::NotChecked, String::new()),
         Err(cause) => (CredentialStatus::Unresolved, cause),
@@ -260,8 +261,11 @@ pub(crate) fn source_summary(
     store: &CredentialStore,
 ) -> SourceSummary {
     let none = || SourceSummary::Fixed("none".to_owned());
-    if check_auth_material(auth, store).is_err() {
+    if check_provider_material(provider, auth, store).is_err() {
         return none();
+    }
+    if let Some(exchange) = store.token_exchange(provider) {
+        return SourceSummary::Fixed(exchange_source(exchange));
     }
     let from = sourced_from(auth);
     match field(auth, "type").unwrap_or("null_auth") {

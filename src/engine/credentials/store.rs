@@ -214,6 +214,8 @@ pub struct CredentialStore {
     watch: Mutex<Watch>,
     /// AWS roles the tenant assumes, by provider.
     aws_roles: HashMap<String, AwsRole>,
+    /// Token exchanges the tenant's calls use, by provider.
+    token_exchanges: HashMap<String, super::TokenExchange>,
 }
 
 impl std::fmt::Debug for CredentialStore {
@@ -273,6 +275,7 @@ impl CredentialStore {
             tokens: TokenCache::default(),
             watch: Mutex::default(),
             aws_roles: HashMap::new(),
+            token_exchanges: HashMap::new(),
         }
     }
 
@@ -280,6 +283,20 @@ impl CredentialStore {
     pub fn with_aws_roles(mut self, roles: impl IntoIterator<Item = (String, AwsRole)>) -> Self {
         self.aws_roles = roles.into_iter().collect();
         self
+    }
+
+    /// This store with the token exchanges its tenant's calls use, by provider name.
+    pub fn with_token_exchanges(
+        mut self,
+        exchanges: impl IntoIterator<Item = (String, super::TokenExchange)>,
+    ) -> Self {
+        self.token_exchanges = exchanges.into_iter().collect();
+        self
+    }
+
+    /// The token exchange the tenant's calls to `provider` use, if one is configured.
+    pub(crate) fn token_exchange(&self, provider: &str) -> Option<&super::TokenExchange> {
+        self.token_exchanges.get(provider)
     }
 
     /// The AWS role the tenant assumes for `provider`, if one is configured.

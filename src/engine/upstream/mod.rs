@@ -11,8 +11,8 @@ mod retry;
 mod scrub;
 
 pub(crate) use auth::{
-    AuthParts, Caller, aws_source, azure_default_source, check_material as check_auth_material,
-    credential_error, google_material, google_source, resolve as resolve_auth,
+    AuthParts, Caller, aws_source, azure_default_source, check_provider_material, credential_error,
+    exchange_source, google_material, google_source, resolve as resolve_auth,
     session_token_var as aws_session_token_var,
 };
 

@@ -8,6 +8,7 @@
 
 mod aws;
 mod azure;
+mod exchange;
 mod google;
 mod oauth2;
 mod service_account;
@@ -18,6 +19,7 @@ mod token;
 
 pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
+pub(crate) use exchange::source_name as exchange_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
 pub(crate) use sigv4::session_token_var;
 
@@ -101,7 +103,9 @@ pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
 /// a signer. Token-based types (`oauth2`, `service_account`) take a cached token or fetch
 /// one through `upstream`'s client (same timeouts and size limit as API calls);
 /// `aws_signing_v4` runs the AWS credential chain (and assumes the tenant's role for the
-/// provider, in a session naming `caller`).
+/// provider, in a session naming `caller`). When the tenant exchanges the caller's token
+/// for this provider (`tenants[].providers.<name>.token_exchange`), the exchanged token
+/// replaces the document's auth.
 pub(crate) async fn resolve(
     upstream: &Upstream,
     provider: &str,
@@ -114,6 +118,12 @@ pub(crate) async fn resolve(
         provider: provider.to_owned(),
         ..AuthParts::default()
     };
+    if let Some(config) = credentials.token_exchange(provider) {
+        let value =
+            exchange::authorization(upstream, provider, config, credentials, caller).await?;
+        parts.headers.push(("Authorization".to_owned(), value));
+        return Ok(parts);
+    }
     let mut current = Some(auth);
     let mut depth = 0;
     while let Some(auth) = current.filter(|a| a.is_object()) {
@@ -174,6 +184,20 @@ fn field<'a>(auth: &'a Value, key: &str) -> Option<&'a str> {
     auth.get(key)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
+}
+
+/// [`check_material`] for `provider`'s calls from `credentials`' tenant: when the tenant
+/// exchanges the caller's token for this provider, the exchange's client id and secret
+/// (the document's auth is not used then).
+pub(crate) fn check_provider_material(
+    provider: &str,
+    auth: &Value,
+    credentials: &CredentialStore,
+) -> std::result::Result<bool, String> {
+    match credentials.token_exchange(provider) {
+        Some(config) => exchange::check(config, credentials).map(|()| true),
+        None => check_material(auth, credentials),
+    }
 }
 
 /// Checks, without any network call, that the material every auth of the chain needs is
@@ -239,6 +263,7 @@ mod tests {
     const CALLER: Caller<'static> = Caller {
         tenant: "default",
         principal: "anonymous",
+        subject_token: None,
     };
 
     fn creds() -> CredentialStore {

@@ -484,6 +484,7 @@ mod tests {
             Caller {
                 tenant: "acme",
                 principal: "alice (https://idp.example.com)",
+                subject_token: None,
             },
         );
         assert_eq!(session.session_name, "acme.alice__https___idp.example.com_");
@@ -504,6 +505,7 @@ mod tests {
             Caller {
                 tenant: "t",
                 principal: &long,
+                subject_token: None,
             },
         );
         assert_eq!(session.session_name.len(), 64);
