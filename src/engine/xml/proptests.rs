@@ -155,6 +155,6 @@ proptest! {
         let decoded = to_mxj_value(xml.as_bytes()).map_err(|e| TestCaseError::fail(format!("{e}: {xml}")))?;
         let mut want = Map::new();
         want.insert(root.name.clone(), expected(&decoded_root));
-        prop_assert_eq!(decoded, Value::Object(want), "{xml}");
+        prop_assert_eq!(decoded, Value::Object(want), "{}", xml);
     }
 }
