@@ -11,6 +11,7 @@ use super::format;
 use super::funcs;
 use super::parse::{Branch, Cmd, Node, Operand, Pipe, Term};
 use super::value::{Val, View};
+use serde_json::Value as Json;
 
 /// How a list ended: normally, or by `{{break}}`/`{{continue}}`.
 enum Flow {
@@ -81,6 +82,9 @@ impl<'a> Exec<'a> {
             match node {
                 Node::Text(text) => self.write(text)?,
                 Node::Action(pipe) => {
+                    if pipe.vars.is_empty() && self.direct(dot, pipe)? {
+                        continue;
+                    }
                     let value = self.pipeline(dot, pipe)?;
                     if pipe.vars.is_empty() {
                         match value.view() {
@@ -111,6 +115,67 @@ impl<'a> Exec<'a> {
             }
         }
         Ok(Flow::Normal)
+    }
+
+    /// Prints the actions response transforms spend their time in, `{{ toJson X }}` and
+    /// `{{ printf "%q" X }}`, straight into the output: the same text, steps and errors as
+    /// the general path, without a string per action. `false` when `pipe` is another action
+    /// (nothing was evaluated).
+    fn direct(&mut self, dot: &Val<'a>, pipe: &'a Pipe) -> Run<bool> {
+        let [cmd] = pipe.cmds.as_slice() else {
+            return Ok(false);
+        };
+        let Some((
+            Term {
+                operand: Operand::Func(name),
+                ..
+            },
+            args,
+        )) = cmd.args.split_first()
+        else {
+            return Ok(false);
+        };
+        match (name.as_str(), args) {
+            ("toJson", [arg]) => {
+                self.step()?;
+                let value = self.term(dot, arg, pipe.line)?;
+                let mark = self.out.len();
+                let written = match &value {
+                    Val::Json(j) => format::json_of(&mut self.out, j),
+                    Val::Owned(j) => format::json_of(&mut self.out, j.as_ref()),
+                    other => format::to_json(&mut self.out, other.view()),
+                };
+                if let Err(err) = written {
+                    self.out.truncate(mark);
+                    return Err(TemplateError::exec(
+                        pipe.line,
+                        format!("toJson: json: {}", err.0),
+                    ));
+                }
+                self.check_output()?;
+                Ok(true)
+            }
+            (
+                "printf",
+                [
+                    Term {
+                        operand: Operand::Str(format),
+                        fields,
+                    },
+                    arg,
+                ],
+            ) if format == "%q" && fields.is_empty() => {
+                self.step()?;
+                let value = self.term(dot, arg, pipe.line)?;
+                match value.view() {
+                    View::Str(text) => format::quote_into(&mut self.out, text),
+                    view => self.out.push_str(&format::sprintf(format, &[view])),
+                }
+                self.check_output()?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     fn if_or_with(&mut self, dot: &Val<'a>, branch: &'a Branch, with: bool) -> Run<Flow> {
@@ -147,11 +212,24 @@ impl<'a> Exec<'a> {
                 }
             }
             View::Map(_) => {
-                for key in value.sorted_keys() {
-                    ran = true;
-                    let elem = value.map_get(&key);
-                    if self.iteration(branch, Val::Str(key), elem, body_mark)? {
-                        break;
+                if let Val::Json(Json::Object(map)) = value {
+                    // A map of the input: its entries sorted by key, no lookup per key.
+                    let mut entries: Vec<(&'a String, &'a Json)> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    for (key, elem) in entries {
+                        ran = true;
+                        let key = Val::Str(Cow::Borrowed(key.as_str()));
+                        if self.iteration(branch, key, Val::json(elem), body_mark)? {
+                            break;
+                        }
+                    }
+                } else {
+                    for key in value.sorted_keys() {
+                        ran = true;
+                        let elem = value.map_get(&key);
+                        if self.iteration(branch, Val::Str(key), elem, body_mark)? {
+                            break;
+                        }
                     }
                 }
             }

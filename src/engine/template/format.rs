@@ -112,32 +112,55 @@ fn fixed_form(out: &mut String, digits: &str, exp: i32) {
 /// `\UHHHHHHHH`.
 pub(super) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
+    quote_into(&mut out, s);
+    out
+}
+
+/// [`quote`] appended to `out`. Runs of printable ASCII (the common case) are copied whole.
+pub(super) fn quote_into(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if is_printable(c) => out.push(c),
-            c if (c as u32) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if (c as u32) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", c as u32);
-            }
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        // `i` is at a character boundary: every byte before it in the run was ASCII.
+        let c = s[i..].chars().next().unwrap_or('\u{fffd}');
+        quote_char(out, c);
+        i += c.len_utf8();
+        start = i;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+fn quote_char(out: &mut String, c: char) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{b}' => out.push_str("\\v"),
+        c if is_printable(c) => out.push(c),
+        c if (c as u32) < 0x80 => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c if (c as u32) < 0x10000 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\U{:08x}", c as u32);
         }
     }
-    out.push('"');
-    out
 }
 
 /// Go's `strconv.IsPrint`, closely: letters, marks, numbers, punctuation, symbols and the
@@ -273,9 +296,23 @@ pub(super) fn json_of(out: &mut String, value: &Json) -> Result<(), Unsupported>
     json_value(out, value)
 }
 
-fn json_string(out: &mut String, s: &str) {
+pub(super) fn json_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        // Bytes that are never escaped (and 0xE2, which starts U+2028 and U+2029, is looked
+        // at below) are copied as one run.
+        if b >= 0x20 && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&' | 0xE2) {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        // `i` is at a character boundary: the bytes skipped were ASCII or whole characters
+        // (continuation bytes are >= 0x80 and never match above).
+        let c = s[i..].chars().next().unwrap_or('\u{fffd}');
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -290,7 +327,10 @@ fn json_string(out: &mut String, s: &str) {
             }
             c => out.push(c),
         }
+        i += c.len_utf8();
+        start = i;
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
 

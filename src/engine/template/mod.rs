@@ -34,6 +34,8 @@ mod parse;
 mod value;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use serde_json::Value as Json;

@@ -8,6 +8,8 @@ mod rows;
 mod tree;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use serde_json::{Map, Value};
