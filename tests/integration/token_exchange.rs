@@ -8,9 +8,11 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use crate::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client};
 use crate::mcp_support::{TestServer, call, error_code, start_yaml, text_of};
 use crate::mock::{Recorded, Reply};
+use crate::support::identity::{
+    ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, claims, rmcp_client,
+};
 
 const SELECT: &str = "SELECT id FROM testapi.items.items WHERE org = 'acme'";
 const CLIENT_ID: &str = "qg-client";
