@@ -20,16 +20,16 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
 
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::{Mock, Reply};
 use crate::support::fleet::{Nginx, Replica, nginx_binary};
 use crate::support::identity::{JwksServer, SigningKey, now};
+use crate::support::oob::Hook;
 use crate::support::ports::restartable_port;
 use crate::support::required;
 use crate::support::{SECRET, fixture_registry, pg};
@@ -63,6 +63,8 @@ struct Matrix {
     replicas: Vec<Replica>,
     requester: String,
     approver: String,
+    /// Told of each new pending approval (`approval.webhook`): the decider's signal.
+    hook: Hook,
     _jwks: JwksServer,
     _dir: tempfile::TempDir,
 }
@@ -99,6 +101,7 @@ impl Matrix {
         let env_file = dir.path().join("creds.env");
         std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
 
+        let hook = Hook::start().await;
         let ports: Vec<u16> = (0..3).map(|_| restartable_port()).collect();
         let nginx_port = restartable_port();
         let hosts: Vec<String> = std::iter::once(nginx_port)
@@ -114,7 +117,7 @@ credentials:\n  env_file: {env}\n  process_env: false\n\
 tenants:\n  - id: default\n    mode: safe\n\
 server:\n  listen: 127.0.0.1:{port}\n  allowed_hosts: [{hosts}]\n\
 auth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default]\n\
-approval:\n  key_files: [{key}]\n  store: postgres\n  out_of_band: fallback\n  wait: {WAIT_SECS}s\n  ttl: {TTL_SECS}s\n  approvers:\n    - tenant: default\n      groups: [sre]\n\
+approval:\n  key_files: [{key}]\n  store: postgres\n  out_of_band: fallback\n  wait: {WAIT_SECS}s\n  ttl: {TTL_SECS}s\n  webhook:\n    url: {hook}\n  approvers:\n    - tenant: default\n      groups: [sre]\n\
 audit:\n  sink: postgres\n  replica: {name}\n\
 database:\n  url: {db}\n",
                 root = fixture_registry().display(),
@@ -124,34 +127,11 @@ database:\n  url: {db}\n",
                 jwks = jwks.url,
                 key = approval_key.display(),
                 db = database.url,
+                hook = hook.url,
             );
             let config = dir.path().join(format!("{name}.yaml"));
             std::fs::write(&config, yaml).unwrap();
-            let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-                .arg("--config")
-                .arg(&config)
-                .arg("serve")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-            let log: Arc<Mutex<Vec<String>>> = Arc::default();
-            let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-            let kept = log.clone();
-            tokio::spawn(async move {
-                while let Ok(Some(line)) = lines.next_line().await {
-                    kept.lock().unwrap().push(line);
-                }
-            });
-            let replica = Replica {
-                port: *port,
-                name,
-                child,
-                log,
-            };
-            replica.wait_ready().await;
+            let replica = Replica::spawn(&config, *port, &name).await;
             replicas.push(replica);
         }
         let nginx = Nginx::start(nginx_bin, nginx_port, ports).await;
@@ -161,6 +141,7 @@ database:\n  url: {db}\n",
             replicas,
             requester: token("alice", &["dev"]),
             approver: token("bob", &["sre"]),
+            hook,
             _jwks: jwks,
             _dir: dir,
         })
@@ -181,7 +162,8 @@ database:\n  url: {db}\n",
             .count()
     }
 
-    /// Decides pending approvals while it runs: the first approval of a statement marked
+    /// Decides pending approvals while it runs, looking each time the webhook announces a
+    /// new one: the first approval of a statement marked
     /// `-approve` is approved, one marked `-deny` denied; `-timeout` ones and every later
     /// approval of a statement already decided (the replays) are left to expire.
     fn decider(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
@@ -190,6 +172,7 @@ database:\n  url: {db}\n",
             let http = reqwest::Client::new();
             let mut decided: HashSet<String> = HashSet::new();
             loop {
+                matrix.hook.arrival().await;
                 let listed = http
                     .get(format!("{}/approvals", matrix.api()))
                     .bearer_auth(&matrix.approver)
@@ -224,7 +207,6 @@ database:\n  url: {db}\n",
                         .send()
                         .await;
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
     }

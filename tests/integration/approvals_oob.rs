@@ -6,13 +6,13 @@
 //! tenant never sees or decides another's, the webhook is told, and with PostgreSQL a
 //! second replica runs what the first one asked.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::mcp_support::{TestServer, call, error_code, error_message, start_yaml, text_of};
 use crate::support::gate::{DELETE, route_all};
@@ -25,36 +25,6 @@ fn token(key: &SigningKey, sub: &str, tenant: &str, groups: &[&str]) -> String {
         &json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "tenant": tenant,
         "groups": groups, "exp": now() + 600, "iat": now()}),
     )
-}
-
-/// A webhook receiver on 127.0.0.1: the JSON bodies it got.
-struct Hook {
-    url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Hook {
-    async fn start() -> Hook {
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let seen = bodies.clone();
-        let app = axum::Router::new().route(
-            "/hook",
-            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
-                let seen = seen.clone();
-                async move {
-                    seen.lock().unwrap().push(body);
-                    "ok"
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Hook {
-            url: format!("http://{addr}/hook"),
-            bodies,
-        }
-    }
 }
 
 /// What a test's server is made of.

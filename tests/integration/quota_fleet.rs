@@ -5,12 +5,10 @@
 //! `replicas × (lease − 1)`); another tenant, without a quota, is served throughout. Also
 //! prints the latency a PostgreSQL quota check adds per call (leased and not).
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx_core::query_scalar::query_scalar;
-use tokio::io::AsyncBufReadExt as _;
 
 use crate::mcp_support::install_crypto_provider;
 use crate::mock::{Mock, Reply};
@@ -54,32 +52,7 @@ database:\n  url: {database_url}\n",
     );
     let config = dir.join(format!("{name}.yaml"));
     std::fs::write(&config, yaml).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-        .arg("--config")
-        .arg(&config)
-        .arg("serve")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let kept = log.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            kept.lock().unwrap().push(line);
-        }
-    });
-    let replica = Replica {
-        port,
-        name: name.to_owned(),
-        child,
-        log,
-    };
-    replica.wait_ready().await;
-    replica
+    Replica::spawn(&config, port, name).await
 }
 
 fn hour_now() -> u64 {

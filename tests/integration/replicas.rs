@@ -24,7 +24,6 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::json;
 use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
-use tokio::io::AsyncBufReadExt as _;
 
 use crate::mcp_support::{error_code, install_crypto_provider, text_of};
 use crate::mock::{Mock, Reply};
@@ -64,32 +63,7 @@ database:\n  url: {}\n",
         );
         let config = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&config, yaml).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
-            .arg("--config")
-            .arg(&config)
-            .arg("serve")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let log: Arc<Mutex<Vec<String>>> = Arc::default();
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let kept = log.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                kept.lock().unwrap().push(line);
-            }
-        });
-        let replica = Replica {
-            port,
-            name: name.to_owned(),
-            child,
-            log,
-        };
-        replica.wait_ready().await;
-        replica
+        Replica::spawn(&config, port, name).await
     }
 }
 

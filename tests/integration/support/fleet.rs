@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::AsyncBufReadExt as _;
 
 use crate::mcp_support::terminate;
 use crate::support::wait::{try_eventually, try_eventually_blocking};
@@ -151,6 +152,37 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// Starts `querygate --config <config> serve` listening on `port`, keeping its stderr,
+    /// and waits until it is ready.
+    pub async fn spawn(config: &Path, port: u16, name: &str) -> Replica {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+            .arg("--config")
+            .arg(config)
+            .arg("serve")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let kept = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        let replica = Replica {
+            port,
+            name: name.to_owned(),
+            child,
+            log,
+        };
+        replica.wait_ready().await;
+        replica
+    }
+
     pub async fn readyz(&self) -> Option<u16> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))

@@ -1,6 +1,8 @@
 //! Out-of-band approvals as the tests drive them: a client that cannot be asked in the
 //! call, the approval API (list, show, decide) and what reached the mock and the audit.
 
+use std::sync::{Arc, Mutex};
+
 use rmcp::model::{CallToolResult, ClientConfig, ProtocolVersion};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -9,6 +11,45 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::{Client, TestServer, call, error_code, error_message, text_of};
 use crate::support::gate::DELETE;
+
+/// A webhook receiver on 127.0.0.1: the JSON bodies it got, and a signal per arrival.
+pub struct Hook {
+    pub url: String,
+    pub bodies: Arc<Mutex<Vec<Value>>>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Hook {
+    pub async fn start() -> Hook {
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let (seen, signal) = (bodies.clone(), arrived.clone());
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                let (seen, signal) = (seen.clone(), signal.clone());
+                async move {
+                    seen.lock().unwrap().push(body);
+                    signal.notify_one();
+                    "ok"
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hook {
+            url: format!("http://{addr}/hook"),
+            bodies,
+            arrived,
+        }
+    }
+
+    /// Waits for the next announcement (one that came while nobody waited counts).
+    pub async fn arrival(&self) {
+        self.arrived.notified().await;
+    }
+}
 
 /// The `approval.link_base` of the tests: pending results link to `<LINK_BASE>/<id>`.
 pub const LINK_BASE: &str = "https://approvals.example.test/approvals";
