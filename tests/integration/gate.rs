@@ -494,7 +494,9 @@ async fn the_query_command_applies_the_same_gate() {
 
 #[tokio::test]
 async fn a_call_without_a_principal_is_refused_before_any_layer() {
-    use querygate::mcp::pipeline::{ApprovalChannel, CallError, ToolCall};
+    use querygate::mcp::pipeline::CallError;
+
+    use crate::support::pipeline::tool_call;
     let mock = Mock::start().await;
     route_all(&mock);
     let dir = tempfile::tempdir().unwrap();
@@ -514,14 +516,7 @@ async fn a_call_without_a_principal_is_refused_before_any_layer() {
         None,
     )
     .unwrap();
-    let call = |principal| ToolCall {
-        name: "run_select_query".to_owned(),
-        arguments: json!({"sql": SELECT}).as_object().cloned().unwrap(),
-        principal,
-        approval: ApprovalChannel::Unavailable,
-        origin: Default::default(),
-        progress: None,
-    };
+    let call = |principal| tool_call("run_select_query", json!({"sql": SELECT}), principal);
     let refused = handler.pipeline().call(call(None)).await.unwrap_err();
     assert_eq!(refused, CallError::Unauthenticated);
     assert!(mock.requests().is_empty());

@@ -167,7 +167,7 @@ async fn a_call_beyond_the_tokens_scopes_gets_a_step_up_403_before_any_request()
 
 #[tokio::test]
 async fn without_http_a_missing_scope_is_a_tool_error_with_its_code() {
-    use querygate::mcp::pipeline::{ApprovalChannel, ToolCall};
+    use crate::support::pipeline::tool_call;
     use querygate::tenant::Principal;
 
     let mock = crate::mock::Mock::start().await;
@@ -185,14 +185,11 @@ async fn without_http_a_missing_scope_is_a_tool_error_with_its_code() {
     };
     let reply = handler
         .pipeline()
-        .call(ToolCall {
-            name: "run_mutation_query".to_owned(),
-            arguments: json!({"sql": DELETE}).as_object().cloned().unwrap(),
-            principal: Some(principal),
-            approval: ApprovalChannel::Unavailable,
-            origin: Default::default(),
-            progress: None,
-        })
+        .call(tool_call(
+            "run_mutation_query",
+            json!({"sql": DELETE}),
+            Some(principal),
+        ))
         .await
         .unwrap();
     let outcome = reply.outcome().unwrap();

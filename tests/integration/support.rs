@@ -3,11 +3,13 @@
 //! ([`required`]). Modules: `audited`: an in-process server audited by the test's sink;
 //! `corpus`: engines over the real provider documents; `current`: engines over the current
 //! registry; `fleet`: replicas behind nginx; `gate`: statements of each class and approving
-//! clients; `identity`: PKI, JWT signing keys, a JWKS server and identity clients; `pg`:
-//! PostgreSQL for tests; `ports`: ports for servers that restart on the same port;
-//! `oob`: out-of-band approvals driven through the API; `packages`: registry packages; `quota_calls`: raw SQL calls and their error codes; `raw`: raw `tools/call` requests over
-//! HTTP; `served`: the binary as a served process; `sigv4`: SigV4 checked; `stdio`: the
-//! server as a raw stdio process; `wait`: bounded waits for events.
+//! clients; `identity`: PKI, JWT signing keys, a JWKS server and identity clients; `oob`:
+//! out-of-band approvals driven through the API and a webhook receiver; `packages`: registry
+//! packages; `pg`: PostgreSQL for tests; `pipeline`: tool calls handed to the pipeline
+//! directly; `ports`: ports for servers that restart on the same port; `quota_calls`: raw
+//! SQL calls and their error codes; `raw`: raw `tools/call` requests over HTTP; `served`: the
+//! binary as a served process; `sigv4`: SigV4 checked; `stdio`: the server as a raw stdio
+//! process; `wait`: bounded waits for events.
 
 pub mod audited;
 pub mod corpus;
@@ -18,6 +20,7 @@ pub mod identity;
 pub mod oob;
 pub mod packages;
 pub mod pg;
+pub mod pipeline;
 pub mod ports;
 pub mod quota_calls;
 pub mod raw;

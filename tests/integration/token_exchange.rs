@@ -305,7 +305,7 @@ async fn entra_on_behalf_of_sends_the_assertion_and_a_refusal_is_a_typed_error()
 
 #[tokio::test]
 async fn a_call_without_a_bearer_token_fails_closed() {
-    use querygate::mcp::pipeline::{ApprovalChannel, ToolCall};
+    use crate::support::pipeline::tool_call;
     use querygate::tenant::Principal;
 
     let mock = crate::mock::Mock::start().await;
@@ -340,14 +340,11 @@ async fn a_call_without_a_bearer_token_fails_closed() {
     };
     let reply = handler
         .pipeline()
-        .call(ToolCall {
-            name: "run_select_query".to_owned(),
-            arguments: json!({"sql": SELECT}).as_object().cloned().unwrap(),
-            principal: Some(principal),
-            approval: ApprovalChannel::Unavailable,
-            origin: Default::default(),
-            progress: None,
-        })
+        .call(tool_call(
+            "run_select_query",
+            json!({"sql": SELECT}),
+            Some(principal),
+        ))
         .await
         .unwrap();
     let outcome = reply.outcome().unwrap();
