@@ -533,6 +533,15 @@ mod tests {
         assert_eq!(lines[1], "… and 4 more requests like these, not shown");
     }
 
+    #[test]
+    fn an_approval_stored_before_request_previews_still_reads() {
+        let mut stored = serde_json::to_value(request("o1", "acme", 60_000)).unwrap();
+        stored.as_object_mut().unwrap().remove("requests");
+        let read: PendingRequest = serde_json::from_value(stored).unwrap();
+        assert!(read.requests.is_empty());
+        assert_eq!(read.writes.len(), 1);
+    }
+
     fn decided() -> Decided {
         Decided {
             by: "bob".into(),
