@@ -234,6 +234,21 @@ async fn validate_mutation_query_reports_the_errors_a_run_would_and_sends_nothin
         );
         assert_eq!(found["plan_hash"], Value::Null, "{found}");
     }
+    // A long IN list: every request counts towards the hash, the first 20 are shown.
+    let ids: Vec<String> = (0..1000).map(|i| format!("'w-{i}'")).collect();
+    let many = format!(
+        "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id IN ({})",
+        ids.join(", ")
+    );
+    let found = verdict(call(&client, "validate_mutation_query", json!({"sql": many})).await);
+    let write = &found["writes"][0];
+    assert_eq!(write["request_count"], 1000, "{found}");
+    assert_eq!(write["requests"].as_array().map(Vec::len), Some(20));
+    assert_eq!(write["requests_not_shown"], 980);
+    assert_eq!(
+        write["requests"][19]["url"],
+        format!("{}/orgs/acme/widgets/w-19", server.mock.url())
+    );
     // Valid, but this tenant's mode never runs it: said, and its rows are not read.
     let found = verdict(call(&client, "validate_mutation_query", json!({"sql": DELETE})).await);
     assert_eq!(found["valid"], true, "{found}");
