@@ -51,7 +51,7 @@
 //!                 audit (outcome record) → mode gate (refusals, approvals) → admission
 //!                 (evaluation slots) → intent (write-ahead record of side effects) → call
 //!                 timeout → cancel → dispatch
-//!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
+//!   tools/        the 17 tools, one ToolSpec each; they reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
 //!   library/      the query library: embedded snapshot, optional remote index, search, render

@@ -416,9 +416,13 @@ fn announcement(approval: &PendingApproval, link: &str) -> String {
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.expires_at_ms)
         ),
     );
-    for write in &r.writes {
+    for (index, write) in r.writes.iter().enumerate() {
         text.push_str("\nWrite: ");
         text.push_str(&escape_inline(write));
+        for line in r.requests.get(index).map(|w| w.lines()).unwrap_or_default() {
+            text.push_str("\n  ");
+            text.push_str(&line);
+        }
     }
     text.push_str(&format!("\nPlan: sha256:{}", r.plan_hash));
     if let Some(sql) = &r.sql {

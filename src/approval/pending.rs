@@ -60,6 +60,10 @@ pub struct PendingRequest {
     /// The writes the engine resolved, one line each (provider, verb, resource, method,
     /// how many requests; no credential is part of them).
     pub writes: Vec<String>,
+    /// The upstream requests of each write, in the order of `writes`, as they would be
+    /// sent before auth, secrets masked (empty in approvals made before previews existed).
+    #[serde(default)]
+    pub requests: Vec<WriteRequests>,
     /// The prompt a person asked in the call would see (trusted fields first, the SQL
     /// last, escaped onto one line).
     pub prompt: String,
@@ -67,6 +71,64 @@ pub struct PendingRequest {
     pub created_at_ms: u64,
     /// When it expires (`approval.ttl` after it was made), milliseconds since the epoch.
     pub expires_at_ms: u64,
+}
+
+/// The requests of one write an approver is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteRequests {
+    /// The first requests (at most [`crate::engine::PREVIEW_REQUESTS`]), secrets masked.
+    pub shown: Vec<crate::engine::RequestPreview>,
+    /// How many more requests the write sends that are not shown.
+    pub not_shown: usize,
+}
+
+impl WriteRequests {
+    /// The requests of `write` an approver is shown.
+    pub fn of(write: &crate::engine::PlannedWrite) -> Self {
+        WriteRequests {
+            shown: write.previews.clone(),
+            not_shown: write.requests.saturating_sub(write.previews.len()),
+        }
+    }
+
+    /// The lines that show the requests, each escaped onto one line: `Request <n>: <METHOD>
+    /// <url>`, with its body and media type, then how many are not shown. The requests are
+    /// as they would be sent before auth (no `Authorization` header is part of them),
+    /// secrets masked as `***`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .shown
+            .iter()
+            .enumerate()
+            .map(|(index, request)| request_line(index + 1, request))
+            .collect();
+        if self.not_shown > 0 {
+            lines.push(format!(
+                "… and {} more requests like these, not shown",
+                self.not_shown
+            ));
+        }
+        lines
+    }
+}
+
+/// One request as a line of the prompt (and the webhook's text) shows it.
+fn request_line(number: usize, request: &crate::engine::RequestPreview) -> String {
+    use crate::safe_text::escape_inline as inline;
+    let mut line = format!(
+        "Request {number}: {} {}",
+        inline(&request.http_method),
+        inline(&request.url)
+    );
+    if let Some(body) = &request.body {
+        line.push_str(&format!(
+            " · body ({}, {} bytes): {}",
+            inline(request.media_type.as_deref().unwrap_or("no media type")),
+            request.body_bytes,
+            inline(body)
+        ));
+    }
+    line
 }
 
 impl PendingRequest {
@@ -438,10 +500,46 @@ mod tests {
             writes: vec![
                 "testapi · DELETE testapi.widgets.widgets via method delete (1 request)".into(),
             ],
+            requests: Vec::new(),
             prompt: "Approve run_mutation_query (mutation_delete)?\n\nTenant: acme\n…".repeat(4),
             created_at_ms: now,
             expires_at_ms: now + ttl_ms,
         }
+    }
+
+    #[test]
+    fn requests_are_shown_one_escaped_line_each() {
+        let requests = WriteRequests {
+            shown: vec![crate::engine::RequestPreview {
+                http_method: "POST".into(),
+                url: "https://api.example.com/w?x=1".into(),
+                headers: Vec::new(),
+                media_type: Some("application/json".into()),
+                body: Some("{\"name\":\"a\\nb\u{202e}\"}\nInjected: yes".into()),
+                body_bytes: 30,
+            }],
+            not_shown: 4,
+        };
+        let lines = requests.lines();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            !lines[0].contains('\n') && !lines[0].contains('\u{202e}'),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].starts_with(
+            "Request 1: POST https://api.example.com/w?x=1 · body (application/json, 30 bytes): "
+        ));
+        assert_eq!(lines[1], "… and 4 more requests like these, not shown");
+    }
+
+    #[test]
+    fn an_approval_stored_before_request_previews_still_reads() {
+        let mut stored = serde_json::to_value(request("o1", "acme", 60_000)).unwrap();
+        stored.as_object_mut().unwrap().remove("requests");
+        let read: PendingRequest = serde_json::from_value(stored).unwrap();
+        assert!(read.requests.is_empty());
+        assert_eq!(read.writes.len(), 1);
     }
 
     fn decided() -> Decided {

@@ -14,6 +14,7 @@ mod mutate;
 mod observe;
 mod operation;
 mod plan;
+mod preview;
 mod pushdown;
 mod registry;
 mod reload;
@@ -43,6 +44,7 @@ pub use self::credentials::{
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;
 pub use self::observe::{UpstreamObserver, UpstreamResult};
+pub use self::preview::{PREVIEW_REQUESTS, PREVIEW_TEXT_BYTES};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
@@ -50,7 +52,7 @@ pub use self::requests::{ParamValues, PlannedParam, PlannedRequest};
 pub use self::slots::{EvalSlot, EvalSlots};
 pub use self::types::{
     Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, PlannedWrite,
-    ProviderInfo, QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
+    ProviderInfo, QueryOutput, RequestPreview, ResourceInfo, ServiceInfo, SqlVerb, plan_hash,
 };
 pub use self::upstream::RetryPolicy;
 pub use self::upstream::provenance::collecting as collect_upstream_request_ids;
@@ -616,6 +618,21 @@ impl PreparedStatement {
             sql::Statement::Query(query) => Some(query.to_string()),
             _ => None,
         }
+    }
+
+    /// The read that shows what an UPDATE, REPLACE or DELETE would act on now: `SELECT *
+    /// FROM` its table with the same `WHERE` equalities and `IN` lists, at most `limit`
+    /// rows. `None` for other statements and for writes without a `WHERE`.
+    pub fn matching_read(&self, limit: usize) -> Option<Result<PreparedStatement>> {
+        let sql::Statement::Mutation(mutation) = &self.statement else {
+            return None;
+        };
+        if mutation.insert.is_some() || mutation.conditions.is_empty() {
+            return None;
+        }
+        Some(PreparedStatement::parse(&mutate::matching_select(
+            mutation, limit,
+        )))
     }
 
     /// Whether other statements are nested inside this one (e.g. a CTE carrying a DELETE):

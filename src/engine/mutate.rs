@@ -18,14 +18,16 @@ use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
+use super::preview::{self, MASK, PREVIEW_REQUESTS, is_secret_name};
 use super::request_body::{BodyTemplate, set_path};
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
-use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, SqlVerb};
+use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, RequestPreview, SqlVerb};
 use super::upstream::{
-    AuthParts, Leg, check_provider_material, credential_error, resolve_auth, unsigned_request,
+    AuthParts, Leg, Scrubber, check_provider_material, credential_error, resolve_auth,
+    unsigned_request, unsigned_wire,
 };
 
 /// The prefix some provider documents give request body columns.
@@ -201,6 +203,8 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
     piece(resource.as_bytes());
     piece(method.name.as_bytes());
     let unsigned = AuthParts::default();
+    let secrets = Scrubber::new(&unsigned, cx.credentials.as_ref());
+    let mut previews = Vec::new();
     for request in &prepared.requests {
         let leg = Leg {
             method,
@@ -226,6 +230,14 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
             .unwrap_or_default();
         piece(prepared.media_type.as_bytes());
         piece(body.as_bytes());
+        if previews.len() < PREVIEW_REQUESTS {
+            previews.push(request_preview(
+                &leg,
+                request,
+                &prepared.media_type,
+                &secrets,
+            )?);
+        }
     }
     let digest = hasher
         .finalize()
@@ -239,7 +251,39 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
         method: method.name.clone(),
         requests: prepared.requests.len(),
         digest,
+        previews,
     })
+}
+
+/// What a person is shown of `request` (sent as `leg`): built as it would be sent, but with
+/// the values of secret-named path, query and header parameters as [`MASK`], then masked
+/// by [`preview::preview`].
+fn request_preview(
+    leg: &Leg<'_>,
+    request: &Request,
+    media_type: &str,
+    secrets: &Scrubber,
+) -> Result<RequestPreview> {
+    let shown = Leg {
+        values: request
+            .params
+            .iter()
+            .map(|(p, v)| {
+                // A server variable is checked against its pattern: it keeps its value,
+                // masked afterwards only if the credentials hold it.
+                let masked = p.location != ParamLocation::Server && is_secret_name(&p.name);
+                (p, if masked { MASK.to_owned() } else { v.clone() })
+            })
+            .collect(),
+        body: None,
+        ..*leg
+    };
+    let body = request
+        .body
+        .as_ref()
+        .map(|b| (media_type, Bytes::from(b.to_string())));
+    let wire = unsigned_wire(&shown, body)?;
+    Ok(preview::preview(wire, media_type, secrets))
 }
 
 /// One request's values per combination of the WHERE values (`key IN (…)` fans out, in
@@ -264,6 +308,38 @@ fn condition_rows(
         row.extend(assignments.iter().cloned());
     }
     rows
+}
+
+/// `SELECT * FROM <target> WHERE <the conditions> LIMIT <limit>`: the read that shows the
+/// rows an UPDATE, REPLACE or DELETE names. Names are quoted and values written as SQL
+/// literals, so nothing of the statement is read as SQL a second time.
+pub(crate) fn matching_select(mutation: &Mutation, limit: usize) -> String {
+    let ident = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    let literal = |value: &Scalar| match value {
+        Scalar::Text(text) => format!("'{}'", text.replace('\'', "''")),
+        Scalar::Number(number) => number.clone(),
+        Scalar::Bool(true) => "TRUE".to_owned(),
+        Scalar::Bool(false) => "FALSE".to_owned(),
+        Scalar::Null => "NULL".to_owned(),
+    };
+    let table: Vec<String> = mutation.target.iter().map(|part| ident(part)).collect();
+    let conditions: Vec<String> = mutation
+        .conditions
+        .iter()
+        .map(|(column, values)| match values.as_slice() {
+            [one] => format!("{} = {}", ident(column), literal(one)),
+            many => format!(
+                "{} IN ({})",
+                ident(column),
+                many.iter().map(literal).collect::<Vec<_>>().join(", ")
+            ),
+        })
+        .collect();
+    format!(
+        "SELECT * FROM {} WHERE {} LIMIT {limit}",
+        table.join("."),
+        conditions.join(" AND ")
+    )
 }
 
 /// Runs `EXEC p.s.r.method …`.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::credentials::CredentialStore;
 use super::slots::EvalSlots;
@@ -119,6 +119,49 @@ pub struct PlannedWrite {
     /// the resource and method. Planning the same statement again gives the same digest
     /// unless the documents, the provider settings or the tenant's variables changed it.
     pub digest: String,
+    /// What a person is shown of the first requests (at most
+    /// [`PREVIEW_REQUESTS`](super::PREVIEW_REQUESTS) of [`requests`](Self::requests)), in
+    /// order, secrets masked; the digest is over the requests as sent, unmasked.
+    pub previews: Vec<RequestPreview>,
+}
+
+/// The hash an approval of a statement is bound to: SHA-256 (hex) over every planned
+/// write's [`digest`](PlannedWrite::digest), in order. Planning the statement again gives
+/// the same hash exactly when every write would send the same requests.
+pub fn plan_hash(planned: &[PlannedWrite]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut text = String::from("querygate-plan-set/v1\n");
+    for write in planned {
+        text.push_str(&write.digest);
+        text.push('\n');
+    }
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// One upstream request of a planned write as a person approving it sees it: as it would
+/// go on the wire before auth is added (no `Authorization` header, signature or auth query
+/// parameter is part of it), with every value the tenant's credential material holds and
+/// every secret-looking parameter, header or body field shown as `***`, the URL and the
+/// body cut at [`PREVIEW_TEXT_BYTES`](super::PREVIEW_TEXT_BYTES) with a marker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestPreview {
+    /// The HTTP method (`POST`).
+    pub http_method: String,
+    /// The URL, query string included.
+    pub url: String,
+    /// The headers the request carries before auth, by name, in order (masked values).
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// The body's media type, when it has a body.
+    pub media_type: Option<String>,
+    /// The body as it would be sent (masked, cut at the limit with a marker).
+    pub body: Option<String>,
+    /// How many bytes the body really has.
+    #[serde(default)]
+    pub body_bytes: usize,
 }
 
 /// The result of one statement: named columns and rows of cells.

@@ -59,7 +59,11 @@ pub fn view(oob: &OutOfBand, approval: &PendingApproval) -> Value {
         },
         "sql": r.sql.as_deref().map(escape_inline),
         "arguments_sha256": r.arguments_sha256,
-        "plan": { "hash": format!("sha256:{}", r.plan_hash), "writes": r.writes },
+        "plan": {
+            "hash": format!("sha256:{}", r.plan_hash),
+            "writes": r.writes,
+            "requests": r.requests,
+        },
         "prompt": r.prompt,
         "created_at": at(r.created_at_ms),
         "expires_at": at(r.expires_at_ms),

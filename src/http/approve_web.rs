@@ -647,6 +647,49 @@ async fn show(State(web): State<Web>, headers: HeaderMap, Path(id): Path<String>
     }
 }
 
+/// A write's requests as the page shows them: each one's method and URL, its headers
+/// before auth and its body, every value HTML-escaped (and escaped onto one line).
+fn requests_html(requests: &crate::approval::pending::WriteRequests) -> String {
+    let mut out = String::from("\n<ol class=\"requests\">");
+    for request in &requests.shown {
+        let _ = write!(
+            out,
+            "<li><code class=\"request\">{} {}</code>",
+            shown(&request.http_method),
+            shown(&request.url)
+        );
+        if !request.headers.is_empty() {
+            out.push_str("<br>Headers (before auth; no Authorization is part of them): <code>");
+            let headers: Vec<String> = request
+                .headers
+                .iter()
+                .map(|(name, value)| format!("{}: {}", shown(name), shown(value)))
+                .collect();
+            out.push_str(&headers.join("; "));
+            out.push_str("</code>");
+        }
+        if let Some(request_body) = &request.body {
+            let _ = write!(
+                out,
+                "<br>Body ({}, {} bytes):<pre class=\"body\">{}</pre>",
+                shown(request.media_type.as_deref().unwrap_or("no media type")),
+                request.body_bytes,
+                shown(request_body)
+            );
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ol>");
+    if requests.not_shown > 0 {
+        let _ = write!(
+            out,
+            "<p>… and {} more requests like these, not shown.</p>",
+            requests.not_shown
+        );
+    }
+    out
+}
+
 /// One approval: what querygate worked out itself first, the SQL as the client sent it
 /// last, then the forms.
 fn detail(
@@ -682,8 +725,12 @@ fn detail(
         expires = at(r.expires_at_ms),
         plan = html(&r.plan_hash),
     );
-    for write in &r.writes {
-        let _ = write!(body, "<li>{}</li>", shown(write));
+    for (index, write) in r.writes.iter().enumerate() {
+        let _ = write!(body, "<li>{}", shown(write));
+        if let Some(requests) = r.requests.get(index) {
+            body.push_str(&requests_html(requests));
+        }
+        body.push_str("</li>");
     }
     body.push_str("</ul>\n");
     if let Some(sql) = &r.sql {
@@ -785,6 +832,36 @@ mod tests {
         assert_eq!(
             shown("<script>\"x\"&'y'\n\u{202e}"),
             "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;\\u{a}\\u{202e}"
+        );
+    }
+
+    #[test]
+    fn requests_are_shown_html_escaped() {
+        let requests = crate::approval::pending::WriteRequests {
+            shown: vec![crate::engine::RequestPreview {
+                http_method: "POST".into(),
+                url: "https://api.example/w?q=<b>".into(),
+                headers: vec![("x-note".into(), "a\"b".into())],
+                media_type: Some("application/json".into()),
+                body: Some("{\"name\":\"</pre><script>x()</script>\"}".into()),
+                body_bytes: 40,
+            }],
+            not_shown: 2,
+        };
+        let html = requests_html(&requests);
+        assert!(
+            !html.contains("<script>") && !html.contains("<b>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("POST https://api.example/w?q=&lt;b&gt;"),
+            "{html}"
+        );
+        assert!(html.contains("x-note: a&quot;b"), "{html}");
+        assert!(html.contains("&lt;/pre&gt;&lt;script&gt;"), "{html}");
+        assert!(
+            html.contains("… and 2 more requests like these, not shown."),
+            "{html}"
         );
     }
 

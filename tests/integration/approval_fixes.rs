@@ -60,17 +60,25 @@ async fn the_prompt_puts_the_trusted_fields_first_and_escapes_the_sql_onto_one_l
         ],
         "{prompt}"
     );
-    let plan = lines[8]
+    assert_eq!(
+        lines[8],
+        format!(
+            "  Request 1: DELETE {}/orgs/acme/widgets/w-1",
+            server.mock.url()
+        ),
+        "{prompt}"
+    );
+    let plan = lines[9]
         .strip_prefix("Plan: sha256:")
         .unwrap_or_else(|| panic!("{prompt}"));
     assert!(
         plan.len() == 64 && plan.chars().all(|c| c.is_ascii_hexdigit()),
         "{prompt}"
     );
-    assert_eq!(lines[9], "", "{prompt}");
+    assert_eq!(lines[10], "", "{prompt}");
     // The SQL is the last line, whole, every hostile character a visible escape.
-    assert_eq!(lines.len(), 11, "{prompt}");
-    let shown = lines[10]
+    assert_eq!(lines.len(), 12, "{prompt}");
+    let shown = lines[11]
         .strip_prefix("SQL as the client sent it (escaped, on one line): ")
         .unwrap_or_else(|| panic!("{prompt}"));
     assert_eq!(

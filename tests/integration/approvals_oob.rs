@@ -173,6 +173,30 @@ async fn approved_out_of_band_the_call_runs_once_and_four_eyes_and_tenants_hold(
         listed["plan"]["writes"][0],
         "testapi · DELETE testapi.widgets.widgets via method delete (1 request)"
     );
+    // Each request of the write is shown as it would be sent, and the hash shown is the
+    // one validate_mutation_query gives for the same statement.
+    let shown = &listed["plan"]["requests"][0]["shown"][0];
+    assert_eq!(shown["http_method"], "DELETE", "{listed}");
+    assert_eq!(
+        shown["url"],
+        format!("{}/orgs/acme/widgets/w-1", server.mock.url()),
+        "{listed}"
+    );
+    assert_eq!(listed["plan"]["requests"][0]["not_shown"], 0, "{listed}");
+    assert!(
+        listed["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("\n  Request 1: DELETE "),
+        "{listed}"
+    );
+    let validated = call(&client, "validate_mutation_query", json!({"sql": DELETE})).await;
+    let validated = validated.structured_content.expect("structured content");
+    assert_eq!(
+        validated["plan_hash"], listed["plan"]["hash"],
+        "{validated}"
+    );
+    assert!(text.contains("\n  Request 1: DELETE "), "{text}");
     let (status, body) = decide(&server, &id, "approve", &bob, "change CHG-42").await;
     assert_eq!(
         (status, body["state"].as_str()),

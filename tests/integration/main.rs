@@ -62,6 +62,7 @@ mod mutations;
 mod output_safety;
 mod pacing;
 mod pagination;
+mod plan_preview;
 mod projection;
 mod provenance;
 mod provider_rules;

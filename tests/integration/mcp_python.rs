@@ -59,7 +59,7 @@ async fn run_client(python: &str, args: &[String]) {
         .find_map(|l| l.strip_prefix("tools: "))
         .unwrap_or_else(|| panic!("no tool list in:\n{stdout}"));
     let tools: Vec<&str> = tools.split(", ").collect();
-    assert_eq!(tools.len(), 16, "{tools:?}");
+    assert_eq!(tools.len(), 17, "{tools:?}");
     assert!(tools.contains(&"server_info") && tools.contains(&"run_select_query"));
     assert!(
         stdout.contains("structured: {'rows': [{'n': 1, 'status': 'ok'}]}"),

@@ -36,6 +36,15 @@ fn cases() -> Vec<(&'static str, Value)> {
         ("validate_select_query", json!({"sql": "SELECT 1"})),
         ("validate_select_query", json!({"sql": "SELEC 1"})),
         (
+            "validate_mutation_query",
+            json!({"sql": "DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'"}),
+        ),
+        (
+            "validate_mutation_query",
+            json!({"sql": "INSERT INTO testapi.widgets.widgets (org, name) VALUES ('acme', 'w1')"}),
+        ),
+        ("validate_mutation_query", json!({"sql": "SELECT 1"})),
+        (
             "run_select_query",
             json!({"sql": "SELECT id, name FROM testapi.items.items WHERE org = 'acme'"}),
         ),
@@ -208,6 +217,7 @@ const ADVERTISED: &[(&str, &[&str])] = &[
         ],
     ),
     ("validate_select_query", &["sql", "format", "source"]),
+    ("validate_mutation_query", &["sql", "format"]),
     (
         "run_select_query",
         &["sql", "row_limit", "format", "source"],

@@ -50,6 +50,7 @@ async fn tools_are_listed_in_order_with_annotations() {
         "describe_resource",
         "describe_method",
         "validate_select_query",
+        "validate_mutation_query",
         "run_select_query",
         "run_mutation_query",
         "run_lifecycle_operation",
@@ -79,6 +80,10 @@ async fn tools_are_listed_in_order_with_annotations() {
         assert_eq!(a.read_only_hint, Some(true), "{name}");
         assert_eq!(a.open_world_hint, Some(false), "{name}");
     }
+    // It sends nothing, but reads the rows a write would act on.
+    let plan = annotations("validate_mutation_query");
+    assert_eq!(plan.read_only_hint, Some(true));
+    assert_eq!(plan.open_world_hint, Some(true));
     let list = annotations("list_registry");
     assert_eq!(list.read_only_hint, Some(true));
     for name in ["pull_provider", "reload_credentials"] {

@@ -10,6 +10,8 @@ pub(crate) mod provenance;
 mod retry;
 mod scrub;
 
+pub(crate) use scrub::Scrubber;
+
 pub(crate) use auth::{
     AuthParts, Caller, aws_source, azure_default_source, check_provider_material, credential_error,
     exchange_source, google_material, google_source, resolve as resolve_auth,
@@ -711,6 +713,51 @@ pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<Header>)> {
         .collect();
     headers.sort();
     Ok((url.to_string(), headers))
+}
+
+/// A request as it would go on the wire before auth is added: HTTP method, URL, headers
+/// (sorted) and body, after `request.transform` and `config.requestTranslate`, as
+/// [`Upstream::call`] sends it; nothing is sent.
+pub(crate) struct UnsignedWire {
+    pub(crate) http_method: String,
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Option<Bytes>,
+}
+
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
+/// on the wire, before auth.
+pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+    let (url, mut headers) = build_request(leg)?;
+    let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
+        .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
+    if let Some((content_type, _)) = &body {
+        set_content_type(&mut headers, leg.method, content_type)?;
+    }
+    let wire = on_the_wire(
+        leg.method,
+        &method,
+        &url,
+        &headers,
+        body.as_ref().map(|(_, bytes)| bytes),
+    )?;
+    let mut headers: Vec<(String, String)> = wire
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    headers.sort();
+    Ok(UnsignedWire {
+        http_method: wire.method.as_str().to_owned(),
+        url: wire.url.to_string(),
+        headers,
+        body: wire.body,
+    })
 }
 
 fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {

@@ -79,10 +79,15 @@ impl Scrubber {
 
     /// `text` with every secret replaced by [`REDACTED`].
     pub(crate) fn scrub(&self, text: &str) -> String {
+        self.replace(text, REDACTED)
+    }
+
+    /// `text` with every secret replaced by `marker`.
+    pub(crate) fn replace(&self, text: &str, marker: &str) -> String {
         let mut text = text.to_owned();
         for needle in &self.needles {
             if text.contains(needle.as_str()) {
-                text = text.replace(needle.as_str(), REDACTED);
+                text = text.replace(needle.as_str(), marker);
             }
         }
         text

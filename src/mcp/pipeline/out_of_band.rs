@@ -15,7 +15,7 @@ use tower::Service;
 use super::gate::{PLAN_CHANGED, preflight, refusal, run_approved};
 use super::prompt::{plan_hash, prompt, write_line};
 use super::{ApprovedBy, CallError, PreparedCall, ToolOutcome, ToolReply};
-use crate::approval::pending::{CallKey, PendingRequest, now_ms};
+use crate::approval::pending::{CallKey, PendingRequest, WriteRequests, now_ms};
 use crate::approval::{OutOfBand, PendingApproval, PendingState};
 use crate::audit::Decision;
 use crate::audit::record::timestamp;
@@ -68,6 +68,7 @@ where
                 arguments_sha256: key.arguments_sha256.clone(),
                 plan_hash: plan.clone(),
                 writes: planned.iter().map(write_line).collect(),
+                requests: planned.iter().map(WriteRequests::of).collect(),
                 prompt: prompt(&call, &planned, &plan),
                 created_at_ms,
                 expires_at_ms: created_at_ms.saturating_add(ttl_ms),

@@ -3,6 +3,7 @@
 //! engine resolved.
 
 use super::PreparedCall;
+use crate::approval::pending::WriteRequests;
 use crate::engine::PlannedWrite;
 
 /// The prompt a person sees: the trusted fields first (what querygate itself worked out:
@@ -25,6 +26,10 @@ pub(super) fn prompt(call: &PreparedCall, planned: &[PlannedWrite], plan: &str) 
     for write in planned {
         message.push_str("\nProvider: ");
         message.push_str(&write_line(write));
+        for line in WriteRequests::of(write).lines() {
+            message.push_str("\n  ");
+            message.push_str(&line);
+        }
     }
     message.push_str(&format!("\nPlan: sha256:{plan}"));
     if let Some(sql) = &call.sql {
@@ -52,12 +57,31 @@ pub(super) fn write_line(write: &PlannedWrite) -> String {
     )
 }
 
-/// The hash an approval is bound to: of every planned write's digest, in order.
+/// The hash an approval is bound to: of every planned write's digest, in order (the
+/// engine's [`plan_hash`](crate::engine::plan_hash), which `validate_mutation_query` shows).
 pub(super) fn plan_hash(planned: &[PlannedWrite]) -> String {
-    let mut text = String::from("querygate-plan-set/v1\n");
-    for write in planned {
-        text.push_str(&write.digest);
-        text.push('\n');
+    crate::engine::plan_hash(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_hash_is_the_one_approvals_were_bound_to() {
+        let write = |digest: &str| PlannedWrite {
+            verb: "DELETE".into(),
+            provider: "p".into(),
+            resource: "p.s.r".into(),
+            method: "delete".into(),
+            requests: 1,
+            digest: digest.into(),
+            previews: Vec::new(),
+        };
+        let planned = [write("aa"), write("bb")];
+        assert_eq!(
+            plan_hash(&planned),
+            crate::digest::sha256_hex(b"querygate-plan-set/v1\naa\nbb\n")
+        );
     }
-    crate::digest::sha256_hex(text.as_bytes())
 }

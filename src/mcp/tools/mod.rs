@@ -11,6 +11,7 @@ mod query;
 mod registry;
 mod server_info;
 mod validate;
+mod validate_mutation;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -197,6 +198,7 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
     discovery::DESCRIBE_RESOURCE,
     discovery::DESCRIBE_METHOD,
     validate::SPEC,
+    validate_mutation::SPEC,
     query::RUN_SELECT_QUERY,
     query::RUN_MUTATION_QUERY,
     query::RUN_LIFECYCLE_OPERATION,
@@ -456,7 +458,11 @@ mod tests {
             assert_eq!(spec.hints.read_only, annotated, "{}", spec.name);
             assert_eq!(
                 spec.takes_sql,
-                matches!(spec.effect, Effect::Sql(_)) || spec.name == "validate_select_query",
+                matches!(spec.effect, Effect::Sql(_))
+                    || matches!(
+                        spec.name,
+                        "validate_select_query" | "validate_mutation_query"
+                    ),
                 "{}",
                 spec.name
             );
