@@ -94,6 +94,7 @@ pub mod auth;
 pub mod cedar;
 pub mod cli;
 pub mod client_tls;
+pub mod clock;
 pub mod code;
 pub mod concurrency;
 pub mod config;
