@@ -81,8 +81,9 @@
 //!
 //! Arrows point down only: `cli → app → http → auth, mcp → approval, policy, config, tenant →
 //! engine`. `auth` reads only `config` (and `tenant` re-exports its `Principal`); `policy`
-//! does no I/O. The engine knows nothing about MCP, HTTP serving, authentication or audit;
-//! the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
+//! does no I/O. `clock` is a leaf: the components above the engine whose behaviour is a
+//! duration read the time from `Config::clock`. The engine knows nothing about MCP, HTTP
+//! serving, authentication or audit; the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
 //! what `engine` re-exports, and none parses SQL a second time. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
@@ -94,6 +95,7 @@ pub mod auth;
 pub mod cedar;
 pub mod cli;
 pub mod client_tls;
+pub mod clock;
 pub mod code;
 pub mod concurrency;
 pub mod config;

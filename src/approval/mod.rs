@@ -30,6 +30,7 @@ pub use pending_pg::PgPendingStore;
 pub use postgres::PostgresStore;
 pub use store::{ApprovalStore, MemoryStore, StoreError, StoreFuture};
 
+use crate::clock::Clock;
 use crate::digest;
 
 /// Why an approval cannot be issued or redeemed.
@@ -118,20 +119,24 @@ pub struct Approvals {
     ttl: Duration,
     store: Arc<dyn ApprovalStore>,
     ids: IdSource,
+    /// What expiry is stamped and checked on.
+    clock: Clock,
 }
 
 impl Approvals {
-    /// Approvals sealed with `keys`, valid for `ttl`, redeemed in `store`.
+    /// Approvals sealed with `keys`, valid for `ttl` on `clock`, redeemed in `store`.
     pub fn new(
         keys: &KeyRing,
         ttl: Duration,
         store: Arc<dyn ApprovalStore>,
+        clock: Clock,
     ) -> Result<Self, ApprovalError> {
         Ok(Approvals {
             codec: Arc::new(keys.codec()?),
             ttl,
             store,
             ids: digest::random_id,
+            clock,
         })
     }
 
@@ -156,7 +161,7 @@ impl Approvals {
         plan: &str,
     ) -> Result<(String, ApprovalState), ApprovalError> {
         let id = self.new_id()?;
-        let expires = SystemTime::now() + self.ttl;
+        let expires = self.clock.now() + self.ttl;
         let state = ApprovalState {
             v: STATE_VERSION,
             id,
@@ -185,7 +190,7 @@ impl Approvals {
             .map_err(|_| ApprovalError::Invalid)?;
         if state.v != STATE_VERSION
             || state.tenant != binding.tenant
-            || state.expires_at_ms < millis(SystemTime::now())
+            || state.expires_at_ms < millis(self.clock.now())
         {
             return Err(ApprovalError::Invalid);
         }
@@ -215,7 +220,7 @@ mod tests {
     use super::*;
 
     fn approvals(keys: &KeyRing, ttl: Duration) -> Approvals {
-        Approvals::new(keys, ttl, Arc::new(MemoryStore::default())).unwrap()
+        Approvals::new(keys, ttl, Arc::new(MemoryStore::default()), Clock::system()).unwrap()
     }
 
     fn binding<'a>(tool: &'a str, sha: &'a str) -> Binding<'a> {
@@ -276,6 +281,28 @@ mod tests {
         assert!(matches!(
             a.redeem(&opened).await,
             Err(ApprovalError::Replayed)
+        ));
+    }
+
+    #[test]
+    fn an_approval_opens_until_its_ttl_has_passed_on_the_clock() {
+        let keys = KeyRing::from_keys(vec![vec![3; 32]]).unwrap();
+        let clock = crate::clock::TestClock::new();
+        let a = Approvals::new(
+            &keys,
+            Duration::from_secs(300),
+            Arc::new(MemoryStore::default()),
+            clock.clock(),
+        )
+        .unwrap();
+        let call = || binding("run_mutation_query", "aa");
+        let (sealed, _) = a.issue(call(), "mutation_delete", "p1").unwrap();
+        clock.advance(Duration::from_secs(299));
+        assert!(a.open(&sealed, call()).is_ok());
+        clock.advance(Duration::from_secs(2));
+        assert!(matches!(
+            a.open(&sealed, call()),
+            Err(ApprovalError::Invalid)
         ));
     }
 

@@ -12,7 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use base64::Engine as _;
 use futures::FutureExt as _;
@@ -26,6 +28,7 @@ use serde_json::{Map, Value};
 
 use super::verified::{Validity, VerifiedTokens, now_secs};
 use super::{AuthError, AuthSetupError, Authenticator, Forbidden, Method, Principal};
+use crate::clock::Clock;
 use crate::config::{IssuerConfig, JwtConfig, KeySource};
 
 /// Largest JWKS document accepted.
@@ -79,8 +82,13 @@ fn family(alg: Algorithm) -> Option<Family> {
 }
 
 impl JwtAuthenticator {
-    /// From `auth.jwt`; `tenants` are the tenant ids the server serves.
-    pub fn new(config: &JwtConfig, tenants: BTreeSet<String>) -> Result<Self, AuthSetupError> {
+    /// From `auth.jwt`; `tenants` are the tenant ids the server serves; the key sets' ages
+    /// and refetch floor are read on `clock`.
+    pub fn new(
+        config: &JwtConfig,
+        tenants: BTreeSet<String>,
+        clock: &Clock,
+    ) -> Result<Self, AuthSetupError> {
         let mut issuers = HashMap::new();
         let client = jwks_client()?;
         for issuer in &config.issuers {
@@ -99,6 +107,7 @@ impl JwtAuthenticator {
                     flight: Mutex::new(None),
                     floor: config.jwks_refresh_floor,
                     max_age: config.jwks_max_age,
+                    clock: clock.clone(),
                 })),
             };
             issuers.insert(
@@ -135,7 +144,7 @@ impl JwtAuthenticator {
             i.enforce_query_scopes = false;
         }
         config.scopes = None;
-        Self::new(&config, tenants)
+        Self::new(&config, tenants, &Clock::system())
     }
 
     /// Verifies `token` as a bearer token is verified (signature, `iss`, `aud`, times, the
@@ -450,6 +459,8 @@ struct Jwks {
     flight: Mutex<Option<Flight>>,
     floor: Duration,
     max_age: Duration,
+    /// What `floor` and `max_age` are measured on.
+    clock: Clock,
 }
 
 /// A fetch under way: it runs in a task of its own, so a caller that goes away does not
@@ -491,8 +502,8 @@ impl JwksState {
         .map(|k| k.key.clone())
     }
 
-    fn fresh(&self, max_age: Duration) -> bool {
-        self.fetched.is_some_and(|at| at.elapsed() < max_age)
+    fn fresh(&self, max_age: Duration, clock: &Clock) -> bool {
+        self.fetched.is_some_and(|at| clock.since(at) < max_age)
     }
 }
 
@@ -508,7 +519,7 @@ impl Jwks {
     ) -> Result<Arc<DecodingKey>, AuthError> {
         let (cached, fresh) = {
             let state = self.read();
-            (state.find(kid, alg), state.fresh(self.max_age))
+            (state.find(kid, alg), state.fresh(self.max_age, &self.clock))
         };
         if let Some(key) = cached {
             if !fresh {
@@ -542,11 +553,11 @@ impl Jwks {
         if self
             .read()
             .attempted
-            .is_some_and(|at| at.elapsed() < self.floor)
+            .is_some_and(|at| self.clock.since(at) < self.floor)
         {
             return None;
         }
-        self.write().attempted = Some(Instant::now());
+        self.write().attempted = Some(self.clock.instant());
         let jwks = self.clone();
         let task = tokio::spawn(async move { jwks.refresh().await });
         let running = async move {
@@ -567,7 +578,7 @@ impl Jwks {
                 tracing::debug!(url = %self.url, keys = keys.len(), "JWKS fetched");
                 let mut state = self.write();
                 state.keys = keys;
-                state.fetched = Some(Instant::now());
+                state.fetched = Some(self.clock.instant());
             }
             Err(why) => tracing::warn!(url = %self.url, "JWKS fetch failed: {why}"),
         }

@@ -288,7 +288,11 @@ impl Authentication {
         }
         let mut challenge = None;
         if let Some(jwt) = &config.auth.jwt {
-            methods.push(Box::new(jwt::JwtAuthenticator::new(jwt, tenants)?));
+            methods.push(Box::new(jwt::JwtAuthenticator::new(
+                jwt,
+                tenants,
+                &config.clock,
+            )?));
             challenge = metadata::metadata_url(&config.auth)
                 .map(|url| format!("Bearer resource_metadata=\"{url}\""));
         }

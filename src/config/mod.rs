@@ -223,6 +223,9 @@ pub struct Config {
     pub admission: AdmissionLimits,
     /// Where quota counters live and how they are leased (`quotas:`).
     pub quotas: QuotaConfig,
+    /// The clock the components keeping time read (not configurable: the system clock; a
+    /// test replaces it before building the server).
+    pub clock: crate::clock::Clock,
 }
 
 impl Config {
@@ -392,6 +395,7 @@ impl Config {
             telemetry,
             admission,
             quotas,
+            clock: crate::clock::Clock::system(),
         })
     }
 

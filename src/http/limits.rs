@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -17,15 +17,19 @@ use futures::future::BoxFuture;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt as _};
 
 use crate::auth::Principal;
+use crate::clock::Clock;
 use crate::config::TenantConfig;
 
 /// Every tenant's limits.
 #[derive(Debug, Default)]
 pub struct TenantLimiter {
     tenants: HashMap<String, Gate>,
+    /// What the rates refill on.
+    clock: Clock,
 }
 
 #[derive(Debug)]
@@ -58,8 +62,8 @@ impl Bucket {
 }
 
 impl TenantLimiter {
-    /// The limits of `tenants`; tenants without limits pass freely.
-    pub fn new(tenants: &[TenantConfig]) -> Self {
+    /// The limits of `tenants`, refilling on `clock`; tenants without limits pass freely.
+    pub fn new(tenants: &[TenantConfig], clock: Clock) -> Self {
         let tenants = tenants
             .iter()
             .map(|t| {
@@ -69,14 +73,14 @@ impl TenantLimiter {
                         rate,
                         burst,
                         tokens: burst,
-                        last: Instant::now(),
+                        last: clock.instant(),
                     })
                 });
                 let in_flight = t.limits.max_in_flight.map(|n| Arc::new(Semaphore::new(n)));
                 (t.id.clone(), Gate { bucket, in_flight })
             })
             .collect();
-        TenantLimiter { tenants }
+        TenantLimiter { tenants, clock }
     }
 }
 
@@ -104,7 +108,7 @@ impl TenantLimiter {
             let taken = bucket
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .take(Instant::now());
+                .take(self.clock.instant());
             if let Err(wait) = taken {
                 return Err((Refusal::Rate, wait));
             }

@@ -85,7 +85,10 @@ pub fn router(
     )?
     .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
     let authenticated = authentication.enabled();
-    let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants));
+    let limiter = Arc::new(limits::TenantLimiter::new(
+        &config.tenants,
+        config.clock.clone(),
+    ));
     // The approval API, behind the same authentication and limits as `/mcp`.
     let approvals = handler.shared.out_of_band.clone().map(|oob| {
         approvals::routes(oob, handler.shared.audit.clone())

@@ -20,15 +20,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::json;
 use sqlx_core::query::query;
+use tokio::time::Instant;
 
 use super::drain::Drain;
 use crate::audit::{FileLocation, SinkSettings};
+use crate::clock::Clock;
 use crate::config::{ApprovalStoreKind, Config};
 use crate::db::PgPool;
 
@@ -55,6 +57,8 @@ struct Inner {
     /// Whether the audit's last write failed.
     audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
     last: tokio::sync::Mutex<Option<(Instant, Checks)>>,
+    /// What [`CACHE_FOR`] is measured on (`config.clock`).
+    clock: Clock,
 }
 
 #[derive(Debug)]
@@ -112,6 +116,7 @@ impl Readiness {
                 database,
                 audit_writes,
                 last: tokio::sync::Mutex::new(None),
+                clock: config.clock.clone(),
             }),
         }
     }
@@ -147,7 +152,7 @@ impl Readiness {
     async fn checks(&self) -> Checks {
         let mut last = self.inner.last.lock().await;
         if let Some((at, checks)) = last.as_ref()
-            && at.elapsed() < CACHE_FOR
+            && self.inner.clock.since(*at) < CACHE_FOR
         {
             return checks.clone();
         }
@@ -165,7 +170,7 @@ impl Readiness {
                 Err(f) => tracing::warn!("readiness: {name} {}: {}", f.reason, f.details),
             }
         }
-        *last = Some((Instant::now(), checks.clone()));
+        *last = Some((self.inner.clock.instant(), checks.clone()));
         checks
     }
 }

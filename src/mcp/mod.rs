@@ -265,7 +265,7 @@ pub fn build_observed(
             .clone()
             .map(|m| m as Arc<dyn crate::quota::QuotaObserver>),
     );
-    let approvals = Approvals::new(&keys, config.approval.ttl, store)?;
+    let approvals = Approvals::new(&keys, config.approval.ttl, store, config.clock.clone())?;
     // `querygate query` asks at its terminal (or takes --yes): never out of band.
     let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
         Some(Arc::new(
@@ -299,6 +299,7 @@ pub fn build_observed(
                 .tenants
                 .iter()
                 .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
+            config.clock.clone(),
         ),
         quotas: Arc::new(quotas),
     });

@@ -1,5 +1,6 @@
 //! Discovery through the engine API and SHOW / DESCRIBE.
 
+use querygate::engine::ErrorKind;
 use querygate::engine::SqlVerb;
 
 use crate::mock::Mock;
@@ -71,7 +72,8 @@ async fn providers_services_resources_methods_columns() {
         .method_contract(&cx, "testapi", "items", "items", "nope")
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("method 'nope' not found"));
+    assert_eq!(err.kind(), ErrorKind::UnknownTable, "{err}");
+    assert!(err.to_string().contains("method 'nope' not found"), "{err}");
 }
 
 #[tokio::test]
@@ -152,5 +154,6 @@ async fn newest_version_unless_pinned_and_broken_neighbours_are_skipped() {
         .execute(&context(), "SELECT name FROM testapi.items.single")
         .await
         .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.to_string().contains("pinned to version 'v9'"), "{err}");
 }

@@ -54,8 +54,8 @@ async fn readyz_reports_each_check_and_recovers() {
     let audit_away = server._dir.path().join("audit.away");
     std::fs::rename(&audit, &audit_away).unwrap();
     std::fs::write(&audit, "not a folder").unwrap();
-    // A result is reused for up to a second.
-    tokio::time::sleep(querygate::http::ready::CACHE_FOR).await;
+    // A result is reused for up to a second (on the server's clock, moved past it).
+    server.clock.advance(querygate::http::ready::CACHE_FOR);
     let (status, _, body) = get(&format!("{base}/readyz")).await.unwrap();
     assert_eq!(status, 503, "{body}");
     assert_eq!(
@@ -73,7 +73,7 @@ async fn readyz_reports_each_check_and_recovers() {
     std::fs::rename(&moved, &src).unwrap();
     std::fs::remove_file(&audit).unwrap();
     std::fs::rename(&audit_away, &audit).unwrap();
-    tokio::time::sleep(querygate::http::ready::CACHE_FOR).await;
+    server.clock.advance(querygate::http::ready::CACHE_FOR);
     let (status, _, body) = get(&format!("{base}/readyz")).await.unwrap();
     assert_eq!(status, 200, "{body}");
     // Liveness does not depend on the checks.

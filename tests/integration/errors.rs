@@ -126,25 +126,30 @@ async fn missing_required_params_list_every_method() {
 async fn unknown_names_are_named() {
     let mock = Mock::start().await;
     let e = engine(&mock);
-    for (sql, expected) in [
+    for (sql, kind, expected) in [
         (
             "SELECT * FROM nope.items.items",
+            ErrorKind::UnknownTable,
             "provider 'nope' is not installed; list_registry (REGISTRY LIST) shows what the registry offers and pull_provider (REGISTRY PULL nope) installs it",
         ),
         (
             "SELECT * FROM testapi.nope.items",
+            ErrorKind::UnknownTable,
             "service 'nope' not found in provider 'testapi'",
         ),
         (
             "SELECT * FROM testapi.items.nope",
+            ErrorKind::UnknownTable,
             "resource 'nope' not found in service 'testapi.items'",
         ),
         (
             "SELECT * FROM testapi.items",
+            ErrorKind::InvalidSql,
             "not of the form provider.service.resource",
         ),
     ] {
         let err = query_err(&e, sql).await;
+        assert_eq!(err.kind(), kind, "{sql}: {err}");
         assert!(err.to_string().contains(expected), "{sql}: {err}");
     }
 }
@@ -196,6 +201,7 @@ async fn invalid_upstream_json_is_an_error() {
     let mock = Mock::start().await;
     mock.route("/single", Reply::status(200, "<html>oops</html>"));
     let err = query_err(&engine(&mock), "SELECT * FROM testapi.items.single").await;
+    assert_eq!(err.kind(), ErrorKind::Upstream, "{err}");
     assert!(err.to_string().contains("not valid JSON"), "{err}");
 }
 
@@ -227,6 +233,7 @@ async fn bytes_that_are_not_utf8_fail_only_where_they_are_read() {
         "SELECT meta FROM testapi.items.items WHERE org = 'acme'",
     )
     .await;
+    assert_eq!(err.kind(), ErrorKind::Upstream, "{err}");
     assert!(err.to_string().contains("not valid JSON"), "{err}");
 }
 

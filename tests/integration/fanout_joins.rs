@@ -1,5 +1,6 @@
 //! IN fan-out, the request cap, joins that pass parameters, and 404 legs.
 
+use querygate::engine::ErrorKind;
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -56,6 +57,7 @@ async fn the_request_cap_is_enforced_before_any_request() {
         "SELECT id FROM testapi.items.items WHERE org IN ('a', 'b', 'c')",
     )
     .await;
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded, "{err}");
     assert!(err.to_string().contains("over the limit of 2"), "{err}");
     assert!(mock.requests().is_empty());
     // Across UNION legs and subqueries: each fits alone, together they do not, and nothing

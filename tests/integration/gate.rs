@@ -172,11 +172,14 @@ async fn tampered_replayed_and_retargeted_approvals_are_refused() {
 
 #[tokio::test]
 async fn an_expired_approval_is_refused() {
-    let server = start("safe", "approval:\n  ttl: 300ms\n").await;
+    let server = start("safe", "approval:\n  ttl: 5m\n").await;
     route_all(&server.mock);
     let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
     let state = first_round(&client, "run_lifecycle_operation", EXEC).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The server's clock moves past the TTL (the sealed expiry is read on it).
+    server
+        .clock
+        .advance(std::time::Duration::from_secs(5 * 60 + 1));
     let late = retry(&client, "run_lifecycle_operation", EXEC, &state, "accept").await;
     assert_eq!(error_code(&late), "policy.approval_invalid");
     assert!(server.mock.requests().is_empty());

@@ -68,22 +68,46 @@ async fn connections_over_the_cap_get_503() {
     let addr = addr_of(&server.url);
     let _a = TcpStream::connect(&addr).await.unwrap();
     let _b = TcpStream::connect(&addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut third = TcpStream::connect(&addr).await.unwrap();
-    let answer = read_to_close(&mut third, Duration::from_secs(5))
-        .await
-        .expect("the third connection was held open");
+    // Once the server has taken both, a third connection is answered 503 and closed (one
+    // accepted before the server took them is held open, and is dropped for another).
+    let answer = crate::support::wait::eventually(
+        "a connection over the cap answered",
+        Duration::from_secs(10),
+        Duration::ZERO,
+        || async {
+            let mut third = TcpStream::connect(&addr).await.unwrap();
+            read_to_close(&mut third, Duration::from_millis(200))
+                .await
+                .ok_or("held open")
+        },
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(
         answer.to_ascii_lowercase().contains("retry-after: 1"),
         "{answer}"
     );
+    // Once the server has seen both go, a connection is served again.
     drop((_a, _b));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let health = reqwest::get(format!("http://{addr}/healthz"))
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    crate::support::wait::eventually(
+        "a connection served after the others closed",
+        Duration::from_secs(10),
+        Duration::from_millis(10),
+        || async {
+            let health = reqwest::get(format!("http://{addr}/healthz")).await;
+            health
+                .map(|r| r.status())
+                .map_err(|err| err.to_string())
+                .and_then(|status| {
+                    if status == 200 {
+                        Ok(())
+                    } else {
+                        Err(status.to_string())
+                    }
+                })
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -127,9 +127,21 @@ async fn the_server_certificate_is_reloaded_when_its_files_change() {
         || async { seen().await == der(&second.0) },
     )
     .await;
-    // A broken pair is not taken; the last good one stays.
+    // A broken pair is not taken; the last good one stays. The reload that refused it
+    // says so in the log (naming the file): after that line the server has looked.
+    crate::logs::capture();
     std::fs::write(&cert_file, "not a certificate").unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    crate::support::wait::eventually(
+        "the broken certificate refused by a reload",
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(20),
+        || async {
+            crate::logs::recorded().lines().any(|line| {
+                line.contains("TLS certificate not reloaded") && line.contains(&cert_file)
+            })
+        },
+    )
+    .await;
     assert_eq!(seen().await, der(&second.0));
 }
 
@@ -272,7 +284,9 @@ async fn jwt_tokens_are_verified_before_the_mcp_layer() {
 async fn unknown_key_ids_cause_one_refetch_and_rotation_is_picked_up() {
     let old = SigningKey::new("old");
     let jwks = JwksServer::start(json!({"keys": [old.jwk()]})).await;
-    let server = jwt_server(&jwks, "400ms", "", "").await;
+    // The floor is long; the test moves the server's clock past it instead of waiting.
+    let server = jwt_server(&jwks, "30s", "", "").await;
+    let past_the_floor = || server.clock.advance(std::time::Duration::from_secs(31));
     let http = reqwest::Client::new();
     let ok = |r: reqwest::Response| r.status();
     assert_eq!(
@@ -286,7 +300,7 @@ async fn unknown_key_ids_cause_one_refetch_and_rotation_is_picked_up() {
     assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1);
 
     // An unknown kid after the floor: one refetch, then refusal; again at once: no refetch.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    past_the_floor();
     let stranger = SigningKey::new("stranger");
     let token = stranger.sign(&claims("acme"));
     assert_eq!(
@@ -305,7 +319,7 @@ async fn unknown_key_ids_cause_one_refetch_and_rotation_is_picked_up() {
     );
 
     // Concurrent unknown kids after the floor: one fetch for all (single flight).
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    past_the_floor();
     let calls = (0..8).map(|_| raw_call(&http, &server.url, Some(&token)));
     for response in futures::future::join_all(calls).await {
         assert_eq!(response.unwrap().status(), 401);
@@ -313,7 +327,7 @@ async fn unknown_key_ids_cause_one_refetch_and_rotation_is_picked_up() {
     assert_eq!(jwks.fetches.load(Ordering::SeqCst), 3);
 
     // Rotation: the issuer publishes a new key; its tokens are accepted after one fetch.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    past_the_floor();
     let new = SigningKey::new("new");
     *jwks.keys.lock().unwrap() = json!({"keys": [new.jwk()]});
     assert_eq!(
@@ -428,7 +442,8 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
     let server = jwt_server(
         &jwks,
         "30s",
-        "    limits:\n      requests_per_second: 2\n      burst: 3\n      max_in_flight: 1\n",
+        // A token every 10 s: no refill while the burst is spent, however slow the machine.
+        "    limits:\n      requests_per_second: 0.1\n      burst: 3\n      max_in_flight: 1\n",
         "",
     )
     .await;
@@ -446,7 +461,7 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
                 .unwrap()
                 .parse()
                 .unwrap();
-            assert!((1..=2).contains(&retry), "{retry}");
+            assert!((5..=10).contains(&retry), "{retry}");
         }
         statuses.push(response.status().as_u16());
     }
@@ -463,7 +478,8 @@ async fn a_tenant_over_its_limits_gets_429_and_the_other_is_served() {
     }
 
     // In flight: one slow call holds acme's only slot; a second one at the same time gets 429.
-    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    // The bucket refilled first (the server's clock moved past 30 s: 3 tokens).
+    server.clock.advance(std::time::Duration::from_secs(30));
     let (slow, release) = Reply::json(json!([])).held();
     server.mock.route("/orgs/slow/items", slow);
     let slow_call = spawn_select(&http, &server.url, &acme, "slow");

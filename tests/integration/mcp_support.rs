@@ -2,8 +2,10 @@
 //! provider calling a mock upstream), and real rmcp clients for both protocol generations.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use querygate::app::App;
+use querygate::clock::TestClock;
 use querygate::config::{Config, Sources};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
 use rmcp::service::RunningService;
@@ -21,6 +23,9 @@ pub struct TestServer {
     pub url: String,
     pub mock: Mock,
     pub _dir: tempfile::TempDir,
+    /// The server's clock (`Config::clock`): the system clock until the test advances it
+    /// past a TTL, a refetch floor or a refill instead of sleeping.
+    pub clock: Arc<TestClock>,
     shutdown: CancellationToken,
 }
 
@@ -205,11 +210,13 @@ pub async fn start_yaml(yaml: impl FnOnce(&str, &std::path::Path) -> String) -> 
 /// Starts `querygate serve` in-process (through [`App`], as the CLI does) for the
 /// configuration in `file`.
 async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer {
-    let config = Config::load(&Sources {
+    let mut config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
     })
     .unwrap();
+    let clock = TestClock::new();
+    config.clock = clock.clock();
     let app = App::build(config).await.unwrap();
     let url = app.mcp_url();
     let shutdown = CancellationToken::new();
@@ -219,6 +226,7 @@ async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer 
         url,
         mock,
         _dir: dir,
+        clock,
         shutdown,
     }
 }

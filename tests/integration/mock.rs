@@ -139,15 +139,47 @@ pub struct Mock {
     addr: SocketAddr,
     routes: Routes,
     log: Arc<Mutex<Vec<Recorded>>>,
+    /// `path?query` of the requests whose client went away before their (delayed or held)
+    /// answer was sent.
+    abandoned: Arc<Mutex<Vec<String>>>,
+}
+
+/// Records its request as abandoned when dropped before [`Abandonment::answered`]: hyper
+/// drops a handler whose connection the client closed.
+struct Abandonment {
+    request: Option<String>,
+    abandoned: Arc<Mutex<Vec<String>>>,
+}
+
+impl Abandonment {
+    fn answered(mut self) {
+        self.request = None;
+    }
+}
+
+impl Drop for Abandonment {
+    fn drop(&mut self) {
+        if let Some(request) = self.request.take() {
+            self.abandoned.lock().unwrap().push(request);
+        }
+    }
 }
 
 impl Mock {
     pub async fn start() -> Self {
         let routes: Routes = Arc::default();
         let log: Arc<Mutex<Vec<Recorded>>> = Arc::default();
-        let (r, l) = (routes.clone(), log.clone());
+        let abandoned: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (r, l, a) = (routes.clone(), log.clone(), abandoned.clone());
         let app = Router::new().fallback(move |request: Request<Body>| {
             let (routes, log) = (r.clone(), l.clone());
+            let pending = Abandonment {
+                request: Some(match request.uri().query() {
+                    Some(query) => format!("{}?{query}", request.uri().path()),
+                    None => request.uri().path().to_owned(),
+                }),
+                abandoned: a.clone(),
+            };
             async move {
                 let (parts, body) = request.into_parts();
                 let body = axum::body::to_bytes(body, usize::MAX)
@@ -159,6 +191,7 @@ impl Mock {
                 if let Some(mut hold) = hold {
                     let _ = hold.wait_for(|released| *released).await;
                 }
+                pending.answered();
                 response
             }
         });
@@ -167,7 +200,18 @@ impl Mock {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Mock { addr, routes, log }
+        Mock {
+            addr,
+            routes,
+            log,
+            abandoned,
+        }
+    }
+
+    /// `path?query` (or `path`) of each request whose client closed the connection before
+    /// the answer went out, in the order the mock noticed.
+    pub fn abandoned(&self) -> Vec<String> {
+        self.abandoned.lock().unwrap().clone()
     }
 
     pub fn url(&self) -> String {

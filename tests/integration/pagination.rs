@@ -1,6 +1,7 @@
 //! Pagination: Link header (also to another path), nextPageToken → pageToken, OData
 //! nextLink, cursors, page number with and without terminator, and the page limit.
 
+use querygate::engine::ErrorKind;
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -88,6 +89,7 @@ async fn link_to_another_origin_is_refused() {
         "SELECT id FROM testapi.items.items WHERE org = 'acme'",
     )
     .await;
+    assert_eq!(err.kind(), ErrorKind::Upstream, "{err}");
     assert!(err.to_string().contains("another origin"), "{err}");
 }
 

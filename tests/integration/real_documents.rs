@@ -1,7 +1,7 @@
 //! The real provider documents of `tests/fixtures/providers` (unchanged copies from
 //! StackQL's registry) load whole and answer as StackQL does, one behaviour class per test.
 
-use querygate::engine::{Engine, EngineConfig};
+use querygate::engine::{Engine, EngineConfig, ErrorKind};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -102,11 +102,9 @@ async fn one_broken_method_does_not_take_down_its_resource() {
         "DELETE FROM brk.things.things WHERE id = 't1'",
         "EXEC brk.things.things.delete @id = 't1'",
     ] {
-        let err = e
-            .execute(&providers_context(), sql)
-            .await
-            .expect_err(sql)
-            .to_string();
+        let err = e.execute(&providers_context(), sql).await.expect_err(sql);
+        assert_eq!(err.kind(), ErrorKind::BadDocument, "{sql}: {err}");
+        let err = err.to_string();
         assert!(
             err.contains("method 'delete' of resource 'brk.things.things' cannot be used")
                 && err.contains("~1things~1{id}"),
@@ -314,8 +312,9 @@ async fn delete_with_an_in_list_makes_one_request_per_value() {
             "DELETE FROM digitalocean.droplets.droplets WHERE droplet_id IN (1, 3, 2)",
         )
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Upstream, "{err}");
+    let err = err.to_string();
     assert!(
         err.contains("request 2 of 3 failed; the 1 before it succeeded and are not undone"),
         "{err}"
@@ -495,9 +494,9 @@ async fn await_polls_the_operation_and_returning_reads_its_target() {
             "INSERT /*+ AWAIT */ INTO github.repos.repos (org, name) VALUES ('acme', 'r')",
         )
         .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("is not awaitable"), "{err}");
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidSql, "{err}");
+    assert!(err.to_string().contains("is not awaitable"), "{err}");
 }
 
 #[tokio::test]

@@ -239,13 +239,16 @@ async fn pull_explicit_versions_refused_with_reasons() {
         "{err}"
     );
     let err = query_err(&e, "REGISTRY PULL google v0.1.0").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(
         err.message().contains("'v0.1.0'") && err.message().contains("has no package"),
         "{err}"
     );
     let err = query_err(&e, "REGISTRY PULL google v7.7.7").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("no version 'v7.7.7'"), "{err}");
     let err = query_err(&e, "REGISTRY PULL nosuch").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(
         err.message()
             .contains("'nosuch' is not in the remote registry"),
@@ -285,6 +288,7 @@ async fn pull_argument_checks_and_registry_urls() {
     // Nothing was requested for refused names.
     assert!(mock.requests().is_empty());
     let err = query_err(&e, "REGISTRY LIST").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("no provider index"), "{err}");
 
     // An unreachable registry keeps the cause (connection refused), and says what to do.
@@ -292,6 +296,7 @@ async fn pull_argument_checks_and_registry_urls() {
         c.remote.url = Some("http://127.0.0.1:1/providers".to_owned());
     });
     let err = query_err(&offline, "REGISTRY LIST").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(
         err.message().contains("error sending request")
             && err.message().contains("Connection refused")
@@ -305,11 +310,13 @@ async fn pull_argument_checks_and_registry_urls() {
         c.remote.url = Some(format!("file://{}", root.path().display()));
     });
     let err = query_err(&local, "REGISTRY LIST").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("meaningless in local mode"), "{err}");
     let err = local
         .registry_pull_for(&context(), "google", None)
         .await
         .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("meaningless in local mode"), "{err}");
     // Redirects are not followed; errors other than 404 stop a pull.
     mock.route(
@@ -320,6 +327,7 @@ async fn pull_argument_checks_and_registry_urls() {
         c.remote.url = Some(format!("{}/moved/", mock.url()));
     });
     let err = query_err(&moved, "REGISTRY LIST").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(
         err.message().contains("returned 301") && err.message().contains("not followed"),
         "{err}"
@@ -329,9 +337,11 @@ async fn pull_argument_checks_and_registry_urls() {
         c.remote.url = Some(format!("{}/broken", mock.url()));
     });
     let err = query_err(&broken, "REGISTRY PULL google").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("returned 503"), "{err}");
     let none = registry_engine(root.path(), &mock, |c| c.remote.url = None);
     let err = query_err(&none, "REGISTRY LIST").await;
+    assert_eq!(err.kind(), ErrorKind::Registry, "{err}");
     assert!(err.message().contains("set registry.url"), "{err}");
 
     // A tenant may not pull a provider it may not use.

@@ -96,6 +96,56 @@ struct Tally {
     failures: Mutex<Vec<String>>,
 }
 
+/// How many calls of each kind succeeded (or were refused as expected) so far.
+#[derive(Clone, Default)]
+struct Counts {
+    reads: usize,
+    writes: usize,
+    refusals: usize,
+    /// Not waited for; shown when a wait fails.
+    failures: usize,
+}
+
+impl Tally {
+    fn counts(&self) -> Counts {
+        Counts {
+            reads: self.reads.load(Ordering::SeqCst),
+            writes: self.writes.lock().unwrap().len(),
+            refusals: self.refusals.load(Ordering::SeqCst),
+            failures: self.failures.lock().unwrap().len(),
+        }
+    }
+
+    /// Waits until every kind of call has answered [`LOAD_STEP`] more times than `since`.
+    async fn wait_for_more(&self, since: &Counts, what: &str) {
+        crate::support::wait::eventually(
+            what,
+            Duration::from_secs(60),
+            Duration::from_millis(20),
+            || {
+                let now = self.counts();
+                std::future::ready(
+                    if now.reads >= since.reads + LOAD_STEP
+                        && now.writes >= since.writes + LOAD_STEP
+                        && now.refusals >= since.refusals + LOAD_STEP
+                    {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "{} reads, {} writes, {} refusals, {} failures",
+                            now.reads, now.writes, now.refusals, now.failures
+                        ))
+                    },
+                )
+            },
+        )
+        .await;
+    }
+}
+
+/// How many more answers of each kind show the load flowing.
+const LOAD_STEP: usize = 5;
+
 #[derive(Clone, Copy)]
 enum Kind {
     Read,
@@ -277,7 +327,9 @@ async fn three_replicas_behind_nginx_restart_one_at_a_time_without_losing_a_call
     // its successor on the same port and wait until it is ready. Twice: first with the
     // platform following /readyz, then with nginx alone, which learns of a stopped replica
     // only from its refused connections (and retries those elsewhere).
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tally
+        .wait_for_more(&Counts::default(), "steady load first")
+        .await;
     let restarts_started = Instant::now();
     for round in 1..=2 {
         follow.store(round == 1, Ordering::SeqCst);
@@ -285,12 +337,18 @@ async fn three_replicas_behind_nginx_restart_one_at_a_time_without_losing_a_call
             let old = replicas[i].take().unwrap();
             old.stop().await;
             replicas[i] = Some(fleet.spawn(*port, &format!("r{i}-{round}")).await);
-            // Let nginx put it back before the next one leaves.
-            tokio::time::sleep(Duration::from_millis(800)).await;
+            // Nginx puts it back before the next one leaves.
+            nginx
+                .wait_until_routing_to(*port, Duration::from_secs(30))
+                .await;
         }
     }
     let restarts_took = restarts_started.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The load goes on after the last restart.
+    let after_restarts = tally.counts();
+    tally
+        .wait_for_more(&after_restarts, "load after the restarts")
+        .await;
     stop_load.store(true, Ordering::SeqCst);
     for worker in workers {
         tokio::time::timeout(Duration::from_secs(60), worker)

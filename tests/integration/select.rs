@@ -1,6 +1,7 @@
 //! SELECT over one resource: rows, types, SQL features, StackQL behaviours.
 
 use querygate::engine::Cell;
+use querygate::engine::ErrorKind;
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -378,6 +379,7 @@ async fn a_body_is_read_whole_up_to_the_response_size_limit() {
     // One byte over it: a clear error, no rows.
     let under = engine_with(&mock, |c| c.upstream.max_response_bytes = size - 1);
     let err = query_err(&under, sql).await;
+    assert_eq!(err.kind(), ErrorKind::LimitExceeded, "{err}");
     assert!(
         err.to_string().contains("upstream.max_response_bytes"),
         "{err}"

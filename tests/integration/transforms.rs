@@ -2,6 +2,7 @@
 //! (`$QUERYGATE_COMPAT_REGISTRY/current/registry-src.tar.gz`, unchanged), through a mock
 //! upstream answering with the real APIs' shapes.
 
+use querygate::engine::ErrorKind;
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
@@ -86,6 +87,8 @@ async fn a_transform_failing_over_a_response_names_resource_and_method() {
         .execute(&context(), &sql)
         .await
         .expect_err("the transform fails");
+    // The response does not fit the document's transform: an upstream answer it cannot read.
+    assert_eq!(err.kind(), ErrorKind::Upstream, "{err}");
     let message = err.to_string();
     assert!(
         message.contains("'azure.storage.blob_containers'")

@@ -30,6 +30,7 @@ use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use crate::clock::Clock;
 use crate::config::{Render, TenantCache};
 use crate::engine::{PlannedRequest, StatementKind};
 use crate::mcp::Shared;
@@ -40,18 +41,22 @@ use crate::policy::QueryClass;
 #[derive(Debug, Default)]
 pub(crate) struct ResultCaches {
     tenants: HashMap<String, TenantResults>,
+    /// What the TTL is measured on.
+    clock: Clock,
 }
 
 impl ResultCaches {
-    /// A cache for each tenant of `tenants` that has `cache:`.
+    /// A cache for each tenant of `tenants` that has `cache:`, its entries aged on `clock`.
     pub(crate) fn new<'a>(
         tenants: impl IntoIterator<Item = (&'a str, Option<&'a TenantCache>)>,
+        clock: Clock,
     ) -> Self {
         ResultCaches {
             tenants: tenants
                 .into_iter()
                 .filter_map(|(id, cache)| Some((id.to_owned(), TenantResults::new(cache?))))
                 .collect(),
+            clock,
         }
     }
 
@@ -240,7 +245,7 @@ where
         return inner.oneshot(call).await;
     };
     if let Some((key, resources)) = cacheable(&shared, &call) {
-        if let Some(hit) = results.get(&key, Instant::now()) {
+        if let Some(hit) = results.get(&key, shared.results.clock.instant()) {
             return Ok(ToolReply::allowed(served(&shared, &call, key.render, hit)));
         }
         let generation = results.generation();
@@ -255,7 +260,7 @@ where
                 text: outcome.text.clone(),
                 rows: outcome.rows,
                 resources,
-                stored: Instant::now(),
+                stored: shared.results.clock.instant(),
                 bytes,
             };
             results.put(key, entry, generation);

@@ -82,6 +82,39 @@ impl Nginx {
         assert!(status.success(), "nginx reload");
     }
 
+    /// Waits until nginx sends a request to the replica on `port` (each answer names its
+    /// upstream in `X-Upstream`): it has put that replica back in its rotation.
+    pub async fn wait_until_routing_to(&self, port: u16, within: Duration) {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        let wanted = format!("127.0.0.1:{port}");
+        crate::support::wait::eventually(
+            &format!("nginx routing to {wanted}"),
+            within,
+            Duration::from_millis(20),
+            || async {
+                let response = http.get(&url).send().await.map_err(|e| e.to_string())?;
+                let upstream = response.headers().get("x-upstream").cloned();
+                match upstream {
+                    // After a retry nginx lists every upstream it tried: the last answered.
+                    Some(value)
+                        if value
+                            .to_str()
+                            .is_ok_and(|v| v.rsplit(", ").next() == Some(wanted.as_str())) =>
+                    {
+                        Ok(())
+                    }
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await;
+    }
+
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
     }
@@ -138,7 +171,7 @@ http {{\n\
       proxy_pass http://querygate;\n      proxy_http_version 1.1;\n\
       proxy_set_header Connection \"\";\n      proxy_set_header Host $http_host;\n\
       proxy_next_upstream error timeout;\n      proxy_connect_timeout 2s;\n\
-      proxy_read_timeout 60s;\n    }}\n  }}\n}}\n"
+      proxy_read_timeout 60s;\n      add_header X-Upstream $upstream_addr always;\n    }}\n  }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
 }
