@@ -595,7 +595,7 @@ pub struct RequestAnswer {
     /// The policies that decided: the permits that allowed it, or the forbids that denied
     /// it (empty when nothing permits it).
     pub policies: Vec<String>,
-    /// Policies that failed to evaluate (each denies).
+    /// Why policies failed to evaluate (each denies), in the order of their ids.
     pub errors: Vec<String>,
 }
 
