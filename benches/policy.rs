@@ -2,10 +2,17 @@
 //!
 //! The latency the gate adds to a call of a tenant with 100 Cedar policies: building the
 //! principal, action, resource and context and asking the policies (`querygate::cedar::
-//! decide`, as the gate does for every statement), for a statement of one request and for
-//! a join of three. The policies mix permits and forbids over providers, groups, verbs and
+//! decide`, as the gate does for every statement), for a statement of one request, the
+//! same from a subject a forbid names (denied), and for a join of three. The policies mix permits and forbids over providers, groups, verbs and
 //! parameter tags, as a tenant's would. Prints p50, p90, p99 and the maximum over
 //! 20,000 calls after 2,000 to warm up (target: p99 under 50 µs).
+//!
+//! `QUERYGATE_BENCH_CALLS=N` measures N calls (after N/10) instead, for counting
+//! instructions under callgrind, e.g.
+//! `QUERYGATE_BENCH_CALLS=1000 valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect='querygate::cedar::decide*' --dump-before='policy::print*' BENCH_BINARY`:
+//! the dumps hold, in order, the calls of the one-request statement, of the forbidden
+//! subject's and of the join.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,7 +25,6 @@ use querygate::governance::TenantRules;
 use querygate::policy::{Mode, QueryClass};
 
 const POLICIES: usize = 100;
-const WARMUP: usize = 2_000;
 const CALLS: usize = 20_000;
 
 /// 100 policies: for each of 25 providers, a read permit, a group-gated write permit, a
@@ -86,23 +92,43 @@ fn request(resource: &str, method: &str, http: &str) -> PlannedRequest {
     }
 }
 
-fn measure(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Vec<Duration>> {
-    for _ in 0..WARMUP {
+/// How many calls to measure: `QUERYGATE_BENCH_CALLS`, else [`CALLS`].
+fn calls() -> Result<usize> {
+    match std::env::var("QUERYGATE_BENCH_CALLS") {
+        Ok(n) => match n.parse()? {
+            0 => bail!("QUERYGATE_BENCH_CALLS must be above 0"),
+            n => Ok(n),
+        },
+        Err(_) => Ok(CALLS),
+    }
+}
+
+/// The times of `calls()` calls after a tenth as many; each answer must be a denial when
+/// `denied`, else allow the statement.
+fn measure(
+    policies: &LoadedPolicies,
+    question: &Question<'_>,
+    denied: bool,
+) -> Result<Vec<Duration>> {
+    let calls = calls()?;
+    for _ in 0..calls / 10 {
         decide(policies, question).map_err(anyhow::Error::msg)?;
     }
-    let mut times = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
         let start = Instant::now();
         let answer = decide(policies, question).map_err(anyhow::Error::msg)?;
         times.push(start.elapsed());
-        if answer.denied().is_some() {
-            bail!("the benchmark's statement was denied: {answer:?}");
+        if answer.denied().is_some() != denied {
+            bail!("the benchmark's statement got an unexpected answer: {answer:?}");
         }
     }
     times.sort();
     Ok(times)
 }
 
+/// Not inlined: callgrind's `--dump-before` finds it.
+#[inline(never)]
 fn print(what: &str, times: &[Duration]) {
     let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
     let us = |d: Duration| d.as_secs_f64() * 1e6;
@@ -119,9 +145,11 @@ fn main() -> Result<()> {
     println!("querygate Cedar gate benchmark (cargo bench --bench policy)");
     let started = Instant::now();
     let policies = policies()?;
+    let calls = calls()?;
     println!(
-        "  {POLICIES} policies parsed and validated in {:.1} ms; {CALLS} calls each after {WARMUP} to warm up",
-        started.elapsed().as_secs_f64() * 1e3
+        "  {POLICIES} policies parsed and validated in {:.1} ms; {calls} calls each after {} to warm up",
+        started.elapsed().as_secs_f64() * 1e3,
+        calls / 10
     );
     let mut principal = Principal::local();
     principal.groups = vec!["ops-0".into(), "staff".into(), "eu".into()];
@@ -138,7 +166,19 @@ fn main() -> Result<()> {
         requests: &one,
         rules: &rules,
     };
-    print("DELETE, 1 request", &measure(&policies, &question)?);
+    print("DELETE, 1 request", &measure(&policies, &question, false)?);
+    // A subject a forbid names (`subject-3`): denied.
+    let mut blocked = principal.clone();
+    blocked.subject = "blocked-3".into();
+    blocked.issuer = Some("https://issuer.example".into());
+    let denied = Question {
+        principal: &blocked,
+        ..question
+    };
+    print(
+        "DELETE, 1 request, a forbidden subject",
+        &measure(&policies, &denied, true)?,
+    );
     let three = [
         request("instances", "list", "GET"),
         request("disks", "list", "GET"),
@@ -152,6 +192,9 @@ fn main() -> Result<()> {
         requests: &three,
         ..question
     };
-    print("SELECT join, 3 requests", &measure(&policies, &question)?);
+    print(
+        "SELECT join, 3 requests",
+        &measure(&policies, &question, false)?,
+    );
     Ok(())
 }

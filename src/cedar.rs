@@ -19,7 +19,7 @@
 //! evaluate denies (fail closed). No I/O on the request path: loading reads files, deciding
 //! does not.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -37,6 +37,10 @@ use crate::auth::Principal;
 use crate::engine::{ParamValues, PlannedRequest};
 use crate::governance::TenantRules;
 use crate::policy::{Mode, QueryClass};
+
+mod slice;
+
+use slice::{ActionSlice, Guards};
 
 /// The Cedar schema every tenant's policies are validated against.
 pub const SCHEMA: &str = r#"namespace Querygate {
@@ -261,98 +265,24 @@ pub struct LoadedPolicies {
     slices: Vec<ActionSlice>,
 }
 
-/// The policies whose action scope holds for one action, sliced by provider: built once
-/// at load, so that a call evaluates only the policies that can apply to it.
-#[derive(Debug, Default)]
-struct ActionSlice {
-    /// The policies for a provider no policy names as its first condition.
-    general: PolicySet,
-    /// For each provider a policy names as its first condition
-    /// (`when { resource.provider == "p" && … }`): `general` and those policies.
-    by_provider: HashMap<String, PolicySet>,
-}
-
-impl ActionSlice {
-    fn for_provider(&self, provider: &str) -> &PolicySet {
-        self.by_provider.get(provider).unwrap_or(&self.general)
-    }
-}
-
-/// The provider a policy requires before anything else: its first condition is a `when`
-/// whose first conjunct is `resource.provider == "p"` (or `"p" == resource.provider`).
-/// Such a policy cannot be satisfied, nor fail to evaluate, for another provider: Cedar
-/// evaluates the scope, then the conditions left to right, stopping at the first false.
-fn leading_provider(policy: &cedar_policy::Policy) -> Option<String> {
-    let json = policy.to_json().ok()?;
-    let first = json.get("conditions")?.as_array()?.first()?;
-    if first.get("kind")?.as_str()? != "when" {
-        return None;
-    }
-    let mut body = first.get("body")?;
-    while let Some(and) = body.get("&&") {
-        body = and.get("left")?;
-    }
-    let eq = body.get("==")?;
-    let is_provider = |e: &serde_json::Value| {
-        e.get(".").is_some_and(|dot| {
-            dot.get("left")
-                .and_then(|l| l.get("Var"))
-                .and_then(|v| v.as_str())
-                == Some("resource")
-                && dot.get("attr").and_then(|a| a.as_str()) == Some("provider")
-        })
-    };
-    let literal =
-        |e: &serde_json::Value| e.get("Value").and_then(|v| v.as_str()).map(str::to_owned);
-    let (left, right) = (eq.get("left")?, eq.get("right")?);
-    if is_provider(left) {
-        literal(right)
-    } else if is_provider(right) {
-        literal(left)
-    } else {
-        None
-    }
-}
-
-/// Slices `set` by action and by leading provider.
+/// Slices `set` by action, then by the subject and the provider each policy guards on.
 fn slices_of(model: &Model, set: &PolicySet) -> Result<Vec<ActionSlice>, String> {
-    let policies: Vec<(cedar_policy::Policy, Option<String>)> = set
+    let policies: Vec<(&cedar_policy::Policy, Guards)> = set
         .policies()
-        .map(|p| (p.clone(), leading_provider(p)))
+        .map(|p| (p, slice::guards_of(p, &model.principal_type)))
         .collect();
-    let mut slices = Vec::with_capacity(QueryClass::ALL.len());
-    for class in QueryClass::ALL {
-        let action = model.action(class);
-        let applying: Vec<&(cedar_policy::Policy, Option<String>)> = policies
-            .iter()
-            .filter(|(p, _)| model.action_matches(&p.action_constraint(), action))
-            .collect();
-        let mut slice = ActionSlice::default();
-        for (policy, provider) in &applying {
-            if provider.is_none() {
-                slice
-                    .general
-                    .add(policy.clone())
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-        let providers: BTreeSet<&str> = applying
-            .iter()
-            .filter_map(|(_, provider)| provider.as_deref())
-            .collect();
-        for provider in providers {
-            let mut set = slice.general.clone();
-            for (policy, _) in applying
+    QueryClass::ALL
+        .iter()
+        .map(|class| {
+            let action = model.action(*class);
+            let applying: Vec<(&cedar_policy::Policy, &Guards)> = policies
                 .iter()
-                .filter(|(_, p)| p.as_deref() == Some(provider))
-            {
-                set.add(policy.clone()).map_err(|e| e.to_string())?;
-            }
-            slice.by_provider.insert(provider.to_owned(), set);
-        }
-        slices.push(slice);
-    }
-    Ok(slices)
+                .filter(|(p, _)| model.action_matches(&p.action_constraint(), action))
+                .map(|(p, g)| (*p, g))
+                .collect();
+            ActionSlice::of(&applying)
+        })
+        .collect()
 }
 
 impl LoadedPolicies {
@@ -665,7 +595,7 @@ pub struct RequestAnswer {
     /// The policies that decided: the permits that allowed it, or the forbids that denied
     /// it (empty when nothing permits it).
     pub policies: Vec<String>,
-    /// Policies that failed to evaluate (each denies).
+    /// Why policies failed to evaluate (each denies), in the order of their ids.
     pub errors: Vec<String>,
 }
 
@@ -746,8 +676,9 @@ fn strings<'s>(values: impl IntoIterator<Item = &'s str>) -> RestrictedExpressio
 ///
 /// What depends only on the tenant's policies (the policy slices, the schema, the action
 /// entities and the type names) was built at load; per call this builds the principal, its
-/// groups and the context once, and per request its resource entity, and evaluates only
-/// the policies that can apply to the action and the request's provider.
+/// groups and the context once, and per request its resource entity and its store, and
+/// evaluates only the policies that can apply to the action, the request's provider and
+/// the principal's subject (a request none can apply to is denied without asking Cedar).
 pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answer, String> {
     let model = model()?;
     let principal = question.principal;
@@ -776,9 +707,14 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
         [],
     )
     .map_err(|e| e.to_string())?;
-    let group_entities = groups
-        .into_iter()
-        .map(|g| Entity::new_no_attrs(g, Default::default()));
+    // The principal and its groups, in each request's store.
+    let mut people: Vec<Entity> = std::iter::once(principal_entity)
+        .chain(
+            groups
+                .into_iter()
+                .map(|g| Entity::new_no_attrs(g, Default::default())),
+        )
+        .collect();
     let action = model.action(question.class);
     let slice = QueryClass::ALL
         .iter()
@@ -794,60 +730,101 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
         ),
     ])
     .map_err(|e| e.to_string())?;
-    let base = model
-        .actions
-        .clone()
-        .add_entities(
-            std::iter::once(principal_entity).chain(group_entities),
-            None,
-        )
-        .map_err(|e| e.to_string())?;
-    let empty = PolicySet::new();
     let authorizer = Authorizer::new();
+    let subject = slice.and_then(|s| s.subjects.get(&principal.subject));
     let mut answers = Vec::with_capacity(question.requests.len());
-    for request in question.requests {
+    for (n, request) in question.requests.iter().enumerate() {
         let method = request.full_method();
-        let resource_uid = uid(&model.method_type, &method);
-        let (entity, _) = resource_entity(resource_uid.clone(), request, question)?;
-        // Each request its own store: a policy sees only the request's resource.
-        let entities = base
-            .clone()
-            .add_entities(std::iter::once(entity), None)
-            .map_err(|e| e.to_string())?;
-        let cedar_request = Request::new(
-            principal_uid.clone(),
-            action.clone(),
-            resource_uid,
-            context.clone(),
-            None,
-        )
-        .map_err(|e| e.to_string())?;
         // No slice (a class the schema lacks): nothing applies, so nothing permits it.
-        let set = slice.map_or(&empty, |s| s.for_provider(&request.provider));
-        let response = authorizer.is_authorized(&cedar_request, set, &entities);
-        let diagnostics = response.diagnostics();
-        let errors: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
-        let mut policies: Vec<String> = diagnostics.reason().map(ToString::to_string).collect();
-        let allowed = response.decision() == Decision::Allow && errors.is_empty();
-        if !errors.is_empty() {
-            policies = diagnostics
-                .errors()
-                .map(|e| match e {
-                    cedar_policy::AuthorizationError::PolicyEvaluationError(e) => {
-                        e.policy_id().to_string()
-                    }
-                })
-                .collect();
+        let sets: Vec<&PolicySet> = slice
+            .map(|s| s.sets_for(subject, &request.provider).collect())
+            .unwrap_or_default();
+        let mut outcome = Outcome::default();
+        if !sets.is_empty() {
+            let resource_uid = uid(&model.method_type, &method);
+            let (entity, _) = resource_entity(resource_uid.clone(), request, question)?;
+            // Each request its own store, built in one go (one transitive closure): a
+            // policy sees only the request's resource. The last request takes the people.
+            let people = if n + 1 == question.requests.len() {
+                std::mem::take(&mut people)
+            } else {
+                people.clone()
+            };
+            let entities = model
+                .actions
+                .clone()
+                .add_entities(people.into_iter().chain(std::iter::once(entity)), None)
+                .map_err(|e| e.to_string())?;
+            let cedar_request = Request::new(
+                principal_uid.clone(),
+                action.clone(),
+                resource_uid,
+                context.clone(),
+                None,
+            )
+            .map_err(|e| e.to_string())?;
+            for set in sets {
+                outcome.add(&authorizer.is_authorized(&cedar_request, set, &entities));
+            }
         }
+        answers.push(outcome.answer(method));
+    }
+    Ok(Answer { requests: answers })
+}
+
+/// What the policy sets asked about one request said, together: Cedar's answer over their
+/// union (each policy is evaluated on its own, so the union's satisfied permits, satisfied
+/// forbids and errors are those of the sets together).
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Satisfied permits (of the sets that had no satisfied forbid).
+    permits: Vec<String>,
+    /// Satisfied forbids.
+    forbids: Vec<String>,
+    /// Policies that failed to evaluate, with the error.
+    errors: Vec<(String, String)>,
+}
+
+impl Outcome {
+    fn add(&mut self, response: &cedar_policy::Response) {
+        let diagnostics = response.diagnostics();
+        // Cedar's reasons are the satisfied permits when the set allows, else its satisfied
+        // forbids (none when nothing permits and nothing forbids).
+        let reasons = diagnostics.reason().map(ToString::to_string);
+        match response.decision() {
+            Decision::Allow => self.permits.extend(reasons),
+            Decision::Deny => self.forbids.extend(reasons),
+        }
+        self.errors.extend(diagnostics.errors().map(|e| {
+            let id = match e {
+                cedar_policy::AuthorizationError::PolicyEvaluationError(e) => {
+                    e.policy_id().to_string()
+                }
+            };
+            (id, e.to_string())
+        }));
+    }
+
+    /// The answer: allowed when a policy permits, none forbids and none failed; the
+    /// policies that decided (the failed ones, else the forbids, else the permits), sorted.
+    fn answer(mut self, method: String) -> RequestAnswer {
+        let allowed = self.errors.is_empty() && self.forbids.is_empty() && !self.permits.is_empty();
+        let mut policies = if !self.errors.is_empty() {
+            self.errors.sort();
+            self.errors.iter().map(|(id, _)| id.clone()).collect()
+        } else if !self.forbids.is_empty() {
+            self.forbids
+        } else {
+            self.permits
+        };
         policies.sort();
-        answers.push(RequestAnswer {
+        RequestAnswer {
             method,
             allowed,
             policies,
-            errors,
-        });
+            errors: self.errors.into_iter().map(|(_, error)| error).collect(),
+        }
     }
-    Ok(Answer { requests: answers })
 }
 
 /// The resource entity of one request, and its tags (for `explain`).
@@ -905,6 +882,9 @@ pub fn request_tags(request: &PlannedRequest) -> BTreeMap<String, Vec<String>> {
     }
     tags
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {
@@ -1128,13 +1108,13 @@ unless { resource.provider == "google" } when { resource.provider == "azure" };
 "#,
         ))
         .unwrap();
-        let select = &policies.slices[0];
+        let select = &policies.slices[0].shared;
         let ids = |set: &PolicySet| {
             let mut ids: Vec<String> = set.policies().map(|p| p.id().to_string()).collect();
             ids.sort();
             ids
         };
-        assert_eq!(ids(&select.general), ["tag-then-provider", "unless-first"]);
+        assert_eq!(ids(select.general()), ["tag-then-provider", "unless-first"]);
         assert_eq!(
             ids(select.for_provider("google")),
             ["google-reads", "tag-then-provider", "unless-first"]
@@ -1143,10 +1123,10 @@ unless { resource.provider == "google" } when { resource.provider == "azure" };
             ids(select.for_provider("aws")),
             ["aws-reads", "tag-then-provider", "unless-first"]
         );
-        assert_eq!(ids(select.for_provider("other")), ids(&select.general));
-        let delete = &policies.slices[2];
+        assert_eq!(ids(select.for_provider("other")), ids(select.general()));
+        let delete = &policies.slices[2].shared;
         assert_eq!(
-            ids(&delete.general),
+            ids(delete.general()),
             ["deletes", "tag-then-provider", "unless-first"]
         );
         // The answers are those of every policy: google reads within the row cap.
@@ -1167,6 +1147,65 @@ unless { resource.provider == "google" } when { resource.provider == "azure" };
         // Denied: `unless-first` forbids it and `tag-then-provider` fails (the error names it).
         let a = ask(&policies, &plain, QueryClass::MutationDelete, &[azure]);
         assert_eq!(a.denied().unwrap().policies, ["tag-then-provider"], "{a:?}");
+    }
+
+    #[test]
+    fn policies_naming_a_subject_are_asked_only_for_that_subject() {
+        let policies = parse_sources(sources(
+            r#"
+@id("scope")
+forbid(principal == Querygate::Principal::"alice", action, resource);
+
+@id("leading")
+forbid(principal, action, resource)
+when { resource.provider == "google" && principal.subject == "bob" && principal.issuer != "" };
+
+@id("late")
+forbid(principal, action, resource)
+when { principal.issuer != "" && principal.subject == "carol" };
+
+@id("all")
+permit(principal, action, resource);
+"#,
+        ))
+        .unwrap();
+        let ids = |set: &PolicySet| {
+            let mut ids: Vec<String> = set.policies().map(|p| p.id().to_string()).collect();
+            ids.sort();
+            ids
+        };
+        let select = &policies.slices[0];
+        assert_eq!(ids(select.shared.general()), ["all", "late"]);
+        let mut subjects: Vec<&String> = select.subjects.keys().collect();
+        subjects.sort();
+        assert_eq!(subjects, ["alice", "bob"]);
+        assert_eq!(ids(select.subjects["alice"].for_provider("aws")), ["scope"]);
+        assert_eq!(
+            ids(select.subjects["bob"].for_provider("google")),
+            ["leading"]
+        );
+        assert!(ids(select.subjects["bob"].for_provider("aws")).is_empty());
+        let list = |provider: &str| {
+            let mut r = request("list", "GET", Some("p"));
+            r.provider = provider.into();
+            [r]
+        };
+        let who = |subject: &str| {
+            let mut p = Principal::local();
+            p.subject = subject.into();
+            p.issuer = Some("https://issuer.example".into());
+            p
+        };
+        let a = ask(&policies, &who("dave"), QueryClass::Select, &list("google"));
+        assert_eq!(a.policy_ids(), ["all"], "{a:?}");
+        let a = ask(&policies, &who("alice"), QueryClass::Select, &list("aws"));
+        assert_eq!(a.denied().unwrap().policies, ["scope"], "{a:?}");
+        let a = ask(&policies, &who("bob"), QueryClass::Select, &list("google"));
+        assert_eq!(a.denied().unwrap().policies, ["leading"], "{a:?}");
+        let a = ask(&policies, &who("bob"), QueryClass::Select, &list("aws"));
+        assert!(a.denied().is_none(), "{a:?}");
+        let a = ask(&policies, &who("carol"), QueryClass::Select, &list("aws"));
+        assert_eq!(a.denied().unwrap().policies, ["late"], "{a:?}");
     }
 
     #[test]
