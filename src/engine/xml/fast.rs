@@ -159,12 +159,12 @@ fn push_text<'a>(open: &mut Open<'a>, piece: &'a str) -> Option<()> {
         return None;
     }
     let mut rest = piece;
-    while let Some(amp) = rest.find('&') {
+    while let Some(amp) = rest.bytes().position(|c| c == b'&') {
         if amp > 0 {
             open.push_text(Cow::Borrowed(rest.get(..amp)?));
         }
         let after = rest.get(amp + 1..)?;
-        let semi = after.find(';')?;
+        let semi = after.bytes().position(|c| c == b';')?;
         let resolved = match after.get(..semi)? {
             "lt" => "<",
             "gt" => ">",
