@@ -85,7 +85,7 @@ pub(super) struct Open<'a> {
     name: Cow<'a, str>,
     entries: Vec<(Cow<'a, str>, Node<'a>)>,
     /// Position of each key in `entries`, once there are many.
-    index: Option<Box<HashMap<Cow<'a, str>, usize>>>,
+    index: Option<HashMap<Cow<'a, str>, usize>>,
     text: Cow<'a, str>,
 }
 
@@ -167,13 +167,13 @@ impl<'a> Open<'a> {
                 }
                 self.entries.push((key, value));
                 if self.index.is_none() && self.entries.len() >= INDEX_FROM {
-                    self.index = Some(Box::new(
+                    self.index = Some(
                         self.entries
                             .iter()
                             .enumerate()
                             .map(|(i, (k, _))| (k.clone(), i))
                             .collect(),
-                    ));
+                    );
                 }
             }
         }
