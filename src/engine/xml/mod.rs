@@ -4,6 +4,7 @@
 //! ([`aws_error`]).
 
 mod aws_error;
+mod fast;
 mod rows;
 mod tree;
 

@@ -158,3 +158,148 @@ proptest! {
         prop_assert_eq!(decoded, Value::Object(want), "{}", xml);
     }
 }
+
+/// Text as an API writes it: XML's five entities, `&apos;` for `'` (the fast scanner takes
+/// no character reference).
+fn escape_named(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// `elem` as XML with named entities, `spacing` between tags (indentation as APIs send it).
+fn serialize_named(elem: &Elem, spacing: &str, out: &mut String) {
+    let name = match elem.prefix {
+        true => format!("p:{}", elem.name),
+        false => elem.name.clone(),
+    };
+    out.push('<');
+    out.push_str(&name);
+    for (key, value) in &elem.attrs {
+        out.push(' ');
+        out.push_str(key);
+        out.push_str("=\"");
+        escape_named(value, out);
+        out.push('"');
+    }
+    if elem.self_closing && elem.text.is_empty() && elem.children.is_empty() {
+        out.push_str("/>");
+        return;
+    }
+    out.push('>');
+    escape_named(&elem.text, out);
+    for child in &elem.children {
+        out.push_str(spacing);
+        serialize_named(child, spacing, out);
+    }
+    out.push_str(spacing);
+    out.push_str("</");
+    out.push_str(&name);
+    out.push('>');
+}
+
+/// Snippets spliced into bodies: markup the fast scanner leaves to quick-xml, and damage.
+fn snippet() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "<",
+        ">",
+        "&",
+        ";",
+        "&amp;",
+        "&#65;",
+        "&bogus;",
+        "<!-- c -->",
+        "<![CDATA[x<y]]>",
+        "]]>",
+        "\r\n",
+        "\r",
+        "<?pi x?>",
+        "<!DOCTYPE a>",
+        "</a>",
+        "<a>",
+        "<b/>",
+        "/",
+        "=",
+        "\"",
+        "'",
+        " x=\"1\"",
+        " x='2'",
+        " x=3",
+        "\t",
+        "\n",
+        " ",
+        "é",
+        ":",
+        "<1a>",
+        "<p:>",
+        "\u{0}",
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// What the fast scanner accepts, quick-xml decodes to the same tree; it accepts the
+    /// plain bodies APIs send.
+    #[test]
+    fn the_fast_scanner_agrees_with_quick_xml(
+        root in elem(),
+        decl in any::<bool>(),
+        spacing in prop::sample::select(vec!["", "\n", "\n  ", " \t"]),
+        splices in prop::collection::vec((any::<prop::sample::Index>(), snippet(), any::<bool>()), 0..3),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let mut xml = String::new();
+        if decl {
+            xml.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        }
+        let mut root = root;
+        root.attrs.retain(|(k, _)| k != "xmlns:p");
+        root.attrs.push(("xmlns:p".to_owned(), "urn:p".to_owned()));
+        serialize_named(&root, spacing, &mut xml);
+        let plain = splices.is_empty() && cut.is_none();
+        for (at, piece, between_tags) in &splices {
+            // Between tags (after a `>`) or anywhere.
+            let ends: Vec<usize> = xml.match_indices('>').map(|(i, _)| i + 1).collect();
+            let mut i = match between_tags {
+                true if !ends.is_empty() => ends[at.index(ends.len())],
+                _ => at.index(xml.len() + 1),
+            };
+            while !xml.is_char_boundary(i) {
+                i -= 1;
+            }
+            xml.insert_str(i, piece);
+        }
+        if let Some(cut) = cut {
+            let mut i = cut.index(xml.len() + 1);
+            while !xml.is_char_boundary(i) {
+                i -= 1;
+            }
+            xml.truncate(i);
+        }
+        let fast = super::fast::parse(&xml);
+        if plain && !root_has_special_attribute(&root) {
+            prop_assert!(fast.is_some(), "not taken by the fast scanner: {}", xml);
+        }
+        if let Some(fast) = fast {
+            let slow = super::tree::read(&xml);
+            prop_assert_eq!(Ok(fast), slow, "{}", xml);
+        }
+    }
+}
+
+/// Whether an attribute value of the tree holds what the fast scanner leaves to quick-xml
+/// (references, which escaping writes for `&<>"'`).
+fn root_has_special_attribute(elem: &Elem) -> bool {
+    elem.attrs
+        .iter()
+        .any(|(_, v)| v.contains(['&', '<', '>', '"', '\'']))
+        || elem.children.iter().any(root_has_special_attribute)
+}

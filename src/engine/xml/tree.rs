@@ -81,7 +81,7 @@ pub(crate) enum XmlError {
 }
 
 /// An element being read.
-struct Open<'a> {
+pub(super) struct Open<'a> {
     name: Cow<'a, str>,
     entries: Vec<(Cow<'a, str>, Node<'a>)>,
     /// Position of each key in `entries`, once there are many.
@@ -90,13 +90,18 @@ struct Open<'a> {
 }
 
 impl<'a> Open<'a> {
-    fn new(start: &BytesStart<'a>, owned_name: Cow<'a, str>) -> Result<Self, String> {
-        let mut open = Open {
-            name: owned_name,
+    /// An element named `name` with nothing in it yet.
+    pub(super) fn named(name: Cow<'a, str>) -> Self {
+        Open {
+            name,
             entries: Vec::new(),
             index: None,
             text: Cow::Borrowed(""),
-        };
+        }
+    }
+
+    fn new(start: &BytesStart<'a>, owned_name: Cow<'a, str>) -> Result<Self, String> {
+        let mut open = Open::named(owned_name);
         for attr in start.attributes() {
             let attr = attr.map_err(|err| err.to_string())?;
             let local = local(attr.key.into_inner());
@@ -112,19 +117,34 @@ impl<'a> Open<'a> {
         Ok(open)
     }
 
-    fn push_text(&mut self, piece: Cow<'a, str>) {
+    /// Adds attribute `local` (a local name) with its value.
+    pub(super) fn attribute(&mut self, local: &str, value: Cow<'a, str>) {
+        self.insert(Cow::Owned(format!("-{local}")), Node::Text(value));
+    }
+
+    /// Appends a piece of the element's text.
+    pub(super) fn push_text(&mut self, piece: Cow<'a, str>) {
         if self.text.is_empty() {
             self.text = piece;
-        } else {
-            self.text.to_mut().push_str(&piece);
+            return;
         }
+        if let Cow::Borrowed(first) = self.text {
+            // Pieces come in runs (text between references): room for a few more.
+            let mut joined = String::with_capacity(2 * (first.len() + piece.len()));
+            joined.push_str(first);
+            self.text = Cow::Owned(joined);
+        }
+        self.text.to_mut().push_str(&piece);
     }
 
     /// Adds a child value; a key seen before turns into (or extends) a list.
-    fn insert(&mut self, key: Cow<'a, str>, value: Node<'a>) {
-        let found = match &self.index {
-            Some(index) => index.get(key.as_ref()).copied(),
-            None => self.entries.iter().position(|(k, _)| *k == key),
+    pub(super) fn insert(&mut self, key: Cow<'a, str>, value: Node<'a>) {
+        let last = self.entries.len().checked_sub(1);
+        // A repeated element usually follows its previous sibling of the same name.
+        let found = match (last, &self.index) {
+            (Some(at), _) if self.entries[at].0 == key => Some(at),
+            (_, Some(index)) => index.get(key.as_ref()).copied(),
+            (_, None) => self.entries.iter().position(|(k, _)| *k == key),
         };
         match found {
             Some(at) => {
@@ -141,6 +161,10 @@ impl<'a> Open<'a> {
                 if let Some(index) = &mut self.index {
                     index.insert(key.clone(), self.entries.len());
                 }
+                if self.entries.capacity() == 0 {
+                    // Most elements with children have a few: one allocation for them.
+                    self.entries.reserve_exact(8);
+                }
                 self.entries.push((key, value));
                 if self.index.is_none() && self.entries.len() >= INDEX_FROM {
                     self.index = Some(
@@ -156,7 +180,7 @@ impl<'a> Open<'a> {
     }
 
     /// The element's value, by mxj's rules.
-    fn finish(mut self) -> (Cow<'a, str>, Node<'a>) {
+    pub(super) fn finish(mut self) -> (Cow<'a, str>, Node<'a>) {
         let text = trim_cow(self.text);
         if self.entries.is_empty() {
             return (self.name, Node::Text(text));
@@ -175,6 +199,12 @@ fn is_trimmed(c: char) -> bool {
 }
 
 fn trim_cow(text: Cow<'_, str>) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let trimmed =
+        |c: Option<&u8>| c.is_some_and(|&c| matches!(c, b'\t' | b'\r' | 8 | b'\n' | b' '));
+    if !trimmed(bytes.first()) && !trimmed(bytes.last()) {
+        return text;
+    }
     match text {
         Cow::Borrowed(s) => Cow::Borrowed(s.trim_matches(is_trimmed)),
         Cow::Owned(s) => {
@@ -190,7 +220,11 @@ fn trim_cow(text: Cow<'_, str>) -> Cow<'_, str> {
 
 /// The local part of a qualified name.
 fn local(name: &str) -> &str {
-    name.rsplit_once(':').map_or(name, |(_, local)| local)
+    match name.rfind(':') {
+        // `:` is one byte: the byte after it starts a character.
+        Some(at) => name.get(at + 1..).unwrap_or(name),
+        None => name,
+    }
 }
 
 /// Decodes `body`: the root element's name and value. What follows the root element is
@@ -199,6 +233,16 @@ pub(crate) fn parse(body: &[u8]) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
     let text = std::str::from_utf8(body).map_err(|err| XmlError::NotUtf8(err.valid_up_to()))?;
     // A byte-order mark is not markup.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // Bodies of the common shape are read by the fast scanner; anything else, and every
+    // error, is left to quick-xml.
+    match super::fast::parse(text) {
+        Some(done) => Ok(done),
+        None => read(text),
+    }
+}
+
+/// Decodes `text` (without a byte-order mark) with quick-xml.
+pub(super) fn read(text: &str) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
     let mut reader = quick_xml::Reader::from_str(text);
     let config = reader.config_mut();
     config.check_end_names = true;
