@@ -30,10 +30,11 @@ pub(super) struct Exec<'a> {
 type Run<T> = Result<T, TemplateError>;
 
 impl<'a> Exec<'a> {
-    pub(super) fn new(dot: &Val<'a>, limits: Limits) -> Self {
+    /// `expected`: the output's likely size, reserved up front (within the output bound).
+    pub(super) fn new(dot: &Val<'a>, limits: Limits, expected: usize) -> Self {
         Exec {
             vars: vec![("$", dot.clone())],
-            out: String::new(),
+            out: String::with_capacity(expected.min(limits.max_output)),
             steps: 0,
             limits,
         }

@@ -240,6 +240,11 @@ pub(super) fn to_json(out: &mut String, view: View<'_>) -> Result<(), Unsupporte
         View::Int(i) => {
             let _ = write!(out, "{i}");
         }
+        // Between 1e-6 and 1e21 Go's form is the shortest digits without an exponent, which
+        // is what Rust's `Display` of an `f64` writes (zero: Go's sign handling, below).
+        View::Float(f) if f != 0.0 && (1e-6..1e21).contains(&f.abs()) => {
+            let _ = write!(out, "{f}");
+        }
         View::Float(f) => out.push_str(
             &float_json(f)
                 .ok_or_else(|| Unsupported(format!("unsupported value: {}", float_g(f))))?,

@@ -89,7 +89,7 @@ impl Template {
         input: &Json,
         limits: Limits,
     ) -> Result<String, TemplateError> {
-        self.execute_doc(&Doc::of_json(input), limits)
+        self.execute_doc(&Doc::of_json(input), limits, 0)
     }
 
     /// Runs the template with the first JSON value of `body` as dot, as Go's decoder reads
@@ -104,13 +104,23 @@ impl Template {
         match values.next() {
             None => Ok(None),
             Some(Err(err)) => Err(BodyError::Json(err)),
-            Some(Ok(doc)) => Ok(Some(self.execute_doc(&doc, limits)?)),
+            // Response transforms mostly rewrite the body's members: about its size again.
+            Some(Ok(doc)) => Ok(Some(self.execute_doc(
+                &doc,
+                limits,
+                body.len().saturating_mul(2),
+            )?)),
         }
     }
 
-    fn execute_doc(&self, input: &Doc<'_>, limits: Limits) -> Result<String, TemplateError> {
+    fn execute_doc(
+        &self,
+        input: &Doc<'_>,
+        limits: Limits,
+        expected: usize,
+    ) -> Result<String, TemplateError> {
         let dot = Val::json(input);
-        Exec::new(&dot, limits).run(&dot, &self.nodes)
+        Exec::new(&dot, limits, expected).run(&dot, &self.nodes)
     }
 
     /// Runs the template with the string `input` as dot.
@@ -120,6 +130,6 @@ impl Template {
         limits: Limits,
     ) -> Result<String, TemplateError> {
         let dot = Val::Str(std::borrow::Cow::Borrowed(input));
-        Exec::new(&dot, limits).run(&dot, &self.nodes)
+        Exec::new(&dot, limits, 0).run(&dot, &self.nodes)
     }
 }
