@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::document::{ColumnSpec, Method};
 use super::error::{Error, ErrorKind, Result};
-use super::template::{Dialect, Limits, Template, TemplateError};
+use super::template::{BodyError, Dialect, Limits, Template, TemplateError};
 use super::xml::{self, RowField, XmlError};
 
 /// What the template gets as dot.
@@ -146,15 +146,12 @@ impl ResponseTransform {
             max_output: BASE_OUTPUT.saturating_add(OUTPUT_PER_BYTE.saturating_mul(body.len())),
         };
         let out = match input {
-            Input::Json => {
-                // Go's decoder reads the first JSON value; what follows it is not read.
-                let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
-                match values.next() {
-                    None => return Ok(Vec::new()),
-                    Some(Err(err)) => return Err(TransformError::Body(err.to_string())),
-                    Some(Ok(value)) => template.execute_json(&value, limits)?,
-                }
-            }
+            Input::Json => match template.execute_json_body(body, limits) {
+                Ok(Some(out)) => out,
+                Ok(None) => return Ok(Vec::new()),
+                Err(BodyError::Json(err)) => return Err(TransformError::Body(err.to_string())),
+                Err(BodyError::Template(err)) => return Err(err.into()),
+            },
             Input::Text => {
                 if body.is_empty() {
                     return Ok(Vec::new());

@@ -6,12 +6,12 @@
 use std::borrow::Cow;
 
 use super::Limits;
+use super::doc::Doc;
 use super::error::TemplateError;
 use super::format;
 use super::funcs;
 use super::parse::{Branch, Cmd, Node, Operand, Pipe, Term};
 use super::value::{Val, View};
-use serde_json::Value as Json;
 
 /// How a list ended: normally, or by `{{break}}`/`{{continue}}`.
 enum Flow {
@@ -30,10 +30,11 @@ pub(super) struct Exec<'a> {
 type Run<T> = Result<T, TemplateError>;
 
 impl<'a> Exec<'a> {
-    pub(super) fn new(dot: &Val<'a>, limits: Limits) -> Self {
+    /// `expected`: the output's likely size, reserved up front (within the output bound).
+    pub(super) fn new(dot: &Val<'a>, limits: Limits, expected: usize) -> Self {
         Exec {
             vars: vec![("$", dot.clone())],
-            out: String::new(),
+            out: String::with_capacity(expected.min(limits.max_output)),
             steps: 0,
             limits,
         }
@@ -212,13 +213,11 @@ impl<'a> Exec<'a> {
                 }
             }
             View::Map(_) => {
-                if let Val::Json(Json::Object(map)) = value {
-                    // A map of the input: its entries sorted by key, no lookup per key.
-                    let mut entries: Vec<(&'a String, &'a Json)> = map.iter().collect();
-                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                    for (key, elem) in entries {
+                if let Val::Json(Doc::Object(map)) = value {
+                    // A map of the input: its members are in key order, no lookup per key.
+                    for (key, elem) in map.iter() {
                         ran = true;
-                        let key = Val::Str(Cow::Borrowed(key.as_str()));
+                        let key = Val::Str(Cow::Borrowed(key));
                         if self.iteration(branch, key, Val::json(elem), body_mark)? {
                             break;
                         }

@@ -4,8 +4,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value as Json;
-
+use super::doc::Doc;
 use super::value::View;
 
 /// Go's `strconv.FormatFloat(f, 'g', -1, 64)`, which `%v` uses: the shortest digits that
@@ -193,15 +192,13 @@ pub(super) fn value_text(out: &mut String, view: View<'_>) {
         View::Str(s) => out.push_str(s),
         View::Map(map) => {
             out.push_str("map[");
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, value)) in map.iter().enumerate() {
                 if i > 0 {
                     out.push(' ');
                 }
                 out.push_str(key);
                 out.push(':');
-                json_text(out, map.get(key.as_str()).unwrap_or(&Json::Null));
+                json_text(out, value);
             }
             out.push(']');
         }
@@ -218,14 +215,14 @@ pub(super) fn value_text(out: &mut String, view: View<'_>) {
     }
 }
 
-fn json_text(out: &mut String, value: &Json) {
+fn json_text(out: &mut String, value: &Doc<'_>) {
     match value {
-        Json::Null => out.push_str("<nil>"),
-        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Json::Number(n) => out.push_str(&float_g(n.as_f64().unwrap_or(f64::NAN))),
-        Json::String(s) => out.push_str(s),
-        Json::Array(items) => value_text(out, View::Slice(items)),
-        Json::Object(map) => value_text(out, View::Map(map)),
+        Doc::Null => out.push_str("<nil>"),
+        Doc::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Doc::Number(n) => out.push_str(&float_g(n.as_f64().unwrap_or(f64::NAN))),
+        Doc::Str(s) => out.push_str(s),
+        Doc::Array(items) => value_text(out, View::Slice(items)),
+        Doc::Object(map) => value_text(out, View::Map(map)),
     }
 }
 
@@ -243,6 +240,11 @@ pub(super) fn to_json(out: &mut String, view: View<'_>) -> Result<(), Unsupporte
         View::Int(i) => {
             let _ = write!(out, "{i}");
         }
+        // Between 1e-6 and 1e21 Go's form is the shortest digits without an exponent, which
+        // is what Rust's `Display` of an `f64` writes (zero: Go's sign handling, below).
+        View::Float(f) if f != 0.0 && (1e-6..1e21).contains(&f.abs()) => {
+            let _ = write!(out, "{f}");
+        }
         View::Float(f) => out.push_str(
             &float_json(f)
                 .ok_or_else(|| Unsupported(format!("unsupported value: {}", float_g(f))))?,
@@ -250,15 +252,13 @@ pub(super) fn to_json(out: &mut String, view: View<'_>) -> Result<(), Unsupporte
         View::Str(s) => json_string(out, s),
         View::Map(map) => {
             out.push('{');
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, value)) in map.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 json_string(out, key);
                 out.push(':');
-                json_value(out, map.get(key.as_str()).unwrap_or(&Json::Null))?;
+                json_value(out, value)?;
             }
             out.push('}');
         }
@@ -276,23 +276,23 @@ pub(super) fn to_json(out: &mut String, view: View<'_>) -> Result<(), Unsupporte
     Ok(())
 }
 
-fn json_value(out: &mut String, value: &Json) -> Result<(), Unsupported> {
+fn json_value(out: &mut String, value: &Doc<'_>) -> Result<(), Unsupported> {
     match value {
-        Json::Number(n) if n.is_i64() || n.is_u64() => {
+        Doc::Number(n) if n.is_i64() || n.is_u64() => {
             let _ = write!(out, "{n}");
             Ok(())
         }
-        Json::Number(n) => to_json(out, View::Float(n.as_f64().unwrap_or(f64::NAN))),
-        Json::Null => to_json(out, View::Nil),
-        Json::Bool(b) => to_json(out, View::Bool(*b)),
-        Json::String(s) => to_json(out, View::Str(s)),
-        Json::Array(items) => to_json(out, View::Slice(items)),
-        Json::Object(map) => to_json(out, View::Map(map)),
+        Doc::Number(n) => to_json(out, View::Float(n.as_f64().unwrap_or(f64::NAN))),
+        Doc::Null => to_json(out, View::Nil),
+        Doc::Bool(b) => to_json(out, View::Bool(*b)),
+        Doc::Str(s) => to_json(out, View::Str(s)),
+        Doc::Array(items) => to_json(out, View::Slice(items)),
+        Doc::Object(map) => to_json(out, View::Map(map)),
     }
 }
 
 /// `toJson` of a part of the input: as [`to_json`], keeping an integer's digits.
-pub(super) fn json_of(out: &mut String, value: &Json) -> Result<(), Unsupported> {
+pub(super) fn json_of(out: &mut String, value: &Doc<'_>) -> Result<(), Unsupported> {
     json_value(out, value)
 }
 

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use serde_json::Value as Json;
+use super::doc::Doc;
 
 use super::format;
 use super::value::{Kind, Val, View};
@@ -142,9 +142,9 @@ pub(super) fn call<'v>(name: &str, args: Vec<Val<'v>>) -> Result<Val<'v>, String
             let View::Str(text) = arg.view() else {
                 return Err(wrong_type("string", &arg));
             };
-            match serde_json::from_str::<Json>(text) {
-                Ok(map @ Json::Object(_)) => Val::owned(map),
-                Ok(Json::Null) => Val::Nil,
+            match serde_json::from_str::<Doc<'_>>(text) {
+                Ok(map @ Doc::Object(_)) => Val::owned(map.into_owned()),
+                Ok(Doc::Null) => Val::Nil,
                 Ok(other) => {
                     return Err(format!(
                         "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
@@ -159,12 +159,12 @@ pub(super) fn call<'v>(name: &str, args: Vec<Val<'v>>) -> Result<Val<'v>, String
     Ok(result)
 }
 
-fn json_kind(value: &Json) -> &'static str {
+fn json_kind(value: &Doc<'_>) -> &'static str {
     match value {
-        Json::Array(_) => "array",
-        Json::String(_) => "string",
-        Json::Number(_) => "number",
-        Json::Bool(_) => "bool",
+        Doc::Array(_) => "array",
+        Doc::Str(_) => "string",
+        Doc::Number(_) => "number",
+        Doc::Bool(_) => "bool",
         _ => "value",
     }
 }
@@ -308,7 +308,7 @@ fn slice<'v>(args: Vec<Val<'v>>) -> Result<Val<'v>, String> {
             Some(part) => Ok(Val::Str(Cow::Owned(part.to_owned()))),
             None => Err("error calling slice: slice splits a UTF-8 character".to_owned()),
         },
-        View::Slice(s) => Ok(Val::owned(Json::Array(s[idx[0]..idx[1]].to_vec()))),
+        View::Slice(_) => Ok(item.sub_slice(idx[0], idx[1])),
         _ => Ok(Val::Nil),
     }
 }

@@ -25,6 +25,7 @@
 //! `docs/engine.md`), so a focused interpreter over borrowed `serde_json` values is less code
 //! to trust than adapting that crate.
 
+mod doc;
 mod error;
 mod exec;
 mod format;
@@ -43,6 +44,7 @@ use serde_json::Value as Json;
 pub(crate) use self::error::TemplateError;
 pub(crate) use self::funcs::Dialect;
 
+use self::doc::Doc;
 use self::exec::Exec;
 use self::parse::Node;
 use self::value::Val;
@@ -54,6 +56,17 @@ pub(crate) struct Limits {
     pub(crate) max_steps: u64,
     /// Bytes of output.
     pub(crate) max_output: usize,
+}
+
+/// Why a template over a JSON body did not run to the end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// The body is not JSON.
+    #[error("{0}")]
+    Json(serde_json::Error),
+    /// The template failed or ran past its bounds.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
 }
 
 /// A parsed template.
@@ -76,8 +89,38 @@ impl Template {
         input: &Json,
         limits: Limits,
     ) -> Result<String, TemplateError> {
+        self.execute_doc(&Doc::of_json(input), limits, 0)
+    }
+
+    /// Runs the template with the first JSON value of `body` as dot, as Go's decoder reads
+    /// it (what follows that value is not read): `Ok(None)` when the body holds no value, an
+    /// error when it is not JSON.
+    pub(crate) fn execute_json_body(
+        &self,
+        body: &[u8],
+        limits: Limits,
+    ) -> Result<Option<String>, BodyError> {
+        let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
+        match values.next() {
+            None => Ok(None),
+            Some(Err(err)) => Err(BodyError::Json(err)),
+            // Response transforms mostly rewrite the body's members: about its size again.
+            Some(Ok(doc)) => Ok(Some(self.execute_doc(
+                &doc,
+                limits,
+                body.len().saturating_mul(2),
+            )?)),
+        }
+    }
+
+    fn execute_doc(
+        &self,
+        input: &Doc<'_>,
+        limits: Limits,
+        expected: usize,
+    ) -> Result<String, TemplateError> {
         let dot = Val::json(input);
-        Exec::new(&dot, limits).run(&dot, &self.nodes)
+        Exec::new(&dot, limits, expected).run(&dot, &self.nodes)
     }
 
     /// Runs the template with the string `input` as dot.
@@ -87,6 +130,6 @@ impl Template {
         limits: Limits,
     ) -> Result<String, TemplateError> {
         let dot = Val::Str(std::borrow::Cow::Borrowed(input));
-        Exec::new(&dot, limits).run(&dot, &self.nodes)
+        Exec::new(&dot, limits, 0).run(&dot, &self.nodes)
     }
 }

@@ -66,6 +66,18 @@ proptest! {
     }
 
     #[test]
+    fn floats_in_json_are_go_s_form(bits in any::<u64>(), scale in -30i32..30) {
+        // Any finite float, and floats spread over the decimal exponents either side of
+        // where Go switches to exponent form (1e-6, 1e21).
+        for f in [f64::from_bits(bits), (bits as f64 / u64::MAX as f64) * 10f64.powi(scale)] {
+            let Some(go) = format::float_json(f) else { continue };
+            let mut out = String::new();
+            prop_assert!(format::to_json(&mut out, super::value::View::Float(f)).is_ok());
+            prop_assert_eq!(out, go);
+        }
+    }
+
+    #[test]
     fn quoting_runs_of_text_is_quoting_each_character(s in text()) {
         // Each character quoted alone, its quotes dropped, then joined.
         let mut each = String::from("\"");

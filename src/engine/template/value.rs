@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use serde_json::Value as Json;
+use super::doc::{Doc, Obj};
 
 /// One value during execution. JSON parts of the input are borrowed; values made while
 /// executing (strings, numbers, the result of `jsonMapFromString`) are owned.
@@ -18,9 +18,9 @@ pub(super) enum Val<'v> {
     Float(f64),
     Str(Cow<'v, str>),
     /// Part of the input (never `null`, which is [`Val::Nil`]).
-    Json(&'v Json),
+    Json(&'v Doc<'v>),
     /// A JSON value made during execution.
-    Owned(Rc<Json>),
+    Owned(Rc<Doc<'v>>),
 }
 
 /// Go's kinds, as `reflect.Kind.String()` names them.
@@ -71,23 +71,23 @@ pub(super) enum View<'a> {
     Int(i64),
     Float(f64),
     Str(&'a str),
-    Map(&'a serde_json::Map<String, Json>),
-    Slice(&'a [Json]),
+    Map(&'a Obj<'a>),
+    Slice(&'a [Doc<'a>]),
 }
 
 impl<'v> Val<'v> {
     /// The value of a JSON part of the input.
-    pub(super) fn json(value: &'v Json) -> Self {
+    pub(super) fn json(value: &'v Doc<'v>) -> Self {
         match value {
-            Json::Null => Val::Nil,
+            Doc::Null => Val::Nil,
             other => Val::Json(other),
         }
     }
 
     /// A value made from a JSON value owned by the execution.
-    pub(super) fn owned(value: Json) -> Self {
+    pub(super) fn owned(value: Doc<'v>) -> Self {
         match value {
-            Json::Null => Val::Nil,
+            Doc::Null => Val::Nil,
             other => Val::Owned(Rc::new(other)),
         }
     }
@@ -113,9 +113,11 @@ impl<'v> Val<'v> {
     /// `map[key]` of a map value: the element, or nil when the key is missing.
     pub(super) fn map_get(&self, key: &str) -> Val<'v> {
         match self {
-            Val::Json(Json::Object(map)) => map.get(key).map_or(Val::Nil, Val::json),
-            Val::Owned(owned) => match owned.get(key) {
-                Some(found) if owned.is_object() => Val::owned(found.clone()),
+            Val::Json(Doc::Object(map)) => map.get(key).map_or(Val::Nil, Val::json),
+            Val::Owned(owned) => match owned.as_ref() {
+                Doc::Object(map) => map
+                    .get(key)
+                    .map_or(Val::Nil, |found| Val::owned(found.clone())),
                 _ => Val::Nil,
             },
             _ => Val::Nil,
@@ -125,38 +127,51 @@ impl<'v> Val<'v> {
     /// `slice[i]` of a slice value (the caller checked the bounds).
     pub(super) fn slice_get(&self, i: usize) -> Val<'v> {
         match self {
-            Val::Json(Json::Array(items)) => items.get(i).map_or(Val::Nil, Val::json),
-            Val::Owned(owned) => match owned.as_array().and_then(|a| a.get(i)) {
-                Some(found) => Val::owned(found.clone()),
-                None => Val::Nil,
+            Val::Json(Doc::Array(items)) => items.get(i).map_or(Val::Nil, Val::json),
+            Val::Owned(owned) => match owned.as_ref() {
+                Doc::Array(items) => items
+                    .get(i)
+                    .map_or(Val::Nil, |found| Val::owned(found.clone())),
+                _ => Val::Nil,
             },
             _ => Val::Nil,
         }
     }
 
+    /// `slice[from:to]` of a slice value (the caller checked the bounds), as a new value.
+    pub(super) fn sub_slice(&self, from: usize, to: usize) -> Val<'v> {
+        let items: &[Doc<'v>] = match self {
+            Val::Json(Doc::Array(items)) => items,
+            Val::Owned(owned) => match owned.as_ref() {
+                Doc::Array(items) => items,
+                _ => &[],
+            },
+            _ => &[],
+        };
+        Val::owned(Doc::Array(items.get(from..to).unwrap_or_default().to_vec()))
+    }
+
     /// The map's keys in Go's order for `range` and printing (sorted).
     pub(super) fn sorted_keys(&self) -> Vec<Cow<'v, str>> {
-        let mut keys: Vec<Cow<'v, str>> = match self {
-            Val::Json(Json::Object(map)) => map.keys().map(|k| Cow::Borrowed(k.as_str())).collect(),
-            Val::Owned(owned) => owned
-                .as_object()
-                .map(|m| m.keys().map(|k| Cow::Owned(k.clone())).collect())
-                .unwrap_or_default(),
+        match self {
+            Val::Json(Doc::Object(map)) => map.iter().map(|(k, _)| Cow::Borrowed(k)).collect(),
+            Val::Owned(owned) => match owned.as_ref() {
+                Doc::Object(map) => map.iter().map(|(k, _)| Cow::Owned(k.to_owned())).collect(),
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
-        };
-        keys.sort_unstable();
-        keys
+        }
     }
 }
 
-fn view_json(value: &Json) -> View<'_> {
+fn view_json<'a>(value: &'a Doc<'_>) -> View<'a> {
     match value {
-        Json::Null => View::Nil,
-        Json::Bool(b) => View::Bool(*b),
-        Json::Number(n) => View::Float(n.as_f64().unwrap_or(f64::NAN)),
-        Json::String(s) => View::Str(s),
-        Json::Array(items) => View::Slice(items),
-        Json::Object(map) => View::Map(map),
+        Doc::Null => View::Nil,
+        Doc::Bool(b) => View::Bool(*b),
+        Doc::Number(n) => View::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Doc::Str(s) => View::Str(s),
+        Doc::Array(items) => View::Slice(items),
+        Doc::Object(map) => View::Map(map),
     }
 }
 
