@@ -211,20 +211,20 @@ fn set_nice(value: i32) -> bool {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
-pub(crate) mod tests {
+/// What the kernel shows of this process's threads, for tests of code that lowers a
+/// thread's priority (the `test-support` feature; Linux only).
+#[cfg(all(any(test, feature = "test-support"), target_os = "linux"))]
+pub mod probe {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use super::*;
-
     /// This thread's id.
-    pub(crate) fn tid() -> i32 {
+    pub fn tid() -> i32 {
         rustix::thread::gettid().as_raw_nonzero().get()
     }
 
     /// The nice value of this process's thread `tid` as the kernel shows it (field 19 of
     /// `/proc/self/task/<tid>/stat`).
-    pub(crate) fn nice_of(tid: i32) -> i32 {
+    pub fn nice_of(tid: i32) -> i32 {
         let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
         // The command name (field 2) is in parentheses and may hold spaces.
         let after = &stat[stat.rfind(')').unwrap() + 2..];
@@ -233,14 +233,22 @@ pub(crate) mod tests {
 
     /// The scheduling policy of this process's thread `tid` (field 41 of its `stat`; 5 is
     /// `SCHED_IDLE`, 0 `SCHED_OTHER`).
-    pub(crate) fn policy_of(tid: i32) -> i32 {
+    pub fn policy_of(tid: i32) -> i32 {
         let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
         let after = &stat[stat.rfind(')').unwrap() + 2..];
         after.split(' ').nth(38).unwrap().parse().unwrap()
     }
 
     /// `SCHED_IDLE`'s number.
-    pub(crate) const SCHED_IDLE: i32 = 5;
+    pub const SCHED_IDLE: i32 = 5;
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::probe::{SCHED_IDLE, nice_of, policy_of, tid};
+    use super::*;
 
     #[test]
     fn a_thread_lowers_its_own_nice_value_and_no_others() {
