@@ -4,12 +4,14 @@
 mod columns;
 mod exec_source;
 mod mutation;
+mod scalar;
 mod tables;
 mod views;
 
 pub(crate) use columns::{Referenced, referenced};
 pub(crate) use exec_source::exec_table;
-pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning, Scalar};
+pub(crate) use mutation::{Exec, InsertRows, Mutation, Returning};
+pub(crate) use scalar::Scalar;
 pub(crate) use tables::{
     Analysis, Binding, Conjunct, Filter, Literal, Source, analyse, drop_conjuncts, expand_wildcards,
 };

@@ -7,37 +7,14 @@
 
 use sqlparser::ast::{
     AssignmentTarget, Delete, Expr, FromTable, InTarget, Insert, ObjectName, Query, SelectItem,
-    TableFactor, TableObject, UnaryOperator, Update, Value,
+    TableFactor, TableObject, Update,
 };
 use sqlparser::tokenizer::Token;
 
-use super::tables::{name_parts, split_and, unnest};
+use super::scalar::{Scalar, scalar, unnest};
+use super::tables::{name_parts, split_and};
 use crate::error::{Error, Result};
 use crate::types::SqlVerb;
-
-/// A value written in the statement.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Scalar {
-    /// A quoted string.
-    Text(String),
-    /// A number as written.
-    Number(String),
-    /// `TRUE` / `FALSE`.
-    Bool(bool),
-    /// `NULL`.
-    Null,
-}
-
-impl Scalar {
-    /// The value as a request parameter string.
-    pub(crate) fn as_param(&self) -> Option<String> {
-        match self {
-            Scalar::Text(s) | Scalar::Number(s) => Some(s.clone()),
-            Scalar::Bool(b) => Some(b.to_string()),
-            Scalar::Null => None,
-        }
-    }
-}
 
 /// What `RETURNING` asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,32 +71,6 @@ fn target3(name: &ObjectName, verb: &str) -> Result<[String; 3]> {
             "{verb} needs a provider.service.resource table, not '{name}'"
         ))
     })
-}
-
-/// A literal value expression.
-pub(crate) fn scalar(expr: &Expr) -> Option<Scalar> {
-    match unnest(expr) {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
-                Some(Scalar::Text(s.clone()))
-            }
-            Value::Number(n, _) => Some(Scalar::Number(n.to_string())),
-            Value::Boolean(b) => Some(Scalar::Bool(*b)),
-            Value::Null => Some(Scalar::Null),
-            _ => None,
-        },
-        Expr::UnaryOp {
-            op: UnaryOperator::Minus,
-            expr,
-        } => match unnest(expr) {
-            Expr::Value(v) => match &v.value {
-                Value::Number(n, _) => Some(Scalar::Number(format!("-{n}"))),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 fn must_scalar(expr: &Expr, what: &str) -> Result<Scalar> {

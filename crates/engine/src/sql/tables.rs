@@ -10,7 +10,7 @@ use sqlparser::ast::{
     TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 
-use super::mutation::Scalar;
+use super::scalar::{Scalar, scalar, unnest};
 use crate::error::{Error, Result};
 
 /// One appearance of an API table in the statement.
@@ -682,13 +682,6 @@ fn conjuncts_of<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
-pub(super) fn unnest(expr: &Expr) -> &Expr {
-    match expr {
-        Expr::Nested(inner) => unnest(inner),
-        other => other,
-    }
-}
-
 /// The SELECT's `expr AS alias` items a WHERE name may mean. An alias the projection also
 /// reads as a plain column (`region, JSON_EXTRACT(Properties, '$.Region') AS region`, as
 /// awscc's views do) is left out: SQLite resolves a WHERE name to a table's column before
@@ -719,7 +712,7 @@ fn projection_aliases(projection: &[SelectItem]) -> Vec<(String, Expr)> {
 
 /// A literal: strings, numbers, booleans (as 1 and 0), negative numbers; not NULL.
 pub(super) fn literal(expr: &Expr) -> Option<Literal> {
-    let (text, numeric) = match super::mutation::scalar(expr)? {
+    let (text, numeric) = match scalar(expr)? {
         Scalar::Text(text) => (text, false),
         Scalar::Number(text) => (text, true),
         Scalar::Bool(b) => (if b { "1" } else { "0" }.to_owned(), true),

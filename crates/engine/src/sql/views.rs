@@ -16,7 +16,8 @@ use sqlparser::ast::{
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
-use super::tables::{literal, name_parts, split_and, unnest};
+use super::scalar::unnest;
+use super::tables::{literal, name_parts, split_and};
 use crate::document::View;
 use crate::error::{Error, ErrorKind, Result};
 
