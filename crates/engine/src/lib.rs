@@ -4,6 +4,7 @@
 //! outside `engine` goes through [`Engine`] and the types re-exported here; its submodules
 //! are private.
 
+mod credential_report;
 mod credentials;
 mod discovery;
 mod document;
@@ -39,9 +40,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::credential_report::{
+    CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource,
+};
 pub use self::credentials::{
-    AwsRole, CredentialReport, CredentialSource, CredentialStatus, CredentialStore, ExchangeKind,
-    ProviderCredentials, ProviderSource, SourceOutcome, SubjectToken, TokenExchange,
+    AwsRole, CredentialSource, CredentialStore, ExchangeKind, SourceOutcome, SubjectToken,
+    TokenExchange,
 };
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;

@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Instant;
 
 use super::Inner;
-use super::credentials::{
-    self, CredentialReport, CredentialStore, ProviderCredentials, ProviderSource, SourceSummary,
+use super::credential_report::{
+    self, CredentialReport, ProviderCredentials, ProviderSource, SourceSummary,
 };
+use super::credentials::CredentialStore;
 use super::discovery::{open_provider, providers};
 use super::error::{Error, ErrorKind, Result};
 use super::types::ExecContext;
@@ -49,7 +50,7 @@ pub(crate) fn reload_credentials(
     let store = cx.credentials.as_ref();
     let before: HashMap<&str, [u8; 32]> = auths
         .iter()
-        .map(|(name, auth)| (name.as_str(), credentials::fingerprint(auth, store)))
+        .map(|(name, auth)| (name.as_str(), credential_report::fingerprint(auth, store)))
         .collect();
 
     // Phase 1: re-source. Phase 2: drop derived auth state (tokens) of the providers in scope.
@@ -64,17 +65,17 @@ pub(crate) fn reload_credentials(
     let mut rows: Vec<ProviderCredentials> = auths
         .iter()
         .map(|(name, auth)| {
-            let (status, detail) = credentials::status(name, auth, store);
-            let after = credentials::fingerprint(auth, store);
+            let (status, detail) = credential_report::status(name, auth, store);
+            let after = credential_report::fingerprint(auth, store);
             ProviderCredentials {
                 provider: name.clone(),
-                auth_type: credentials::auth_type(auth),
-                sourced_from: credentials::sourced_from(auth),
+                auth_type: credential_report::auth_type(auth),
+                sourced_from: credential_report::sourced_from(auth),
                 status,
                 detail,
                 changed: before.get(name.as_str()) != Some(&after),
-                resolved_source: credentials::resolved_source(name, auth, store),
-                token_expires_at: credentials::token_expires_at(name, store),
+                resolved_source: credential_report::resolved_source(name, auth, store),
+                token_expires_at: credential_report::token_expires_at(name, store),
             }
         })
         .collect();
@@ -106,8 +107,8 @@ pub(crate) fn credential_sources(inner: &Inner, cx: &ExecContext) -> Result<Vec<
         let provider = open_provider(inner, cx, &info.name)?;
         let auth = inner.effective_auth(&provider);
         rows.push(SummaryRow {
-            auth_type: credentials::auth_type(&auth),
-            source: credentials::source_summary(&info.name, &auth, store),
+            auth_type: credential_report::auth_type(&auth),
+            source: credential_report::source_summary(&info.name, &auth, store),
             provider: info.name,
         });
     }
@@ -131,7 +132,7 @@ fn in_force(rows: &[SummaryRow], store: &CredentialStore) -> Vec<ProviderSource>
             provider: row.provider.clone(),
             auth_type: row.auth_type.clone(),
             resolved_source: row.source.resolve(&row.provider, store),
-            token_expires_at: credentials::token_expires_at(&row.provider, store),
+            token_expires_at: credential_report::token_expires_at(&row.provider, store),
         })
         .collect()
 }
