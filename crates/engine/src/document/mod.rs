@@ -3,6 +3,7 @@
 mod cache;
 mod model;
 mod request;
+mod retry;
 mod schema;
 mod store;
 mod view;
@@ -13,6 +14,7 @@ pub(crate) use model::{
     ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
 };
 pub(crate) use request::{BodyTranslate, RequestSpec, WireTranslate};
+pub(crate) use retry::DocumentRetry;
 pub(crate) use schema::SchemaAt;
 pub(crate) use store::DocumentStore;
 pub(crate) use view::View;

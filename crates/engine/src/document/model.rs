@@ -6,12 +6,12 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::retry::DocumentRetry;
 use super::schema::{SchemaAt, deref};
 use super::store::{Doc, DocumentStore, Reads, split_ref};
 use crate::error::{Error, Result};
 use crate::rows::RowLocator;
 use crate::types::SqlVerb;
-use crate::upstream::DocumentRetry;
 
 /// A provider version as installed in the local registry.
 #[derive(Debug)]

@@ -28,7 +28,9 @@ use url::Url;
 use self::body::Gathered;
 use self::pagination::Next;
 use super::credentials::CredentialSource;
-use super::document::{Method, Param, ParamLocation, WireTranslate, find_closing_brace};
+use super::document::{
+    DocumentRetry, Method, Param, ParamLocation, WireTranslate, find_closing_brace,
+};
 use super::error::{Error, ErrorKind, Result, UpstreamFailure};
 use super::observe::{UpstreamObserver, UpstreamResult};
 
@@ -44,7 +46,6 @@ pub(crate) struct UpstreamSettings {
     pub(crate) max_requests_per_second: std::collections::HashMap<String, f64>,
 }
 
-pub(crate) use retry::DocumentRetry;
 pub use retry::RetryPolicy;
 
 /// The HTTP client shared by every statement.
@@ -346,7 +347,7 @@ impl Upstream {
         headers: &HeaderMap,
         body: Option<&Bytes>,
         leg: &Leg<'_>,
-        document_retry: Option<&retry::DocumentRetry>,
+        document_retry: Option<&DocumentRetry>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let policy = retry::EffectiveRetry::new(&self.settings.retry, document_retry);
         let started = tokio::time::Instant::now();
