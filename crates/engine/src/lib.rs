@@ -1,8 +1,12 @@
-//! SQL over REST APIs: provider documents → plan → upstream calls → SQLite evaluation.
+//! querygate's engine: SQL over REST APIs: provider documents → plan → upstream calls →
+//! SQLite evaluation.
 //!
-//! This module knows nothing about MCP, HTTP serving, authentication or audit. Everything
-//! outside `engine` goes through [`Engine`] and the types re-exported here; its submodules
-//! are private.
+//! This crate knows nothing about MCP, HTTP serving, authentication or audit, and depends on
+//! none of the crates that do them. Callers use [`Engine`] and the types re-exported here;
+//! the modules are private, but for [`thread_priority`] and [`client_tls`], which querygate's
+//! server uses as well.
+
+#![warn(unreachable_pub)]
 
 mod credential_report;
 mod credentials;

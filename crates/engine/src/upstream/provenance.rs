@@ -12,7 +12,7 @@ use reqwest::header::HeaderMap;
 
 /// The headers upstreams name their request id in, tried in this order (the first present
 /// one is noted).
-pub const ID_HEADERS: [&str; 8] = [
+pub(crate) const ID_HEADERS: [&str; 8] = [
     "x-ms-request-id",
     "x-amzn-requestid",
     "x-amz-request-id",
@@ -24,10 +24,10 @@ pub const ID_HEADERS: [&str; 8] = [
 ];
 
 /// Ids kept per call; later ones are dropped.
-pub const MAX_IDS: usize = 16;
+pub(crate) const MAX_IDS: usize = 16;
 
 /// Characters kept of one entry (`<header>=<value>`).
-pub const MAX_ID_CHARS: usize = 128;
+pub(crate) const MAX_ID_CHARS: usize = 128;
 
 tokio::task_local! {
     static IDS: Arc<Mutex<Vec<String>>>;
