@@ -57,7 +57,7 @@ pub struct UpstreamFailure {
 
 impl UpstreamFailure {
     /// Whether a status is worth retrying: 408, 429 and every 5xx.
-    pub fn is_retryable_status(status: u16) -> bool {
+    pub(crate) fn is_retryable_status(status: u16) -> bool {
         status == 408 || status == 429 || status >= 500
     }
 }

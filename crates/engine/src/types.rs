@@ -28,7 +28,7 @@ pub enum SqlVerb {
 
 impl SqlVerb {
     /// Parses a `sqlVerbs` key.
-    pub fn from_doc_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_doc_name(name: &str) -> Option<Self> {
         match name {
             "select" => Some(SqlVerb::Select),
             "insert" => Some(SqlVerb::Insert),
@@ -164,7 +164,9 @@ pub struct ExecContext {
 
 impl ExecContext {
     /// The context used before authentication exists: principal `anonymous` of tenant
-    /// `default`, every provider allowed, credentials from the process environment.
+    /// `default`, every provider allowed, credentials from the process environment (for
+    /// tests: the `test-support` feature).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn anonymous_default() -> Self {
         ExecContext {
             tenant: "default".to_owned(),

@@ -306,7 +306,8 @@ impl CredentialStore {
 
     /// This store with the host's identity (managed identity, the Azure CLI's login)
     /// allowed or refused for its tenant. By default only a store that reads the process
-    /// environment allows it.
+    /// environment allows it (for tests: the `test-support` feature).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn with_host_identity(mut self, allowed: bool) -> Self {
         self.host_identity = allowed;
         self
@@ -372,7 +373,7 @@ impl CredentialStore {
     /// tokens are dropped (they were obtained with the previous values). A file that cannot
     /// be read keeps the values in force and is logged (path and reason, never a value).
     /// Returns whether values changed.
-    pub fn reread_env_file_if_changed(&self) -> bool {
+    pub(crate) fn reread_env_file_if_changed(&self) -> bool {
         let Some(path) = &self.env_file else {
             return false;
         };
