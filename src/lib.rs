@@ -50,7 +50,8 @@
 //!   elicit        approval prompts as MCP elicitation (the pipeline's Approver over rmcp)
 //!   pipeline/     the tool-call pipeline every call passes (HTTP, stdio, `querygate query`
 //!                 and `registry pull`): prepare (tenant, mode, SQL parsed once, class) →
-//!                 audit (outcome record) → mode gate (refusals, approvals) → admission
+//!                 bind (the statement's upstream requests, planned) → audit (outcome
+//!                 record) → mode gate (refusals, approvals) → quota → cache → admission
 //!                 (evaluation slots) → intent (write-ahead record of side effects) → call
 //!                 timeout → cancel → dispatch
 //!   tools/        the 16 tools, one ToolSpec each; they reach the engine only via its facade
