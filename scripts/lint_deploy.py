@@ -694,8 +694,10 @@ def copy_context(destination: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / rel, target)
                 count += 1
-    # What cargo and build.rs read (migrations/ once the repository has it).
-    for must in ("Cargo.toml", "Cargo.lock", "build.rs", "src/main.rs", "content", "migrations"):
+    # What cargo and build.rs read (migrations/ once the repository has it), the engine's
+    # workspace crate included.
+    for must in ("Cargo.toml", "Cargo.lock", "build.rs", "src/main.rs", "content", "migrations",
+                 "crates/engine/Cargo.toml", "crates/engine/src/lib.rs"):
         if (ROOT / must).exists() and not (destination / must).exists():
             fail(f"docker context: {must} is excluded by .dockerignore")
     for never in ("target", ".git", "helm", "docs"):

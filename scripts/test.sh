@@ -95,7 +95,8 @@ if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
 fi
 
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
+# --workspace: the engine crate (crates/engine) too, whatever the workspace's default members.
+cargo clippy --workspace --all-targets -- -D warnings
 
 # Dockerfile, release build from the image's build context, Helm chart, dashboard.
 ./scripts/lint-deploy.sh
@@ -112,7 +113,7 @@ if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
   trap 'scripts/pg-test-cluster.sh stop "$QUERYGATE_TEST_PG_DIR"' EXIT
 fi
 
-cargo test
+cargo test --workspace
 disk_report
 
 # A 30-second soak of the server `cargo test` built: 16 clients, mixed calls, no errors

@@ -21,9 +21,11 @@
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                ├─ telemetry (Prometheus /metrics, log format, OpenTelemetry traces over OTLP)
-//!                ├─ thread_priority (bulk work's threads lower their own OS priority)
 //!                ├─ concurrency (documentation: every thread, pool, blocking hop and priority change)
-//!                └─ engine   (the facade: Engine + the types it re-exports)
+//!                └─ engine   (re-export of the querygate-engine crate, crates/engine: the facade,
+//!                             Engine + the types it re-exports; also thread_priority, bulk
+//!                             work's threads lowering their own OS priority, and client_tls,
+//!                             the TLS settings of outbound HTTPS clients)
 //!
 //! http/
 //!   mod.rs        router(): /healthz, RFC 9728 metadata and /mcp behind the HTTP-level
@@ -48,7 +50,8 @@
 //!   elicit        approval prompts as MCP elicitation (the pipeline's Approver over rmcp)
 //!   pipeline/     the tool-call pipeline every call passes (HTTP, stdio, `querygate query`
 //!                 and `registry pull`): prepare (tenant, mode, SQL parsed once, class) →
-//!                 audit (outcome record) → mode gate (refusals, approvals) → admission
+//!                 bind (the statement's upstream requests, planned) → audit (outcome
+//!                 record) → mode gate (refusals, approvals) → quota → cache → admission
 //!                 (evaluation slots) → intent (write-ahead record of side effects) → call
 //!                 timeout → cancel → dispatch
 //!   tools/        the 17 tools, one ToolSpec each; they reach the engine only via its facade
@@ -56,8 +59,10 @@
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
 //!   library/      the query library: embedded snapshot, optional remote index, search, render
 //!
-//! engine/
-//!   mod.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is public.
+//! crates/engine/src/ (the querygate-engine crate; Cargo enforces that it uses none of the above)
+//!   lib.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is
+//!                 public but thread_priority and client_tls (and, with the test-support
+//!                 feature, the helpers tests use).
 //!   registry      local registry folder (src/<provider>/<version>/…): providers, versions
 //!   remote/       remote registry: index (list), bounded download, checked tar.gz unpacking,
 //!                 validated all-or-nothing install into the local registry (pull)
@@ -68,8 +73,8 @@
 //!   plan          per table occurrence: params from WHERE/ON, method choice, fan-out, join order
 //!   select        runs a query: table loads in waves, pages into SQLite, then the SQL
 //!   mutate        INSERT/UPDATE/REPLACE/DELETE and EXEC: method choice, params vs typed body
-//!   credentials/  per-tenant stores (dotenv file + process env for default), token cache,
-//!                 the reload report (status, SHA-256 change detection)
+//!   credentials/  per-tenant stores (dotenv file + process env for default), token cache
+//!   credential_report  the reload report (status, SHA-256 change detection)
 //!   reload        reload_credentials: re-source → drop derived auth state → report
 //!   upstream/     reqwest calls: URL building, auth, pagination, read retries, typed HTTP errors
 //!   rows          response bytes → rows, decoded straight into SQLite binds (no Value tree)
@@ -83,8 +88,11 @@
 //! engine`. `auth` reads only `config` (and `tenant` re-exports its `Principal`); `policy`
 //! does no I/O. `clock` is a leaf: the components above the engine whose behaviour is a
 //! duration read the time from `Config::clock`. The engine knows nothing about MCP, HTTP
-//! serving, authentication or audit; the layers above it (the MCP surface, the tool-call pipeline with its mode gate) use only
-//! what `engine` re-exports, and none parses SQL a second time. Every engine call
+//! serving, authentication or audit; the layers above it (the MCP surface, the tool-call
+//! pipeline with its mode gate) use only what `engine` re-exports, and none parses SQL a
+//! second time. The engine being a crate of its own (`crates/engine`), Cargo holds it to
+//! that: it has no dependency on this crate or on the crates of MCP, HTTP serving or audit.
+//! Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 
@@ -94,14 +102,14 @@ pub mod audit;
 pub mod auth;
 pub mod cedar;
 pub mod cli;
-pub mod client_tls;
+pub use querygate_engine::client_tls;
 pub mod clock;
 pub mod code;
 pub mod concurrency;
 pub mod config;
 pub mod db;
 pub mod digest;
-pub mod engine;
+pub use querygate_engine as engine;
 pub mod governance;
 pub mod http;
 pub mod mcp;
@@ -111,4 +119,4 @@ pub mod safe_text;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tenant;
-pub mod thread_priority;
+pub use querygate_engine::thread_priority;

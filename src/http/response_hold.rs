@@ -234,7 +234,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_large_result_is_finished_at_the_bulk_priority_where_it_can_come_back() {
-        use crate::thread_priority::tests::{nice_of, tid};
+        use crate::thread_priority::probe::{nice_of, tid};
         // The runtime's threads start at this thread's priority.
         let base = nice_of(tid());
         let runtime = tokio::runtime::Builder::new_multi_thread()

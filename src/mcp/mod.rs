@@ -2,9 +2,9 @@
 //! statelessly over streamable HTTP (`querygate serve`) and over stdio (`querygate stdio`).
 //!
 //! ```text
-//! transport (http | stdio) → handler (rmcp ServerHandler) → pipeline (prepare, then the
-//!   tower stack: audit → mode gate → admission → intent → call timeout → cancel →
-//!   dispatch) → tools/* → engine facade
+//! transport (http | stdio) → handler (rmcp ServerHandler) → pipeline (prepare → bind, then
+//!   the tower stack: audit → mode gate → quota → cache → admission → intent → call
+//!   timeout → cancel → dispatch) → tools/* → engine facade
 //! cli (`querygate query`, `registry pull`) → the same pipeline, Transport::Cli
 //! ```
 //!

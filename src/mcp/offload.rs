@@ -154,7 +154,7 @@ mod tests {
     #[tokio::test]
     async fn large_work_runs_at_a_lower_priority_and_small_work_keeps_the_callers() {
         let pool = RenderPool::default();
-        use crate::thread_priority::tests::{nice_of, tid};
+        use crate::thread_priority::probe::{nice_of, tid};
         let caller = nice_of(tid());
         let small = pool
             .run(10, BulkPriority::Nice(5), || nice_of(tid()))

@@ -1,0 +1,20 @@
+//! Provider documents: loading, caching and the model read from them.
+
+mod cache;
+mod model;
+mod request;
+mod retry;
+mod schema;
+mod store;
+mod view;
+mod yaml;
+
+pub(crate) use cache::ModelCache;
+pub(crate) use model::{
+    ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
+};
+pub(crate) use request::{BodyTranslate, RequestSpec, WireTranslate};
+pub(crate) use retry::DocumentRetry;
+pub(crate) use schema::SchemaAt;
+pub(crate) use store::DocumentStore;
+pub(crate) use view::View;

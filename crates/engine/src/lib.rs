@@ -1,0 +1,788 @@
+//! querygate's engine: SQL over REST APIs: provider documents → plan → upstream calls →
+//! SQLite evaluation.
+//!
+//! This crate knows nothing about MCP, HTTP serving, authentication or audit, and depends on
+//! none of the crates that do them. Callers use [`Engine`] and the types re-exported here;
+//! the modules are private, but for [`thread_priority`] and [`client_tls`], which querygate's
+//! server uses as well.
+
+#![warn(unreachable_pub)]
+
+mod credential_report;
+mod credentials;
+mod discovery;
+mod document;
+mod error;
+mod eval;
+mod inline;
+mod mutate;
+mod observe;
+mod operation;
+mod plan;
+mod preview;
+mod pushdown;
+mod registry;
+mod reload;
+mod remote;
+mod request_body;
+mod requests;
+mod rows;
+mod select;
+mod slots;
+mod sql;
+mod template;
+mod transform;
+mod types;
+mod upstream;
+mod views;
+mod xml;
+
+pub mod client_tls;
+pub mod thread_priority;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use self::credential_report::{
+    CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource,
+};
+pub use self::credentials::{
+    AwsRole, CredentialSource, CredentialStore, ExchangeKind, SourceOutcome, SubjectToken,
+    TokenExchange,
+};
+pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
+pub use self::eval::EvalLimits;
+pub use self::observe::{UpstreamObserver, UpstreamResult};
+pub use self::preview::{PREVIEW_REQUESTS, PREVIEW_TEXT_BYTES};
+pub use self::remote::{
+    DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
+};
+pub use self::requests::{ParamValues, PlannedParam, PlannedRequest};
+pub use self::slots::{EvalSlot, EvalSlots};
+pub use self::types::{
+    Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, PlannedWrite,
+    ProviderInfo, QueryOutput, RequestPreview, ResourceInfo, ServiceInfo, SqlVerb, plan_hash,
+};
+pub use self::upstream::RetryPolicy;
+pub use self::upstream::provenance::collecting as collect_upstream_request_ids;
+
+use self::document::{DocumentStore, ModelCache};
+use self::registry::LocalRegistry;
+use self::remote::Remote;
+use self::upstream::{Upstream, UpstreamSettings};
+
+/// Per-provider settings from configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderSettings {
+    /// Replaces the documents' `servers` URL (for proxies and tests). May contain the
+    /// server's `{variables}`.
+    pub base_url: Option<String>,
+    /// Pins an installed version instead of the newest.
+    pub version: Option<String>,
+    /// Replaces the provider document's `config.auth` (same fields, e.g.
+    /// `{type: bearer, credentialsenvvar: MY_TOKEN}` or `{type: null_auth}`).
+    pub auth: Option<serde_json::Value>,
+}
+
+/// Limits on upstream traffic.
+#[derive(Debug, Clone)]
+pub struct UpstreamLimits {
+    /// Per upstream request, including reading the body.
+    pub timeout: Duration,
+    /// For establishing a connection.
+    pub connect_timeout: Duration,
+    /// Pages followed per request; 0 = unlimited.
+    pub page_limit: u32,
+    /// Upstream requests in flight per statement.
+    pub max_concurrency: usize,
+    /// Upstream requests (first pages; fan-out legs) one statement may make.
+    pub max_requests_per_statement: usize,
+    /// Largest response body accepted.
+    pub max_response_bytes: usize,
+    /// Retries of reads (GET/HEAD) on 408/429/502/503/504 and connection failures.
+    pub retry: RetryPolicy,
+    /// Polling of long-running operations for `/*+ AWAIT */`.
+    pub await_operations: AwaitLimits,
+    /// Requests per second each tenant may send to a provider, by provider SQL name
+    /// (`providers.<p>.max_requests_per_second`); a provider not named is not paced but by
+    /// its own `Retry-After`.
+    pub max_requests_per_second: HashMap<String, f64>,
+}
+
+/// How `/*+ AWAIT */` polls an operation (StackQL polls every 10 s).
+#[derive(Debug, Clone)]
+pub struct AwaitLimits {
+    /// Wait between polls of the operation's `selfLink`.
+    pub poll_interval: Duration,
+    /// The statement fails once the operation has been awaited this long (the operation
+    /// itself goes on upstream).
+    pub max_wait: Duration,
+}
+
+impl Default for AwaitLimits {
+    fn default() -> Self {
+        AwaitLimits {
+            poll_interval: Duration::from_secs(10),
+            max_wait: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Default for UpstreamLimits {
+    fn default() -> Self {
+        UpstreamLimits {
+            timeout: Duration::from_secs(45),
+            connect_timeout: Duration::from_secs(10),
+            page_limit: 50,
+            max_concurrency: 8,
+            max_requests_per_statement: 100,
+            max_response_bytes: 64 * 1024 * 1024,
+            retry: RetryPolicy::default(),
+            await_operations: AwaitLimits::default(),
+            max_requests_per_second: HashMap::new(),
+        }
+    }
+}
+
+/// The default of [`EngineConfig::registry_recheck`] (`registry.recheck_interval`).
+pub const DEFAULT_REGISTRY_RECHECK: Duration = Duration::from_secs(2);
+
+/// What the engine needs to run.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The local registry folder (holding `src/<provider>/<version>/…`).
+    pub registry_root: PathBuf,
+    /// Settings by provider SQL name.
+    pub providers: HashMap<String, ProviderSettings>,
+    /// Upstream limits.
+    pub upstream: UpstreamLimits,
+    /// Parsed provider documents kept in memory.
+    pub document_cache_size: usize,
+    /// How long a loaded provider document (and a resolved provider) is used without
+    /// looking at the registry folder; zero looks on every statement.
+    pub registry_recheck: Duration,
+    /// Rows a statement may return.
+    pub max_result_rows: usize,
+    /// Bounds on a statement's local SQLite evaluation.
+    pub eval: EvalLimits,
+    /// The remote registry providers are listed and pulled from, and its download bounds.
+    pub remote: RemoteRegistryConfig,
+}
+
+impl EngineConfig {
+    /// Defaults over a registry folder.
+    pub fn new(registry_root: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            registry_root: registry_root.into(),
+            providers: HashMap::new(),
+            upstream: UpstreamLimits::default(),
+            document_cache_size: 64,
+            registry_recheck: DEFAULT_REGISTRY_RECHECK,
+            max_result_rows: 100_000,
+            eval: EvalLimits::default(),
+            remote: RemoteRegistryConfig::default(),
+        }
+    }
+}
+
+/// The engine: cheap to clone, shared by every request.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: EngineConfig,
+    store: Arc<DocumentStore>,
+    /// Opened resource models, reused while their documents are unchanged.
+    models: ModelCache,
+    registry: LocalRegistry,
+    upstream: Upstream,
+    remote: Remote,
+    /// Providers already warned about running without settings (warned once each).
+    warned_unconfigured: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The threads statements move to when they outgrow the calling thread.
+    sqlite_threads: Arc<eval::SqliteThreads>,
+    /// The credential-source summaries of `server_info`, by tenant.
+    sources: reload::SourceCache,
+}
+
+impl Engine {
+    /// Builds an engine. Documents are read lazily, on first use.
+    pub fn new(config: EngineConfig) -> Result<Self> {
+        Engine::build(config, None)
+    }
+
+    /// [`Engine::new`], telling `observer` about every upstream request.
+    pub fn with_observer(
+        config: EngineConfig,
+        observer: Arc<dyn UpstreamObserver>,
+    ) -> Result<Self> {
+        Engine::build(config, Some(observer))
+    }
+
+    fn build(config: EngineConfig, observer: Option<Arc<dyn UpstreamObserver>>) -> Result<Self> {
+        let store = Arc::new(DocumentStore::new(
+            config.registry_root.join("src"),
+            config.document_cache_size,
+            config.registry_recheck,
+        ));
+        let pins = config
+            .providers
+            .iter()
+            .filter_map(|(name, p)| Some((name.clone(), p.version.clone()?)))
+            .collect();
+        let registry = LocalRegistry::new(store.clone(), pins);
+        // As many resource models as documents: a model keeps its operations' documents.
+        let models = ModelCache::new(config.document_cache_size);
+        let upstream = Upstream::new(UpstreamSettings {
+            timeout: config.upstream.timeout,
+            connect_timeout: config.upstream.connect_timeout,
+            page_limit: config.upstream.page_limit,
+            max_response_bytes: config.upstream.max_response_bytes,
+            retry: config.upstream.retry.clone(),
+            max_requests_per_second: config.upstream.max_requests_per_second.clone(),
+        })?
+        .observed(observer);
+        let remote = Remote::new(
+            config.remote.clone(),
+            upstream.client().clone(),
+            config.registry_root.clone(),
+        );
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                models,
+                registry,
+                upstream,
+                remote,
+                warned_unconfigured: Default::default(),
+                sqlite_threads: Arc::default(),
+                sources: Default::default(),
+            }),
+        })
+    }
+
+    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
+    /// INSERT, UPDATE, REPLACE, DELETE or EXEC (writes are sent once, never retried), or
+    /// `REGISTRY LIST [provider]` / `REGISTRY PULL provider [version]` (see
+    /// [`Engine::registry_list`] and [`Engine::registry_pull_for`]; a pull is refused for a
+    /// provider the tenant may not use).
+    pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
+        self.run(cx, PreparedStatement::parse(sql)?).await
+    }
+
+    /// Runs a statement parsed with [`PreparedStatement::parse`]: the statement whose
+    /// [`kind`](PreparedStatement::kind) the caller checked is exactly the one that runs,
+    /// and it is not parsed again.
+    pub async fn run(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<QueryOutput> {
+        let PreparedStatement {
+            statement, planned, ..
+        } = statement;
+        match statement {
+            sql::Statement::Query(query) => select::run(&self.inner, cx, query, planned).await,
+            sql::Statement::QueryOverExec { query, execs } => {
+                let mut sources = Vec::with_capacity(execs.len());
+                for (index, exec) in execs.into_iter().enumerate() {
+                    let out = mutate::run_exec(&self.inner, cx, exec).await?;
+                    sources.push((sql::exec_table(index), out));
+                }
+                select::run_with(&self.inner, cx, query, sources).await
+            }
+            sql::Statement::Mutation(mutation) => {
+                mutate::run_mutation(&self.inner, cx, mutation).await
+            }
+            sql::Statement::Exec(exec) => mutate::run_exec(&self.inner, cx, exec).await,
+            sql::Statement::Show { what, like } => {
+                let inner = self.inner.clone();
+                let cx = cx.clone();
+                let _slot = slots::slot(&cx).await;
+                blocking(move || discovery::show(&inner, &cx, &what, like.as_deref())).await
+            }
+            sql::Statement::Describe { target } => {
+                let inner = self.inner.clone();
+                let cx = cx.clone();
+                let _slot = slots::slot(&cx).await;
+                blocking(move || discovery::describe(&inner, &cx, &target)).await
+            }
+            sql::Statement::Registry(command) => {
+                // Mostly downloading: it runs without a slot (one set aside for the
+                // statement goes back at once).
+                drop(slots::slot(cx).await);
+                remote::statement(&self.inner.remote, &self.inner.registry, cx, command).await
+            }
+        }
+    }
+
+    /// Providers (with their published versions, oldest first) in the remote registry
+    /// (`registry.url`), or only `provider`'s entry. Distinct from [`Engine::providers`],
+    /// which lists what is installed. A provider name with characters other than letters,
+    /// digits, `-`, `_` and `.` fails with `forbidden characters in provider`.
+    pub async fn registry_list(&self, provider: Option<&str>) -> Result<Vec<RegistryProvider>> {
+        self.inner.remote.list(provider).await
+    }
+
+    /// [`Engine::registry_list`] as the rows of `REGISTRY LIST`: `provider, versions`, or
+    /// with `provider` one `provider, version` row per version.
+    pub async fn registry_list_rows(&self, provider: Option<&str>) -> Result<QueryOutput> {
+        let listed = self.inner.remote.list(provider).await?;
+        Ok(remote::list_output(listed, provider.is_some()))
+    }
+
+    /// Downloads `provider` from the remote registry and installs it into the local registry
+    /// root, where the engine sees it at once, for the tenant of `cx`: refused with
+    /// `ProviderNotAllowed` when the tenant may not use the provider, as `REGISTRY PULL` is.
+    /// Without `version`, the newest version that has a package and that querygate can use
+    /// is installed, and the outcome names the newer ones skipped and why. The package is
+    /// checked before it becomes visible (see `docs/engine.md`); an existing copy of the
+    /// same version is replaced.
+    pub async fn registry_pull_for(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        version: Option<&str>,
+    ) -> Result<PullOutcome> {
+        remote::check_pull_allowed(cx, provider)?;
+        self.inner
+            .remote
+            .pull(provider, version, &self.inner.registry)
+            .await
+    }
+
+    /// Names under configured provider settings (`providers.<name>`) that no installed
+    /// provider has, sorted: most likely typos, whose settings (base URL, auth) apply to
+    /// nothing. Reads the registry folder.
+    pub fn unmatched_provider_settings(&self) -> Vec<String> {
+        self.inner.unmatched_provider_settings()
+    }
+
+    /// Installed providers this tenant may use.
+    pub async fn providers(&self, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        blocking(move || discovery::providers(&inner, &cx)).await
+    }
+
+    /// Services of a provider.
+    pub async fn services(&self, cx: &ExecContext, provider: &str) -> Result<Vec<ServiceInfo>> {
+        let (inner, cx, provider) = (self.inner.clone(), cx.clone(), provider.to_owned());
+        blocking(move || discovery::services(&inner, &cx, &provider)).await
+    }
+
+    /// Resources of a service.
+    pub async fn resources(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+    ) -> Result<Vec<ResourceInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let (provider, service) = (provider.to_owned(), service.to_owned());
+        blocking(move || discovery::resources(&inner, &cx, &provider, &service)).await
+    }
+
+    /// Methods of a resource, with their SQL verbs and required parameters.
+    pub async fn methods(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+    ) -> Result<Vec<MethodInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        blocking(move || discovery::methods(&inner, &cx, &names)).await
+    }
+
+    /// Columns of a resource (those of its first select method).
+    pub async fn columns(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+    ) -> Result<Vec<ColumnInfo>> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        blocking(move || discovery::columns(&inner, &cx, &names)).await
+    }
+
+    /// A method's full contract: HTTP verb and path, parameters, body schema, columns.
+    pub async fn method_contract(
+        &self,
+        cx: &ExecContext,
+        provider: &str,
+        service: &str,
+        resource: &str,
+        method: &str,
+    ) -> Result<MethodContract> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let names = [provider.to_owned(), service.to_owned(), resource.to_owned()];
+        let method = method.to_owned();
+        blocking(move || discovery::contract(&inner, &cx, &names, &method)).await
+    }
+}
+
+impl Engine {
+    /// The upstream requests `statement` would make for the tenant of `cx`, planned as
+    /// [`Engine::run`] plans them (the same documents, methods and parameter bindings),
+    /// without sending anything and without checking credentials: each with the method it
+    /// runs, that method's HTTP method, and the values the statement gives its parameters.
+    /// SHOW, DESCRIBE and REGISTRY statements make none. The error is the one running it
+    /// would have reported first.
+    pub async fn requests(
+        &self,
+        cx: &ExecContext,
+        statement: &PreparedStatement,
+    ) -> Result<Vec<PlannedRequest>> {
+        if let Some(planned) =
+            inline::cached_only(|| requests::plan(&self.inner, cx, &statement.statement))
+        {
+            return planned;
+        }
+        let (inner, cx, statement) = (self.inner.clone(), cx.clone(), statement.statement.clone());
+        blocking(move || requests::plan(&inner, &cx, &statement)).await
+    }
+
+    /// [`Engine::requests`], keeping a SELECT's plan in `statement`: [`Engine::run`] then
+    /// runs that plan for the same tenant instead of planning the statement again (the
+    /// requests decided on are the ones sent).
+    pub async fn plan_requests(
+        &self,
+        cx: &ExecContext,
+        statement: &mut PreparedStatement,
+    ) -> Result<Vec<PlannedRequest>> {
+        let sql::Statement::Query(query) = &statement.statement else {
+            return self.requests(cx, statement).await;
+        };
+        let (requests, planned) = match inline::cached_only(|| {
+            select::requests_planned(&self.inner, cx, query.clone())
+        }) {
+            Some(planned) => planned?,
+            None => {
+                let (inner, cx, query) = (self.inner.clone(), cx.clone(), query.clone());
+                blocking(move || select::requests_planned(&inner, &cx, query)).await?
+            }
+        };
+        statement.planned = Some(planned);
+        Ok(requests)
+    }
+}
+
+impl Engine {
+    /// Checks a SELECT without running it and without any upstream call: it parses, its
+    /// tables, methods and required parameters resolve, the credential material of every
+    /// provider it reads is present, and SQLite accepts the statement over the planned
+    /// columns. The error is the one running it would have reported first. Statements
+    /// other than SELECT fail with `UnsupportedStatement`.
+    pub async fn validate(&self, cx: &ExecContext, sql: &str) -> Result<()> {
+        self.check(cx, PreparedStatement::parse(sql)?).await
+    }
+
+    /// Resolves a parsed statement as running it would, up to the point where something
+    /// would be sent, and stops there: for INSERT, UPDATE, REPLACE, DELETE and EXEC, the
+    /// provider is allowed for the tenant, the resource and a method resolve, the required
+    /// parameters are supplied, the body fields are the method's, `/*+ AWAIT */` can be
+    /// honoured and the provider's credential material is present (no token is fetched);
+    /// a SELECT is checked as [`Engine::check`] does; other statements have nothing to
+    /// resolve. Nothing is sent upstream. The error is the one running the statement would
+    /// have reported first; on success, the writes it would make, in order.
+    pub async fn preflight(
+        &self,
+        cx: &ExecContext,
+        statement: &PreparedStatement,
+    ) -> Result<Vec<PlannedWrite>> {
+        match &statement.statement {
+            sql::Statement::Query(query) => {
+                select::check(&self.inner, cx, query.clone()).await?;
+                Ok(Vec::new())
+            }
+            sql::Statement::QueryOverExec { execs, .. } => {
+                let mut planned = Vec::with_capacity(execs.len());
+                for exec in execs {
+                    planned.push(mutate::check_exec(&self.inner, cx, exec).await?);
+                }
+                Ok(planned)
+            }
+            sql::Statement::Mutation(mutation) => Ok(vec![
+                mutate::check_mutation(&self.inner, cx, mutation).await?,
+            ]),
+            sql::Statement::Exec(exec) => {
+                Ok(vec![mutate::check_exec(&self.inner, cx, exec).await?])
+            }
+            sql::Statement::Show { .. }
+            | sql::Statement::Describe { .. }
+            | sql::Statement::Registry(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// [`Engine::validate`] for a statement already parsed.
+    pub async fn check(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<()> {
+        match statement.statement {
+            sql::Statement::Query(query) => select::check(&self.inner, cx, query).await,
+            _ => Err(Error::new(
+                ErrorKind::UnsupportedStatement,
+                "only SELECT statements can be validated",
+            )),
+        }
+    }
+}
+
+/// What a statement would do, known without running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatementKind {
+    /// SELECT (also WITH, UNION, VALUES): reads only.
+    Select,
+    /// SHOW or DESCRIBE: reads provider documents only.
+    Metadata,
+    /// INSERT.
+    Insert,
+    /// UPDATE (PATCH).
+    Update,
+    /// REPLACE (PUT).
+    Replace,
+    /// DELETE.
+    Delete,
+    /// EXEC of a provider method (may do anything the method does).
+    Exec,
+    /// REGISTRY LIST.
+    RegistryList,
+    /// REGISTRY PULL (writes the local registry only).
+    RegistryPull,
+}
+
+impl StatementKind {
+    /// Whether the statement only reads.
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            StatementKind::Select | StatementKind::Metadata | StatementKind::RegistryList
+        )
+    }
+}
+
+/// One parsed statement (exactly one per text): what it would do is known before it runs,
+/// without reading any provider document. Parse once, check [`kind`](Self::kind), then hand
+/// it to [`Engine::run`].
+#[derive(Debug)]
+pub struct PreparedStatement {
+    statement: sql::Statement,
+    kind: StatementKind,
+    nested: bool,
+    /// A SELECT's plan, made by [`Engine::plan_requests`] and used by [`Engine::run`].
+    planned: Option<select::Planned>,
+}
+
+impl PreparedStatement {
+    /// Parses `sql`; several statements, or none, are refused.
+    pub fn parse(sql: &str) -> Result<Self> {
+        ParsedSql::parse(sql).into_single()
+    }
+
+    /// Parses one statement of `sql`, given the text's tokens.
+    fn parse_one(sql: &str, tokens: sql::Tokens) -> Result<Self> {
+        let (statement, nested) = sql::parse_nested(sql, tokens)?;
+        let kind = match &statement {
+            sql::Statement::Query(_) => StatementKind::Select,
+            // The EXECs run whatever their methods do: the statement is as dangerous as they.
+            sql::Statement::QueryOverExec { .. } => StatementKind::Exec,
+            sql::Statement::Show { .. } | sql::Statement::Describe { .. } => {
+                StatementKind::Metadata
+            }
+            sql::Statement::Mutation(m) => match m.verb {
+                SqlVerb::Insert => StatementKind::Insert,
+                SqlVerb::Update => StatementKind::Update,
+                SqlVerb::Replace => StatementKind::Replace,
+                SqlVerb::Delete => StatementKind::Delete,
+                SqlVerb::Select => StatementKind::Select,
+            },
+            sql::Statement::Exec(_) => StatementKind::Exec,
+            sql::Statement::Registry(sql::RegistryCommand::List { .. }) => {
+                StatementKind::RegistryList
+            }
+            sql::Statement::Registry(sql::RegistryCommand::Pull { .. }) => {
+                StatementKind::RegistryPull
+            }
+        };
+        Ok(PreparedStatement {
+            statement,
+            kind,
+            nested,
+            planned: None,
+        })
+    }
+
+    /// What the statement would do.
+    pub fn kind(&self) -> StatementKind {
+        self.kind
+    }
+
+    /// The query as the parser read it, printed back in one canonical form (keywords,
+    /// spacing and comments normalised): the same query however it was written. `None`
+    /// for statements other than queries.
+    pub fn normalized_query(&self) -> Option<String> {
+        match &self.statement {
+            sql::Statement::Query(query) => Some(query.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The read that shows what an UPDATE, REPLACE or DELETE would act on now: `SELECT *
+    /// FROM` its table with the same `WHERE` equalities and `IN` lists, at most `limit`
+    /// rows. `None` for other statements and for writes without a `WHERE`.
+    pub fn matching_read(&self, limit: usize) -> Option<Result<PreparedStatement>> {
+        let sql::Statement::Mutation(mutation) = &self.statement else {
+            return None;
+        };
+        if mutation.insert.is_some() || mutation.conditions.is_empty() {
+            return None;
+        }
+        Some(PreparedStatement::parse(&mutate::matching_select(
+            mutation, limit,
+        )))
+    }
+
+    /// Whether other statements are nested inside this one (e.g. a CTE carrying a DELETE):
+    /// what it would do is then more than its [`kind`](Self::kind) says.
+    pub fn nests_statements(&self) -> bool {
+        self.nested
+    }
+}
+
+/// A text of SQL as the engine reads it: split into statements at top-level semicolons,
+/// each parsed on its own, so what every part would do is known even when the text as a
+/// whole cannot run (the engine runs exactly one statement per call).
+#[derive(Debug)]
+pub struct ParsedSql {
+    parts: Vec<Result<PreparedStatement>>,
+}
+
+impl ParsedSql {
+    /// Splits and parses `sql`. A text of one statement is parsed whole, from the tokens
+    /// the split read (the text is tokenized once).
+    pub fn parse(sql: &str) -> Self {
+        let tokens = sql::tokenize(sql);
+        let pieces = sql::split(sql, &tokens);
+        let parts = if pieces.len() <= 1 {
+            vec![PreparedStatement::parse_one(sql, tokens)]
+        } else {
+            pieces
+                .into_iter()
+                .map(|piece| PreparedStatement::parse_one(piece, sql::tokenize(piece)))
+                .collect()
+        };
+        ParsedSql { parts }
+    }
+
+    /// Each statement's parse, in order.
+    pub fn parts(&self) -> &[Result<PreparedStatement>] {
+        &self.parts
+    }
+
+    /// The one statement of the text; several are refused, naming how many.
+    pub fn into_single(mut self) -> Result<PreparedStatement> {
+        match self.parts.len() {
+            1 => self
+                .parts
+                .pop()
+                .unwrap_or_else(|| Err(Error::internal("a parsed text lost its statement"))),
+            n => Err(Error::invalid_sql(format!(
+                "expected exactly one statement, found {n}"
+            ))),
+        }
+    }
+}
+
+impl Inner {
+    fn unmatched_provider_settings(&self) -> Vec<String> {
+        let installed: Vec<String> = match self.registry.installed() {
+            Ok(installed) => installed.into_iter().map(|p| p.name).collect(),
+            Err(_) => return Vec::new(),
+        };
+        let mut unmatched: Vec<String> = self
+            .config
+            .providers
+            .keys()
+            .filter(|name| !installed.contains(name))
+            .cloned()
+            .collect();
+        unmatched.sort();
+        unmatched
+    }
+
+    /// The auth a provider's requests use: the configured override, else the document's
+    /// `config.auth`, else `null`. A provider without settings while some settings name no
+    /// installed provider (a typo would send the real API the real credentials) is warned
+    /// about, once per provider: the registry is listed for it only then.
+    fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
+        let warned = || {
+            self.warned_unconfigured
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        };
+        // The warning lists the registry's providers: not on an async thread (the run is
+        // done again off it, and warns there). Once given, it refuses nothing.
+        if !self.config.providers.is_empty()
+            && !self.config.providers.contains_key(&provider.name)
+            && !warned().contains(&provider.name)
+            && !inline::refused()
+            && warned().insert(provider.name.clone())
+        {
+            for name in self.unmatched_provider_settings() {
+                tracing::warn!(
+                    "'{}' runs without configured settings while providers.{} names no installed provider: is it a typo?",
+                    provider.name,
+                    name.escape_debug()
+                );
+            }
+        }
+        self.config
+            .providers
+            .get(&provider.name)
+            .and_then(|p| p.auth.clone())
+            .or_else(|| provider.config().get("auth").cloned())
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Engine {
+    /// Re-sources the tenant's env file, drops auth state derived from it (cached tokens),
+    /// and reports every installed provider the tenant may use (or only `provider`): auth
+    /// type, where its credentials come from, whether they resolve, and whether they
+    /// changed. An unknown `provider` is an error; a configured env file that has gone
+    /// missing is an error naming it. No value is ever part of the report.
+    pub async fn reload_credentials(
+        &self,
+        cx: &ExecContext,
+        provider: Option<&str>,
+    ) -> Result<CredentialReport> {
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        let provider = provider.map(str::to_owned);
+        blocking(move || reload::reload_credentials(&inner, &cx, provider.as_deref())).await
+    }
+
+    /// Per installed provider the tenant may use: its auth type, which credential source
+    /// resolves (names only) and, while a token is cached, when it expires. Reads nothing
+    /// anew and drops nothing; no value is ever part of the answer.
+    pub async fn credential_sources(&self, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
+        // The summary kept from an earlier call, while current: no thread switch, no file.
+        if let Some(rows) = reload::cached_sources(&self.inner, cx) {
+            return Ok(rows);
+        }
+        let (inner, cx) = (self.inner.clone(), cx.clone());
+        blocking(move || reload::credential_sources(&inner, &cx)).await
+    }
+}
+
+/// Runs document-heavy work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Error::internal(format!("engine task failed: {err}")))?
+}

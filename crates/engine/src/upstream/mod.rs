@@ -1,0 +1,1098 @@
+//! Calls upstream APIs: builds the URL from the method's server and path templates and the
+//! statement's parameter values, applies auth, follows pagination, and turns non-success
+//! statuses into typed errors. 404 on a read is "no rows" for that request.
+
+mod auth;
+mod body;
+mod pacing;
+mod pagination;
+pub(crate) mod provenance;
+mod retry;
+mod scrub;
+
+pub(crate) use scrub::Scrubber;
+
+pub(crate) use auth::{
+    AuthParts, Caller, aws_source, azure_default_source, check_provider_material, credential_error,
+    exchange_source, google_material, google_source, resolve as resolve_auth,
+    session_token_var as aws_session_token_var,
+};
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use url::Url;
+
+use self::body::Gathered;
+use self::pagination::Next;
+use super::credentials::CredentialSource;
+use super::document::{
+    DocumentRetry, Method, Param, ParamLocation, WireTranslate, find_closing_brace,
+};
+use super::error::{Error, ErrorKind, Result, UpstreamFailure};
+use super::observe::{UpstreamObserver, UpstreamResult};
+
+/// Limits for upstream calls.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamSettings {
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) page_limit: u32,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) retry: RetryPolicy,
+    /// Requests per second per tenant, by provider.
+    pub(crate) max_requests_per_second: std::collections::HashMap<String, f64>,
+}
+
+pub use retry::RetryPolicy;
+
+/// The HTTP client shared by every statement.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    client: reqwest::Client,
+    settings: UpstreamSettings,
+    /// Told about each request to a provider's API.
+    observer: Option<Arc<dyn UpstreamObserver>>,
+    /// Each tenant's pace towards each provider.
+    pacer: Arc<pacing::Pacer>,
+}
+
+/// One request (and its follow-up pages) of a table load.
+#[derive(Debug)]
+pub(crate) struct Leg<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) base_url: Option<&'a str>,
+    /// Parameter values of this request.
+    pub(crate) values: Vec<(&'a Param, String)>,
+    /// The JSON body of a read bound to a method that takes one (every page carries it;
+    /// a next-page token may go in it).
+    pub(crate) body: Option<LegBody>,
+    pub(crate) auth: &'a AuthParts,
+    pub(crate) credentials: &'a dyn CredentialSource,
+    /// The tenant the request is sent for (its pace towards the provider).
+    pub(crate) tenant: &'a str,
+    /// When the call ends (`None`: the upstream timeout bounds a pacing wait).
+    pub(crate) deadline: Option<tokio::time::Instant>,
+}
+
+/// The JSON body of a read, and its media type.
+#[derive(Debug, Clone)]
+pub(crate) struct LegBody {
+    pub(crate) media_type: String,
+    pub(crate) json: serde_json::Value,
+}
+
+impl LegBody {
+    fn bytes(&self) -> Bytes {
+        Bytes::from(self.json.to_string())
+    }
+}
+
+/// How a leg ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegEnd {
+    /// Every page was read.
+    Complete { pages: u32 },
+    /// The upstream answered 404: no rows.
+    NotFound,
+    /// The configured page limit stopped the traversal while more pages existed.
+    PageLimit { pages: u32 },
+}
+
+/// Upstream bodies quoted in errors are cut to this many bytes.
+const ERROR_BODY_LIMIT: usize = 1024;
+
+impl Upstream {
+    /// A client with the given limits.
+    pub(crate) fn new(settings: UpstreamSettings) -> Result<Self> {
+        let tls = crate::client_tls::web_pki().map_err(Error::internal)?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(settings.timeout)
+            .connect_timeout(settings.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("querygate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| Error::internal(format!("HTTP client set-up failed: {err}")))?;
+        let pacer = Arc::new(pacing::Pacer::new(settings.max_requests_per_second.clone()));
+        Ok(Upstream {
+            client,
+            settings,
+            observer: None,
+            pacer,
+        })
+    }
+
+    /// This client, telling `observer` (if any) about each request to a provider's API.
+    pub(crate) fn observed(mut self, observer: Option<Arc<dyn UpstreamObserver>>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The shared HTTP client (timeouts set, redirects not followed), for the remote
+    /// registry's downloads.
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Fetches every page of `leg`. Each body goes to `on_page` with the paths of the body
+    /// scalars the next-page decision needs (none when the headers decide), so that the pass
+    /// decoding its rows reads them too; its future yields the page's outcome and those
+    /// scalars, in order. The outcomes come back in page order.
+    pub(crate) async fn fetch<T, F>(
+        &self,
+        leg: &Leg<'_>,
+        mut on_page: impl FnMut(Bytes, Vec<Vec<String>>) -> Result<F>,
+    ) -> Result<(LegEnd, Vec<T>)>
+    where
+        F: Future<Output = Result<(T, Vec<Option<String>>)>>,
+    {
+        let (mut url, mut headers) = build_request(leg)?;
+        let method =
+            reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
+                Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
+            })?;
+        let mut request_body = leg.body.clone();
+        if let Some(body) = &request_body {
+            set_content_type(&mut headers, leg.method, &body.media_type)?;
+        }
+        let mut pages = 0u32;
+        let mut outcomes = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let sent = request_body.as_ref().map(LegBody::bytes);
+            let (status, response_headers, body) = self
+                .send_page(&method, &url, &headers, sent.as_ref(), leg)
+                .await?;
+            if status == 404 {
+                let end = if pages == 0 {
+                    LegEnd::NotFound
+                } else {
+                    LegEnd::Complete { pages }
+                };
+                return Ok((end, outcomes));
+            }
+            if !(200..300).contains(&status) {
+                return Err(status_error(leg, &method, &url, status, &body));
+            }
+            let wanted = pagination::wanted(leg.method, &response_headers);
+            let (outcome, found) = on_page(body, wanted)?.await?;
+            outcomes.push(outcome);
+            pages += 1;
+            let Some(next) = pagination::next_page(
+                leg.method,
+                &url,
+                &response_headers,
+                &found,
+                request_body.is_some(),
+            )?
+            else {
+                return Ok((LegEnd::Complete { pages }, outcomes));
+            };
+            if self.settings.page_limit > 0 && pages >= self.settings.page_limit {
+                return Ok((LegEnd::PageLimit { pages }, outcomes));
+            }
+            // A token or URL we already followed would loop forever.
+            if !seen.insert(format!("{next:?}")) {
+                return Ok((LegEnd::Complete { pages }, outcomes));
+            }
+            match next {
+                Next::Url(next_url) => url = next_url,
+                Next::Header(name, value) => set_header(&mut headers, &name, &value)?,
+                Next::Body(key, token) => {
+                    if let Some(serde_json::Value::Object(map)) =
+                        request_body.as_mut().map(|b| &mut b.json)
+                    {
+                        map.insert(key, serde_json::Value::String(token));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends one page request of a read: retried as reads are when its HTTP method is GET
+    /// or HEAD; sent exactly once otherwise (a SELECT bound to POST may change something
+    /// upstream, so a broken answer leaves its outcome unknown).
+    async fn send_page(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        leg: &Leg<'_>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        // The document's verb decides: a query-protocol GET sent as a form POST is a read.
+        let is_read = matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let wire = on_the_wire(leg.method, method, url, headers, body)?;
+        if is_read {
+            return self.read_wire(&wire, leg).await;
+        }
+        self.send_wire(&wire, leg).await
+    }
+
+    /// Sends `wire` (a request as [`on_the_wire`] translated it) as a read of `leg`'s method,
+    /// retried as its `retry` says.
+    async fn read_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
+        self.send_read(
+            &wire.method,
+            &wire.url,
+            &wire.headers,
+            wire.body.as_ref(),
+            leg,
+            leg.method.retry.as_ref(),
+        )
+        .await
+    }
+
+    /// Sends `wire` once, paced for `leg`'s tenant and provider.
+    async fn send_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
+        self.send(
+            &wire.method,
+            &wire.url,
+            &wire.headers,
+            wire.body.as_ref(),
+            leg,
+        )
+        .await
+    }
+
+    /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
+    /// (retried). The link must be on the origin of `leg`'s request: credentials are never
+    /// sent to another host.
+    pub(crate) async fn get_link(&self, leg: &Leg<'_>, link: &str) -> Result<Bytes> {
+        let (request_url, mut headers) = build_request(leg)?;
+        headers.remove(reqwest::header::CONTENT_TYPE);
+        let url = request_url.join(link).map_err(|err| {
+            Error::new(
+                ErrorKind::Upstream,
+                format!("the operation's link is not a URL: {err}"),
+            )
+        })?;
+        if url.origin() != request_url.origin() {
+            return Err(Error::new(
+                ErrorKind::Upstream,
+                format!(
+                    "refusing to follow the operation's link to another origin ({}) than the request's ({})",
+                    url.origin().ascii_serialization(),
+                    request_url.origin().ascii_serialization()
+                ),
+            ));
+        }
+        let method = reqwest::Method::GET;
+        let wire = on_the_wire(leg.method, &method, &url, &headers, None)?;
+        let (status, _, body) = self.read_wire(&wire, leg).await?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(leg, &method, &url, status, &body));
+        }
+        Ok(body)
+    }
+
+    /// One request of a write or a lifecycle operation: no pagination, and any non-2xx
+    /// status (404 included) is an error. GET and HEAD are retried as reads are; anything
+    /// else is sent exactly once.
+    pub(crate) async fn call(
+        &self,
+        leg: &Leg<'_>,
+        body: Option<(&str, Bytes)>,
+    ) -> Result<(u16, Bytes)> {
+        let (url, mut headers) = build_request(leg)?;
+        let method =
+            reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
+                Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
+            })?;
+        if let Some((content_type, _)) = &body {
+            set_content_type(&mut headers, leg.method, content_type)?;
+        }
+        let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let wire = on_the_wire(
+            leg.method,
+            &method,
+            &url,
+            &headers,
+            body.as_ref().map(|(_, bytes)| bytes),
+        )?;
+        let (status, _, response) = match &body {
+            None if is_read => {
+                self.read_wire(&wire, leg)
+                .await?
+            }
+            _ => {
+                self.send_wire(&wire, leg)
+                    .await
+                    .map_err(|err| match err.kind() {
+                        ErrorKind::UpstreamOutcomeUnknown => err.with_note(
+                            "the change may have been applied: check the provider before sending it again",
+                        ),
+                        _ => err,
+                    })?
+            }
+        };
+        if !(200..300).contains(&status) {
+            return Err(status_error(leg, &method, &url, status, &response));
+        }
+        Ok((status, response))
+    }
+
+    /// Sends one request of a read (with `body` for a read bound to a method that takes
+    /// one), retrying 408/429/502/503/504 (or the document's
+    /// `retryable_conditions.status_codes`) and connection failures with exponential
+    /// backoff (honouring `Retry-After`), bounded by the retry policy's attempts and total
+    /// time; the document's `config.retry` fields replace the configured ones.
+    async fn send_read(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        leg: &Leg<'_>,
+        document_retry: Option<&DocumentRetry>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let policy = retry::EffectiveRetry::new(&self.settings.retry, document_retry);
+        let started = tokio::time::Instant::now();
+        let mut backoff = policy.initial_backoff;
+        let mut attempt = 1u32;
+        loop {
+            // A read changes nothing: a broken answer is the upstream being unavailable.
+            let outcome = self
+                .send(method, url, headers, body, leg)
+                .await
+                .map_err(|err| match err.kind() {
+                    ErrorKind::UpstreamOutcomeUnknown => {
+                        err.into_kind(ErrorKind::UpstreamUnavailable)
+                    }
+                    _ => err,
+                });
+            let wait = match &outcome {
+                Ok((status, response_headers, _)) if policy.retries_status(*status) => {
+                    retry::retry_after(response_headers).unwrap_or(backoff)
+                }
+                Err(err) if err.kind() == ErrorKind::UpstreamUnavailable => backoff,
+                _ => return outcome,
+            };
+            let out_of_time = started.elapsed() + wait > policy.max_elapsed;
+            if attempt >= policy.attempts || wait > policy.max_backoff || out_of_time {
+                return outcome;
+            }
+            tracing::debug!(
+                request = %describe(method, url),
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                "retrying upstream read"
+            );
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+            backoff = policy.next_backoff(backoff);
+        }
+    }
+
+    /// Sends one request of `leg`, once. Paced first (see [`pacing`]): it waits while its tenant's requests to the provider are
+    /// paused or its configured rate is taken, or fails at once (nothing sent) when that
+    /// wait would run past the call's deadline.
+    async fn send(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        leg: &Leg<'_>,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let provider = &leg.auth.provider;
+        if provider.is_empty() {
+            return self.send_as(method, url, headers, body, leg.auth).await;
+        }
+        self.pace(leg, method, url).await?;
+        let outcome = self.send_as(method, url, headers, body, leg.auth).await;
+        if let Ok((status, response_headers, _)) = &outcome {
+            self.pacer.answered(
+                leg.tenant,
+                provider,
+                *status,
+                retry::retry_after(response_headers),
+                tokio::time::Instant::now(),
+            );
+        }
+        outcome
+    }
+
+    /// Sends one request, once, unpaced (token requests, and [`Upstream::send`] once paced),
+    /// and reads its body within the size limit; in a span (`upstream_request`: provider,
+    /// method, status), reported to the observer.
+    async fn send_as(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        auth: &AuthParts,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            "upstream_request",
+            otel.kind = "client",
+            provider = %auth.provider,
+            http.request.method = %method,
+            http.response.status_code = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .send_once(method, url, headers, body, auth)
+            .instrument(span.clone())
+            .await;
+        let result = match &outcome {
+            Ok((status, _, _)) => {
+                span.record("http.response.status_code", status);
+                UpstreamResult::Status(*status)
+            }
+            Err(err) => upstream_result(err),
+        };
+        if let Some(observer) = &self.observer
+            && !auth.provider.is_empty()
+        {
+            observer.upstream_request(&auth.provider, result, started.elapsed());
+        }
+        outcome
+    }
+
+    /// Waits for the tenant's turn to send to the leg's provider, or fails with
+    /// `UpstreamThrottled` when the turn comes after the call's deadline (else, without
+    /// one, after the upstream timeout).
+    async fn pace(&self, leg: &Leg<'_>, method: &reqwest::Method, url: &Url) -> Result<()> {
+        let now = tokio::time::Instant::now();
+        let deadline = leg.deadline.unwrap_or(now + self.settings.timeout);
+        match self
+            .pacer
+            .reserve(leg.tenant, &leg.auth.provider, now, deadline)
+        {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) => {
+                tracing::debug!(
+                    request = %describe(method, url),
+                    provider = %leg.auth.provider,
+                    wait_ms = wait.as_millis() as u64,
+                    "waiting for the tenant's pace towards the provider"
+                );
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Err(wait) => {
+                let seconds = (wait.as_secs_f64().ceil() as u64).max(1);
+                Err(Error::new(
+                    ErrorKind::UpstreamThrottled,
+                    format!(
+                        "provider '{}' asked this tenant to wait, or its requests per second (providers.{}.max_requests_per_second) are taken, for {seconds}s, longer than the call has left: {} was not sent; retry after {seconds}s",
+                        leg.auth.provider,
+                        leg.auth.provider,
+                        describe(method, url)
+                    ),
+                )
+                .retry_after_wait(wait))
+            }
+        }
+    }
+
+    async fn send_once(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        auth: &AuthParts,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        let mut builder = self
+            .client
+            .request(method.clone(), url.clone())
+            .headers(headers.clone());
+        if let Some(body) = body {
+            builder = builder.body(body.clone());
+        }
+        let mut request = builder
+            .build()
+            .map_err(|err| Error::internal(format!("cannot build upstream request: {err}")))?;
+        auth.apply(&mut request)?;
+        // `sent`: the request may have reached the upstream (anything but a failure to
+        // connect), so a write may have been applied.
+        let unavailable = |err: reqwest::Error, sent: bool| {
+            // reqwest's text names the URL with its query, which may carry a key.
+            let err = err.without_url();
+            let timed_out = err.is_timeout();
+            let what = match (timed_out, sent) {
+                (true, _) => "timed out",
+                (false, true) => "failed after it was sent",
+                (false, false) => "failed",
+            };
+            let kind = if sent {
+                ErrorKind::UpstreamOutcomeUnknown
+            } else {
+                ErrorKind::UpstreamUnavailable
+            };
+            let error = Error::new(
+                kind,
+                format!(
+                    "upstream request {} {what}: {}",
+                    describe(method, url),
+                    error_chain(&err)
+                ),
+            );
+            if timed_out { error.timed_out() } else { error }
+        };
+        let mut response = self.client.execute(request).await.map_err(|err| {
+            let sent = !err.is_connect();
+            unavailable(err, sent)
+        })?;
+        let status = response.status().as_u16();
+        let response_headers = response.headers().clone();
+        provenance::note(&response_headers);
+        let mut body = Gathered::new(response.content_length(), self.settings.max_response_bytes);
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| unavailable(err, true))?
+        {
+            if body.len() + chunk.len() > self.settings.max_response_bytes {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "upstream response to {} is larger than {} bytes (upstream.max_response_bytes)",
+                        describe(method, url),
+                        self.settings.max_response_bytes
+                    ),
+                ));
+            }
+            body.push(chunk);
+        }
+        Ok((status, response_headers, body.finish()))
+    }
+}
+
+/// How a failed request counts in the metrics: a timeout by the flag reqwest set, not by
+/// the message's text.
+fn upstream_result(err: &Error) -> UpstreamResult {
+    if err.is_timeout() {
+        UpstreamResult::Timeout
+    } else {
+        UpstreamResult::Error
+    }
+}
+
+/// The typed error of a non-success answer, quoting the start of its body with the
+/// request's secrets scrubbed out (before the cut, so no secret is left half-shown).
+fn status_error(
+    leg: &Leg<'_>,
+    method: &reqwest::Method,
+    url: &Url,
+    status: u16,
+    body: &[u8],
+) -> Error {
+    let scrubber = scrub::Scrubber::new(leg.auth, leg.credentials);
+    // Enough beyond the cut that a secret straddling it is still found whole.
+    let head = &body[..body.len().min(ERROR_BODY_LIMIT + 4096)];
+    let scrubbed = scrubber.scrub(&String::from_utf8_lossy(head));
+    let mut text = truncate_lossy(scrubbed.as_bytes(), ERROR_BODY_LIMIT);
+    if body.len() > head.len() && !text.ends_with("…(truncated)") {
+        text.push_str("…(truncated)");
+    }
+    let error = Error::upstream(UpstreamFailure {
+        status,
+        retryable: UpstreamFailure::is_retryable_status(status),
+        body: text,
+        request: describe(method, url),
+    });
+    // An AWS XML error body names its code and message: said plainly, with the method.
+    match crate::xml::aws_error(scrubbed.as_bytes()) {
+        Some(aws) => error.with_note(&aws_error_note(leg.method, &aws)),
+        None => error,
+    }
+}
+
+/// `resource 'users', method 'list_users': AWS error AccessDenied: …`.
+fn aws_error_note(method: &Method, aws: &crate::xml::AwsError) -> String {
+    let resource = method
+        .location
+        .split_once("/x-stackQL-resources/")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .map(|r| r.replace("~1", "/").replace("~0", "~"));
+    let mut note = match resource {
+        Some(resource) => format!("resource '{resource}', method '{}'", method.name),
+        None => format!("method '{}'", method.name),
+    };
+    note.push_str(": AWS error ");
+    note.push_str(&truncate_lossy(aws.code.as_bytes(), 128));
+    if let Some(message) = &aws.message {
+        note.push_str(": ");
+        note.push_str(&truncate_lossy(message.as_bytes(), 512));
+    }
+    note
+}
+
+/// An error with its sources: `outer: inner: innermost`.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// `GET http://host/path` — never the query string, which may carry credentials.
+fn describe(method: &reqwest::Method, url: &Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    format!("{method} {shown}")
+}
+
+fn truncate_lossy(body: &[u8], limit: usize) -> String {
+    let cut = &body[..body.len().min(limit)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if body.len() > limit {
+        text.push_str("…(truncated)");
+    }
+    text
+}
+
+/// Sets the `Content-Type` of a request body (the method's request media type).
+fn set_content_type(headers: &mut HeaderMap, method: &Method, media_type: &str) -> Result<()> {
+    let value = HeaderValue::from_str(media_type).map_err(|_| {
+        Error::bad_document(format!(
+            "{}: request media type '{media_type}' is not a valid header value",
+            method.location
+        ))
+    })?;
+    headers.insert(reqwest::header::CONTENT_TYPE, value);
+    Ok(())
+}
+
+fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
+    let name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| Error::invalid_sql(format!("'{name}' is not a valid HTTP header name")))?;
+    let value = HeaderValue::from_str(value).map_err(|_| {
+        Error::invalid_sql(format!(
+            "the value for header '{name}' is not a valid HTTP header value"
+        ))
+    })?;
+    headers.insert(name, value);
+    Ok(())
+}
+
+/// Characters escaped in a path parameter value. `/` is kept: Google-style parameters
+/// (`projects/p/locations/l`) carry several segments.
+const PATH_VALUE: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'%')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|')
+    .add(b'[')
+    .add(b']');
+
+/// A header's name and value.
+pub(crate) type Header = (String, Vec<u8>);
+
+/// The URL and headers a leg's request would carry before auth is added, headers sorted: what
+/// a planned write's digest covers (never sent, never shown).
+pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<Header>)> {
+    let (url, headers) = build_request(leg)?;
+    let mut headers: Vec<Header> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect();
+    headers.sort();
+    Ok((url.to_string(), headers))
+}
+
+/// A request as it would go on the wire before auth is added: HTTP method, URL, headers
+/// (sorted) and body, after `request.transform` and `config.requestTranslate`, as
+/// [`Upstream::call`] sends it; nothing is sent.
+pub(crate) struct UnsignedWire {
+    pub(crate) http_method: String,
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Option<Bytes>,
+}
+
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
+/// on the wire, before auth.
+pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+    let (url, mut headers) = build_request(leg)?;
+    let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
+        .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
+    if let Some((content_type, _)) = &body {
+        set_content_type(&mut headers, leg.method, content_type)?;
+    }
+    let wire = on_the_wire(
+        leg.method,
+        &method,
+        &url,
+        &headers,
+        body.as_ref().map(|(_, bytes)| bytes),
+    )?;
+    let mut headers: Vec<(String, String)> = wire
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    headers.sort();
+    Ok(UnsignedWire {
+        http_method: wire.method.as_str().to_owned(),
+        url: wire.url.to_string(),
+        headers,
+        body: wire.body,
+    })
+}
+
+fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
+    let method = leg.method;
+    let server = match leg.base_url {
+        Some(base) => base.to_owned(),
+        None => method
+            .servers
+            .first()
+            .map(|s| s.url.clone())
+            .ok_or_else(|| {
+                Error::bad_document(format!("{}: the operation has no servers", method.location))
+            })?,
+    };
+    let server = substitute(&server, |name| server_value(leg, name))?;
+    let path = substitute(&method.path, |name| {
+        let (_, value) = leg
+            .values
+            .iter()
+            .find(|(p, _)| p.location == ParamLocation::Path && p.name == name)
+            .ok_or_else(|| Error::invalid_sql(format!("path parameter '{name}' has no value")))?;
+        if value
+            .split('/')
+            .any(|segment| segment == ".." || segment == ".")
+        {
+            return Err(Error::invalid_sql(format!(
+                "path parameter '{name}' may not contain '.' or '..' segments"
+            )));
+        }
+        Ok(utf8_percent_encode(value, PATH_VALUE).to_string())
+    })?;
+    let joined = format!(
+        "{}/{}",
+        server.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    );
+    let mut url = Url::parse(&joined).map_err(|err| {
+        Error::bad_document(format!(
+            "{}: request URL '{joined}' is invalid: {err}",
+            method.location
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::bad_document(format!(
+            "{}: only http and https servers are called",
+            method.location
+        )));
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    {
+        let query: Vec<(&str, &str)> = leg
+            .values
+            .iter()
+            .filter(|(p, _)| p.location == ParamLocation::Query)
+            .map(|(p, v)| (p.name.as_str(), v.as_str()))
+            .collect();
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (name, value) in query {
+                match method
+                    .request
+                    .aws_canonical
+                    .then(|| aws_canonical(name, value))
+                {
+                    Some(Some(members)) => {
+                        for (key, member) in members {
+                            pairs.append_pair(&key, &member);
+                        }
+                    }
+                    _ => {
+                        pairs.append_pair(name, value);
+                    }
+                }
+            }
+        }
+    }
+    if method.request.wire == WireTranslate::DropDoubleUnderscore
+        && url.query_pairs().any(|(name, _)| name.starts_with("__"))
+    {
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(name, _)| !name.starts_with("__"))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        url.set_query(None);
+        if !kept.is_empty() {
+            url.query_pairs_mut().extend_pairs(kept);
+        }
+    }
+    // Declared header parameters: the statement's value, else the document's default (or
+    // the one value a required header's enum allows), as any-sdk fills them
+    // (`X-Amz-Target: CloudApiService.ListResources`).
+    for param in &method.params {
+        if param.location != ParamLocation::Header {
+            continue;
+        }
+        let given = leg
+            .values
+            .iter()
+            .find(|(p, _)| {
+                std::ptr::eq(*p, param)
+                    || p.location == ParamLocation::Header && p.name == param.name
+            })
+            .map(|(_, v)| v.as_str());
+        let only = match param.allowed.as_slice() {
+            [one] if param.required => Some(one.as_str()),
+            _ => None,
+        };
+        if let Some(value) = given.or(param.default.as_deref()).or(only) {
+            set_header(&mut headers, &param.name, value)?;
+        }
+    }
+    for (param, value) in &leg.values {
+        if param.location == ParamLocation::Header
+            && !method
+                .params
+                .iter()
+                .any(|p| p.location == ParamLocation::Header && p.name == param.name)
+        {
+            set_header(&mut headers, &param.name, value)?;
+        }
+    }
+    Ok((url, headers))
+}
+
+/// A request as it goes on the wire.
+struct Wire {
+    method: reqwest::Method,
+    url: Url,
+    headers: HeaderMap,
+    body: Option<Bytes>,
+}
+
+/// `config.requestTranslate` `get_query_to_post_form_utf_8`'s form media type.
+const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=utf-8";
+
+/// The request of `method` as sent, before auth signs it: its body through
+/// `request.transform`, then `config.requestTranslate` `get_query_to_post_form_utf_8`
+/// (the query string as the body of a POST, as any-sdk's translator does; a request that
+/// already has a body cannot be translated and fails before anything is sent).
+fn on_the_wire(
+    method: &Method,
+    verb: &reqwest::Method,
+    url: &Url,
+    headers: &HeaderMap,
+    body: Option<&Bytes>,
+) -> Result<Wire> {
+    let body = match (body, &method.request.transform) {
+        (Some(body), Some(template)) => Some(transform_request_body(method, template, body)?),
+        (body, _) => body.cloned(),
+    };
+    let mut wire = Wire {
+        method: verb.clone(),
+        url: url.clone(),
+        headers: headers.clone(),
+        body,
+    };
+    if method.request.wire == WireTranslate::QueryToPostForm {
+        if wire.body.is_some() {
+            return Err(Error::bad_document(format!(
+                "{}: config.requestTranslate get_query_to_post_form_utf_8 cannot move the query into a request that has a body",
+                method.location
+            )));
+        }
+        let form = wire.url.query().unwrap_or_default().to_owned();
+        wire.url.set_query(None);
+        wire.method = reqwest::Method::POST;
+        wire.headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            HeaderValue::from_static(FORM_UTF_8),
+        );
+        wire.body = Some(Bytes::from(form));
+    }
+    Ok(wire)
+}
+
+/// Steps and output a request transform may take per byte of the body, beyond a fixed
+/// allowance (as for response transforms).
+const REQUEST_TRANSFORM_STEPS: u64 = 1_000_000;
+const REQUEST_TRANSFORM_OUTPUT: usize = 1 << 20;
+
+/// `request.transform`: the template runs with the JSON body as dot; its output is the
+/// body sent (any-sdk's `transformRequestBodyBytes`).
+fn transform_request_body(
+    method: &Method,
+    template: &crate::template::Template,
+    body: &Bytes,
+) -> Result<Bytes> {
+    let failed = |why: String| {
+        Error::bad_document(format!(
+            "{}: the request transform of method '{}' failed: {why}",
+            method.location, method.name
+        ))
+    };
+    let input: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|err| failed(format!("the body is not JSON: {err}")))?;
+    let limits = crate::template::Limits {
+        max_steps: REQUEST_TRANSFORM_STEPS.saturating_add(64u64.saturating_mul(body.len() as u64)),
+        max_output: REQUEST_TRANSFORM_OUTPUT.saturating_add(8usize.saturating_mul(body.len())),
+    };
+    let out = template
+        .execute_json(&input, limits)
+        .map_err(|err| failed(err.to_string()))?;
+    Ok(Bytes::from(out))
+}
+
+/// AWS's canonical query members of a parameter whose value is a JSON object or array, as
+/// any-sdk's `AWSCanonical` transposer writes them: `name.key` for object members,
+/// `name.N` (from 1) for list items, nested as deep as the value goes; scalars as text
+/// (JSON `null` members are left out). `None` for a value that is not a JSON object or
+/// array: it is sent as it is.
+fn aws_canonical(name: &str, value: &str) -> Option<Vec<(String, String)>> {
+    let trimmed = value.trim_start();
+    if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        return None;
+    }
+    let parsed: serde_json::Value = serde_json::from_str(value).ok()?;
+    fn walk(key: String, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    walk(format!("{key}.{k}"), v, out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(format!("{key}.{}", i + 1), v, out);
+                }
+            }
+            serde_json::Value::Null => {}
+            serde_json::Value::String(s) => out.push((key, s.clone())),
+            other => out.push((key, other.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    walk(name.to_owned(), &parsed, &mut out);
+    Some(out)
+}
+
+/// A server variable's value: the statement's, then the tenant's environment
+/// (`x-stackQL-envVar`), then the document's default. Values are checked against the
+/// variable's enum or pattern, or else limited to host-safe characters, so a WHERE clause
+/// cannot redirect a request to another host.
+fn server_value(leg: &Leg<'_>, spec: &str) -> Result<String> {
+    let (name, pattern) = match spec.split_once(':') {
+        Some((name, pattern)) => (name, Some(pattern)),
+        None => (spec, None),
+    };
+    let param = leg
+        .method
+        .params
+        .iter()
+        .find(|p| p.location == ParamLocation::Server && p.name == name);
+    let supplied = leg
+        .values
+        .iter()
+        .find(|(p, _)| p.name == name)
+        .map(|(_, v)| v.clone());
+    let from_env = param
+        .and_then(|p| p.env_var.as_deref())
+        .and_then(|var| leg.credentials.get(var));
+    let value = supplied
+        .clone()
+        .or(from_env)
+        .or_else(|| param.and_then(|p| p.default.clone()))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::MissingParameters,
+                format!("server variable '{name}' has no value: supply it in the WHERE clause"),
+            )
+        })?;
+    if supplied.is_some() {
+        let allowed = param.map(|p| p.allowed.as_slice()).unwrap_or_default();
+        let ok = if !allowed.is_empty() {
+            allowed.contains(&value)
+        } else if let Some(pattern) = pattern {
+            regex::Regex::new(pattern)
+                .map(|re| re.is_match(&value))
+                .unwrap_or(false)
+        } else {
+            !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        if !ok {
+            return Err(Error::invalid_sql(format!(
+                "value '{value}' is not allowed for server variable '{name}'{}",
+                if allowed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (allowed: {})", allowed.join(", "))
+                }
+            )));
+        }
+    }
+    Ok(value)
+}
+
+/// Replaces each `{name}` / `{name:pattern}` in `template` with `value(spec)`.
+fn substitute(template: &str, mut value: impl FnMut(&str) -> Result<String>) -> Result<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = find_closing_brace(after) else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        out.push_str(&value(&after[..end])?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_told_by_its_flag_not_its_text() {
+        let flagged =
+            Error::new(ErrorKind::UpstreamUnavailable, "upstream request failed").timed_out();
+        assert_eq!(upstream_result(&flagged), UpstreamResult::Timeout);
+        let worded = Error::new(
+            ErrorKind::UpstreamUnavailable,
+            "upstream request failed: operation timed out",
+        );
+        assert_eq!(upstream_result(&worded), UpstreamResult::Error);
+    }
+}
