@@ -78,6 +78,12 @@ fn escape(text: &str, out: &mut String) {
 }
 
 fn serialize(elem: &Elem, out: &mut String) {
+    write_elem(elem, escape, "", out);
+}
+
+/// `elem` as XML, its text and attribute values escaped by `escape`, `spacing` between tags.
+/// Text comes first, then the children: mxj concatenates an element's text pieces.
+fn write_elem(elem: &Elem, escape: fn(&str, &mut String), spacing: &str, out: &mut String) {
     let name = match elem.prefix {
         true => format!("p:{}", elem.name),
         false => elem.name.clone(),
@@ -96,11 +102,12 @@ fn serialize(elem: &Elem, out: &mut String) {
         return;
     }
     out.push('>');
-    // Text first, then the children: mxj concatenates an element's text pieces.
     escape(&elem.text, out);
     for child in &elem.children {
-        serialize(child, out);
+        out.push_str(spacing);
+        write_elem(child, escape, spacing, out);
     }
+    out.push_str(spacing);
     out.push_str("</");
     out.push_str(&name);
     out.push('>');
@@ -176,33 +183,7 @@ fn escape_named(text: &str, out: &mut String) {
 
 /// `elem` as XML with named entities, `spacing` between tags (indentation as APIs send it).
 fn serialize_named(elem: &Elem, spacing: &str, out: &mut String) {
-    let name = match elem.prefix {
-        true => format!("p:{}", elem.name),
-        false => elem.name.clone(),
-    };
-    out.push('<');
-    out.push_str(&name);
-    for (key, value) in &elem.attrs {
-        out.push(' ');
-        out.push_str(key);
-        out.push_str("=\"");
-        escape_named(value, out);
-        out.push('"');
-    }
-    if elem.self_closing && elem.text.is_empty() && elem.children.is_empty() {
-        out.push_str("/>");
-        return;
-    }
-    out.push('>');
-    escape_named(&elem.text, out);
-    for child in &elem.children {
-        out.push_str(spacing);
-        serialize_named(child, spacing, out);
-    }
-    out.push_str(spacing);
-    out.push_str("</");
-    out.push_str(&name);
-    out.push('>');
+    write_elem(elem, escape_named, spacing, out);
 }
 
 /// Snippets spliced into bodies: markup the fast scanner leaves to quick-xml, and damage.
