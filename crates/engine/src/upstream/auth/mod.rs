@@ -242,6 +242,26 @@ pub(crate) fn check_material(
     Ok(checked)
 }
 
+/// How long a cloud's metadata endpoint may take to accept a TCP connection before the
+/// credential chain takes it for absent (off that cloud).
+const METADATA_PROBE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a TCP connection to `url`'s host opens within [`METADATA_PROBE`]: the AWS, Azure
+/// and Google credential chains ask before calling their metadata endpoints.
+async fn metadata_reachable(url: &url::Url) -> bool {
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    matches!(
+        tokio::time::timeout(METADATA_PROBE, tokio::net::TcpStream::connect((host, port))).await,
+        Ok(Ok(_))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

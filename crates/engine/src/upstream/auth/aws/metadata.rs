@@ -19,9 +19,6 @@ const ECS_HOST: &str = "http://169.254.170.2";
 /// IMDS, where no `AWS_EC2_METADATA_SERVICE_ENDPOINT` says otherwise.
 const IMDS_HOST: &str = "http://169.254.169.254";
 
-/// How long the connection to IMDS may take before the source counts as absent.
-const IMDS_PROBE: Duration = Duration::from_secs(1);
-
 /// The lifetime of the IMDSv2 session token asked for.
 const IMDS_TOKEN_TTL: &str = "21600";
 
@@ -159,7 +156,7 @@ pub(super) async fn instance(
                 "variable AWS_EC2_METADATA_SERVICE_ENDPOINT is not an http(s) URL",
             )
         })?;
-    if !reachable(&base).await {
+    if !crate::upstream::auth::metadata_reachable(&base).await {
         return Ok(Attempt::Unavailable(format!(
             "{UNSET} (no instance metadata service answers at {})",
             base.as_str().trim_end_matches('/')
@@ -301,21 +298,6 @@ fn parse_json(body: &[u8]) -> std::result::Result<(AwsCredentials, Duration), St
         .map(|e| super::lifetime_until(&e))
         .unwrap_or_default();
     Ok((found, lifetime))
-}
-
-/// Whether a TCP connection to `url`'s host opens within [`IMDS_PROBE`].
-async fn reachable(url: &Url) -> bool {
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return false;
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    matches!(
-        tokio::time::timeout(IMDS_PROBE, tokio::net::TcpStream::connect((host, port))).await,
-        Ok(Ok(_))
-    )
 }
 
 #[cfg(test)]

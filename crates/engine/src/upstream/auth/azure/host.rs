@@ -22,9 +22,6 @@ pub(super) const NOT_FOR_TENANT: &str = "not configured (the host's identity ser
 /// IMDS, where no `AZURE_POD_IDENTITY_AUTHORITY_HOST` says otherwise.
 const IMDS_HOST: &str = "http://169.254.169.254";
 
-/// How long the connection to IMDS may take before the source counts as absent.
-const IMDS_PROBE: Duration = Duration::from_secs(1);
-
 /// How long `az account get-access-token` may run.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -94,7 +91,7 @@ pub(super) async fn managed_identity(
     }
     let method = reqwest::Method::GET;
     let shown = describe(&method, &url);
-    if app_service.is_none() && !reachable(&url).await {
+    if app_service.is_none() && !crate::upstream::auth::metadata_reachable(&url).await {
         return Ok(Attempt::Unavailable(format!(
             "{UNSET} (no IMDS endpoint answers at {shown})"
         )));
@@ -126,21 +123,6 @@ pub(super) async fn managed_identity(
     })
     .await?;
     Ok(Attempt::Token(value))
-}
-
-/// Whether a TCP connection to `url`'s host opens within [`IMDS_PROBE`].
-async fn reachable(url: &Url) -> bool {
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return false;
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    matches!(
-        tokio::time::timeout(IMDS_PROBE, tokio::net::TcpStream::connect((host, port))).await,
-        Ok(Ok(_))
-    )
 }
 
 /// AzureCliCredential.

@@ -3,8 +3,6 @@
 //! asked with `Metadata-Flavor: Google` and accepted only from an answer that carries it
 //! too. `GCE_METADATA_HOST` (`host[:port]`) overrides `169.254.169.254`.
 
-use std::time::Duration;
-
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
@@ -19,9 +17,6 @@ pub(super) const HOST_VAR: &str = "GCE_METADATA_HOST";
 
 /// The metadata server's address where `GCE_METADATA_HOST` is unset.
 const DEFAULT_HOST: &str = "169.254.169.254";
-
-/// How long the connection to the metadata server may take before it counts as absent.
-const PROBE: Duration = Duration::from_secs(1);
 
 const TOKEN_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 
@@ -60,7 +55,7 @@ pub(super) async fn token(
         &[b"service_account", b"gce_metadata", url.as_str().as_bytes()],
     );
     token::single_flight(credentials, key, || async {
-        if !reachable(&url).await {
+        if !crate::upstream::auth::metadata_reachable(&url).await {
             return Err(credential_error(
                 provider,
                 &format!("service_account found no credential: no GCE metadata server answers at {shown}"),
@@ -100,21 +95,6 @@ pub(super) async fn token(
         })
     })
     .await
-}
-
-/// Whether a TCP connection to `url`'s host opens within [`PROBE`].
-async fn reachable(url: &Url) -> bool {
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return false;
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    matches!(
-        tokio::time::timeout(PROBE, tokio::net::TcpStream::connect((host, port))).await,
-        Ok(Ok(_))
-    )
 }
 
 #[cfg(test)]
