@@ -28,9 +28,16 @@
 //! mock's. The ratio full/bare for `server_info` is what our layers cost on top of rmcp's
 //! handling of the same call (target: at most 1.25).
 //!
-//! Sections: `calls` (full querygate against bare rmcp), `tls` (plain HTTP, mTLS, JWT) and
-//! `tenants` (isolation under per-tenant limits); `cargo bench --bench mcp_load -- tenants`
-//! runs only the named ones, no name runs all.
+//! - `qg-file` and `qg-governed` (section `governed`, only with a PostgreSQL server named by
+//!   `QUERYGATE_TEST_DATABASE_URL`, as `scripts/pg-test-cluster.sh run --` gives): the same
+//!   calls over plain HTTP without authentication, audited to a file (strict), against HTTPS
+//!   with an ES256 bearer token, mode `safe` (the gate), the audit and the approval store in
+//!   PostgreSQL: what governance adds to a call's p99 (target: at most 1 ms);
+//!
+//! Sections: `calls` (full querygate against bare rmcp), `tls` (plain HTTP, mTLS, JWT),
+//! `tenants` (isolation under per-tenant limits) and `governed`; `cargo bench --bench mcp_load
+//! -- tenants` runs only the named ones, no name runs all (`governed` skipped without a
+//! database).
 
 /// The server binary's allocator (see `src/main.rs`), so figures are the product's.
 #[global_allocator]
@@ -125,11 +132,12 @@ fn main() -> Result<()> {
             pki.jwt_public.display(),
         ),
     )?;
+    let jwt_yaml = std::fs::read_to_string(&jwt_config)?;
     // Two tenants behind JWT: acme with per-tenant limits, globex without.
     let tenants_config = dir.path().join("querygate-tenants.yaml");
     std::fs::write(
         &tenants_config,
-        std::fs::read_to_string(&jwt_config)?
+        jwt_yaml
             .replace(
                 "tenants:\n  - id: default\n    mode: read_only\n",
                 "tenants:\n  - id: default\n    mode: read_only\n  - id: acme\n    mode: read_only\n    limits:\n      requests_per_second: 100\n      burst: 10\n      max_in_flight: 2\n  - id: globex\n    mode: read_only\n",
@@ -240,6 +248,27 @@ fn main() -> Result<()> {
                 token: flooder,
             };
             run_tenants(&client_rt, &tls_client, &tenants, acme)
+        })
+        .and_then(|()| {
+            if !sections.wants("governed") {
+                return Ok(());
+            }
+            let Some(database) = std::env::var("QUERYGATE_TEST_DATABASE_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+            else {
+                ensure!(
+                    !sections.named("governed"),
+                    "the governed section needs PostgreSQL: scripts/pg-test-cluster.sh run -- cargo bench --bench mcp_load -- governed"
+                );
+                println!();
+                println!(
+                    "governed: skipped (no QUERYGATE_TEST_DATABASE_URL; scripts/pg-test-cluster.sh run -- cargo bench --bench mcp_load -- governed)"
+                );
+                return Ok(());
+            };
+            let configs = governed_configs(dir.path(), &jwt_yaml, &database)?;
+            run_governed(&client_rt, &client, &tls_client, &configs, pki.token("default")?)
         });
     drop(client);
     drop(mtls_client);
@@ -334,6 +363,129 @@ fn run_tls(
     }
     Ok(())
 }
+
+/// The configurations of the `governed` section: `file` (plain HTTP, no authentication,
+/// mode `read_only`, the audit in a file, strict) and `governed` (HTTPS with an ES256 bearer
+/// token, mode `safe`, the audit (strict) and the approval store in PostgreSQL at `database`,
+/// migrated at start).
+struct GovernedConfigs {
+    file: std::path::PathBuf,
+    governed: std::path::PathBuf,
+}
+
+fn governed_configs(dir: &Path, jwt_yaml: &str, database: &str) -> Result<GovernedConfigs> {
+    const AUDIT_OFF: &str = "audit:\n  enabled: false\n";
+    ensure!(
+        jwt_yaml.contains(AUDIT_OFF) && jwt_yaml.contains("    mode: read_only\n"),
+        "the benchmark's base configuration changed: {jwt_yaml}"
+    );
+    let file = dir.join("querygate-file.yaml");
+    let plain = jwt_yaml
+        .split("  tls:\n")
+        .next()
+        .ok_or_else(|| anyhow!("no tls section"))?;
+    std::fs::write(
+        &file,
+        plain.replace(
+            AUDIT_OFF,
+            &format!(
+                "audit:\n  failure_mode: strict\n  file:\n    dir: {}\n",
+                dir.join("audit").display()
+            ),
+        ),
+    )?;
+    let governed = dir.join("querygate-governed.yaml");
+    std::fs::write(
+        &governed,
+        format!(
+            "{}database:\n  url: {database}\n  migrate_on_start: true\napproval:\n  store: postgres\n",
+            jwt_yaml
+                .replace("    mode: read_only\n", "    mode: safe\n")
+                .replace(
+                    AUDIT_OFF,
+                    "audit:\n  failure_mode: strict\n  sink: postgres\n"
+                )
+        ),
+    )?;
+    Ok(GovernedConfigs { file, governed })
+}
+
+/// What governance adds to a call: `server_info` and the 100-row select at 1 and 8 clients,
+/// against the file-audited server without authentication and the governed one (JWT over
+/// HTTPS, the gate in mode `safe`, PostgreSQL audit and approval store), point after point.
+/// Target: p99 at most [`GOVERNED_P99_MS`] more.
+fn run_governed(
+    rt: &tokio::runtime::Runtime,
+    plain_client: &reqwest::Client,
+    tls_client: &reqwest::Client,
+    configs: &GovernedConfigs,
+    token: String,
+) -> Result<()> {
+    let (file_config, governed_config) = (configs.file.clone(), configs.governed.clone());
+    let file = Background::start_app(
+        "qg-file",
+        move || async move { full_app(&file_config).await },
+    )?;
+    let mut governed = Background::start_app("qg-governed", move || async move {
+        full_app(&governed_config).await
+    })?;
+    governed.scheme = "https";
+    governed.token = Some(token);
+    let outcome = (|| -> Result<()> {
+        rt.block_on(async {
+            for (client, server) in [(plain_client, &file), (tls_client, &governed)] {
+                let rows =
+                    call_once(client, server, "run_select_query", json!({"sql": SELECT})).await?;
+                let n = rows["result"]["structuredContent"]["rows"]
+                    .as_array()
+                    .map_or(0, Vec::len);
+                ensure!(
+                    n == ROWS,
+                    "{}: run_select_query returned {n} rows: {rows}",
+                    server.name
+                );
+            }
+            Ok(())
+        })?;
+        println!();
+        println!(
+            "{:<44} {:>5} {:>9} {:>9} {:>9} {:>12}",
+            "governed / tool", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/call"
+        );
+        let mut added = Vec::new();
+        for (tool, args) in [
+            ("server_info", json!({})),
+            ("run_select_query", json!({"sql": SELECT})),
+        ] {
+            for c in [1, 8] {
+                let f = point(rt, plain_client, &file, tool, &args, c)?;
+                let g = point(rt, tls_client, &governed, tool, &args, c)?;
+                f.print(&format!("http, file audit / {tool}"), c);
+                g.print(&format!("https + JWT, safe, PostgreSQL / {tool}"), c);
+                added.push((tool, c, (g.p99_ms() - f.p99_ms())));
+            }
+        }
+        println!();
+        println!(
+            "p99 added by JWT over HTTPS, the gate, PostgreSQL audit and approvals (target <= {GOVERNED_P99_MS:.1} ms):"
+        );
+        for (tool, c, ms) in added {
+            let verdict = if ms <= GOVERNED_P99_MS {
+                "meets the target"
+            } else {
+                "MISSES the target"
+            };
+            println!("  {tool:<17} c={c:<3} {ms:+.3} ms  {verdict}");
+        }
+        Ok(())
+    })();
+    file.stop();
+    governed.stop();
+    outcome
+}
+
+/// The p99 that governance may add to a call, in milliseconds (issue 32).
+const GOVERNED_P99_MS: f64 = 1.0;
 
 /// Per-tenant limits keep one tenant's load from slowing another. globex (no limits) calls
 /// `server_info` from `CLIENTS` clients back to back on `bench-load`, alone and then while
@@ -526,7 +678,12 @@ impl Sections {
     }
 
     fn wants(&self, section: &str) -> bool {
-        self.0.is_empty() || self.0.iter().any(|s| s == section)
+        self.0.is_empty() || self.named(section)
+    }
+
+    /// Whether `section` was asked for by name.
+    fn named(&self, section: &str) -> bool {
+        self.0.iter().any(|s| s == section)
     }
 }
 
@@ -821,6 +978,10 @@ struct Point {
 }
 
 impl Point {
+    fn p99_ms(&self) -> f64 {
+        percentile(&self.latencies, 0.99) / 1e6
+    }
+
     fn cpu_per_call_us(&self) -> f64 {
         self.server_cpu_ns as f64 / 1e3 / self.calls.max(1) as f64
     }
