@@ -53,8 +53,10 @@
 //!                 bind (the statement's upstream requests, planned) → audit (outcome
 //!                 record) → mode gate (refusals, approvals) → quota → cache → admission
 //!                 (evaluation slots) → intent (write-ahead record of side effects) → call
-//!                 timeout → cancel → dispatch
-//!   tools/        the 17 tools, one ToolSpec each; they reach the engine only via its facade
+//!                 timeout → cancel → dispatch; each step holds only what it uses, handed
+//!                 out once by Pipeline::build
+//!   tools/        the 17 tools, one ToolSpec each; they get ToolServices (what tools use of
+//!                 the server) and reach the engine only via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
 //!   library/      the query library: embedded snapshot, optional remote index, search, render

@@ -12,10 +12,9 @@ use super::{ApprovalChannel, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
 use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
-use crate::mcp::Shared;
-use crate::mcp::tools::{Effect, ToolSpec};
+use crate::mcp::tools::{Effect, OfferedTools, ToolSpec};
 use crate::policy::{self, Mode, QueryClass, Verdict};
-use crate::tenant::{Principal, ToolAccess};
+use crate::tenant::{Principal, Tenants, ToolAccess};
 
 /// A call ready for the layers.
 #[derive(Debug)]
@@ -89,18 +88,29 @@ impl PreparedCall {
     }
 }
 
+/// What `prepare` looks calls up in.
+pub(super) struct Prepare {
+    /// The offered tools.
+    pub(super) tools: Arc<OfferedTools>,
+    /// The tenants: contexts, modes, allowlists.
+    pub(super) tenants: Arc<Tenants>,
+    /// `server.render`: the rendering of calls that name no `format`.
+    pub(super) render: Render,
+}
+
 /// Resolves the tool, the tenant and the statement of `call`.
-pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCall, CallError> {
+pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<PreparedCall, CallError> {
     let started = Instant::now();
-    let spec = shared
-        .tool(&call.name)
+    let spec = prepare
+        .tools
+        .get(&call.name)
         .ok_or_else(|| CallError::UnknownTool(call.name.clone()))?;
     let principal = call.principal.ok_or(CallError::Unauthenticated)?;
-    let cx = shared.tenants.context(&principal)?;
-    let tenant = shared.tenants.config(&cx.tenant);
+    let cx = prepare.tenants.context(&principal)?;
+    let tenant = prepare.tenants.config(&cx.tenant);
     let mode = tenant.map(|t| t.mode).unwrap_or_default();
     let allow_pull_provider = tenant.is_some_and(|t| t.allow_pull_provider);
-    let access = shared.tenants.tool_access(&principal, spec.name);
+    let access = prepare.tenants.tool_access(&principal, spec.name);
     let mut arguments = call.arguments;
     let invalid = |message: String| CallError::InvalidArguments {
         tool: spec.name.to_owned(),
@@ -129,7 +139,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         && (held(class) || class == QueryClass::Select && held(QueryClass::Lifecycle));
     let arguments_sha256 = needs_approval
         .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
-    let render = render_of(shared, spec, arguments.remove("format"));
+    let render = render_of(prepare.render, spec, arguments.remove("format"));
     Ok(PreparedCall {
         call_id: crate::audit::record::new_call_id(),
         started,
@@ -159,8 +169,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
 }
 
 /// The text rendering a call asks for: `format` when the tool takes one, else the server's.
-fn render_of(shared: &Shared, spec: &ToolSpec, format: Option<Value>) -> Result<Render, String> {
-    let default = shared.server.render;
+fn render_of(default: Render, spec: &ToolSpec, format: Option<Value>) -> Result<Render, String> {
     match format {
         _ if !spec.takes_format => Ok(default),
         None | Some(Value::Null) => Ok(default),

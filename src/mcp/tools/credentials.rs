@@ -103,7 +103,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             identifier("provider", provider)?;
         }
         let report = invocation
-            .shared
+            .services
             .engine
             .reload_credentials(&invocation.cx, provider)
             .await?;

@@ -285,7 +285,7 @@ fn hierarchy<T: Hierarchy>(
 }
 
 fn limit(invocation: &Invocation, requested: Option<u64>) -> usize {
-    super::row_cap(requested, invocation.shared.server.max_rows)
+    super::row_cap(requested, invocation.services.max_rows)
 }
 
 /// A table result: `{rows: [{column: value}], truncated?, rows_seen?}`.
@@ -303,8 +303,8 @@ fn text(value: Option<String>) -> Value {
 fn list_providers(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         no_arguments(&mut invocation)?;
-        let shared = &invocation.shared;
-        let providers = shared.engine.providers(&invocation.cx).await?;
+        let services = &invocation.services;
+        let providers = services.engine.providers(&invocation.cx).await?;
         let rows = providers
             .into_iter()
             .map(|p| {
@@ -326,7 +326,7 @@ fn list_providers(mut invocation: Invocation) -> ToolFuture {
                 vec![NO_PROVIDERS.to_owned()],
             ));
         }
-        Ok(table(&columns, rows, shared.server.max_rows))
+        Ok(table(&columns, rows, services.max_rows))
     })
 }
 
@@ -338,7 +338,7 @@ fn list_services(mut invocation: Invocation) -> ToolFuture {
         let (names, row_limit) =
             hierarchy::<ProviderInput>(&mut invocation, "provider not specified")?;
         let services = invocation
-            .shared
+            .services
             .engine
             .services(&invocation.cx, &names[0])
             .await?;
@@ -359,7 +359,7 @@ fn list_resources(mut invocation: Invocation) -> ToolFuture {
         let (names, row_limit) =
             hierarchy::<ServiceInput>(&mut invocation, "provider and / or service not specified")?;
         let resources = invocation
-            .shared
+            .services
             .engine
             .resources(&invocation.cx, &names[0], &names[1])
             .await?;
@@ -377,7 +377,7 @@ fn list_methods(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let methods = invocation
-            .shared
+            .services
             .engine
             .methods(&invocation.cx, &names[0], &names[1], &names[2])
             .await?;
@@ -414,7 +414,7 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let columns = invocation
-            .shared
+            .services
             .engine
             .columns(&invocation.cx, &names[0], &names[1], &names[2])
             .await?;
@@ -495,7 +495,7 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
             "provider, service, resource and / or method not specified",
         )?;
         let contract = invocation
-            .shared
+            .services
             .engine
             .method_contract(&invocation.cx, &names[0], &names[1], &names[2], &names[3])
             .await?;

@@ -270,7 +270,7 @@ fn run_search(invocation: Invocation) -> ToolFuture {
                 "intent is empty: say in a few words what the user wants to know",
             ));
         }
-        let (index, source) = invocation.shared.library.index().await;
+        let (index, source) = invocation.services.library.index().await;
         let tags = input.tags.unwrap_or_default();
         let query = Query {
             intent: &input.intent,
@@ -363,7 +363,7 @@ fn run_get(invocation: Invocation) -> ToolFuture {
                 format!("invalid query id \"{}\"", input.id),
             ));
         }
-        let (doc, source) = match invocation.shared.library.document(id).await {
+        let (doc, source) = match invocation.services.library.document(id).await {
             Ok(found) => found,
             Err(LibraryError::Unknown(id)) => {
                 return Err(ToolError::failed(

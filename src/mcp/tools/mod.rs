@@ -13,6 +13,7 @@ mod server_info;
 mod validate;
 mod validate_mutation;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,12 +23,16 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::Shared;
+use super::Transport;
+use super::library::Library;
+use super::offload::RenderPool;
 use super::render::View;
 use crate::code::Code;
 use crate::config::Mode;
-use crate::engine::{Cell, ExecContext, PreparedStatement, QueryOutput};
+use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
 use crate::policy::QueryClass;
+use crate::tenant::Tenants;
+use crate::thread_priority::BulkPriority;
 
 /// What a tool does, for its annotations.
 #[derive(Debug, Clone, Copy)]
@@ -95,9 +100,62 @@ impl std::fmt::Debug for ToolSpec {
     }
 }
 
+/// The tools the server offers (all of the catalogue, or those `server.enabled_tools`
+/// names), by name.
+#[derive(Debug)]
+pub(crate) struct OfferedTools {
+    by_name: HashMap<&'static str, &'static ToolSpec>,
+}
+
+impl OfferedTools {
+    /// The tools of the catalogue that `enabled` names (`None`: every one).
+    pub(crate) fn new(enabled: Option<&[String]>) -> Self {
+        let by_name = CATALOGUE
+            .iter()
+            .filter(|t| enabled.is_none_or(|list| list.iter().any(|n| n == t.name)))
+            .map(|t| (t.name, t))
+            .collect();
+        OfferedTools { by_name }
+    }
+
+    /// An offered tool.
+    pub(crate) fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Offered tools, in catalogue order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'static ToolSpec> + '_ {
+        CATALOGUE
+            .iter()
+            .filter(|t| self.by_name.contains_key(t.name))
+    }
+}
+
+/// What the tools use of the server, shared by every call.
+#[derive(Debug)]
+pub(crate) struct ToolServices {
+    /// The engine every tool reaches through its facade.
+    pub(crate) engine: Engine,
+    /// The tenants (their rules and policies, for `validate_mutation_query`).
+    pub(crate) tenants: Arc<Tenants>,
+    /// `server.max_rows`: no result holds more rows.
+    pub(crate) max_rows: usize,
+    /// The threads large results are turned into JSON on.
+    pub(crate) render: Arc<RenderPool>,
+    /// The OS priority of that work (`limits.admission.bulk_work_priority`).
+    pub(crate) bulk_priority: BulkPriority,
+    /// The transport serving the calls, for `server_info`.
+    pub(crate) transport: Transport,
+    /// The local registry root and the remote registry URL, for `server_info`.
+    pub(crate) registry_description: String,
+    /// The query library (embedded snapshot and optional remote index).
+    pub(crate) library: Library,
+}
+
 /// Everything a tool run gets.
 pub(crate) struct Invocation {
-    pub(crate) shared: Arc<Shared>,
+    /// What the tools use of the server.
+    pub(crate) services: Arc<ToolServices>,
     /// The caller's tenant context.
     pub(crate) cx: ExecContext,
     /// The tenant's mode.

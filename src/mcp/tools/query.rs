@@ -120,18 +120,19 @@ fn parse(invocation: &mut Invocation) -> Result<(QueryInput, PreparedStatement),
 fn run_select(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let (input, statement) = parse(&mut invocation)?;
-        let shared = &invocation.shared;
-        let output = shared.engine.run(&invocation.cx, statement).await?;
+        let services = &invocation.services;
+        let output = services.engine.run(&invocation.cx, statement).await?;
         if invocation.typed {
             return Ok(ToolResult::typed(output));
         }
-        let cap = row_cap(input.row_limit, shared.server.max_rows);
+        let cap = row_cap(input.row_limit, services.max_rows);
         // Thousands of rows become JSON values off the async workers.
         let cells = output.rows.len().min(cap) * output.columns.len();
-        let priority = shared.admission.bulk_work_priority();
-        shared
+        services
             .render
-            .run(cells, priority, move || rows_result(output, cap))
+            .run(cells, services.bulk_priority, move || {
+                rows_result(output, cap)
+            })
             .await
             .map_err(|err| ToolError::failed(Code::Internal, err.to_string()))
     })
@@ -148,8 +149,8 @@ fn run_lifecycle(invocation: Invocation) -> ToolFuture {
 /// Runs a write the gate let through (its class is the tool's).
 async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult, ToolError> {
     let (input, statement) = parse(&mut invocation)?;
-    let shared = &invocation.shared;
-    let mut output = shared.engine.run(&invocation.cx, statement).await?;
+    let services = &invocation.services;
+    let mut output = services.engine.run(&invocation.cx, statement).await?;
     if invocation.typed {
         return Ok(ToolResult::typed(output));
     }
@@ -157,7 +158,7 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
     let timestamp = output.timestamp.take().unwrap_or_default();
     let upstream_status = output.upstream_status;
     let has_rows = !output.columns.is_empty();
-    let rows = rows_result(output, row_cap(input.row_limit, shared.server.max_rows));
+    let rows = rows_result(output, row_cap(input.row_limit, services.max_rows));
     let mut structured = Map::new();
     structured.insert("messages".into(), Value::from(messages.clone()));
     structured.insert("timestamp".into(), Value::from(timestamp.clone()));

@@ -105,11 +105,11 @@ fn list_registry(mut invocation: Invocation) -> ToolFuture {
         let input: ListRegistryInput = parse(&mut invocation)?;
         let provider = trimmed(input.provider.as_deref());
         let output = invocation
-            .shared
+            .services
             .engine
             .registry_list_rows(provider)
             .await?;
-        Ok(rows_result(output, invocation.shared.server.max_rows))
+        Ok(rows_result(output, invocation.services.max_rows))
     })
 }
 
@@ -124,7 +124,7 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
         };
         let version = trimmed(input.version.as_deref());
         let outcome = invocation
-            .shared
+            .services
             .engine
             .registry_pull_for(&invocation.cx, provider, version)
             .await?;

@@ -81,8 +81,8 @@ pub(crate) struct CredentialRow {
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         no_arguments(&mut invocation)?;
-        let shared = &invocation.shared;
-        let credentials = shared
+        let services = &invocation.services;
+        let credentials = services
             .engine
             .credential_sources(&invocation.cx)
             .await?
@@ -99,9 +99,9 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             commit: env!("QUERYGATE_COMMIT"),
             build_date: env!("QUERYGATE_BUILD_DATE"),
             platform: &PLATFORM,
-            transport: shared.transport.as_str(),
+            transport: services.transport.as_str(),
             sql_backend: "sqlite3",
-            provider_registry: &shared.registry_description,
+            provider_registry: &services.registry_description,
             tenant: &invocation.cx.tenant,
             mode: invocation.mode.as_str(),
             is_read_only: invocation.mode == Mode::ReadOnly,

@@ -73,7 +73,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         let outcome = match parsed {
             Err(err) => Err(err.message().to_owned()),
             Ok(statement) if statement.kind() == StatementKind::Select => invocation
-                .shared
+                .services
                 .engine
                 .check(&invocation.cx, statement)
                 .await

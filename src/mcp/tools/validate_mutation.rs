@@ -240,7 +240,7 @@ async fn validate(
             ),
         );
     }
-    let engine = &invocation.shared.engine;
+    let engine = &invocation.services.engine;
     let planned = match engine.preflight(&invocation.cx, &statement).await {
         Ok(planned) => planned,
         Err(err) => return invalid(approval_name, err.message().to_owned()),
@@ -282,7 +282,7 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
         }
         Some(Ok(read)) => read,
     };
-    let engine = &invocation.shared.engine;
+    let engine = &invocation.services.engine;
     let cx = &invocation.cx;
     let requests = match engine.plan_requests(cx, &mut read).await {
         Ok(requests) => requests,
@@ -293,7 +293,7 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
             ));
         }
     };
-    let tenant = invocation.shared.tenants.config(&cx.tenant);
+    let tenant = invocation.services.tenants.config(&cx.tenant);
     let default_rules = crate::governance::TenantRules::default();
     let rules = tenant.map_or(&default_rules, |t| &t.rules);
     if let Some(write) = crate::governance::first_write(&requests, rules) {
