@@ -307,11 +307,7 @@ fn cacheable(cache: &Cache, call: &PreparedCall) -> Option<(Key, BTreeSet<String
     };
     let query = statement.normalized_query()?;
     let render = call.render.clone().ok()?;
-    let requested = match call.arguments.get("row_limit") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64()?),
-    };
-    let row_cap = crate::mcp::tools::row_cap(requested, cache.max_rows);
+    let row_cap = crate::mcp::tools::row_cap(call.input.row_limit(), cache.max_rows);
     let resources = resources_of(call.requests.as_deref()?);
     let key = Key {
         credentials: call.cx.credentials.fingerprint(),

@@ -62,7 +62,7 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
         services: tools,
         cx: call.cx,
         mode: call.mode,
-        arguments: call.arguments,
+        input: call.input,
         statement: call.statement,
         typed: transport == Transport::Cli,
     };
@@ -105,12 +105,6 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
                 upstream_status,
                 ..ToolOutcome::empty()
             }
-        }
-        Err(ToolError::InvalidArguments(message)) => {
-            return Err(CallError::InvalidArguments {
-                tool: spec.name.to_owned(),
-                message,
-            });
         }
         Err(ToolError::Failed {
             code,

@@ -258,10 +258,7 @@ pub(super) fn policy_answer(
         Some(Ok(statement)) => crate::mcp::tools::verb(statement.kind()),
         _ => "UNKNOWN",
     };
-    let row_limit = call
-        .arguments
-        .get("row_limit")
-        .and_then(serde_json::Value::as_u64);
+    let row_limit = call.input.row_limit();
     let question = crate::cedar::Question {
         principal: &call.principal,
         tool: call.tool(),

@@ -1,8 +1,10 @@
 //! The tool-call pipeline every call passes, over HTTP, stdio and the CLI alike:
 //!
 //! ```text
-//! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
-//!                                      parsed once (class known), the approval channel
+//! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, the arguments
+//!                                      parsed once into the tool's input type, `format`,
+//!                                      the SQL parsed once (class known), the approval
+//!                                      channel
 //! bind                                 the statement's upstream requests, planned by the
 //!                                      engine: a read bound to POST… is classed lifecycle
 //!   Audit         one outcome record per call (refusals and approval prompts included),

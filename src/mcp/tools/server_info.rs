@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, NoArguments, ToolFuture, ToolResult, ToolSpec, input_schema,
-    no_arguments, schema,
+    Effect, Hints, Invocation, NoArguments, ToolFuture, ToolResult, ToolSpec, input_schema, parse,
+    schema,
 };
 use crate::config::Mode;
 use crate::mcp::render::View;
@@ -27,6 +27,7 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     takes_format: false,
     input_schema: input_schema::<NoArguments>,
     output_schema: schema::<ServerInfo>,
+    parse: parse::<NoArguments>,
     run,
 };
 
@@ -78,9 +79,8 @@ pub(crate) struct CredentialRow {
     token_expires_at: Option<String>,
 }
 
-fn run(mut invocation: Invocation) -> ToolFuture {
+fn run(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        no_arguments(&mut invocation)?;
         let services = &invocation.services;
         let credentials = services
             .engine
