@@ -49,12 +49,15 @@
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   elicit        approval prompts as MCP elicitation (the pipeline's Approver over rmcp)
 //!   pipeline/     the tool-call pipeline every call passes (HTTP, stdio, `querygate query`
-//!                 and `registry pull`): prepare (tenant, mode, SQL parsed once, class) →
-//!                 bind (the statement's upstream requests, planned) → audit (outcome
-//!                 record) → mode gate (refusals, approvals) → quota → cache → admission
-//!                 (evaluation slots) → intent (write-ahead record of side effects) → call
-//!                 timeout → cancel → dispatch
-//!   tools/        the 17 tools, one ToolSpec each; they reach the engine only via its facade
+//!                 and `registry pull`): prepare (tenant, mode, arguments and SQL parsed
+//!                 once, class) → bind (the statement's upstream requests, planned) → audit
+//!                 (outcome record) → mode gate (refusals, approvals) → quota → cache →
+//!                 admission (evaluation slots) → intent (write-ahead record of side
+//!                 effects) → call timeout → cancel → dispatch; each step holds only what it
+//!                 uses, handed out once by Pipeline::build
+//!   tools/        the 17 tools, one ToolSpec each; they get their arguments typed and
+//!                 ToolServices (what tools use of the server), and reach the engine only
+//!                 via its facade
 //!   render        markdown tables / key-value blocks or compact JSON of structured results
 //!   content       content/ (descriptions, instructions, prompts, resources) embedded at build
 //!   library/      the query library: embedded snapshot, optional remote index, search, render

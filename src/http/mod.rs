@@ -78,20 +78,16 @@ pub fn router(
     let settings = &config.server;
     // The approval page signs its users in itself (OpenID Connect): not behind the bearer
     // authentication of `/mcp`.
-    let web = approve_web::routes(
-        config,
-        handler.shared.out_of_band.clone(),
-        handler.shared.audit.clone(),
-    )?
-    .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
+    let web = approve_web::routes(config, handler.out_of_band(), handler.auditor())?
+        .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
     let authenticated = authentication.enabled();
     let limiter = Arc::new(limits::TenantLimiter::new(
         &config.tenants,
         config.clock.clone(),
     ));
     // The approval API, behind the same authentication and limits as `/mcp`.
-    let approvals = handler.shared.out_of_band.clone().map(|oob| {
-        approvals::routes(oob, handler.shared.audit.clone())
+    let approvals = handler.out_of_band().map(|oob| {
+        approvals::routes(oob, handler.auditor())
             .route_layer(limits::TenantLimitLayer::new(limiter.clone()))
             .route_layer(AuthLayer::new(authentication.clone()))
             .route_layer(RequestBodyLimitLayer::new(64 * 1024))

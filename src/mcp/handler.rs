@@ -14,17 +14,39 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use super::Shared;
 use super::Transport;
-use super::content::{INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
+use super::content::{Content, INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
 use super::pipeline::response_bytes::ResponseSlot;
 use super::pipeline::{ApprovalChannel, CallError, CallOrigin, Pipeline, ReplyBody, ToolCall};
-use crate::tenant::Principal;
+use super::tools::OfferedTools;
+use crate::approval::OutOfBand;
+use crate::audit::Auditor;
+use crate::tenant::{Principal, Tenants};
+
+/// What the handler answers from besides the pipeline, shared by its clones: the listings
+/// (prompts, resources, instructions), which tools each caller sees, and what the HTTP
+/// stage mounts the approval routes over.
+pub(crate) struct HandlerState {
+    /// The embedded tool descriptions, prompts, resources and instructions.
+    pub(super) content: Content,
+    /// The server's settings: the prompts and resources offered, the instructions switch,
+    /// the request size cap.
+    pub(super) server: crate::config::ServerConfig,
+    /// The tenants: which tools a caller's tenant and credential may call.
+    pub(super) tenants: Arc<Tenants>,
+    /// The transport serving the calls: where the caller's principal comes from.
+    pub(super) transport: Transport,
+    /// Out-of-band approvals (`None`: `approval.out_of_band` is off), for the approval
+    /// routes.
+    pub(super) out_of_band: Option<Arc<OutOfBand>>,
+    /// The audit of tool calls, for the approval routes' records.
+    pub(super) audit: Option<Auditor>,
+}
 
 /// querygate's MCP server.
 #[derive(Clone)]
 pub struct QuerygateMcp {
-    pub(crate) shared: Arc<Shared>,
+    state: Arc<HandlerState>,
     pipeline: Pipeline,
     tools: Arc<Vec<Tool>>,
     info: Arc<ServerConfig>,
@@ -39,11 +61,11 @@ impl std::fmt::Debug for QuerygateMcp {
 }
 
 impl QuerygateMcp {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        let tools = shared
-            .offered_tools()
+    pub(crate) fn new(state: HandlerState, offered: &OfferedTools, pipeline: Pipeline) -> Self {
+        let tools = offered
+            .iter()
             .map(|spec| {
-                let description = shared
+                let description = state
                     .content
                     .tools
                     .get(spec.name)
@@ -78,16 +100,31 @@ impl QuerygateMcp {
         );
         QuerygateMcp {
             info: Arc::new(info),
-            pipeline: Pipeline::build(shared.clone()),
-            shared,
+            pipeline,
+            state: Arc::new(state),
             tools: Arc::new(tools),
         }
     }
 
+    /// Out-of-band approvals, when `approval.out_of_band` is on (the approval routes).
+    pub(crate) fn out_of_band(&self) -> Option<Arc<OutOfBand>> {
+        self.state.out_of_band.clone()
+    }
+
+    /// The audit of tool calls, when on (the approval routes record decisions in it).
+    pub(crate) fn auditor(&self) -> Option<Auditor> {
+        self.state.audit.clone()
+    }
+
+    /// `server.max_request_bytes`: the largest request the server reads.
+    pub(crate) fn max_request_bytes(&self) -> usize {
+        self.state.server.max_request_bytes
+    }
+
     /// The server instructions, unless disabled or empty.
     fn instructions(&self) -> Option<String> {
-        let text = &self.shared.content.instructions;
-        (!self.shared.server.disable_instructions && !text.is_empty()).then(|| text.clone())
+        let text = &self.state.content.instructions;
+        (!self.state.server.disable_instructions && !text.is_empty()).then(|| text.clone())
     }
 
     /// The tool-call pipeline (for callers that run tools without MCP framing).
@@ -96,7 +133,7 @@ impl QuerygateMcp {
     }
 }
 
-impl Shared {
+impl HandlerState {
     /// Offered prompts: all, or those `server.enabled_prompts` names.
     fn offered_prompts(&self) -> impl Iterator<Item = &PromptDoc> + '_ {
         self.content.prompts.iter().filter(|p| {
@@ -345,14 +382,14 @@ impl ServerHandler for QuerygateMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // Only the tools the caller's tenant and credential may call; none without a caller.
-        let principal = principal_of(&context, self.shared.transport);
+        let principal = principal_of(&context, self.state.transport);
         let tools = self
             .tools
             .iter()
             .filter(|t| {
                 principal
                     .as_ref()
-                    .is_some_and(|p| self.shared.tenants.allows_tool(p, &t.name))
+                    .is_some_and(|p| self.state.tenants.allows_tool(p, &t.name))
             })
             .cloned()
             .collect();
@@ -368,7 +405,7 @@ impl ServerHandler for QuerygateMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = self
-            .shared
+            .state
             .offered_prompts()
             .map(|p| {
                 let arguments = p
@@ -400,12 +437,12 @@ impl ServerHandler for QuerygateMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let Some(prompt) = self
-            .shared
+            .state
             .offered_prompts()
             .find(|p| p.name == request.name)
         else {
             let known: Vec<&str> = self
-                .shared
+                .state
                 .offered_prompts()
                 .map(|p| p.name.as_str())
                 .collect();
@@ -433,7 +470,7 @@ impl ServerHandler for QuerygateMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self
-            .shared
+            .state
             .offered_resources()
             .map(|r| {
                 let resource = Resource::new(r.uri.clone(), r.name.clone())
@@ -458,7 +495,7 @@ impl ServerHandler for QuerygateMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let Some(resource) = self
-            .shared
+            .state
             .offered_resources()
             .find(|r| r.uri == request.uri)
         else {
@@ -497,7 +534,7 @@ impl ServerHandler for QuerygateMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let transport = self.shared.transport;
+        let transport = self.state.transport;
         let principal = principal_of(&context, transport);
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),

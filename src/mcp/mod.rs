@@ -8,6 +8,11 @@
 //! cli (`querygate query`, `registry pull`) → the same pipeline, Transport::Cli
 //! ```
 //!
+//! [`build_observed`] makes the server's parts once (tenants, approvals, caches, quotas,
+//! admission, the render threads, what the tools use) and hands them out: the pipeline's
+//! steps get what each uses ([`pipeline::Pipeline`]'s build), the tools a `ToolServices`,
+//! and the handler what it lists and serves besides tool calls. Nothing holds the whole.
+//!
 //! The MCP surface talks to the engine only through `crate::engine`'s public API.
 
 pub mod content;
@@ -22,20 +27,20 @@ pub mod render;
 pub mod stdio;
 mod tools;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use handler::QuerygateMcp;
 pub use library::LibrarySetupError;
 
 use self::content::{Content, ContentError};
-use self::tools::{CATALOGUE, ToolSpec};
+use self::handler::HandlerState;
+use self::tools::{CATALOGUE, OfferedTools, ToolServices};
 use crate::approval::{
     ApprovalStore, Approvals, KeyRing, MemoryPendingStore, MemoryStore, OutOfBand, PendingStore,
     PgPendingStore, PostgresStore,
 };
 use crate::audit::Auditor;
-use crate::config::{ApprovalStoreKind, Config, ServerConfig};
+use crate::config::{ApprovalStoreKind, Config};
 use crate::engine::Engine;
 use crate::tenant::Tenants;
 
@@ -107,52 +112,6 @@ impl StartError {
     }
 }
 
-/// What every request shares: the engine, the tenants, settings and content.
-pub(crate) struct Shared {
-    pub(crate) engine: Engine,
-    pub(crate) tenants: Tenants,
-    pub(crate) server: ServerConfig,
-    pub(crate) content: Content,
-    pub(crate) transport: Transport,
-    /// The local registry root and the remote registry URL, for `server_info`.
-    pub(crate) registry_description: String,
-    /// Offered tools by name.
-    tools: HashMap<&'static str, &'static ToolSpec>,
-    /// The query library (embedded snapshot and optional remote index).
-    pub(crate) library: library::Library,
-    /// Approval of single calls: sealing keys and the store of redeemed approvals.
-    pub(crate) approvals: Approvals,
-    /// Out-of-band approvals (`None`: `approval.out_of_band` is off).
-    pub(crate) out_of_band: Option<Arc<OutOfBand>>,
-    /// The audit of tool calls (`None`: `audit.enabled` is false).
-    pub(crate) audit: Option<Auditor>,
-    /// Whether reads that ran get an outcome record: always, but for the CLI only with
-    /// `audit.cli_reads`.
-    pub(crate) audit_reads: bool,
-    /// The server's metrics (`None`: not collected, e.g. over stdio).
-    pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
-    /// The evaluation slots statements wait for.
-    pub(crate) admission: Arc<pipeline::admission::Admission>,
-    /// The threads large results are turned into JSON and rendered on.
-    pub(crate) render: offload::RenderPool,
-    /// The tenants' result caches (`tenants[].cache`).
-    pub(crate) results: pipeline::cache::ResultCaches,
-    /// The tenants' quotas (`tenants[].quotas`).
-    pub(crate) quotas: Arc<crate::quota::Quotas>,
-}
-
-impl Shared {
-    /// An offered tool.
-    pub(crate) fn tool(&self, name: &str) -> Option<&'static ToolSpec> {
-        self.tools.get(name).copied()
-    }
-
-    /// Offered tools, in catalogue order.
-    pub(crate) fn offered_tools(&self) -> impl Iterator<Item = &'static ToolSpec> + '_ {
-        CATALOGUE.iter().filter(|t| self.tools.contains_key(t.name))
-    }
-}
-
 /// Builds the MCP handler for `transport` over an engine and tenants, auditing its tool
 /// calls with `audit` (opened from `config.audit` by the caller; `None` records nothing),
 /// with a PostgreSQL pool of its own where `config` keeps state there.
@@ -203,16 +162,7 @@ pub fn build_observed(
         server.enabled_resources.as_deref(),
         &resources,
     )?;
-    let tools = CATALOGUE
-        .iter()
-        .filter(|t| {
-            server
-                .enabled_tools
-                .as_ref()
-                .is_none_or(|list| list.iter().any(|n| n == t.name))
-        })
-        .map(|t| (t.name, t))
-        .collect();
+    let tools = Arc::new(OfferedTools::new(server.enabled_tools.as_deref()));
     let registry_description = format!(
         "{} (remote: {})",
         config.engine.registry_root.display(),
@@ -276,34 +226,55 @@ pub fn build_observed(
     } else {
         None
     };
-    let shared = Arc::new(Shared {
-        engine,
-        tenants,
-        server,
-        content,
+    let tenants = Arc::new(tenants);
+    let admission = Arc::new(pipeline::admission::Admission::new(
+        config.admission.clone(),
+    ));
+    let render_pool = Arc::new(offload::RenderPool::default());
+    let tool_services = Arc::new(ToolServices {
+        engine: engine.clone(),
+        tenants: tenants.clone(),
+        max_rows: server.max_rows,
+        render: render_pool.clone(),
+        bulk_priority: admission.bulk_work_priority(),
         transport,
         registry_description,
-        tools,
         library,
+    });
+    let pipeline = pipeline::Pipeline::build(pipeline::Parts {
+        engine,
+        tenants: tenants.clone(),
+        transport,
+        tools: tools.clone(),
+        tool_services,
+        render: server.render,
+        max_rows: server.max_rows,
+        call_timeout: server.call_timeout,
         approvals,
-        out_of_band,
-        audit,
+        out_of_band: out_of_band.clone(),
+        audit: audit.clone(),
         audit_reads: transport != Transport::Cli || config.audit.cli_reads,
         metrics,
-        admission: Arc::new(pipeline::admission::Admission::new(
-            config.admission.clone(),
-        )),
-        render: offload::RenderPool::default(),
-        results: pipeline::cache::ResultCaches::new(
+        admission,
+        render_pool,
+        results: Arc::new(pipeline::cache::ResultCaches::new(
             config
                 .tenants
                 .iter()
                 .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
             config.clock.clone(),
-        ),
+        )),
         quotas: Arc::new(quotas),
     });
-    Ok(QuerygateMcp::new(shared))
+    let state = HandlerState {
+        content,
+        server,
+        tenants,
+        transport,
+        out_of_band,
+        audit,
+    };
+    Ok(QuerygateMcp::new(state, &tools, pipeline))
 }
 
 /// The names of every tool of the catalogue (the values the `tool` metric label may take).

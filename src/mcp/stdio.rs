@@ -67,7 +67,7 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let max_line = handler.shared.server.max_request_bytes.max(1024);
+    let max_line = handler.max_request_bytes().max(1024);
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
     let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
     let (rmcp_read, rmcp_write) = tokio::io::split(theirs);

@@ -241,12 +241,12 @@ pub(super) struct Admit {
 
 impl Admit {
     pub(super) fn layer(admission: Arc<Admission>) -> StepLayer<Self> {
-        StepLayer(Admit { admission })
+        StepLayer::new(Admit { admission })
     }
 }
 
 impl Step for Admit {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,

@@ -12,38 +12,69 @@ use std::time::SystemTime;
 
 use tower::{Service, ServiceExt as _};
 
-use super::step::{Step, StepFuture, StepLayer};
+use super::step::{Step, StepFuture};
 use super::{CallError, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
 use crate::audit::Auditor;
 use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
 use crate::code::Code;
-use crate::mcp::{Shared, Transport};
+use crate::mcp::Transport;
 use crate::tenant::Principal;
 
 /// The outcome record of every call.
-#[derive(Clone)]
 pub(super) struct Audit {
-    shared: Arc<Shared>,
+    /// Where records go (`None`: `audit.enabled` is false).
+    auditor: Option<Auditor>,
+    /// Whether reads that ran get an outcome record (see [`Parts::audit_reads`]).
+    ///
+    /// [`Parts::audit_reads`]: super::Parts::audit_reads
+    audit_reads: bool,
+    /// The transport, for the local user of stdio and CLI records.
+    transport: Transport,
 }
 
 impl Audit {
-    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
-        StepLayer(Audit { shared })
+    pub(super) fn new(auditor: Option<Auditor>, audit_reads: bool, transport: Transport) -> Self {
+        Audit {
+            auditor,
+            audit_reads,
+            transport,
+        }
+    }
+
+    /// Whether calls are audited.
+    pub(super) fn enabled(&self) -> bool {
+        self.auditor.is_some()
+    }
+
+    /// The intent step, writing to the same auditor.
+    pub(super) fn intent(&self) -> Intent {
+        Intent {
+            auditor: self.auditor.clone(),
+            transport: self.transport,
+        }
+    }
+
+    /// Audits a call that `prepare` refused (unknown tool, invalid arguments, no principal,
+    /// an unknown tenant): nothing ran; the record says who tried what.
+    pub(super) async fn record_refused(&self, call: Refused<'_>) {
+        if let Some(auditor) = &self.auditor {
+            record_refused(auditor, self.transport, call).await;
+        }
     }
 }
 
 impl Step for Audit {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
-        let Some(auditor) = self.shared.audit.clone() else {
+        let Some(auditor) = self.auditor.clone() else {
             return Box::pin(inner.oneshot(call));
         };
-        let mut record = base_record(&call, self.shared.transport);
+        let mut record = base_record(&call, self.transport);
         let started = call.started;
-        let skip_read = !self.shared.audit_reads && !call.has_side_effects();
+        let skip_read = !self.audit_reads && !call.has_side_effects();
         Box::pin(async move {
             let result = inner.oneshot(call).await;
             // A read that was allowed ran (or failed) without changing anything.
@@ -87,28 +118,22 @@ impl Step for Audit {
 }
 
 /// The intent record of a call with side effects, durable before it runs.
-#[derive(Clone)]
 pub(super) struct Intent {
-    shared: Arc<Shared>,
-}
-
-impl Intent {
-    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
-        StepLayer(Intent { shared })
-    }
+    auditor: Option<Auditor>,
+    transport: Transport,
 }
 
 impl Step for Intent {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
-        let auditor = match &self.shared.audit {
+        let auditor = match &self.auditor {
             Some(auditor) if call.has_side_effects() => auditor.clone(),
             _ => return Box::pin(inner.oneshot(call)),
         };
-        let mut record = base_record(&call, self.shared.transport);
+        let mut record = base_record(&call, self.transport);
         record.phase = Phase::Intent;
         record.decision = if call.approval_id.is_some() {
             Decision::NeedsApprovalAccepted
@@ -140,9 +165,8 @@ pub(super) struct Refused<'a> {
     pub(super) error: &'a CallError,
 }
 
-/// Audits a call that `prepare` refused (unknown tool, invalid arguments, no principal, an
-/// unknown tenant): nothing ran; the record says who tried what.
-pub(super) async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'_>) {
+/// The record of a call `prepare` refused.
+async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'_>) {
     let (tenant, principal, issuer, auth_method) = match call.principal {
         Some(p) => (
             p.tenant.clone(),

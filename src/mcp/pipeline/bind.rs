@@ -9,28 +9,42 @@
 //! tenant's policies must be asked). A SELECT's plan is kept with the statement and run as
 //! it is (it is not planned a second time).
 
+use std::sync::Arc;
+
 use super::PreparedCall;
+use super::cache::ResultCaches;
+use crate::engine::Engine;
 use crate::governance;
-use crate::mcp::Shared;
 use crate::mcp::tools::Effect;
 use crate::policy::QueryClass;
+use crate::tenant::Tenants;
+
+/// What `bind` plans with.
+pub(super) struct Bind {
+    /// Plans the requests.
+    pub(super) engine: Engine,
+    /// The tenants' rules and policies.
+    pub(super) tenants: Arc<Tenants>,
+    /// Which tenants cache results.
+    pub(super) results: Arc<ResultCaches>,
+}
 
 /// Plans the requests of `call`'s statement when the tenant's rules decide on them.
-pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
+pub(super) async fn bind(bind: &Bind, call: &mut PreparedCall) {
     if !matches!(call.spec.effect, Effect::Sql(_)) {
         return;
     }
     let Some(Ok(statement)) = &mut call.statement else {
         return;
     };
-    let rules = shared
+    let rules = bind
         .tenants
         .config(&call.cx.tenant)
         .map(|tenant| &tenant.rules);
     let pinned = rules.is_some_and(governance::TenantRules::has_pins);
     // A tenant with a result cache: a write's requests name the resources it drops.
-    let cached = shared.results.enabled(&call.cx.tenant);
-    let policies = shared
+    let cached = bind.results.enabled(&call.cx.tenant);
+    let policies = bind
         .tenants
         .config(&call.cx.tenant)
         .is_some_and(|tenant| tenant.policies.is_some());
@@ -38,7 +52,7 @@ pub(super) async fn bind(shared: &Shared, call: &mut PreparedCall) {
         return;
     }
     // The plan stays with the statement: dispatch runs it rather than planning again.
-    let requests = match shared.engine.plan_requests(&call.cx, statement).await {
+    let requests = match bind.engine.plan_requests(&call.cx, statement).await {
         Ok(requests) => requests,
         Err(err) => {
             call.plan_error = Some((err.kind().into(), err.message().to_owned()));

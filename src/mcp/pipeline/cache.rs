@@ -28,12 +28,13 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt as _};
 
+use super::response_bytes::ResponseBytes;
 use super::step::{Step, StepFuture, StepLayer};
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::clock::Clock;
 use crate::config::{Render, TenantCache};
 use crate::engine::{PlannedRequest, StatementKind};
-use crate::mcp::Shared;
+use crate::mcp::Transport;
 use crate::mcp::tools::Effect;
 use crate::policy::QueryClass;
 
@@ -211,42 +212,54 @@ impl TenantResults {
 }
 
 /// The cache step.
-#[derive(Clone)]
 pub(super) struct Cache {
-    shared: Arc<Shared>,
+    /// The tenants' caches.
+    results: Arc<ResultCaches>,
+    /// The response bytes in flight, which a hit's result counts in.
+    responses: Arc<ResponseBytes>,
+    /// The transport: the CLI's results are not cached.
+    transport: Transport,
+    /// `server.max_rows`, part of a result's key.
+    max_rows: usize,
 }
 
 impl Cache {
-    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
-        StepLayer(Cache { shared })
+    pub(super) fn layer(
+        results: Arc<ResultCaches>,
+        responses: Arc<ResponseBytes>,
+        transport: Transport,
+        max_rows: usize,
+    ) -> StepLayer<Self> {
+        StepLayer::new(Cache {
+            results,
+            responses,
+            transport,
+            max_rows,
+        })
     }
 }
 
 impl Step for Cache {
-    fn run<S>(&self, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
-        Box::pin(cached(self.shared.clone(), next, call))
+        Box::pin(cached(self, next, call))
     }
 }
 
-async fn cached<S>(
-    shared: Arc<Shared>,
-    inner: S,
-    call: PreparedCall,
-) -> Result<ToolReply, CallError>
+async fn cached<S>(cache: Arc<Cache>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
 where
     S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
-    let Some(results) = shared.results.tenant(&call.cx.tenant) else {
+    let Some(results) = cache.results.tenant(&call.cx.tenant) else {
         return inner.oneshot(call).await;
     };
-    if let Some((key, resources)) = cacheable(&shared, &call) {
-        if let Some(hit) = results.get(&key, shared.results.clock.instant()) {
-            return Ok(ToolReply::allowed(served(&shared, &call, key.render, hit)));
+    if let Some((key, resources)) = cacheable(&cache, &call) {
+        if let Some(hit) = results.get(&key, cache.results.clock.instant()) {
+            return Ok(ToolReply::allowed(served(&cache, &call, key.render, hit)));
         }
         let generation = results.generation();
         let reply = inner.oneshot(call).await?;
@@ -260,7 +273,7 @@ where
                 text: outcome.text.clone(),
                 rows: outcome.rows,
                 resources,
-                stored: shared.results.clock.instant(),
+                stored: cache.results.clock.instant(),
                 bytes,
             };
             results.put(key, entry, generation);
@@ -281,10 +294,10 @@ where
 /// The key and the resources read of a call whose result may be cached: a SELECT of
 /// `run_select_query` (no EXEC in it, a class that stayed `select`) whose requests were
 /// planned, for a transport that renders results (not the CLI).
-fn cacheable(shared: &Shared, call: &PreparedCall) -> Option<(Key, BTreeSet<String>)> {
+fn cacheable(cache: &Cache, call: &PreparedCall) -> Option<(Key, BTreeSet<String>)> {
     if call.tool() != "run_select_query"
         || call.class != QueryClass::Select
-        || shared.transport == crate::mcp::Transport::Cli
+        || cache.transport == Transport::Cli
     {
         return None;
     }
@@ -294,11 +307,7 @@ fn cacheable(shared: &Shared, call: &PreparedCall) -> Option<(Key, BTreeSet<Stri
     };
     let query = statement.normalized_query()?;
     let render = call.render.clone().ok()?;
-    let requested = match call.arguments.get("row_limit") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64()?),
-    };
-    let row_cap = crate::mcp::tools::row_cap(requested, shared.server.max_rows);
+    let row_cap = crate::mcp::tools::row_cap(call.input.row_limit(), cache.max_rows);
     let resources = resources_of(call.requests.as_deref()?);
     let key = Key {
         credentials: call.cx.credentials.fingerprint(),
@@ -332,7 +341,7 @@ fn resources_of(requests: &[PlannedRequest]) -> BTreeSet<String> {
 }
 
 /// The outcome of a hit: the result as it was, marked `cached` with its age.
-fn served(shared: &Shared, call: &PreparedCall, render: Render, hit: Hit) -> ToolOutcome {
+fn served(cache: &Cache, call: &PreparedCall, render: Render, hit: Hit) -> ToolOutcome {
     let age = hit.age.as_secs();
     let mut structured = hit.structured;
     if let Value::Object(map) = &mut structured {
@@ -344,12 +353,7 @@ fn served(shared: &Shared, call: &PreparedCall, render: Render, hit: Hit) -> Too
         Render::Markdown => format!("{}\n\n_(cached result, {age} s old)_", hit.text),
     };
     ToolOutcome {
-        held: Some(
-            shared
-                .admission
-                .responses()
-                .hold(&call.cx.tenant, hit.bytes),
-        ),
+        held: Some(cache.responses.hold(&call.cx.tenant, hit.bytes)),
         structured: Some(structured),
         text,
         rows: hit.rows,

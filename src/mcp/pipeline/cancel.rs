@@ -5,6 +5,8 @@
 //! outcome: `call.cancelled`, or `call.outcome_unknown` for a call that may already have
 //! sent a write.
 
+use std::sync::Arc;
+
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture};
@@ -16,7 +18,7 @@ use crate::code::Code;
 pub(super) struct Cancel;
 
 impl Step for Cancel {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,

@@ -14,19 +14,24 @@ use tower::Service;
 use super::{CallError, PreparedCall, ToolOutcome, ToolReply, response_bytes};
 use crate::code::Code;
 use crate::config::Render;
-use crate::mcp::tools::{Invocation, ToolError, ToolResult};
-use crate::mcp::{Shared, Transport, render};
+use crate::mcp::offload::RenderPool;
+use crate::mcp::tools::{Invocation, ToolError, ToolResult, ToolServices};
+use crate::mcp::{Transport, render};
+use crate::thread_priority::BulkPriority;
 
 /// Runs tools.
 #[derive(Clone)]
 pub(super) struct Dispatch {
-    shared: Arc<Shared>,
-}
-
-impl Dispatch {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
-        Dispatch { shared }
-    }
+    /// What the tools use of the server.
+    pub(super) tools: Arc<ToolServices>,
+    /// The threads large results are rendered on.
+    pub(super) render: Arc<RenderPool>,
+    /// The OS priority of that work.
+    pub(super) priority: BulkPriority,
+    /// The response bytes in flight, which each result counts in.
+    pub(super) responses: Arc<response_bytes::ResponseBytes>,
+    /// The transport: the CLI takes the engine's output as it is.
+    pub(super) transport: Transport,
 }
 
 impl Service<PreparedCall> for Dispatch {
@@ -39,22 +44,25 @@ impl Service<PreparedCall> for Dispatch {
     }
 
     fn call(&mut self, call: PreparedCall) -> Self::Future {
-        let shared = self.shared.clone();
-        Box::pin(dispatch(shared, call))
+        Box::pin(dispatch(self.clone(), call))
     }
 }
 
-async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, CallError> {
+async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, CallError> {
     let spec = call.spec;
     let render = call.render.clone().unwrap_or(Render::Markdown);
-    let shared_responses = shared.admission.responses().clone();
-    let priority = shared.admission.bulk_work_priority();
-    let transport = shared.transport;
+    let Dispatch {
+        tools,
+        render: render_pool,
+        priority,
+        responses,
+        transport,
+    } = dispatch;
     let invocation = Invocation {
-        shared: shared.clone(),
+        services: tools,
         cx: call.cx,
         mode: call.mode,
-        arguments: call.arguments,
+        input: call.input,
         statement: call.statement,
         typed: transport == Transport::Cli,
     };
@@ -73,8 +81,7 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
         Ok(result) => {
             let upstream_status = result.upstream_status;
             let cells = cells_in(&result.structured);
-            let rendered = shared
-                .render
+            let rendered = render_pool
                 .run(cells, priority, move || rendered(render, result))
                 .await;
             let Rendered {
@@ -91,19 +98,13 @@ async fn dispatch(shared: Arc<Shared>, call: PreparedCall) -> Result<ToolReply, 
                 }
             };
             ToolOutcome {
-                held: Some(shared_responses.hold(&tenant, bytes)),
+                held: Some(responses.hold(&tenant, bytes)),
                 text,
                 rows: rows_in(&structured),
                 structured: Some(structured),
                 upstream_status,
                 ..ToolOutcome::empty()
             }
-        }
-        Err(ToolError::InvalidArguments(message)) => {
-            return Err(CallError::InvalidArguments {
-                tool: spec.name.to_owned(),
-                message,
-            });
         }
         Err(ToolError::Failed {
             code,

@@ -10,41 +10,48 @@ use std::sync::Arc;
 use tower::{Service, ServiceExt as _};
 
 use super::prompt::{plan_hash, prompt};
-use super::step::{Step, StepFuture, StepLayer};
+use super::step::{Step, StepFuture};
 use super::{
     ApprovalAnswer, ApprovalChannel, ApprovalPrompt, ApprovedBy, CallError, PreparedCall,
     ReplyBody, ToolReply,
 };
+use crate::approval::Approvals;
 use crate::approval::pending::{CallKey, Requester};
 use crate::approval::{ApprovalError, Binding, DecisionMethod};
 use crate::audit::Decision;
 use crate::code::Code;
 use crate::config::OutOfBand;
+use crate::engine::Engine;
 use crate::engine::PlannedWrite;
+use crate::mcp::Transport;
 use crate::mcp::tools::Effect;
-use crate::mcp::{Shared, Transport};
 use crate::policy::{self, QueryClass, Reason, Verdict};
+use crate::tenant::Tenants;
 use crate::tenant::ToolAccess;
 
 /// The gate, in front of the rest of the pipeline.
-#[derive(Clone)]
 pub(super) struct ModeGate {
-    shared: Arc<Shared>,
-}
-
-impl ModeGate {
-    pub(super) fn layer(shared: Arc<Shared>) -> StepLayer<Self> {
-        StepLayer(ModeGate { shared })
-    }
+    /// Preflights statements before anyone is asked about them.
+    pub(super) engine: Engine,
+    /// The tenants' rules (pinned parameters, read methods) and Cedar policies.
+    pub(super) tenants: Arc<Tenants>,
+    /// The transport, for the CLI's refusal of a call nobody can approve.
+    pub(super) transport: Transport,
+    /// `server.max_rows`, for the row cap the Cedar policies see.
+    pub(super) max_rows: usize,
+    /// Approvals asked and redeemed in the call.
+    pub(super) approvals: Approvals,
+    /// Out-of-band approvals (`None`: `approval.out_of_band` is off).
+    pub(super) out_of_band: Option<Arc<crate::approval::OutOfBand>>,
 }
 
 impl Step for ModeGate {
-    fn run<S>(&self, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
-        Box::pin(gate(self.shared.clone(), next, call))
+        Box::pin(gate(self, next, call))
     }
 }
 
@@ -60,7 +67,7 @@ pub(super) fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> Strin
     }
 }
 
-async fn gate<S>(shared: Arc<Shared>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
+async fn gate<S>(gate: Arc<ModeGate>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
 where
     S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
@@ -73,7 +80,7 @@ where
             message,
         ));
     }
-    let verdict = match check(&shared, &call) {
+    let verdict = match check(&gate, &call) {
         Ok(verdict) => verdict,
         Err(stop) => return Ok(*stop),
     };
@@ -82,14 +89,14 @@ where
         Verdict::Refuse(reason) => Ok(ToolReply::stopped(
             Decision::RefuseImmediate,
             Code::PolicyRefused,
-            refusal(&call, format!("{reason}{}", bound_note(&shared, &call))),
+            refusal(&call, format!("{reason}{}", bound_note(&gate, &call))),
         )),
-        Verdict::NeedsApproval(reason) => approve(&shared, inner, call, reason).await,
+        Verdict::NeedsApproval(reason) => approve(&gate, inner, call, reason).await,
     }
 }
 
 /// What the gate decides for a call before any approval: a stop, or the mode's verdict.
-pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
+pub(super) fn check(gate: &ModeGate, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     match call.access {
@@ -150,7 +157,7 @@ pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box
             // The class as `bind` left it: a SELECT bound to POST… needs `querygate:exec`.
             scoped(call, policy::required_scopes(call.class))?;
             if let (Some(tenant), Some(requests)) =
-                (shared.tenants.config(&call.cx.tenant), &call.requests)
+                (gate.tenants.config(&call.cx.tenant), &call.requests)
                 && let Err(pinned) = crate::governance::check_pins(requests, &tenant.rules)
             {
                 return Err(stop(Code::PolicyParameterPinned, refusal(call, pinned)));
@@ -160,7 +167,7 @@ pub(super) fn check(shared: &Shared, call: &PreparedCall) -> Result<Verdict, Box
                 // The mode decides first: its refusal names it.
                 return Ok(verdict);
             }
-            match ask_policies(shared, call) {
+            match ask_policies(gate, call) {
                 Some(Err(reply)) => Err(reply),
                 Some(Ok(_)) | None => Ok(verdict),
             }
@@ -204,9 +211,9 @@ fn scoped(call: &PreparedCall, required: &[&'static str]) -> Result<(), Box<Tool
 
 /// What the tenant's Cedar policies say about `call` (`None`: the tenant has none): the
 /// answer, or the refusal of a statement they deny or cannot be asked about.
-fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), Box<ToolReply>>> {
+fn ask_policies(gate: &ModeGate, call: &PreparedCall) -> Option<Result<(), Box<ToolReply>>> {
     Some(
-        policy_answer(shared, call)?.and_then(|answer| match answer.denied() {
+        policy_answer(gate, call)?.and_then(|answer| match answer.denied() {
             None => Ok(()),
             Some(denied) => {
                 let mut fields = serde_json::Map::new();
@@ -229,10 +236,10 @@ fn ask_policies(shared: &Shared, call: &PreparedCall) -> Option<Result<(), Box<T
 /// The tenant's Cedar policies' answer about `call`, request by request (`None`: the
 /// tenant has none), or the refusal of a statement they cannot be asked about.
 pub(super) fn policy_answer(
-    shared: &Shared,
+    gate: &ModeGate,
     call: &PreparedCall,
 ) -> Option<Result<crate::cedar::Answer, Box<ToolReply>>> {
-    let tenant = shared.tenants.config(&call.cx.tenant)?;
+    let tenant = gate.tenants.config(&call.cx.tenant)?;
     let policies = tenant.policies.as_ref()?.current();
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
@@ -251,10 +258,7 @@ pub(super) fn policy_answer(
         Some(Ok(statement)) => crate::mcp::tools::verb(statement.kind()),
         _ => "UNKNOWN",
     };
-    let row_limit = call
-        .arguments
-        .get("row_limit")
-        .and_then(serde_json::Value::as_u64);
+    let row_limit = call.input.row_limit();
     let question = crate::cedar::Question {
         principal: &call.principal,
         tool: call.tool(),
@@ -262,7 +266,7 @@ pub(super) fn policy_answer(
         class: call.class,
         sql_class: call.sql_class,
         verb,
-        row_cap: crate::mcp::tools::row_cap(row_limit, shared.server.max_rows),
+        row_cap: crate::mcp::tools::row_cap(row_limit, gate.max_rows),
         requests,
         rules: &tenant.rules,
     };
@@ -313,12 +317,12 @@ fn wrong_tool(call: &PreparedCall) -> String {
 
 /// Why a read is classed as a lifecycle operation, when it is: the request that is not a
 /// read, and the setting that would make it one.
-fn bound_note(shared: &Shared, call: &PreparedCall) -> String {
+fn bound_note(gate: &ModeGate, call: &PreparedCall) -> String {
     if call.class == call.sql_class {
         return String::new();
     }
     let default_rules = crate::governance::TenantRules::default();
-    let rules = shared
+    let rules = gate
         .tenants
         .config(&call.cx.tenant)
         .map_or(&default_rules, |tenant| &tenant.rules);
@@ -340,15 +344,14 @@ fn bound_note(shared: &Shared, call: &PreparedCall) -> String {
 /// Resolves the statement through the engine as running it would, sending nothing: a
 /// statement that can never run is refused with its real error before anyone is asked.
 pub(super) async fn preflight(
-    shared: &Shared,
+    gate: &ModeGate,
     call: &PreparedCall,
 ) -> Result<Vec<PlannedWrite>, ToolReply> {
     // `check` refused every SQL call whose statement did not parse.
     let Some(Ok(statement)) = &call.statement else {
         return Ok(Vec::new());
     };
-    shared
-        .engine
+    gate.engine
         .preflight(&call.cx, statement)
         .await
         .map_err(|err| {
@@ -361,7 +364,7 @@ pub(super) async fn preflight(
 }
 
 async fn approve<S>(
-    shared: &Shared,
+    gate: &ModeGate,
     inner: S,
     call: PreparedCall,
     reason: Reason,
@@ -370,7 +373,7 @@ where
     S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
-    let approvals = &shared.approvals;
+    let approvals = &gate.approvals;
     // `prepare` digests the arguments of every call `policy::decide` holds for approval.
     let Some(arguments_sha256) = call.arguments_sha256.as_deref() else {
         return Ok(ToolReply::stopped(
@@ -387,7 +390,7 @@ where
         tool: call.tool(),
         arguments_sha256,
     };
-    if let Some(oob) = out_of_band_for(shared, &call) {
+    if let Some(oob) = out_of_band_for(gate, &call) {
         let key = CallKey {
             tenant: binding.tenant.to_owned(),
             requester: Requester {
@@ -398,7 +401,7 @@ where
             tool: binding.tool.to_owned(),
             arguments_sha256: arguments_sha256.to_owned(),
         };
-        return super::out_of_band::approve(shared, oob, inner, call, reason, key).await;
+        return super::out_of_band::approve(gate, oob, inner, call, reason, key).await;
     }
     let refused = |decision: Decision, code: Code, why: String| {
         Ok(ToolReply::stopped(decision, code, refusal(&call, why)))
@@ -424,7 +427,7 @@ where
             match answer {
                 Some(ApprovalAnswer::Accept) => {
                     // Planned again: the call runs only as the person was shown it.
-                    let planned = match preflight(shared, &call).await {
+                    let planned = match preflight(gate, &call).await {
                         Ok(planned) => planned,
                         Err(reply) => return Ok(reply),
                     };
@@ -468,14 +471,14 @@ where
     };
     // Everything below asks a person, or says why nobody can be asked: a statement that
     // can never run is refused with its real error first.
-    let planned = match preflight(shared, &call).await {
+    let planned = match preflight(gate, &call).await {
         Ok(planned) => planned,
         Err(reply) => return Ok(reply),
     };
     let plan = plan_hash(&planned);
     let question = prompt(&call, &planned, &plan);
     match &call.approval {
-        ApprovalChannel::Unavailable if shared.transport == Transport::Cli => refused(
+        ApprovalChannel::Unavailable if gate.transport == Transport::Cli => refused(
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
@@ -529,7 +532,7 @@ where
             match approver.ask(question, call.cancel.clone()).await {
                 ApprovalAnswer::Accept => {
                     // Planned again: the call runs only as the person was shown it.
-                    let planned = match preflight(shared, &call).await {
+                    let planned = match preflight(gate, &call).await {
                         Ok(planned) => planned,
                         Err(reply) => return Ok(reply.for_approval(id)),
                     };
@@ -684,10 +687,10 @@ where
 /// `approval.out_of_band: always` every call, with `fallback` those whose client cannot be
 /// asked in the call.
 fn out_of_band_for(
-    shared: &Shared,
+    gate: &ModeGate,
     call: &PreparedCall,
 ) -> Option<Arc<crate::approval::OutOfBand>> {
-    let oob = shared.out_of_band.as_ref()?;
+    let oob = gate.out_of_band.as_ref()?;
     let goes = match oob.config().out_of_band {
         OutOfBand::Off => false,
         OutOfBand::Always => true,

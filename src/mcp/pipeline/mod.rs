@@ -1,8 +1,10 @@
 //! The tool-call pipeline every call passes, over HTTP, stdio and the CLI alike:
 //!
 //! ```text
-//! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, `format`, the SQL
-//!                                      parsed once (class known), the approval channel
+//! prepare(ToolCall) → PreparedCall     tool, principal → tenant and mode, the arguments
+//!                                      parsed once into the tool's input type, `format`,
+//!                                      the SQL parsed once (class known), the approval
+//!                                      channel
 //! bind                                 the statement's upstream requests, planned by the
 //!                                      engine: a read bound to POST… is classed lifecycle
 //!   Audit         one outcome record per call (refusals and approval prompts included),
@@ -55,10 +57,15 @@ use tower::util::BoxCloneSyncService;
 pub use approver::{ApprovalAnswer, ApprovalPrompt, Approver};
 pub use prepare::PreparedCall;
 
-use super::Shared;
-use crate::audit::Decision;
+use super::Transport;
+use super::offload::RenderPool;
+use super::tools::{OfferedTools, ToolServices};
+use crate::approval::{Approvals, OutOfBand};
+use crate::audit::{Auditor, Decision};
 use crate::code::Code;
-use crate::tenant::{Principal, TenantError};
+use crate::config::Render;
+use crate::engine::Engine;
+use crate::tenant::{Principal, TenantError, Tenants};
 
 /// One tool call, as every transport hands it to the pipeline.
 #[derive(Debug, Clone)]
@@ -388,10 +395,60 @@ pub struct Explanation {
 /// The stack after `prepare`, boxed and cheap to clone per request.
 pub type CallStack = BoxCloneSyncService<PreparedCall, ToolReply, CallError>;
 
+/// What the pipeline is built from: the server's parts, each handed by [`Pipeline::build`]
+/// to the steps that use it (none gets the whole).
+pub(crate) struct Parts {
+    /// The engine: `bind` plans with it, the gate preflights with it.
+    pub(crate) engine: Engine,
+    /// The tenants: contexts, modes, rules and policies.
+    pub(crate) tenants: Arc<Tenants>,
+    /// The transport serving the calls.
+    pub(crate) transport: Transport,
+    /// The offered tools.
+    pub(crate) tools: Arc<OfferedTools>,
+    /// What the tools use of the server.
+    pub(crate) tool_services: Arc<ToolServices>,
+    /// `server.render`: the text rendering of calls that name none.
+    pub(crate) render: Render,
+    /// `server.max_rows`.
+    pub(crate) max_rows: usize,
+    /// `server.call_timeout`.
+    pub(crate) call_timeout: std::time::Duration,
+    /// Approval of single calls: sealing keys and the store of redeemed approvals.
+    pub(crate) approvals: Approvals,
+    /// Out-of-band approvals (`None`: `approval.out_of_band` is off).
+    pub(crate) out_of_band: Option<Arc<OutOfBand>>,
+    /// The audit of tool calls (`None`: `audit.enabled` is false).
+    pub(crate) audit: Option<Auditor>,
+    /// Whether reads that ran get an outcome record: always, but for the CLI only with
+    /// `audit.cli_reads`.
+    pub(crate) audit_reads: bool,
+    /// The server's metrics (`None`: not collected, e.g. over stdio).
+    pub(crate) metrics: Option<Arc<crate::telemetry::Metrics>>,
+    /// The evaluation slots statements wait for, and the response bytes in flight.
+    pub(crate) admission: Arc<admission::Admission>,
+    /// The threads large results are rendered on.
+    pub(crate) render_pool: Arc<RenderPool>,
+    /// The tenants' result caches (`tenants[].cache`).
+    pub(crate) results: Arc<cache::ResultCaches>,
+    /// The tenants' quotas (`tenants[].quotas`).
+    pub(crate) quotas: Arc<crate::quota::Quotas>,
+}
+
+/// What a call passes before the stack: its span and metrics, `prepare`, the audit of
+/// what `prepare` refuses, and `bind`; and the gate, for [`Pipeline::explain`].
+struct Intake {
+    observe: observe::Observe,
+    prepare: prepare::Prepare,
+    bind: bind::Bind,
+    audit: Arc<audit::Audit>,
+    gate: Arc<gate::ModeGate>,
+}
+
 /// The pipeline: `prepare`, then the layers.
 #[derive(Clone)]
 pub struct Pipeline {
-    shared: Arc<Shared>,
+    intake: Arc<Intake>,
     stack: CallStack,
 }
 
@@ -402,30 +459,89 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
-    /// Builds the pipeline over `shared`.
-    pub(crate) fn build(shared: Arc<Shared>) -> Self {
+    /// Builds the pipeline from `parts`: each step gets what it uses.
+    pub(crate) fn build(parts: Parts) -> Self {
+        let Parts {
+            engine,
+            tenants,
+            transport,
+            tools,
+            tool_services,
+            render,
+            max_rows,
+            call_timeout,
+            approvals,
+            out_of_band,
+            audit,
+            audit_reads,
+            metrics,
+            admission,
+            render_pool,
+            results,
+            quotas,
+        } = parts;
+        let responses = admission.responses().clone();
+        let audit = Arc::new(audit::Audit::new(audit, audit_reads, transport));
+        let gate = Arc::new(gate::ModeGate {
+            engine: engine.clone(),
+            tenants: tenants.clone(),
+            transport,
+            max_rows,
+            approvals,
+            out_of_band,
+        });
         let stack = ServiceBuilder::new()
             // Outermost: an outcome record for every call, whatever the layers below decide.
-            .layer(audit::Audit::layer(shared.clone()))
+            .layer(step::StepLayer(audit.clone()))
             // The one chokepoint: mode decisions, approvals asked and redeemed.
-            .layer(gate::ModeGate::layer(shared.clone()))
+            .layer(step::StepLayer(gate.clone()))
             // Quotas per tenant, principal and class (statements only), once the gate allowed.
-            .layer(quota::QuotaStep::layer(shared.quotas.clone()))
+            .layer(quota::QuotaStep::layer(quotas))
             // Results a tenant ran a moment ago (`tenants[].cache`), and the writes that
             // drop them; after the gate, so a hit is allowed as a run would be.
-            .layer(cache::Cache::layer(shared.clone()))
+            .layer(cache::Cache::layer(
+                results.clone(),
+                responses.clone(),
+                transport,
+                max_rows,
+            ))
             // A slot to evaluate in (statements only), before anything is written or sent.
-            .layer(admission::Admit::layer(shared.admission.clone()))
+            .layer(admission::Admit::layer(admission.clone()))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
-            .layer(audit::Intent::layer(shared.clone()))
+            .layer(step::StepLayer::new(audit.intent()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
-            .layer(timeout::CallTimeout::layer(shared.server.call_timeout))
+            .layer(timeout::CallTimeout::layer(call_timeout))
             // Stops the call when its client went away or cancelled it.
-            .layer(step::StepLayer(cancel::Cancel))
+            .layer(step::StepLayer::new(cancel::Cancel))
             // Runs the tool on the prepared call and renders the result.
-            .service(dispatch::Dispatch::new(shared.clone()));
+            .service(dispatch::Dispatch {
+                tools: tool_services,
+                render: render_pool,
+                priority: admission.bulk_work_priority(),
+                responses,
+                transport,
+            });
+        let intake = Intake {
+            observe: observe::Observe {
+                tools: tools.clone(),
+                tenants: tenants.clone(),
+                metrics,
+            },
+            prepare: prepare::Prepare {
+                tools,
+                tenants: tenants.clone(),
+                render,
+            },
+            bind: bind::Bind {
+                engine,
+                tenants,
+                results,
+            },
+            audit,
+            gate,
+        };
         Pipeline {
-            shared,
+            intake: Arc::new(intake),
             stack: BoxCloneSyncService::new(stack),
         }
     }
@@ -443,7 +559,7 @@ impl Pipeline {
         call: ToolCall,
         cancel: CancellationToken,
     ) -> Result<ToolReply, CallError> {
-        observe::observed(&self.shared, call, |call| self.run(call, cancel)).await
+        observe::observed(&self.intake.observe, call, |call| self.run(call, cancel)).await
     }
 
     /// What the gate would decide about `call`, running and sending nothing: `prepare` and
@@ -451,19 +567,20 @@ impl Pipeline {
     /// and the tenant's Cedar policies (`querygate policy explain`). Approvals are not
     /// asked: a call the mode holds for approval is reported as such.
     pub async fn explain(&self, call: ToolCall) -> Result<Explanation, CallError> {
-        let mut prepared = prepare::prepare(&self.shared, call)?;
-        bind::bind(&self.shared, &mut prepared).await;
-        let answer = match gate::policy_answer(&self.shared, &prepared) {
+        let intake = &self.intake;
+        let mut prepared = prepare::prepare(&intake.prepare, call)?;
+        bind::bind(&intake.bind, &mut prepared).await;
+        let answer = match gate::policy_answer(&intake.gate, &prepared) {
             Some(Ok(answer)) => Some(answer),
             Some(Err(_)) | None => None,
         };
-        let policies = self
-            .shared
+        let policies = intake
+            .gate
             .tenants
             .config(&prepared.cx.tenant)
             .and_then(|t| t.policies.as_ref())
             .map(|p| p.current().len());
-        let verdict = match gate::check(&self.shared, &prepared) {
+        let verdict = match gate::check(&intake.gate, &prepared) {
             Ok(verdict) => Ok(verdict),
             Err(reply) => Err(match reply.outcome() {
                 Some(outcome) => (
@@ -494,31 +611,31 @@ impl Pipeline {
 
     async fn run(&self, call: ToolCall, cancel: CancellationToken) -> Result<ToolReply, CallError> {
         use tower::ServiceExt as _;
+        let intake = &self.intake;
         // What a record of a call refused by `prepare` needs (kept only when auditing).
-        let who = self.shared.audit.as_ref().map(|_| {
+        let who = intake.audit.enabled().then(|| {
             (
                 call.name.clone(),
                 call.principal.clone(),
                 call.origin.clone(),
             )
         });
-        let mut prepared = match prepare::prepare(&self.shared, call) {
+        let mut prepared = match prepare::prepare(&intake.prepare, call) {
             Ok(prepared) => PreparedCall { cancel, ..prepared },
             Err(err) => {
-                if let (Some(auditor), Some((name, principal, origin))) = (&self.shared.audit, who)
-                {
+                if let Some((name, principal, origin)) = who {
                     let refused = audit::Refused {
                         name: &name,
                         principal: principal.as_ref(),
                         origin: &origin,
                         error: &err,
                     };
-                    audit::record_refused(auditor, self.shared.transport, refused).await;
+                    intake.audit.record_refused(refused).await;
                 }
                 return Err(err);
             }
         };
-        bind::bind(&self.shared, &mut prepared).await;
+        bind::bind(&intake.bind, &mut prepared).await;
         tracing::Span::current().record("class", prepared.class.as_str());
         self.stack.clone().oneshot(prepared).await
     }

@@ -4,6 +4,7 @@
 //! Wraps the whole pipeline, `prepare` included, so refused calls are seen too.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::Instrument as _;
@@ -11,12 +12,23 @@ use tracing::Instrument as _;
 use super::{CallError, ToolCall, ToolReply};
 use crate::audit::Decision;
 use crate::code::Code;
-use crate::mcp::Shared;
-use crate::telemetry::metrics::{ApprovalOutcome, FinishedCall, UNKNOWN};
+use crate::mcp::tools::OfferedTools;
+use crate::telemetry::metrics::{ApprovalOutcome, FinishedCall, Metrics, UNKNOWN};
+use crate::tenant::Tenants;
+
+/// What names a call's span and counts it.
+pub(super) struct Observe {
+    /// The offered tools: only their names become labels.
+    pub(super) tools: Arc<OfferedTools>,
+    /// The tenants: only configured ids become labels.
+    pub(super) tenants: Arc<Tenants>,
+    /// The server's metrics (`None`: not collected).
+    pub(super) metrics: Option<Arc<Metrics>>,
+}
 
 /// Runs `run` (the pipeline) for `call` inside the call's span, with its metrics.
 pub(super) async fn observed<F, Fut>(
-    shared: &Shared,
+    observe: &Observe,
     mut call: ToolCall,
     run: F,
 ) -> Result<ToolReply, CallError>
@@ -26,7 +38,10 @@ where
 {
     let started = Instant::now();
     // Names from the catalogue only: a client's text never becomes a span or label value.
-    let tool = shared.tool(&call.name).map_or(UNKNOWN, |spec| spec.name);
+    let tool = observe
+        .tools
+        .get(&call.name)
+        .map_or(UNKNOWN, |spec| spec.name);
     let tenant = call
         .principal
         .as_ref()
@@ -34,7 +49,7 @@ where
         .unwrap_or_default();
     let span = crate::telemetry::trace::call_span(
         tool,
-        shared
+        observe
             .tenants
             .config(&tenant)
             .map_or(UNKNOWN, |t| t.id.as_str()),
@@ -48,7 +63,7 @@ where
     if let Some(id) = &call.origin.trace_id {
         span.record("trace_id", id.as_str());
     }
-    let in_flight = shared.metrics.as_ref().map(|m| m.call_started(&tenant));
+    let in_flight = observe.metrics.as_ref().map(|m| m.call_started(&tenant));
     let result = run(call).instrument(span.clone()).await;
     drop(in_flight);
     let (decision, code, approval) = summary(&result);
@@ -66,7 +81,7 @@ where
             "tool call finished"
         );
     });
-    if let Some(metrics) = &shared.metrics {
+    if let Some(metrics) = &observe.metrics {
         metrics.call_finished(FinishedCall {
             tool,
             tenant: &tenant,

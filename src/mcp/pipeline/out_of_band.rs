@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use tokio::time::sleep;
 use tower::Service;
 
-use super::gate::{PLAN_CHANGED, preflight, refusal, run_approved};
+use super::gate::{ModeGate, PLAN_CHANGED, preflight, refusal, run_approved};
 use super::prompt::{plan_hash, prompt, write_line};
 use super::{ApprovedBy, CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::approval::pending::{CallKey, PendingRequest, WriteRequests, now_ms};
@@ -20,7 +20,6 @@ use crate::approval::{OutOfBand, PendingApproval, PendingState};
 use crate::audit::Decision;
 use crate::audit::record::timestamp;
 use crate::code::Code;
-use crate::mcp::Shared;
 use crate::policy::Reason;
 use crate::safe_text::escape_inline;
 
@@ -31,7 +30,7 @@ const POLL: Duration = Duration::from_millis(200);
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 pub(super) async fn approve<S>(
-    shared: &Shared,
+    gate: &ModeGate,
     oob: Arc<OutOfBand>,
     inner: S,
     call: PreparedCall,
@@ -43,7 +42,7 @@ where
     S::Future: Send,
 {
     // A statement that can never run is refused with its real error before anyone is asked.
-    let planned = match preflight(shared, &call).await {
+    let planned = match preflight(gate, &call).await {
         Ok(planned) => planned,
         Err(reply) => return Ok(reply),
     };
@@ -51,12 +50,12 @@ where
     let approval = match oob.store().current(&key).await {
         Ok(Some(approval)) => approval,
         Ok(None) => {
-            let id = match shared.approvals.new_id() {
+            let id = match gate.approvals.new_id() {
                 Ok(id) => id,
                 Err(err) => return Ok(unavailable(&call, err)),
             };
             let created_at_ms = now_ms();
-            let ttl_ms = u64::try_from(shared.approvals.ttl().as_millis()).unwrap_or(u64::MAX);
+            let ttl_ms = u64::try_from(gate.approvals.ttl().as_millis()).unwrap_or(u64::MAX);
             let request = PendingRequest {
                 id: id.clone(),
                 tenant: key.tenant.clone(),
@@ -86,12 +85,12 @@ where
         }
         Err(err) => return Ok(unavailable(&call, err)),
     };
-    wait(shared, &oob, inner, call, approval, &reason).await
+    wait(gate, &oob, inner, call, approval, &reason).await
 }
 
 /// Waits for the decision of `approval` up to `approval.wait`, then acts on its state.
 async fn wait<S>(
-    shared: &Shared,
+    gate: &ModeGate,
     oob: &OutOfBand,
     inner: S,
     call: PreparedCall,
@@ -107,7 +106,7 @@ where
     let mut reported: Option<Instant> = None;
     loop {
         match approval.state_now() {
-            PendingState::Approved => return run(shared, oob, inner, call, approval).await,
+            PendingState::Approved => return run(gate, oob, inner, call, approval).await,
             PendingState::Denied => return Ok(denied(&call, &approval)),
             PendingState::Expired => {
                 let id = &approval.request.id;
@@ -198,7 +197,7 @@ where
 /// Runs an approved call once: planned again, then `approved → used`; only the repetition
 /// that moved it runs.
 async fn run<S>(
-    shared: &Shared,
+    gate: &ModeGate,
     oob: &OutOfBand,
     inner: S,
     call: PreparedCall,
@@ -211,7 +210,7 @@ where
     let id = approval.request.id.clone();
     let tenant = approval.request.tenant.clone();
     let by = decided_by(&approval);
-    let planned = match preflight(shared, &call).await {
+    let planned = match preflight(gate, &call).await {
         Ok(planned) => planned,
         Err(reply) => return Ok(reply.for_approval(id)),
     };

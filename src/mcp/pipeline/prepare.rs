@@ -1,5 +1,6 @@
 //! `prepare`: what every layer needs to know about a call, worked out once before the
-//! layers run: the tool, the principal's tenant and mode, `format`, the digest of the
+//! layers run: the tool, the principal's tenant and mode, the arguments parsed into the
+//! tool's input type (malformed ones are refused here), `format`, the digest of the
 //! arguments an approval is bound to, and the SQL parsed once with its class.
 
 use std::sync::Arc;
@@ -12,10 +13,9 @@ use super::{ApprovalChannel, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
 use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
-use crate::mcp::Shared;
-use crate::mcp::tools::{Effect, ToolSpec};
+use crate::mcp::tools::{Effect, OfferedTools, ToolInput, ToolSpec};
 use crate::policy::{self, Mode, QueryClass, Verdict};
-use crate::tenant::{Principal, ToolAccess};
+use crate::tenant::{Principal, Tenants, ToolAccess};
 
 /// A call ready for the layers.
 #[derive(Debug)]
@@ -38,8 +38,10 @@ pub struct PreparedCall {
     pub allow_pull_provider: bool,
     /// Text rendering of the result, or why the `format` argument is unusable.
     pub render: Result<Render, String>,
-    /// The arguments, without `format`.
+    /// The arguments as sent, without `format`, for the audit record.
     pub arguments: Map<String, Value>,
+    /// The arguments parsed into the tool's input type, for the tool.
+    pub(crate) input: Box<dyn ToolInput>,
     /// SHA-256 of the canonical JSON of every argument sent, when the mode may hold the
     /// call for approval: its class needs it, or it is a read and the mode holds EXECs
     /// (approvals are bound to it; other calls need none).
@@ -89,38 +91,55 @@ impl PreparedCall {
     }
 }
 
+/// What `prepare` looks calls up in.
+pub(super) struct Prepare {
+    /// The offered tools.
+    pub(super) tools: Arc<OfferedTools>,
+    /// The tenants: contexts, modes, allowlists.
+    pub(super) tenants: Arc<Tenants>,
+    /// `server.render`: the rendering of calls that name no `format`.
+    pub(super) render: Render,
+}
+
 /// Resolves the tool, the tenant and the statement of `call`.
-pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCall, CallError> {
+pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<PreparedCall, CallError> {
     let started = Instant::now();
-    let spec = shared
-        .tool(&call.name)
+    let spec = prepare
+        .tools
+        .get(&call.name)
         .ok_or_else(|| CallError::UnknownTool(call.name.clone()))?;
     let principal = call.principal.ok_or(CallError::Unauthenticated)?;
-    let cx = shared.tenants.context(&principal)?;
-    let tenant = shared.tenants.config(&cx.tenant);
+    let cx = prepare.tenants.context(&principal)?;
+    let tenant = prepare.tenants.config(&cx.tenant);
     let mode = tenant.map(|t| t.mode).unwrap_or_default();
     let allow_pull_provider = tenant.is_some_and(|t| t.allow_pull_provider);
-    let access = shared.tenants.tool_access(&principal, spec.name);
+    let access = prepare.tenants.tool_access(&principal, spec.name);
     let mut arguments = call.arguments;
-    let invalid = |message: String| CallError::InvalidArguments {
+    // A tool that renders nothing has no `format`: one sent is dropped, as it always was.
+    if !spec.takes_format {
+        arguments.remove("format");
+    }
+    // Parsed once, here: the tool gets them typed; a malformed call runs no layer.
+    let mut input = (spec.parse)(&arguments).map_err(|message| CallError::InvalidArguments {
         tool: spec.name.to_owned(),
         message,
-    };
-    let (sql, statement, statement_count, class) = if spec.takes_sql {
-        let sql = match arguments.get("sql") {
-            Some(Value::String(sql)) => sql.clone(),
-            Some(other) => return Err(invalid(format!("sql: expected a string, got {other}"))),
-            None => return Err(invalid("missing field `sql`".to_owned())),
-        };
-        let parsed = ParsedSql::parse(&sql);
-        let count = parsed.parts().len();
-        let class = match spec.effect {
-            Effect::Sql(_) => policy::classify(&parsed),
-            Effect::Read | Effect::RegistryInstall => QueryClass::Select,
-        };
-        (Some(sql), Some(parsed.into_single()), count, class)
-    } else {
-        (None, None, 0, QueryClass::Select)
+    })?;
+    let (sql, statement, statement_count, class) = match input.sql() {
+        Some(sql) => {
+            let parsed = ParsedSql::parse(sql);
+            let count = parsed.parts().len();
+            let class = match spec.effect {
+                Effect::Sql(_) => policy::classify(&parsed),
+                Effect::Read | Effect::RegistryInstall => QueryClass::Select,
+            };
+            (
+                Some(sql.to_owned()),
+                Some(parsed.into_single()),
+                count,
+                class,
+            )
+        }
+        None => (None, None, 0, QueryClass::Select),
     };
     // Only a call the mode may hold for approval is bound to its arguments: a read too when
     // the mode holds EXECs, as `bind` classes a read that runs a method bound to POST… one.
@@ -129,7 +148,9 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         && (held(class) || class == QueryClass::Select && held(QueryClass::Lifecycle));
     let arguments_sha256 = needs_approval
         .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
-    let render = render_of(shared, spec, arguments.remove("format"));
+    let render = render_of(prepare.render, spec, input.take_format());
+    // The record keeps what the tool got: the arguments without `format`.
+    arguments.remove("format");
     Ok(PreparedCall {
         call_id: crate::audit::record::new_call_id(),
         started,
@@ -141,6 +162,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
         allow_pull_provider,
         render,
         arguments,
+        input,
         arguments_sha256,
         sql,
         statement,
@@ -159,8 +181,7 @@ pub(super) fn prepare(shared: &Arc<Shared>, call: ToolCall) -> Result<PreparedCa
 }
 
 /// The text rendering a call asks for: `format` when the tool takes one, else the server's.
-fn render_of(shared: &Shared, spec: &ToolSpec, format: Option<Value>) -> Result<Render, String> {
-    let default = shared.server.render;
+fn render_of(default: Render, spec: &ToolSpec, format: Option<Value>) -> Result<Render, String> {
     match format {
         _ if !spec.takes_format => Ok(default),
         None | Some(Value::Null) => Ok(default),

@@ -24,12 +24,12 @@ pub(super) struct QuotaStep {
 
 impl QuotaStep {
     pub(super) fn layer(quotas: Arc<Quotas>) -> StepLayer<Self> {
-        StepLayer(QuotaStep { quotas })
+        StepLayer::new(QuotaStep { quotas })
     }
 }
 
 impl Step for QuotaStep {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,

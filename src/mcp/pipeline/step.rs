@@ -1,10 +1,12 @@
 //! The one tower `Layer` and `Service` every pipeline step uses: a step says what it does
 //! around the rest of the pipeline ([`Step::run`]); [`StepLayer`] and [`StepService`] do the
 //! tower plumbing (readiness from the inner service, the ready service handed to the call
-//! and a clone kept for the next one).
+//! and a clone kept for the next one). A step holds only what it uses, behind one `Arc`: a
+//! clone of the stack (one per call) costs one count per step.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
@@ -15,17 +17,29 @@ use super::{CallError, PreparedCall, ToolReply};
 pub(super) type StepFuture = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
 
 /// One step of the pipeline around `next`, the steps after it.
-pub(super) trait Step: Clone + Send + Sync + 'static {
+pub(super) trait Step: Send + Sync + 'static {
     /// Runs `call` through this step, handing it to `next` when it goes on.
-    fn run<S>(&self, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send;
 }
 
 /// Puts a [`Step`] in front of a service.
-#[derive(Clone)]
-pub(super) struct StepLayer<T>(pub(super) T);
+pub(super) struct StepLayer<T>(pub(super) Arc<T>);
+
+impl<T> StepLayer<T> {
+    /// The layer of `step`.
+    pub(super) fn new(step: T) -> Self {
+        StepLayer(Arc::new(step))
+    }
+}
+
+impl<T> Clone for StepLayer<T> {
+    fn clone(&self) -> Self {
+        StepLayer(self.0.clone())
+    }
+}
 
 impl<T: Step, S> Layer<S> for StepLayer<T> {
     type Service = StepService<T, S>;
@@ -39,10 +53,18 @@ impl<T: Step, S> Layer<S> for StepLayer<T> {
 }
 
 /// A [`Step`] in front of `S`.
-#[derive(Clone)]
 pub(super) struct StepService<T, S> {
-    step: T,
+    step: Arc<T>,
     inner: S,
+}
+
+impl<T, S: Clone> Clone for StepService<T, S> {
+    fn clone(&self) -> Self {
+        StepService {
+            step: self.step.clone(),
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 impl<T, S> Service<PreparedCall> for StepService<T, S>
@@ -63,6 +85,6 @@ where
         // Keep the service that was polled ready; the clone waits for the next call.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        self.step.run(inner, call)
+        self.step.clone().run(inner, call)
     }
 }

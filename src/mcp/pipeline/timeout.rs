@@ -2,6 +2,7 @@
 //! future is dropped, which stops its upstream requests and SQLite work; a call that may
 //! already have sent a write says that its outcome is unknown.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower::{Service, ServiceExt as _};
@@ -18,12 +19,12 @@ pub(super) struct CallTimeout {
 
 impl CallTimeout {
     pub(super) fn layer(timeout: Duration) -> StepLayer<Self> {
-        StepLayer(CallTimeout { timeout })
+        StepLayer::new(CallTimeout { timeout })
     }
 }
 
 impl Step for CallTimeout {
-    fn run<S>(&self, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
     where
         S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,

@@ -7,7 +7,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::discovery::identifier;
-use super::{Effect, Hints, Invocation, ToolFuture, ToolResult, ToolSpec, input_schema, schema};
+use super::{
+    Effect, Hints, Invocation, ToolFuture, ToolInput, ToolResult, ToolSpec, input_schema, parse,
+    schema,
+};
 use crate::mcp::render::View;
 
 /// The tool.
@@ -25,11 +28,12 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<CredentialsReloadInput>,
     output_schema: schema::<ReloadOutput>,
+    parse: parse::<CredentialsReloadInput>,
     run,
 };
 
 /// Input of `reload_credentials`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CredentialsReloadInput {
     /// Report only this provider (the reload itself always re-reads the whole file).
@@ -37,8 +41,14 @@ pub(crate) struct CredentialsReloadInput {
     provider: Option<String>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
+}
+
+impl ToolInput for CredentialsReloadInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
 }
 
 /// The report.
@@ -92,8 +102,7 @@ const COLUMNS: [&str; 8] = [
 
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: CredentialsReloadInput =
-            super::arguments(std::mem::take(&mut invocation.arguments))?;
+        let input: CredentialsReloadInput = invocation.input()?;
         let provider = input
             .provider
             .as_deref()
@@ -103,7 +112,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             identifier("provider", provider)?;
         }
         let report = invocation
-            .shared
+            .services
             .engine
             .reload_credentials(&invocation.cx, provider)
             .await?;

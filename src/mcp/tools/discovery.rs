@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    Effect, Hints, Invocation, NoArguments, RowsOutput, ToolError, ToolFuture, ToolResult,
-    ToolSpec, input_schema, no_arguments, schema,
+    Effect, Hints, Invocation, NoArguments, RowsOutput, ToolError, ToolFuture, ToolInput,
+    ToolResult, ToolSpec, input_schema, parse, schema,
 };
 use crate::code::Code;
 use crate::engine::{ColumnInfo, ParamInfo};
@@ -25,60 +25,55 @@ pub(crate) const LIST_PROVIDERS: ToolSpec = ToolSpec {
     takes_format: false,
     input_schema: input_schema::<NoArguments>,
     output_schema: schema::<RowsOutput>,
+    parse: parse::<NoArguments>,
     run: list_providers,
 };
 
 /// `list_services`.
-pub(crate) const LIST_SERVICES: ToolSpec = hierarchy_tool(
+pub(crate) const LIST_SERVICES: ToolSpec = hierarchy_tool::<ProviderInput>(
     "list_services",
     "List a provider's services",
-    input_schema::<ProviderInput>,
     schema::<RowsOutput>,
     list_services,
 );
 
 /// `list_resources`.
-pub(crate) const LIST_RESOURCES: ToolSpec = hierarchy_tool(
+pub(crate) const LIST_RESOURCES: ToolSpec = hierarchy_tool::<ServiceInput>(
     "list_resources",
     "List a service's resources",
-    input_schema::<ServiceInput>,
     schema::<RowsOutput>,
     list_resources,
 );
 
 /// `list_methods`.
-pub(crate) const LIST_METHODS: ToolSpec = hierarchy_tool(
+pub(crate) const LIST_METHODS: ToolSpec = hierarchy_tool::<ResourceInput>(
     "list_methods",
     "List a resource's methods",
-    input_schema::<ResourceInput>,
     schema::<RowsOutput>,
     list_methods,
 );
 
 /// `describe_resource`.
-pub(crate) const DESCRIBE_RESOURCE: ToolSpec = hierarchy_tool(
+pub(crate) const DESCRIBE_RESOURCE: ToolSpec = hierarchy_tool::<ResourceInput>(
     "describe_resource",
     "Describe a resource's columns",
-    input_schema::<ResourceInput>,
     schema::<RowsOutput>,
     describe_resource,
 );
 
 /// `describe_method`.
-pub(crate) const DESCRIBE_METHOD: ToolSpec = hierarchy_tool(
+pub(crate) const DESCRIBE_METHOD: ToolSpec = hierarchy_tool::<MethodInput>(
     "describe_method",
     "Describe a method's contract",
-    input_schema::<MethodInput>,
     schema::<MethodOutput>,
     describe_method,
 );
 
-/// The spec of a metadata tool: it reads provider documents only and takes the `format`
-/// argument.
-const fn hierarchy_tool(
+/// The spec of a metadata tool taking the input `T`: it reads provider documents only and
+/// takes the `format` argument.
+const fn hierarchy_tool<T: Hierarchy>(
     name: &'static str,
     title: &'static str,
-    input_schema: fn() -> JsonObject,
     output_schema: fn() -> JsonObject,
     run: fn(Invocation) -> ToolFuture,
 ) -> ToolSpec {
@@ -89,14 +84,15 @@ const fn hierarchy_tool(
         effect: Effect::Read,
         takes_sql: false,
         takes_format: true,
-        input_schema,
+        input_schema: input_schema::<T>,
         output_schema,
+        parse: parse::<T>,
         run,
     }
 }
 
 /// A provider.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProviderInput {
     /// Provider SQL name, e.g. `github` or `google`.
@@ -107,12 +103,12 @@ pub(crate) struct ProviderInput {
     row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
 }
 
 /// A provider's service.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ServiceInput {
     /// Provider SQL name, e.g. `github` or `google`.
@@ -126,12 +122,12 @@ pub(crate) struct ServiceInput {
     row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
 }
 
 /// A resource.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResourceInput {
     /// Provider SQL name, e.g. `github` or `google`.
@@ -148,12 +144,12 @@ pub(crate) struct ResourceInput {
     row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
 }
 
 /// A resource's method.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MethodInput {
     /// Provider SQL name, e.g. `github` or `google`.
@@ -173,19 +169,39 @@ pub(crate) struct MethodInput {
     row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
 }
 
 /// The names a metadata tool's input gives, in hierarchy order, and its row limit.
-trait Hierarchy: serde::de::DeserializeOwned {
+trait Hierarchy: ToolInput + serde::de::DeserializeOwned + JsonSchema {
     /// Provider, service, resource and method, as far as this input goes.
     fn into_names(self) -> (Vec<Option<String>>, Option<u64>);
+}
+
+impl ToolInput for ProviderInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn row_limit(&self) -> Option<u64> {
+        self.row_limit
+    }
 }
 
 impl Hierarchy for ProviderInput {
     fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
         (vec![self.provider], self.row_limit)
+    }
+}
+
+impl ToolInput for ServiceInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn row_limit(&self) -> Option<u64> {
+        self.row_limit
     }
 }
 
@@ -195,12 +211,32 @@ impl Hierarchy for ServiceInput {
     }
 }
 
+impl ToolInput for ResourceInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn row_limit(&self) -> Option<u64> {
+        self.row_limit
+    }
+}
+
 impl Hierarchy for ResourceInput {
     fn into_names(self) -> (Vec<Option<String>>, Option<u64>) {
         (
             vec![self.provider, self.service, self.resource],
             self.row_limit,
         )
+    }
+}
+
+impl ToolInput for MethodInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn row_limit(&self) -> Option<u64> {
+        self.row_limit
     }
 }
 
@@ -268,7 +304,7 @@ fn hierarchy<T: Hierarchy>(
     invocation: &mut Invocation,
     missing: &str,
 ) -> Result<(Vec<String>, Option<u64>), ToolError> {
-    let input: T = super::arguments(std::mem::take(&mut invocation.arguments))?;
+    let input: T = invocation.input()?;
     let (fields, row_limit) = input.into_names();
     let mut names = Vec::with_capacity(fields.len());
     for (field, value) in ["provider", "service", "resource", "method"]
@@ -285,7 +321,7 @@ fn hierarchy<T: Hierarchy>(
 }
 
 fn limit(invocation: &Invocation, requested: Option<u64>) -> usize {
-    super::row_cap(requested, invocation.shared.server.max_rows)
+    super::row_cap(requested, invocation.services.max_rows)
 }
 
 /// A table result: `{rows: [{column: value}], truncated?, rows_seen?}`.
@@ -300,11 +336,10 @@ fn text(value: Option<String>) -> Value {
     value.map_or(Value::Null, Value::String)
 }
 
-fn list_providers(mut invocation: Invocation) -> ToolFuture {
+fn list_providers(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        no_arguments(&mut invocation)?;
-        let shared = &invocation.shared;
-        let providers = shared.engine.providers(&invocation.cx).await?;
+        let services = &invocation.services;
+        let providers = services.engine.providers(&invocation.cx).await?;
         let rows = providers
             .into_iter()
             .map(|p| {
@@ -326,7 +361,7 @@ fn list_providers(mut invocation: Invocation) -> ToolFuture {
                 vec![NO_PROVIDERS.to_owned()],
             ));
         }
-        Ok(table(&columns, rows, shared.server.max_rows))
+        Ok(table(&columns, rows, services.max_rows))
     })
 }
 
@@ -338,7 +373,7 @@ fn list_services(mut invocation: Invocation) -> ToolFuture {
         let (names, row_limit) =
             hierarchy::<ProviderInput>(&mut invocation, "provider not specified")?;
         let services = invocation
-            .shared
+            .services
             .engine
             .services(&invocation.cx, &names[0])
             .await?;
@@ -359,7 +394,7 @@ fn list_resources(mut invocation: Invocation) -> ToolFuture {
         let (names, row_limit) =
             hierarchy::<ServiceInput>(&mut invocation, "provider and / or service not specified")?;
         let resources = invocation
-            .shared
+            .services
             .engine
             .resources(&invocation.cx, &names[0], &names[1])
             .await?;
@@ -377,7 +412,7 @@ fn list_methods(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let methods = invocation
-            .shared
+            .services
             .engine
             .methods(&invocation.cx, &names[0], &names[1], &names[2])
             .await?;
@@ -414,7 +449,7 @@ fn describe_resource(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
         let (names, row_limit) = hierarchy::<ResourceInput>(&mut invocation, RESOURCE_MISSING)?;
         let columns = invocation
-            .shared
+            .services
             .engine
             .columns(&invocation.cx, &names[0], &names[1], &names[2])
             .await?;
@@ -495,7 +530,7 @@ fn describe_method(mut invocation: Invocation) -> ToolFuture {
             "provider, service, resource and / or method not specified",
         )?;
         let contract = invocation
-            .shared
+            .services
             .engine
             .method_contract(&invocation.cx, &names[0], &names[1], &names[2], &names[3])
             .await?;

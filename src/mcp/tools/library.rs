@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
-    input_schema, schema,
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolInput, ToolResult, ToolSpec,
+    input_schema, parse, schema,
 };
 use crate::code::Code;
 use crate::config::Mode;
@@ -27,6 +27,7 @@ pub(crate) const QUERY_LIBRARY_SEARCH: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<SearchInput>,
     output_schema: schema::<SearchOutput>,
+    parse: parse::<SearchInput>,
     run: run_search,
 };
 
@@ -40,6 +41,7 @@ pub(crate) const QUERY_LIBRARY_GET: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<GetInput>,
     output_schema: schema::<GetOutput>,
+    parse: parse::<GetInput>,
     run: run_get,
 };
 
@@ -47,7 +49,7 @@ pub(crate) const QUERY_LIBRARY_GET: ToolSpec = ToolSpec {
 pub(crate) const GUIDANCE: &str = "No library entry matched. Compose the query yourself: follow the discovery workflow of the server instructions (also the querygate://docs/instructions resource) to find the provider.service.resource, its columns and its required parameters, put those parameters in WHERE as equalities, and run it with run_select_query.";
 
 /// Input of `query_library_search`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SearchInput {
     /// What the user wants, in plain words, e.g. "repositories of a github org".
@@ -69,8 +71,14 @@ pub(crate) struct SearchInput {
     limit: Option<i64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
+}
+
+impl ToolInput for SearchInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
 }
 
 /// One search hit.
@@ -119,7 +127,7 @@ pub(crate) struct SearchOutput {
 }
 
 /// Input of `query_library_get`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GetInput {
     /// A query id from query_library_search, e.g. github/repos/repos-by-org.
@@ -132,8 +140,14 @@ pub(crate) struct GetInput {
     params: Option<Map<String, Value>>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
+}
+
+impl ToolInput for GetInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
 }
 
 /// One value of `query_library_get`'s `params`.
@@ -261,16 +275,16 @@ pub(crate) struct GetOutput {
     stale: bool,
 }
 
-fn run_search(invocation: Invocation) -> ToolFuture {
+fn run_search(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: SearchInput = arguments(invocation.arguments)?;
+        let input: SearchInput = invocation.input()?;
         if input.intent.trim().is_empty() {
             return Err(ToolError::failed(
                 Code::ArgumentsInvalid,
                 "intent is empty: say in a few words what the user wants to know",
             ));
         }
-        let (index, source) = invocation.shared.library.index().await;
+        let (index, source) = invocation.services.library.index().await;
         let tags = input.tags.unwrap_or_default();
         let query = Query {
             intent: &input.intent,
@@ -353,9 +367,9 @@ fn next_tool(doc: &QueryDoc) -> (&'static str, &'static str) {
     }
 }
 
-fn run_get(invocation: Invocation) -> ToolFuture {
+fn run_get(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: GetInput = arguments(invocation.arguments)?;
+        let input: GetInput = invocation.input()?;
         let id = input.id.trim();
         if !valid_id(id) {
             return Err(ToolError::failed(
@@ -363,7 +377,7 @@ fn run_get(invocation: Invocation) -> ToolFuture {
                 format!("invalid query id \"{}\"", input.id),
             ));
         }
-        let (doc, source) = match invocation.shared.library.document(id).await {
+        let (doc, source) = match invocation.services.library.document(id).await {
             Ok(found) => found,
             Err(LibraryError::Unknown(id)) => {
                 return Err(ToolError::failed(

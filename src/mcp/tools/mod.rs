@@ -13,6 +13,8 @@ mod server_info;
 mod validate;
 mod validate_mutation;
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,12 +24,16 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::Shared;
+use super::Transport;
+use super::library::Library;
+use super::offload::RenderPool;
 use super::render::View;
 use crate::code::Code;
 use crate::config::Mode;
-use crate::engine::{Cell, ExecContext, PreparedStatement, QueryOutput};
+use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
 use crate::policy::QueryClass;
+use crate::tenant::Tenants;
+use crate::thread_priority::BulkPriority;
 
 /// What a tool does, for its annotations.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +72,9 @@ pub(crate) enum Effect {
     RegistryInstall,
 }
 
+/// Parses a call's arguments into a tool's input type ([`parse`]), or says what is wrong.
+pub(crate) type InputParser = fn(&Map<String, Value>) -> Result<Box<dyn ToolInput>, String>;
+
 /// The future a tool returns.
 pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolResult, ToolError>> + Send>>;
 
@@ -83,6 +92,8 @@ pub(crate) struct ToolSpec {
     pub(crate) takes_format: bool,
     pub(crate) input_schema: fn() -> JsonObject,
     pub(crate) output_schema: fn() -> JsonObject,
+    /// Parses the arguments into the tool's input type, once, before any layer runs.
+    pub(crate) parse: InputParser,
     pub(crate) run: fn(Invocation) -> ToolFuture,
 }
 
@@ -95,21 +106,110 @@ impl std::fmt::Debug for ToolSpec {
     }
 }
 
+/// The tools the server offers (all of the catalogue, or those `server.enabled_tools`
+/// names), by name.
+#[derive(Debug)]
+pub(crate) struct OfferedTools {
+    by_name: HashMap<&'static str, &'static ToolSpec>,
+}
+
+impl OfferedTools {
+    /// The tools of the catalogue that `enabled` names (`None`: every one).
+    pub(crate) fn new(enabled: Option<&[String]>) -> Self {
+        let by_name = CATALOGUE
+            .iter()
+            .filter(|t| enabled.is_none_or(|list| list.iter().any(|n| n == t.name)))
+            .map(|t| (t.name, t))
+            .collect();
+        OfferedTools { by_name }
+    }
+
+    /// An offered tool.
+    pub(crate) fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Offered tools, in catalogue order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'static ToolSpec> + '_ {
+        CATALOGUE
+            .iter()
+            .filter(|t| self.by_name.contains_key(t.name))
+    }
+}
+
+/// What the tools use of the server, shared by every call.
+#[derive(Debug)]
+pub(crate) struct ToolServices {
+    /// The engine every tool reaches through its facade.
+    pub(crate) engine: Engine,
+    /// The tenants (their rules and policies, for `validate_mutation_query`).
+    pub(crate) tenants: Arc<Tenants>,
+    /// `server.max_rows`: no result holds more rows.
+    pub(crate) max_rows: usize,
+    /// The threads large results are turned into JSON on.
+    pub(crate) render: Arc<RenderPool>,
+    /// The OS priority of that work (`limits.admission.bulk_work_priority`).
+    pub(crate) bulk_priority: BulkPriority,
+    /// The transport serving the calls, for `server_info`.
+    pub(crate) transport: Transport,
+    /// The local registry root and the remote registry URL, for `server_info`.
+    pub(crate) registry_description: String,
+    /// The query library (embedded snapshot and optional remote index).
+    pub(crate) library: Library,
+}
+
 /// Everything a tool run gets.
 pub(crate) struct Invocation {
-    pub(crate) shared: Arc<Shared>,
+    /// What the tools use of the server.
+    pub(crate) services: Arc<ToolServices>,
     /// The caller's tenant context.
     pub(crate) cx: ExecContext,
     /// The tenant's mode.
     pub(crate) mode: Mode,
-    /// Arguments without `format`.
-    pub(crate) arguments: Map<String, Value>,
+    /// The arguments, parsed into the tool's input type by `prepare` (see
+    /// [`Invocation::input`]).
+    pub(crate) input: Box<dyn ToolInput>,
     /// The parsed `sql` argument, for tools that take one (for SQL tools the gate has
     /// checked that it parsed and is the tool's class).
     pub(crate) statement: Option<crate::engine::Result<PreparedStatement>>,
     /// Whether the caller takes the engine's output as it is ([`ToolResult::typed`]): the
     /// CLI renders rows itself, as tables, JSON or CSV.
     pub(crate) typed: bool,
+}
+
+impl Invocation {
+    /// The tool's arguments as its input type `T`.
+    pub(crate) fn input<T: ToolInput>(&mut self) -> Result<T, ToolError> {
+        let input = std::mem::replace(&mut self.input, Box::new(NoArguments {}));
+        let input: Box<dyn Any> = input;
+        input.downcast::<T>().map(|input| *input).map_err(|_| {
+            ToolError::failed(
+                Code::Internal,
+                "the pipeline passed arguments of another tool",
+            )
+        })
+    }
+}
+
+/// A tool's input type: its arguments, parsed once by the pipeline's `prepare` and handed
+/// to the tool as they are. Says what the layers before the tool read of them (`format` is
+/// the pipeline's: the tool never reads it).
+pub(crate) trait ToolInput: Any + Send + Sync + std::fmt::Debug {
+    /// The `sql` argument, for tools that take one.
+    fn sql(&self) -> Option<&str> {
+        None
+    }
+
+    /// The `row_limit` argument, for tools that take one.
+    fn row_limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// The `format` argument, taken by the pipeline (which renders the result), for tools
+    /// that take one.
+    fn take_format(&mut self) -> Option<Value> {
+        None
+    }
 }
 
 /// A successful tool result: the structured payload and how its markdown looks, or the
@@ -141,8 +241,6 @@ impl ToolResult {
 /// How a tool failed.
 #[derive(Debug)]
 pub(crate) enum ToolError {
-    /// Arguments that do not fit the schema: a protocol error, before anything ran.
-    InvalidArguments(String),
     /// A failure the model can act on: a tool result with `isError: true`.
     Failed {
         /// The stable code.
@@ -209,18 +307,35 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
     library::QUERY_LIBRARY_GET,
 ];
 
-/// Parses a tool's arguments into its input type (unknown fields refused).
-pub(crate) fn arguments<T: DeserializeOwned>(
-    arguments: Map<String, Value>,
-) -> Result<T, ToolError> {
-    serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|err| {
-        let path = err.path().to_string();
-        ToolError::InvalidArguments(if path == "." {
-            err.inner().to_string()
-        } else {
-            format!("{path}: {}", err.inner())
-        })
-    })
+/// Parses a tool's arguments into its input type `T` (unknown fields refused): what goes
+/// wrong names the field.
+pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
+    arguments: &Map<String, Value>,
+) -> Result<Box<dyn ToolInput>, String> {
+    match serde_path_to_error::deserialize::<_, T>(arguments) {
+        Ok(input) => Ok(Box::new(input)),
+        Err(err) => {
+            let path = err.path().to_string();
+            Err(if path == "." {
+                err.inner().to_string()
+            } else {
+                format!("{path}: {}", err.inner())
+            })
+        }
+    }
+}
+
+/// An `sql` argument: a string, else `expected a string, got <value>`.
+pub(crate) fn sql_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<String, D::Error> {
+    use serde::Deserialize as _;
+    match Value::deserialize(deserializer)? {
+        Value::String(sql) => Ok(sql),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a string, got {other}"
+        ))),
+    }
 }
 
 /// The JSON schema of `T` as an object, for an output: without the `$schema` keyword and the
@@ -306,14 +421,11 @@ pub(crate) fn visit_schemas(
 }
 
 /// This tool takes no arguments.
-#[derive(serde::Deserialize, JsonSchema)]
+#[derive(serde::Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NoArguments {}
 
-/// Refuses any argument of a tool that takes none.
-pub(crate) fn no_arguments(invocation: &mut Invocation) -> Result<(), ToolError> {
-    arguments::<NoArguments>(std::mem::take(&mut invocation.arguments)).map(|NoArguments {}| ())
-}
+impl ToolInput for NoArguments {}
 
 /// A cell as JSON.
 pub(crate) fn cell_json(cell: Cell) -> Value {
@@ -470,6 +582,38 @@ mod tests {
     }
     use crate::mcp::render::markdown;
     use serde_json::json;
+
+    #[test]
+    fn arguments_are_parsed_once_into_the_tools_input_with_the_old_messages() {
+        let parse = |arguments: Value| {
+            let arguments = arguments.as_object().cloned().unwrap_or_default();
+            (query::RUN_SELECT_QUERY.parse)(&arguments)
+        };
+        let mut input = parse(json!({"sql": "SELECT 1", "row_limit": 5, "format": 7})).unwrap();
+        assert_eq!(input.sql(), Some("SELECT 1"));
+        assert_eq!(input.row_limit(), Some(5));
+        assert_eq!(
+            input.take_format(),
+            Some(json!(7)),
+            "the pipeline judges it"
+        );
+        for (arguments, message) in [
+            (json!({"sql": 5}), "sql: expected a string, got 5"),
+            (json!({"sql": null}), "sql: expected a string, got null"),
+            (json!({"row_limit": 1}), "missing field `sql`"),
+            (
+                json!({"sql": "SELECT 1", "row_limit": -1}),
+                "row_limit: invalid value: integer `-1`, expected u64",
+            ),
+        ] {
+            assert_eq!(parse(arguments).unwrap_err(), message);
+        }
+        let unknown = parse(json!({"sql": "SELECT 1", "sqll": 1})).unwrap_err();
+        assert_eq!(
+            unknown,
+            "sqll: unknown field `sqll`, expected one of `sql`, `row_limit`, `format`, `source`"
+        );
+    }
 
     #[test]
     fn tables_render_from_the_row_objects_and_keep_repeated_columns() {

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
-    input_schema, row_cap, rows_result, schema,
+    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolInput, ToolResult, ToolSpec,
+    input_schema, parse, row_cap, rows_result, schema,
 };
 use crate::code::Code;
 use crate::engine::PreparedStatement;
@@ -32,6 +32,7 @@ pub(crate) const RUN_SELECT_QUERY: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<QueryInput>,
     output_schema: schema::<RowsOutput>,
+    parse: parse::<QueryInput>,
     run: run_select,
 };
 
@@ -50,6 +51,7 @@ pub(crate) const RUN_MUTATION_QUERY: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
+    parse: parse::<QueryInput>,
     run: run_mutation,
 };
 
@@ -68,15 +70,17 @@ pub(crate) const RUN_LIFECYCLE_OPERATION: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<QueryInput>,
     output_schema: schema::<WriteOutput>,
+    parse: parse::<QueryInput>,
     run: run_lifecycle,
 };
 
 /// Input of the SQL tools.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueryInput {
     /// One SQL statement.
-    #[allow(dead_code)] // parsed once by the pipeline, which hands the tool the statement
+    #[serde(deserialize_with = "super::sql_text")]
+    #[schemars(with = "String")]
     sql: String,
     /// Most rows to return (server-side cap; the result says when it cut). 0 or absent: the
     /// server's limit.
@@ -84,11 +88,25 @@ pub(crate) struct QueryInput {
     row_limit: Option<u64>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
     /// The query library id the SQL came from, if any (attribution only).
     #[serde(default)]
     source: Option<String>,
+}
+
+impl ToolInput for QueryInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn sql(&self) -> Option<&str> {
+        Some(&self.sql)
+    }
+
+    fn row_limit(&self) -> Option<u64> {
+        self.row_limit
+    }
 }
 
 /// Output of writes and lifecycle operations.
@@ -105,8 +123,11 @@ pub(crate) struct WriteOutput {
     truncated: Option<bool>,
 }
 
-fn parse(invocation: &mut Invocation) -> Result<(QueryInput, PreparedStatement), ToolError> {
-    let input: QueryInput = arguments(std::mem::take(&mut invocation.arguments))?;
+/// The tool's input and the statement the pipeline parsed from its `sql`.
+fn input_and_statement(
+    invocation: &mut Invocation,
+) -> Result<(QueryInput, PreparedStatement), ToolError> {
+    let input: QueryInput = invocation.input()?;
     if let Some(source) = &input.source {
         tracing::debug!(source = %source, "query from the query library");
     }
@@ -119,19 +140,20 @@ fn parse(invocation: &mut Invocation) -> Result<(QueryInput, PreparedStatement),
 
 fn run_select(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let (input, statement) = parse(&mut invocation)?;
-        let shared = &invocation.shared;
-        let output = shared.engine.run(&invocation.cx, statement).await?;
+        let (input, statement) = input_and_statement(&mut invocation)?;
+        let services = &invocation.services;
+        let output = services.engine.run(&invocation.cx, statement).await?;
         if invocation.typed {
             return Ok(ToolResult::typed(output));
         }
-        let cap = row_cap(input.row_limit, shared.server.max_rows);
+        let cap = row_cap(input.row_limit, services.max_rows);
         // Thousands of rows become JSON values off the async workers.
         let cells = output.rows.len().min(cap) * output.columns.len();
-        let priority = shared.admission.bulk_work_priority();
-        shared
+        services
             .render
-            .run(cells, priority, move || rows_result(output, cap))
+            .run(cells, services.bulk_priority, move || {
+                rows_result(output, cap)
+            })
             .await
             .map_err(|err| ToolError::failed(Code::Internal, err.to_string()))
     })
@@ -147,9 +169,9 @@ fn run_lifecycle(invocation: Invocation) -> ToolFuture {
 
 /// Runs a write the gate let through (its class is the tool's).
 async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult, ToolError> {
-    let (input, statement) = parse(&mut invocation)?;
-    let shared = &invocation.shared;
-    let mut output = shared.engine.run(&invocation.cx, statement).await?;
+    let (input, statement) = input_and_statement(&mut invocation)?;
+    let services = &invocation.services;
+    let mut output = services.engine.run(&invocation.cx, statement).await?;
     if invocation.typed {
         return Ok(ToolResult::typed(output));
     }
@@ -157,7 +179,7 @@ async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult
     let timestamp = output.timestamp.take().unwrap_or_default();
     let upstream_status = output.upstream_status;
     let has_rows = !output.columns.is_empty();
-    let rows = rows_result(output, row_cap(input.row_limit, shared.server.max_rows));
+    let rows = rows_result(output, row_cap(input.row_limit, services.max_rows));
     let mut structured = Map::new();
     structured.insert("messages".into(), Value::from(messages.clone()));
     structured.insert("timestamp".into(), Value::from(timestamp.clone()));

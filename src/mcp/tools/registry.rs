@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolResult, ToolSpec,
-    input_schema, rows_result, schema,
+    Effect, Hints, Invocation, RowsOutput, ToolError, ToolFuture, ToolInput, ToolResult, ToolSpec,
+    input_schema, parse, rows_result, schema,
 };
 use crate::code::Code;
 use crate::mcp::render::View;
@@ -28,6 +28,7 @@ pub(crate) const LIST_REGISTRY: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<ListRegistryInput>,
     output_schema: schema::<RowsOutput>,
+    parse: parse::<ListRegistryInput>,
     run: list_registry,
 };
 
@@ -46,11 +47,12 @@ pub(crate) const PULL_PROVIDER: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<PullInput>,
     output_schema: schema::<PullOutput>,
+    parse: parse::<PullInput>,
     run: pull_provider,
 };
 
 /// Input of `list_registry`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListRegistryInput {
     /// A provider name, e.g. `github`: list that provider's versions; absent: every provider.
@@ -58,12 +60,12 @@ pub(crate) struct ListRegistryInput {
     provider: Option<String>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
 }
 
 /// Input of `pull_provider`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PullInput {
     /// The provider to install, e.g. `github`.
@@ -74,8 +76,20 @@ pub(crate) struct PullInput {
     version: Option<String>,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
+}
+
+impl ToolInput for ListRegistryInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+}
+
+impl ToolInput for PullInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
 }
 
 /// Output of `pull_provider`.
@@ -92,30 +106,26 @@ pub(crate) struct PullOutput {
     version: String,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(invocation: &mut Invocation) -> Result<T, ToolError> {
-    super::arguments(std::mem::take(&mut invocation.arguments))
-}
-
 fn trimmed(value: Option<&str>) -> Option<&str> {
     value.map(str::trim).filter(|v| !v.is_empty())
 }
 
 fn list_registry(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: ListRegistryInput = parse(&mut invocation)?;
+        let input: ListRegistryInput = invocation.input()?;
         let provider = trimmed(input.provider.as_deref());
         let output = invocation
-            .shared
+            .services
             .engine
             .registry_list_rows(provider)
             .await?;
-        Ok(rows_result(output, invocation.shared.server.max_rows))
+        Ok(rows_result(output, invocation.services.max_rows))
     })
 }
 
 fn pull_provider(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: PullInput = parse(&mut invocation)?;
+        let input: PullInput = invocation.input()?;
         let Some(provider) = trimmed(input.provider.as_deref()) else {
             return Err(ToolError::failed(
                 Code::ArgumentsInvalid,
@@ -124,7 +134,7 @@ fn pull_provider(mut invocation: Invocation) -> ToolFuture {
         };
         let version = trimmed(input.version.as_deref());
         let outcome = invocation
-            .shared
+            .services
             .engine
             .registry_pull_for(&invocation.cx, provider, version)
             .await?;

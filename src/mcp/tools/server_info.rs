@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, NoArguments, ToolFuture, ToolResult, ToolSpec, input_schema,
-    no_arguments, schema,
+    Effect, Hints, Invocation, NoArguments, ToolFuture, ToolResult, ToolSpec, input_schema, parse,
+    schema,
 };
 use crate::config::Mode;
 use crate::mcp::render::View;
@@ -27,6 +27,7 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     takes_format: false,
     input_schema: input_schema::<NoArguments>,
     output_schema: schema::<ServerInfo>,
+    parse: parse::<NoArguments>,
     run,
 };
 
@@ -78,11 +79,10 @@ pub(crate) struct CredentialRow {
     token_expires_at: Option<String>,
 }
 
-fn run(mut invocation: Invocation) -> ToolFuture {
+fn run(invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        no_arguments(&mut invocation)?;
-        let shared = &invocation.shared;
-        let credentials = shared
+        let services = &invocation.services;
+        let credentials = services
             .engine
             .credential_sources(&invocation.cx)
             .await?
@@ -99,9 +99,9 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             commit: env!("QUERYGATE_COMMIT"),
             build_date: env!("QUERYGATE_BUILD_DATE"),
             platform: &PLATFORM,
-            transport: shared.transport.as_str(),
+            transport: services.transport.as_str(),
             sql_backend: "sqlite3",
-            provider_registry: &shared.registry_description,
+            provider_registry: &services.registry_description,
             tenant: &invocation.cx.tenant,
             mode: invocation.mode.as_str(),
             is_read_only: invocation.mode == Mode::ReadOnly,

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments,
-    input_schema, schema,
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolInput, ToolResult, ToolSpec,
+    input_schema, parse, schema,
 };
 use crate::code::Code;
 use crate::engine::StatementKind;
@@ -30,22 +30,35 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<ValidateInput>,
     output_schema: schema::<Validation>,
+    parse: parse::<ValidateInput>,
     run,
 };
 
 /// Input of `validate_select_query`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ValidateInput {
     /// One SELECT statement.
+    #[serde(deserialize_with = "super::sql_text")]
+    #[schemars(with = "String")]
     sql: String,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
     /// The query library id the SQL came from, if any (attribution only).
     #[serde(default)]
     source: Option<String>,
+}
+
+impl ToolInput for ValidateInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn sql(&self) -> Option<&str> {
+        Some(&self.sql)
+    }
 }
 
 /// The verdict.
@@ -59,7 +72,7 @@ pub(crate) struct Validation {
 
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: ValidateInput = arguments(std::mem::take(&mut invocation.arguments))?;
+        let input: ValidateInput = invocation.input()?;
         if input.sql.trim().is_empty() {
             return Err(ToolError::failed(Code::ArgumentsInvalid, "no SQL provided"));
         }
@@ -73,7 +86,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         let outcome = match parsed {
             Err(err) => Err(err.message().to_owned()),
             Ok(statement) if statement.kind() == StatementKind::Select => invocation
-                .shared
+                .services
                 .engine
                 .check(&invocation.cx, statement)
                 .await

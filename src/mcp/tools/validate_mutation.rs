@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    Effect, Hints, Invocation, ToolError, ToolFuture, ToolResult, ToolSpec, arguments, cell_json,
-    input_schema, schema,
+    Effect, Hints, Invocation, ToolError, ToolFuture, ToolInput, ToolResult, ToolSpec, cell_json,
+    input_schema, parse, schema,
 };
 use crate::code::Code;
 use crate::engine::{PlannedWrite, PreparedStatement, RequestPreview, StatementKind};
@@ -36,19 +36,32 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
     takes_format: true,
     input_schema: input_schema::<ValidateMutationInput>,
     output_schema: schema::<MutationValidation>,
+    parse: parse::<ValidateMutationInput>,
     run,
 };
 
 /// Input of `validate_mutation_query`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ValidateMutationInput {
     /// One INSERT, UPDATE, REPLACE, DELETE or EXEC statement.
+    #[serde(deserialize_with = "super::sql_text")]
+    #[schemars(with = "String")]
     sql: String,
     /// Text content render format: markdown (default) or json.
     #[serde(default)]
-    #[allow(dead_code)] // read by the tool-call stage before parsing
-    format: Option<String>,
+    #[schemars(with = "Option<String>")]
+    format: Option<Value>,
+}
+
+impl ToolInput for ValidateMutationInput {
+    fn take_format(&mut self) -> Option<Value> {
+        self.format.take()
+    }
+
+    fn sql(&self) -> Option<&str> {
+        Some(&self.sql)
+    }
 }
 
 /// The verdict and the plan.
@@ -174,7 +187,7 @@ fn write_shown(write: PlannedWrite) -> WriteShown {
 
 fn run(mut invocation: Invocation) -> ToolFuture {
     Box::pin(async move {
-        let input: ValidateMutationInput = arguments(std::mem::take(&mut invocation.arguments))?;
+        let input: ValidateMutationInput = invocation.input()?;
         if input.sql.trim().is_empty() {
             return Err(ToolError::failed(Code::ArgumentsInvalid, "no SQL provided"));
         }
@@ -240,7 +253,7 @@ async fn validate(
             ),
         );
     }
-    let engine = &invocation.shared.engine;
+    let engine = &invocation.services.engine;
     let planned = match engine.preflight(&invocation.cx, &statement).await {
         Ok(planned) => planned,
         Err(err) => return invalid(approval_name, err.message().to_owned()),
@@ -282,7 +295,7 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
         }
         Some(Ok(read)) => read,
     };
-    let engine = &invocation.shared.engine;
+    let engine = &invocation.services.engine;
     let cx = &invocation.cx;
     let requests = match engine.plan_requests(cx, &mut read).await {
         Ok(requests) => requests,
@@ -293,7 +306,7 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
             ));
         }
     };
-    let tenant = invocation.shared.tenants.config(&cx.tenant);
+    let tenant = invocation.services.tenants.config(&cx.tenant);
     let default_rules = crate::governance::TenantRules::default();
     let rules = tenant.map_or(&default_rules, |t| &t.rules);
     if let Some(write) = crate::governance::first_write(&requests, rules) {
