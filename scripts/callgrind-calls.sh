@@ -4,13 +4,15 @@
 #
 #   cargo build --release && scripts/callgrind-calls.sh [BINARY] [CALLS] [TOOL]
 #
-# Serves the benchmark's fixture registry (audit off, read_only) on 127.0.0.1 under callgrind,
+# Serves the benchmark's fixture registry (audit off unless AUDIT=file, read_only) on 127.0.0.1 under callgrind,
 # warms up, then counts CALLS calls (default 300) of TOOL over keep-alive HTTP/1.1 as
 # MCP 2026-07-28 JSON-RPC POSTs, and prints the instructions per call: in total and inside the
 # main parts (HTTP connection, authentication and the layers after it, rmcp, the tool-call
 # pipeline, the tool and its rendering). TOOL is `server_info` (default) or `select`:
 # `run_select_query` of benches/mcp_load.rs's statement over 100 rows of `bench.items.items`,
 # answered by a mock upstream in python3 outside callgrind (its instructions are not counted).
+# AUDIT=file counts the durable audit too (the file sink, strict: a record and an fdatasync
+# per call, as the shared peer bench runs it); the default is the audit off.
 # Needs valgrind and python3.
 set -euo pipefail
 
@@ -60,6 +62,17 @@ EOF
   python3 "$work/mock.py" "$upstream" &
   mock=$!
 fi
+case "${AUDIT:-off}" in
+  off) audit_section="audit:
+  enabled: false" ;;
+  file) audit_section="audit:
+  enabled: true
+  sink: file
+  failure_mode: strict
+  file:
+    dir: $work/audit" ;;
+  *) echo "AUDIT is off or file, not $AUDIT" >&2; exit 2 ;;
+esac
 cat >"$work/querygate.yaml" <<EOF
 registry:
   root: $root/benches/fixtures/registry
@@ -71,8 +84,7 @@ credentials:
 tenants:
   - id: default
     mode: read_only
-audit:
-  enabled: false
+$audit_section
 server:
   listen: 127.0.0.1:$port
   drain:
@@ -122,7 +134,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null | grep -E
 # The largest inclusive count of the frames matching a pattern (a function can appear
 # under several source files when parts of it were inlined).
 part() { { grep -E "$1" "$work/inclusive.txt" || true; } | awk '{gsub(",","",$1); v = $1 + 0; if (v > max) max = v} END {print max + 0}'; }
-echo "querygate $tool, $calls calls, $(basename "$binary"): instructions per call"
+echo "querygate $tool, $calls calls, audit ${AUDIT:-off}, $(basename "$binary"): instructions per call"
 printf '%10d  total (every thread, the runtime included)\n' $((total / calls))
 while IFS='|' read -r label pattern; do
   value="$(part "$pattern")"
@@ -134,4 +146,6 @@ rmcp's handling of the POST|StreamableHttpService<S,M>::handle_post::\{\{closure
 rmcp's request task (the handler inside)|rmcp::service::serve_inner::\{\{closure\}\}( |$)
 the tool-call pipeline (prepare, layers, tool)|pipeline/observe.rs:(rmcp::handler::server::<impl rmcp::service::Service|<core::pin::Pin<P> as core::future::future::Future>::poll)
 the tool and its rendering (dispatch)|dispatch.rs:querygate::mcp::pipeline::dispatch::dispatch::\{\{closure\}\}( |$)
+the audit record, caller's side (prepare, queue, wait; AUDIT=file)|auditor.rs:querygate::audit::auditor::Auditor::record::\{\{closure\}\}( |$)
+the audit writer thread (link, write, fdatasync, head; AUDIT=file)|file.rs:querygate::audit::file::Writer::run( |$)
 EOF

@@ -134,15 +134,14 @@ impl Auditor {
 
     fn redact(&self, record: &mut AuditRecord) {
         record.replica.clone_from(&self.replica);
-        let sql = record.sql.clone().or_else(|| {
+        let sql = record.sql.as_deref().or_else(|| {
             record
                 .args
                 .as_ref()
                 .and_then(|args| args.get("sql"))
                 .and_then(|v| v.as_str())
-                .map(str::to_owned)
         });
-        if let Some(sql) = &sql {
+        if let Some(sql) = sql {
             record.sql_sha256 = Some(match &self.hmac {
                 Some(key) => key.mac_hex(sql.as_bytes()),
                 None => hex(&Sha256::digest(sql.as_bytes())),

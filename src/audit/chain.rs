@@ -69,11 +69,26 @@ impl Linked {
     /// The JSONL line (no newline): the canonical JSON with the hash (and the MAC) as its
     /// last fields.
     pub fn line(&self) -> String {
-        let body = self.canonical.strip_suffix('}').unwrap_or(&self.canonical);
-        match &self.mac {
-            Some(mac) => format!("{body},\"hash\":\"{}\",\"mac\":\"{mac}\"}}", self.hash),
-            None => format!("{body},\"hash\":\"{}\"}}", self.hash),
+        self.parts().concat()
+    }
+
+    /// Appends the JSONL line ([`Linked::line`], no newline) to `out`, without a string of
+    /// its own.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        for part in self.parts() {
+            out.extend_from_slice(part.as_bytes());
         }
+    }
+
+    /// The line in pieces: the canonical JSON without its closing brace, the hash field, the
+    /// MAC field (empty without a key), the closing brace.
+    fn parts(&self) -> [&str; 6] {
+        let body = self.canonical.strip_suffix('}').unwrap_or(&self.canonical);
+        let (mac_field, mac) = match &self.mac {
+            Some(mac) => ("\",\"mac\":\"", mac.as_str()),
+            None => ("", ""),
+        };
+        [body, ",\"hash\":\"", &self.hash, mac_field, mac, "\"}"]
     }
 
     /// The head this record makes.
@@ -241,6 +256,23 @@ mod tests {
         assert_eq!(parsed.stored.record, record("b"));
         let value: serde_json::Value = serde_json::from_str(&second.line()).unwrap();
         assert_eq!(value["hash"], second.hash.as_str());
+    }
+
+    #[test]
+    fn written_lines_are_the_lines() {
+        let key = MacKey::new(&[3u8; 32]).unwrap();
+        for key in [None, Some(&key)] {
+            let linked = link("r1", &ChainHead::genesis(), &record("a"), key).unwrap();
+            let body = linked.canonical.strip_suffix('}').unwrap();
+            let expected = match &linked.mac {
+                Some(mac) => format!("{body},\"hash\":\"{}\",\"mac\":\"{mac}\"}}", linked.hash),
+                None => format!("{body},\"hash\":\"{}\"}}", linked.hash),
+            };
+            assert_eq!(linked.line(), expected);
+            let mut out = b"before\n".to_vec();
+            linked.write_line(&mut out);
+            assert_eq!(out, format!("before\n{expected}").into_bytes());
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `engine/eval`): callers queue records and await a reply; the thread takes everything
 //! queued, appends it in one write, calls `fdatasync` once and then answers them all, so
 //! concurrent calls share an fsync (group commit; see `group` for how long a batch waits
-//! for the callers the last commits released).
+//! for the callers the last commits released: never longer than a commit takes).
 //!
 //! Several processes may write one folder at once (stdio sessions of two desktop windows,
 //! a client that starts a process per call): in a `dir` they share the day's file
@@ -42,7 +42,7 @@ use tokio::sync::oneshot;
 use super::anchor::MacKey;
 use super::batch::{LinkedBatch, fail_all};
 use super::chain::{self, ChainHead};
-use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
+use super::group::GroupCommit;
 use super::head::{self, Head, HeadFile, HeadTrust};
 use super::location::{self, FileLocation};
 use super::queue::{Job, WriterQueue};
@@ -222,11 +222,14 @@ impl Writer {
             };
             let mut batch = vec![first];
             take_queued(&receiver, &mut batch);
-            if let Some(target) = group.target(MAX_BATCH) {
-                let deadline = Instant::now() + GATHER_WINDOW;
-                while batch.len() < target {
+            if let Some(gather) = group.plan(MAX_BATCH) {
+                let deadline = Instant::now() + gather.window;
+                while batch.len() < gather.target {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    match receiver.recv_timeout(left.min(GATHER_QUIET)) {
+                    if left.is_zero() {
+                        break;
+                    }
+                    match receiver.recv_timeout(left.min(gather.quiet)) {
                         Ok(job) => {
                             batch.push(job);
                             take_queued(&receiver, &mut batch);
@@ -236,7 +239,9 @@ impl Writer {
                 }
             }
             group.observe(batch.len());
+            let started = Instant::now();
             self.write_batch(batch);
+            group.committed(started.elapsed());
             if self
                 .head_unsynced
                 .is_some_and(|since| since.elapsed() >= HEAD_SYNC_AT_MOST)
@@ -277,7 +282,7 @@ impl Writer {
             self.config.mac_key.as_ref(),
             batch,
             |linked, _| {
-                buffer.extend_from_slice(linked.line().as_bytes());
+                linked.write_line(&mut buffer);
                 buffer.push(b'\n');
             },
         );

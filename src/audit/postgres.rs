@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::anchor::MacKey;
 use super::batch::{LinkedBatch, fail_all};
 use super::chain::ChainHead;
-use super::group::{GATHER_QUIET, GATHER_WINDOW, GroupCommit};
+use super::group::{Gather, GroupCommit};
 use super::head::Head;
 use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
@@ -114,15 +114,15 @@ struct Writer {
 }
 
 /// Lets the callers the last commits released send their next record, until `batch` holds
-/// `target` records, none arrived for [`GATHER_QUIET`], or [`GATHER_WINDOW`] has passed.
+/// the plan's target, none arrived for its quiet time, or its window has passed.
 /// Yields rather than sleeps: the runtime's timers are too coarse for microseconds.
-async fn gather(receiver: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>, target: usize) {
+async fn gather(receiver: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job>, plan: Gather) {
     let started = Instant::now();
     let mut last_arrival = started;
-    while batch.len() < target && started.elapsed() < GATHER_WINDOW {
+    while batch.len() < plan.target && started.elapsed() < plan.window {
         tokio::task::yield_now().await;
         let before = batch.len();
-        while batch.len() < target {
+        while batch.len() < plan.target {
             match receiver.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
@@ -130,7 +130,7 @@ async fn gather(receiver: &mut mpsc::UnboundedReceiver<Job>, batch: &mut Vec<Job
         }
         if batch.len() > before {
             last_arrival = Instant::now();
-        } else if last_arrival.elapsed() >= GATHER_QUIET {
+        } else if last_arrival.elapsed() >= plan.quiet {
             break;
         }
     }
@@ -142,12 +142,14 @@ impl Writer {
         let mut group = GroupCommit::default();
         let mut batch = Vec::with_capacity(max_batch);
         while receiver.recv_many(&mut batch, max_batch).await > 0 {
-            if let Some(target) = group.target(max_batch) {
-                gather(&mut receiver, &mut batch, target).await;
+            if let Some(plan) = group.plan(max_batch) {
+                gather(&mut receiver, &mut batch, plan).await;
             }
             group.observe(batch.len());
             let jobs = std::mem::take(&mut batch);
+            let started = Instant::now();
             self.write_batch(jobs).await;
+            group.committed(started.elapsed());
         }
     }
 

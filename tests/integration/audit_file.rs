@@ -117,6 +117,53 @@ async fn concurrent_writers_share_fsyncs_and_the_chain_stays_linear() {
     assert_eq!(report.records, 300);
 }
 
+/// Writers that each wait for their record before sending the next (as calls do), at the
+/// concurrencies of the peer bench: every answer comes after the record is in the file
+/// (durable: the writer syncs before it answers), no record is lost or written twice, and
+/// the chain stays linear whatever batches the group commit cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_writers_find_their_record_in_the_file_when_answered() {
+    for (writers, rounds) in [(1, 20), (8, 25), (64, 4)] {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(dir_sink(dir.path()));
+        let tasks = (0..writers).map(|w| {
+            let sink = sink.clone();
+            let dir = dir.path().to_owned();
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for round in 0..rounds {
+                    let mut r = record("server_info", round);
+                    r.call_id = format!("w{w}-r{round}");
+                    let receipt = sink.write(r).await.unwrap();
+                    let needle = format!("\"seq\":{},", receipt.seq);
+                    let id = format!("\"call_id\":\"w{w}-r{round}\"");
+                    let written = files(&dir).iter().any(|f| {
+                        std::fs::read_to_string(f)
+                            .unwrap()
+                            .lines()
+                            .any(|line| line.contains(&needle) && line.contains(&id))
+                    });
+                    assert!(written, "w{w}-r{round} answered before it was written");
+                    seqs.push(receipt.seq);
+                }
+                seqs
+            })
+        });
+        let mut seqs: Vec<u64> = futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .flat_map(|t| t.unwrap())
+            .collect();
+        seqs.sort_unstable();
+        let total = (writers * rounds) as u64;
+        assert_eq!(seqs, (1..=total).collect::<Vec<u64>>(), "{writers} writers");
+        sink.close().await;
+        let report = verify_files(&files(dir.path())).unwrap();
+        assert!(report.ok(), "{}", report.render());
+        assert_eq!(report.records, total);
+    }
+}
+
 #[tokio::test]
 async fn files_rotate_by_size_and_count_and_the_chain_spans_them() {
     let dir = tempfile::tempdir().unwrap();
