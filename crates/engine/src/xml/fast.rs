@@ -42,8 +42,14 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
         }
         at = lt + 1;
         if *bytes.get(at)? == b'/' {
+            // The end tag repeats the open element's name, then `>` after any spaces (a
+            // longer name has a name character there).
             let start = at + 1;
-            let (end, _) = name_end(bytes, start)?;
+            let (qname, open) = stack.pop()?;
+            let end = start + qname.len();
+            if bytes.get(start..end)? != qname.as_bytes() {
+                return None;
+            }
             let mut close = end;
             while bytes.get(close).copied().is_some_and(is_space) {
                 close += 1;
@@ -52,10 +58,6 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
                 return None;
             }
             at = close + 1;
-            let (qname, open) = stack.pop()?;
-            if qname != text.get(start..end)? {
-                return None;
-            }
             let (key, node) = open.finish();
             match stack.last_mut() {
                 Some((_, parent)) => parent.insert(key, node),
