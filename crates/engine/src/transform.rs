@@ -146,7 +146,7 @@ impl ResponseTransform {
             max_output: BASE_OUTPUT.saturating_add(OUTPUT_PER_BYTE.saturating_mul(body.len())),
         };
         let out = match input {
-            Input::Json => match template.execute_json_body(body, limits) {
+            Input::Json => match template.execute_json_body(body, limits, loaded) {
                 Ok(Some(out)) => out,
                 Ok(None) => return Ok(Vec::new()),
                 Err(BodyError::Json(err)) => return Err(TransformError::Body(err.to_string())),

@@ -165,6 +165,7 @@ impl<'de> Visitor<'de> for DocVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Doc<'de>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         while let Some(item) = seq.next_element()? {
+            reserve_first(&mut items);
             items.push(item);
         }
         Ok(Doc::Array(items))
@@ -173,9 +174,18 @@ impl<'de> Visitor<'de> for DocVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc<'de>, A::Error> {
         let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
         while let Some(key) = map.next_key::<Key<'de>>()? {
+            reserve_first(&mut members);
             members.push((key.0, map.next_value()?));
         }
         Ok(Doc::Object(Obj::from_members(members)))
+    }
+}
+
+/// Room for a few elements at the first push: the JSON decoder tells no sizes, and growing
+/// one by one from nothing takes three allocations to reach the members of a typical object.
+fn reserve_first<T>(items: &mut Vec<T>) {
+    if items.capacity() == 0 {
+        items.reserve_exact(8);
     }
 }
 

@@ -28,6 +28,7 @@
 mod doc;
 mod error;
 mod exec;
+mod flatten;
 mod format;
 mod funcs;
 mod lex;
@@ -46,6 +47,7 @@ pub(crate) use self::funcs::Dialect;
 
 use self::doc::Doc;
 use self::exec::Exec;
+use self::flatten::Flatten;
 use self::parse::Node;
 use self::value::Val;
 
@@ -73,6 +75,8 @@ pub(crate) enum BodyError {
 #[derive(Debug)]
 pub(crate) struct Template {
     nodes: Vec<Node>,
+    /// The compiled form, when the template is the Azure flatten transform.
+    flatten: Option<Flatten>,
 }
 
 impl Template {
@@ -80,7 +84,8 @@ impl Template {
     pub(crate) fn parse(source: &str, dialect: Dialect) -> Result<Self, TemplateError> {
         let items = lex::lex(source)?;
         let nodes = parse::parse(items, &dialect)?;
-        Ok(Template { nodes })
+        let flatten = Flatten::compile(&nodes);
+        Ok(Template { nodes, flatten })
     }
 
     /// Runs the template with the JSON value `input` as dot.
@@ -94,23 +99,33 @@ impl Template {
 
     /// Runs the template with the first JSON value of `body` as dot, as Go's decoder reads
     /// it (what follows that value is not read): `Ok(None)` when the body holds no value, an
-    /// error when it is not JSON.
+    /// error when it is not JSON. `columns`: the row properties the output is read for
+    /// (ASCII case aside), `None` for all; a template recognized as the Azure flatten
+    /// transform leaves the other members of its rows out (see `flatten`).
     pub(crate) fn execute_json_body(
         &self,
         body: &[u8],
         limits: Limits,
+        columns: Option<&[String]>,
     ) -> Result<Option<String>, BodyError> {
         let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
-        match values.next() {
-            None => Ok(None),
-            Some(Err(err)) => Err(BodyError::Json(err)),
-            // Response transforms mostly rewrite the body's members: about its size again.
-            Some(Ok(doc)) => Ok(Some(self.execute_doc(
-                &doc,
-                limits,
-                body.len().saturating_mul(2),
-            )?)),
+        let doc = match values.next() {
+            None => return Ok(None),
+            Some(Err(err)) => return Err(BodyError::Json(err)),
+            Some(Ok(doc)) => doc,
+        };
+        // Response transforms mostly rewrite the body's members: about its size again.
+        let expected = body.len().saturating_mul(2);
+        if let Some(flatten) = &self.flatten {
+            let mut out = String::with_capacity(expected.min(limits.max_output));
+            if flatten
+                .run(&doc, limits.max_steps, limits.max_output, columns, &mut out)
+                .is_some()
+            {
+                return Ok(Some(out));
+            }
         }
+        Ok(Some(self.execute_doc(&doc, limits, expected)?))
     }
 
     fn execute_doc(

@@ -97,3 +97,171 @@ proptest! {
         prop_assert_eq!(json, json_each);
     }
 }
+
+/// The Azure providers' flatten transform, as the registry writes it.
+const FLATTEN: &str = r#"{"value": [
+{{- range $i, $row := index . "value" }}{{ if $i }},{{ end }}
+  { {{ $p := index $row "properties" }}{{ if eq (kindOf $p) "map" }}{{ range $k, $v := $p }}{{ printf "%q" $k }}: {{ toJson $v }}, {{ end }}{{ end }}{{ range $k, $v := $row }}{{ printf "%q" $k }}: {{ toJson $v }}, {{ end }}"_flattened": true }
+{{- end }}
+], "nextLink": {{ toJson (index . "nextLink") }}}"#;
+
+/// Keys of Azure-shaped rows: a few, with case variants, `properties` among them.
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("properties".to_owned()),
+        Just("name".to_owned()),
+        Just("Name".to_owned()),
+        Just("id".to_owned()),
+        Just("_flattened".to_owned()),
+        text(),
+    ]
+}
+
+/// An Azure-shaped row: members, and `properties` an object (most often) or any value.
+fn arm_row() -> impl Strategy<Value = Value> {
+    let members = prop::collection::vec((key(), json()), 0..6);
+    let properties = prop_oneof![
+        3 => prop::collection::vec((key(), json()), 0..6)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        1 => json(),
+    ];
+    (members, properties, any::<bool>()).prop_map(|(members, properties, with)| {
+        let mut row: Map<String, Value> = members.into_iter().collect();
+        if with {
+            row.insert("properties".to_owned(), properties);
+        }
+        Value::Object(row)
+    })
+}
+
+/// An Azure list body; now and then a row or the list that the compiled form leaves to the
+/// interpreter (not an object, not a list).
+fn arm_body() -> impl Strategy<Value = Value> {
+    let row = prop_oneof![8 => arm_row(), 1 => json()];
+    let list = prop_oneof![
+        8 => prop::collection::vec(row, 0..5).prop_map(Value::Array),
+        1 => json(),
+    ];
+    let next = prop_oneof![Just(Value::Null), text().prop_map(Value::String)];
+    (list, next, any::<bool>()).prop_map(|(list, next, with_next)| {
+        let mut body = Map::new();
+        body.insert("value".to_owned(), list);
+        if with_next {
+            body.insert("nextLink".to_owned(), next);
+        }
+        Value::Object(body)
+    })
+}
+
+/// The rows of a flatten output as (key, value) lists, in order, repeated keys kept.
+fn rows_of(out: &str) -> Vec<Vec<(String, Value)>> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        value: Vec<Pairs>,
+    }
+    struct Pairs(Vec<(String, Value)>);
+    impl<'de> serde::Deserialize<'de> for Pairs {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Pairs;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Pairs, A::Error> {
+                    let mut pairs = Vec::new();
+                    while let Some(pair) = map.next_entry()? {
+                        pairs.push(pair);
+                    }
+                    Ok(Pairs(pairs))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    let page: Page = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    page.value.into_iter().map(|p| p.0).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_compiled_flatten_writes_what_the_interpreter_writes(input in arm_body()) {
+        let template = Template::parse(FLATTEN, Dialect { v2: true }).unwrap();
+        prop_assert!(template.flatten.is_some());
+        let body = serde_json::to_vec(&input).unwrap();
+        let doc = super::doc::Doc::of_json(&input);
+        let interpreted = template.execute_doc(&doc, LIMITS, 0).map_err(|e| e.to_string());
+        let whole = template
+            .execute_json_body(&body, LIMITS, None)
+            .map_err(|e| e.to_string())
+            .map(Option::unwrap_or_default);
+        prop_assert_eq!(&whole, &interpreted);
+        // Where the compiled form runs, the interpreter's steps stay within its charge.
+        let mut out = String::new();
+        let flatten = template.flatten.as_ref().unwrap();
+        if let Some(steps) = flatten.run(&doc, u64::MAX, usize::MAX, None, &mut out) {
+            prop_assert_eq!(Ok(&out), interpreted.as_ref());
+            let bounded = Limits { max_steps: steps, ..LIMITS };
+            prop_assert!(template.execute_doc(&doc, bounded, 0).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_compiled_flatten_keeps_the_columns_members_in_order(
+        rows in prop::collection::vec(arm_row(), 0..5),
+        columns in prop::collection::vec(key(), 0..3),
+    ) {
+        let input = serde_json::json!({"value": rows, "nextLink": "n"});
+        let template = Template::parse(FLATTEN, Dialect { v2: true }).unwrap();
+        let body = serde_json::to_vec(&input).unwrap();
+        let whole = template.execute_json_body(&body, LIMITS, None).unwrap().unwrap();
+        // Keys Go quotes outside JSON (`"\x01"`) make no JSON text to compare.
+        prop_assume!(serde_json::from_str::<Value>(&whole).is_ok());
+        let kept = template
+            .execute_json_body(&body, LIMITS, Some(&columns))
+            .unwrap()
+            .unwrap();
+        // The members named by a column, then the template's own closing member.
+        let expected: Vec<Vec<(String, Value)>> = rows_of(&whole)
+            .into_iter()
+            .map(|mut row| {
+                let last = row.pop();
+                row.into_iter()
+                    .filter(|(k, _)| columns.iter().any(|c| c.eq_ignore_ascii_case(k)))
+                    .chain(last)
+                    .collect()
+            })
+            .collect();
+        prop_assert_eq!(rows_of(&kept), expected);
+        let next: Value = serde_json::from_str(&kept).unwrap();
+        prop_assert_eq!(&next["nextLink"], "n");
+    }
+}
+
+#[test]
+fn the_flatten_shape_is_recognized_only_as_written() {
+    let compiled = |source: &str| {
+        Template::parse(source, Dialect { v2: true })
+            .unwrap()
+            .flatten
+            .is_some()
+    };
+    assert!(compiled(FLATTEN));
+    // Another nested key, another function, shadowing loop variables, a range with else.
+    assert!(!compiled(&FLATTEN.replace(r#""properties""#, r#""props""#)));
+    assert!(!compiled(&FLATTEN.replace("toJson $v", "print $v")));
+    assert!(!compiled(&FLATTEN.replace(
+        r#"$k, $v := $row }}{{ printf "%q" $k }}: {{ toJson $v }}"#,
+        r#"$k, $p := $row }}{{ printf "%q" $k }}: {{ toJson $p }}"#
+    )));
+    assert!(!compiled(&FLATTEN.replace(
+        r#"{{ printf "%q" $k }}: {{ toJson $v }}, {{ end }}"_flattened""#,
+        r#"{{ printf "%q" $k }}: {{ toJson $v }}, {{ else }}x{{ end }}"_flattened""#
+    )));
+    assert!(!compiled("{{ range . }}{{ . }}{{ end }}"));
+}

@@ -331,6 +331,14 @@ pub(crate) fn write_json(out: &mut Vec<u8>, value: &Node<'_>) {
 
 /// A JSON string literal.
 fn write_str(out: &mut Vec<u8>, text: &str) {
+    // Most texts need no escape: copied between quotes.
+    if !text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing to a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, text);
 }

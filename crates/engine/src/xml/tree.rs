@@ -84,8 +84,9 @@ pub(crate) enum XmlError {
 pub(super) struct Open<'a> {
     name: Cow<'a, str>,
     entries: Vec<(Cow<'a, str>, Node<'a>)>,
-    /// Position of each key in `entries`, once there are many.
-    index: Option<HashMap<Cow<'a, str>, usize>>,
+    /// Position of each key in `entries`, once there are many (boxed: most elements have
+    /// none, and every element is moved on and off the stack of open elements).
+    index: Option<Box<HashMap<Cow<'a, str>, usize>>>,
     text: Cow<'a, str>,
 }
 
@@ -167,13 +168,13 @@ impl<'a> Open<'a> {
                 }
                 self.entries.push((key, value));
                 if self.index.is_none() && self.entries.len() >= INDEX_FROM {
-                    self.index = Some(
+                    self.index = Some(Box::new(
                         self.entries
                             .iter()
                             .enumerate()
                             .map(|(i, (k, _))| (k.clone(), i))
                             .collect(),
-                    );
+                    ));
                 }
             }
         }
