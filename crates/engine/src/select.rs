@@ -116,7 +116,11 @@ async fn run_planned(
         load_output(&db, &table, rows).await?;
     }
     // The final SQL compiles over the planned (empty) tables before any request is sent.
-    if !jobs.is_empty() && jobs.iter().all(|job| !job.plan.dynamic_columns) {
+    // Those tables are then the ones the pages load into: made before the statement's
+    // transaction (which the compile begins), so a kept table is reused with its cached
+    // INSERTs rather than dropped and made again inside the transaction.
+    let tables_made = !jobs.is_empty() && jobs.iter().all(|job| !job.plan.dynamic_columns);
+    if tables_made {
         for job in &jobs {
             db.create_table(
                 &job.plan.local,
@@ -148,11 +152,14 @@ async fn run_planned(
             wave_params.push(table_params(&db, &jobs, *i).await?);
         }
         budget.reserve(&jobs, &wave, &wave_params)?;
-        let results = futures::future::join_all(
-            wave.iter()
-                .zip(wave_params)
-                .map(|(i, params)| load_table(inner, cx, &db, &jobs, *i, params, &budget)),
-        )
+        let results = futures::future::join_all(wave.iter().zip(wave_params).map(|(i, params)| {
+            let table = Load {
+                jobs: &jobs,
+                index: *i,
+                made: tables_made,
+            };
+            load_table(inner, cx, &db, table, params, &budget)
+        }))
         .await;
         for result in results {
             warnings.extend(result?);
@@ -604,15 +611,23 @@ async fn table_params(db: &Database, jobs: &[TableJob], index: usize) -> Result<
     Ok(params)
 }
 
+/// The table of `jobs[index]` to load; `made`: its (empty) table was already created for
+/// this statement, before its transaction.
+struct Load<'a> {
+    jobs: &'a [TableJob],
+    index: usize,
+    made: bool,
+}
+
 async fn load_table(
     inner: &Inner,
     cx: &ExecContext,
     db: &Database,
-    jobs: &[TableJob],
-    index: usize,
+    table: Load<'_>,
     params: TableParams,
     budget: &Budget,
 ) -> Result<Vec<String>> {
+    let Load { jobs, index, made } = table;
     let job = &jobs[index];
     let plan = &job.plan;
     // Counted by `Budget::reserve` before the wave started.
@@ -632,7 +647,7 @@ async fn load_table(
             .await?,
         )
     };
-    if !plan.dynamic_columns {
+    if !plan.dynamic_columns && !made {
         db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)?;
     }
 
