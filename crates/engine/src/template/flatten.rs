@@ -208,19 +208,7 @@ fn row_range(branch: &Branch) -> Option<TopOp> {
         return None;
     }
     let [index, row] = declared_pair(&branch.pipe)?;
-    let key = match call(&branch.pipe, "index")? {
-        [
-            Term {
-                operand: Operand::Dot,
-                fields: f1,
-            },
-            Term {
-                operand: Operand::Str(key),
-                fields: f2,
-            },
-        ] if f1.is_empty() && f2.is_empty() => key.clone(),
-        _ => return None,
-    };
+    let key = root_key(call(&branch.pipe, "index")?)?;
     let mut body = Vec::new();
     let mut nested_var: Option<&str> = None;
     for node in &branch.list {
@@ -384,7 +372,12 @@ fn to_json_of_root_key(pipe: &Pipe) -> Option<String> {
     if !fields.is_empty() || !inner.vars.is_empty() {
         return None;
     }
-    match call(inner, "index")? {
+    root_key(call(inner, "index")?)
+}
+
+/// The key of `index . "<key>"`'s arguments: the root and a string, neither with fields.
+fn root_key(args: &[Term]) -> Option<String> {
+    match args {
         [
             Term {
                 operand: Operand::Dot,
