@@ -105,7 +105,9 @@ impl Session {
 
     /// Creates table `name` with `create` (its whole `CREATE TABLE` statement): before the
     /// statement's transaction, a kept table made by the same statement is reused and any
-    /// other of that name replaced; within it, the table is created in the transaction.
+    /// other of that name replaced; within it, a table this statement made before the
+    /// transaction with the same statement is emptied (its schema, and so the INSERTs
+    /// prepared for it, stay valid), any other is created in the transaction.
     pub(super) fn create_table(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
         let created = self.create_or_reuse(name, create);
         self.failed |= created.is_err();
@@ -114,12 +116,19 @@ impl Session {
 
     fn create_or_reuse(&mut self, name: &str, create: String) -> rusqlite::Result<()> {
         let drop = || format!("DROP TABLE IF EXISTS {}", quote_ident(name));
+        // SQLite compares table names without ASCII case.
+        let key = name.to_ascii_lowercase();
         if self.in_transaction {
+            if self.claimed.contains(&key) && self.tables.get(&key) == Some(&create) {
+                return self
+                    .conn
+                    .execute_batch(&format!("DELETE FROM {}", quote_ident(name)));
+            }
+            // The table no longer is the one `tables` names until the rollback.
+            self.claimed.retain(|claimed| *claimed != key);
             self.conn.execute_batch(&drop())?;
             return self.conn.execute_batch(&create);
         }
-        // SQLite compares table names without ASCII case.
-        let key = name.to_ascii_lowercase();
         if self.tables.get(&key) != Some(&create) {
             if self.tables.remove(&key).is_some() {
                 self.conn.execute_batch(&drop())?;
@@ -261,6 +270,12 @@ mod tests {
         session
     }
 
+    /// Every schema change (a DROP, a CREATE) counts up `schema_version`.
+    fn schema_version(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+            .unwrap()
+    }
+
     fn create(session: &mut Session, name: &str, columns: &str) {
         session
             .create_table(name, format!("CREATE TABLE {name} ({columns})"))
@@ -284,20 +299,44 @@ mod tests {
         let pool = fresh_pool();
         statement_with_a_row(pool, "a, b", -1234);
         let mut session = kept_session(pool, &EvalLimits::default(), -1234);
-        // Every schema change (a DROP, a CREATE) counts up `schema_version`.
-        let version = |conn: &Connection| -> i64 {
-            conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
-                .unwrap()
-        };
-        let before = version(session.connection());
+        let before = schema_version(session.connection());
         create(&mut session, "t", "a, b");
         let conn = session.enter().unwrap();
         assert_eq!(
-            version(conn),
+            schema_version(conn),
             before,
             "the table was reused, not made again"
         );
         assert_eq!(count(conn, "t"), 0, "the last statement's row is gone");
+        session.end(0);
+    }
+
+    #[test]
+    fn the_same_table_made_again_within_the_transaction_is_emptied_not_replaced() {
+        let pool = fresh_pool();
+        let mut session = Session::begin(pool, &EvalLimits::default()).unwrap();
+        create(&mut session, "t", "a, b");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t DEFAULT VALUES").unwrap();
+        let before = schema_version(conn);
+        create(&mut session, "t", "a, b");
+        let conn = session.enter().unwrap();
+        assert_eq!(
+            schema_version(conn),
+            before,
+            "the table was emptied, not dropped and made again"
+        );
+        assert_eq!(count(conn, "t"), 0, "its rows are gone");
+        // Another CREATE for the name within the transaction replaces the table.
+        create(&mut session, "t", "c");
+        let conn = session.enter().unwrap();
+        assert!(schema_version(conn) > before, "the table was replaced");
+        conn.execute_batch("INSERT INTO t (c) VALUES (1)").unwrap();
+        // And the first CREATE again makes its table again: it is not the one made before.
+        create(&mut session, "t", "a, b");
+        let conn = session.enter().unwrap();
+        conn.execute_batch("INSERT INTO t (a, b) VALUES (1, 2)")
+            .unwrap();
         session.end(0);
     }
 
