@@ -26,15 +26,31 @@ pub(super) enum Doc<'a> {
     Object(Obj<'a>),
 }
 
-/// An object's members, sorted by key, keys unique.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// An object's members, sorted by key, keys unique; equal to another with the same members.
+#[derive(Debug, Clone, Default)]
 pub(super) struct Obj<'a> {
     members: Vec<(Cow<'a, str>, Doc<'a>)>,
+    /// Members of the body's object left out of `members` when decoded (see `projected`).
+    skipped: usize,
+}
+
+impl PartialEq for Obj<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+    }
 }
 
 impl<'a> Obj<'a> {
     /// The members as decoded (any order, repeated keys: the last one counts).
-    pub(super) fn from_members(mut members: Vec<(Cow<'a, str>, Doc<'a>)>) -> Self {
+    pub(super) fn from_members(members: Vec<(Cow<'a, str>, Doc<'a>)>) -> Self {
+        Self::from_members_skipping(members, 0)
+    }
+
+    /// The members as decoded, `skipped` more left out of them.
+    pub(super) fn from_members_skipping(
+        mut members: Vec<(Cow<'a, str>, Doc<'a>)>,
+        skipped: usize,
+    ) -> Self {
         if !members.is_sorted_by(|a, b| a.0 < b.0) {
             // Stable: of equal keys, the last decoded stays last in its run.
             members.sort_by(|a, b| a.0.cmp(&b.0));
@@ -46,7 +62,7 @@ impl<'a> Obj<'a> {
                 same
             });
         }
-        Obj { members }
+        Obj { members, skipped }
     }
 
     /// The value of `key`.
@@ -64,6 +80,12 @@ impl<'a> Obj<'a> {
 
     pub(super) fn len(&self) -> usize {
         self.members.len()
+    }
+
+    /// The members the body's object had: at least [`Obj::len`], and more when some were
+    /// left out when decoded (what a run over the whole object is charged for).
+    pub(super) fn charged_len(&self) -> usize {
+        self.members.len() + self.skipped
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -102,6 +124,7 @@ impl<'a> Doc<'a> {
                     .into_iter()
                     .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
                     .collect(),
+                skipped: obj.skipped,
             }),
         }
     }
@@ -113,7 +136,8 @@ impl<'de> Deserialize<'de> for Doc<'de> {
     }
 }
 
-struct DocVisitor;
+/// Decodes any JSON value into a [`Doc`].
+pub(super) struct DocVisitor;
 
 impl<'de> Visitor<'de> for DocVisitor {
     type Value = Doc<'de>;
@@ -190,7 +214,7 @@ fn reserve_first<T>(items: &mut Vec<T>) {
 }
 
 /// An object key, borrowed from the body when it has no escapes.
-struct Key<'a>(Cow<'a, str>);
+pub(super) struct Key<'a>(pub(super) Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -91,6 +91,14 @@ impl Flatten {
         rows.then_some(Flatten { top })
     }
 
+    /// The root member holding the rows.
+    pub(super) fn rows_key(&self) -> Option<&str> {
+        self.top.iter().find_map(|op| match op {
+            TopOp::Rows { key, .. } => Some(key.as_str()),
+            _ => None,
+        })
+    }
+
     /// Writes what the template writes for `root` (only the members named in `columns`, when
     /// given); the steps charged, or `None` when the interpreter must run instead.
     pub(super) fn run(
@@ -138,13 +146,15 @@ impl Flatten {
                                 } => {
                                     if let Some(Doc::Object(nested)) = row.get(NESTED) {
                                         out.push_str(before);
-                                        steps.charge(STEPS_PER_MEMBER * nested.len() as u64)?;
+                                        steps.charge(
+                                            STEPS_PER_MEMBER * nested.charged_len() as u64,
+                                        )?;
                                         members.write(nested, &keep, out)?;
                                         out.push_str(after);
                                     }
                                 }
                                 RowOp::Own(members) => {
-                                    steps.charge(STEPS_PER_MEMBER * row.len() as u64)?;
+                                    steps.charge(STEPS_PER_MEMBER * row.charged_len() as u64)?;
                                     members.write(row, &keep, out)?;
                                 }
                             }
@@ -174,7 +184,7 @@ impl Steps {
 }
 
 /// The key the nested members are read from.
-const NESTED: &str = "properties";
+pub(super) const NESTED: &str = "properties";
 
 impl Members {
     fn write(&self, map: &Obj<'_>, keep: &impl Fn(&str) -> bool, out: &mut String) -> Option<()> {

@@ -33,6 +33,7 @@ mod format;
 mod funcs;
 mod lex;
 mod parse;
+mod projected;
 mod value;
 
 #[cfg(test)]
@@ -108,14 +109,19 @@ impl Template {
         limits: Limits,
         columns: Option<&[String]>,
     ) -> Result<Option<String>, BodyError> {
+        // Response transforms mostly rewrite the body's members: about its size again.
+        let expected = body.len().saturating_mul(2);
+        if let (Some(flatten), Some(columns)) = (&self.flatten, columns) {
+            if let Some(out) = flatten_projected(flatten, body, limits, columns, expected) {
+                return Ok(Some(out));
+            }
+        }
         let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
         let doc = match values.next() {
             None => return Ok(None),
             Some(Err(err)) => return Err(BodyError::Json(err)),
             Some(Ok(doc)) => doc,
         };
-        // Response transforms mostly rewrite the body's members: about its size again.
-        let expected = body.len().saturating_mul(2);
         if let Some(flatten) = &self.flatten {
             let mut out = String::with_capacity(expected.min(limits.max_output));
             if flatten
@@ -147,4 +153,33 @@ impl Template {
         let dot = Val::Str(std::borrow::Cow::Borrowed(input));
         Exec::new(&dot, limits, 0).run(&dot, &self.nodes)
     }
+}
+
+/// What the compiled flatten writes of `columns` for `body`, decoded only as far as the
+/// run reads it (see `projected`); `None` when the body is not JSON or the compiled form
+/// gives up (the caller then decodes the body whole and runs as without columns).
+fn flatten_projected(
+    flatten: &Flatten,
+    body: &[u8],
+    limits: Limits,
+    columns: &[String],
+    expected: usize,
+) -> Option<String> {
+    let keep = |key: &str| columns.iter().any(|c| c.eq_ignore_ascii_case(key));
+    let projection = projected::Projection {
+        rows: flatten.rows_key()?,
+        nested: flatten::NESTED,
+        keep: &keep,
+    };
+    let doc = projected::decode(body, projection).ok()?;
+    let mut out = String::with_capacity(expected.min(limits.max_output));
+    flatten
+        .run(
+            &doc,
+            limits.max_steps,
+            limits.max_output,
+            Some(columns),
+            &mut out,
+        )
+        .map(|_| out)
 }

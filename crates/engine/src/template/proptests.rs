@@ -241,6 +241,30 @@ proptest! {
         let next: Value = serde_json::from_str(&kept).unwrap();
         prop_assert_eq!(&next["nextLink"], "n");
     }
+
+    #[test]
+    fn a_body_decoded_for_the_columns_gives_what_the_whole_body_gives(
+        input in arm_body(),
+        columns in prop::collection::vec(key(), 0..3),
+        max_steps in prop_oneof![Just(u64::MAX), 0..2_000_u64],
+    ) {
+        let template = Template::parse(FLATTEN, Dialect { v2: true }).unwrap();
+        let body = serde_json::to_vec(&input).unwrap();
+        let limits = Limits { max_steps, ..LIMITS };
+        // Over the whole body: the compiled form with the columns, else the interpreter.
+        let doc = super::doc::Doc::of_json(&input);
+        let mut out = String::new();
+        let flatten = template.flatten.as_ref().unwrap();
+        let whole = match flatten.run(&doc, max_steps, LIMITS.max_output, Some(&columns), &mut out) {
+            Some(_) => Ok(out),
+            None => template.execute_doc(&doc, limits, 0).map_err(|e| e.to_string()),
+        };
+        let projected = template
+            .execute_json_body(&body, limits, Some(&columns))
+            .map_err(|e| e.to_string())
+            .map(Option::unwrap_or_default);
+        prop_assert_eq!(projected, whole);
+    }
 }
 
 #[test]

@@ -11,8 +11,9 @@
 //!
 //! Hand-written rather than a second crate because quick-xml's event reader alone costs more
 //! instructions per S3 object than the whole plain-JSON path spends per row (issue 26's
-//! bench, point f): this scanner finds each `<` with one `memchr` search, borrows every name
-//! and text from the body and checks nothing twice.
+//! bench, point f): this scanner finds each `<` in one pass over the text before it (a byte
+//! loop over short text, `memchr` over longer), borrows every name and text from the body
+//! and checks nothing twice.
 
 use std::borrow::Cow;
 
@@ -29,10 +30,9 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
     let mut stack: Vec<(&str, Open<'_>)> = Vec::new();
     loop {
         // The text up to the next tag, noting what needs a closer look.
-        let lt = at + memchr::memchr(b'<', bytes.get(at..)?)?;
+        let (lt, special) = next_tag(bytes, at)?;
         if lt > at {
             let piece = text.get(at..lt)?;
-            let special = memchr::memchr3(b'&', b'\r', b']', piece.as_bytes()).is_some();
             match stack.last_mut() {
                 Some((_, open)) if !special => open.push_text(Cow::Borrowed(piece)),
                 Some((_, open)) => push_text(open, piece)?,
@@ -125,6 +125,29 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
             }
         }
     }
+}
+
+/// Text this long or shorter is scanned byte by byte: most text between the tags of an API
+/// answer is short, and a vectorised search costs more to set up than it saves there.
+const SHORT_TEXT: usize = 24;
+
+/// The next `<` at or after `at`, and whether the text before it holds `&`, `]` or a
+/// carriage return (what [`push_text`] looks at); `None` when there is no `<`.
+fn next_tag(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
+    let rest = bytes.get(at..)?;
+    let mut special = false;
+    for (i, &c) in rest.iter().take(SHORT_TEXT).enumerate() {
+        match c {
+            b'<' => return Some((at + i, special)),
+            b'&' | b'\r' | b']' => special = true,
+            _ => {}
+        }
+    }
+    let longer = rest.get(SHORT_TEXT..)?;
+    let lt = SHORT_TEXT + memchr::memchr(b'<', longer)?;
+    let special =
+        special || memchr::memchr3(b'&', b'\r', b']', rest.get(SHORT_TEXT..lt)?).is_some();
+    Some((at + lt, special))
 }
 
 /// Where the markup starts: after an XML declaration `<?xml …?>` at the very start (its

@@ -24,7 +24,7 @@ fn name() -> impl Strategy<Value = String> {
 }
 
 fn text() -> impl Strategy<Value = String> {
-    "[ a-zA-Z0-9&<>\"'=;#é中\u{1F600}]{0,10}"
+    "[ a-zA-Z0-9&<>\"'=;#é中\u{1F600}]{0,40}"
 }
 
 fn attrs() -> impl Strategy<Value = Vec<(String, String)>> {
