@@ -307,8 +307,8 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
     library::QUERY_LIBRARY_GET,
 ];
 
-/// Parses a tool's arguments into its input type `T` (unknown fields refused): what goes
-/// wrong names the field.
+/// Parses a tool's arguments into its input type `T` (unknown fields refused, but by
+/// [`NoArguments`]): what goes wrong names the field.
 pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
     arguments: &Map<String, Value>,
 ) -> Result<Box<dyn ToolInput>, String> {
@@ -362,8 +362,8 @@ pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
 
 /// The JSON schema of a tool's input `T`: [`schema`], and every object closed
 /// (`additionalProperties: false` where schemars left it open by omission), as strict schema
-/// conversions (OpenAI's structured tool calls) require and as the tools parse their
-/// arguments (unknown fields are refused).
+/// conversions (OpenAI's structured tool calls) require and as the tools that take
+/// arguments parse them (unknown fields are refused).
 pub(crate) fn input_schema<T: JsonSchema>() -> JsonObject {
     let mut object = schema::<T>();
     visit_schemas(&mut object, &mut |node| {
@@ -420,9 +420,9 @@ pub(crate) fn visit_schemas(
     }
 }
 
-/// This tool takes no arguments.
+/// This tool reads no arguments: its (closed) schema lists none, and members sent anyway
+/// are ignored, as StackQL's `server_info` and `list_providers` ignore them.
 #[derive(serde::Deserialize, JsonSchema, Debug)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct NoArguments {}
 
 impl ToolInput for NoArguments {}
