@@ -13,6 +13,7 @@
 # answered by a mock upstream in python3 outside callgrind (its instructions are not counted).
 # AUDIT=file counts the durable audit too (the file sink, strict: a record and an fdatasync
 # per call, as the shared peer bench runs it); the default is the audit off.
+# KEEP_DUMP=FILE keeps callgrind's dump there (for callgrind_annotate).
 # Needs valgrind and python3.
 set -euo pipefail
 
@@ -30,7 +31,7 @@ mock=""
 cleanup() {
   [[ -n "$server" ]] && kill -INT "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
   [[ -n "$mock" ]] && kill "$mock" 2>/dev/null && wait "$mock" 2>/dev/null || true
-  rm -rf "$work"
+  [[ -n "${KEEP_DUMP:-}" ]] && cp "$work"/callgrind.*.1 "$KEEP_DUMP" 2>/dev/null; rm -rf "$work"
 }
 trap cleanup EXIT
 
