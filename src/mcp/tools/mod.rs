@@ -420,8 +420,10 @@ pub(crate) fn visit_schemas(
     }
 }
 
-/// This tool reads no arguments: its (closed) schema lists none, and members sent anyway
-/// are ignored, as StackQL's `server_info` and `list_providers` ignore them.
+// Members sent anyway are ignored, as StackQL's `server_info` and `list_providers` ignore
+// them (no `deny_unknown_fields`); the schema, closed, lists none. The doc comment is the
+// schema's description, which clients show.
+/// This tool takes no arguments.
 #[derive(serde::Deserialize, JsonSchema, Debug)]
 pub(crate) struct NoArguments {}
 
