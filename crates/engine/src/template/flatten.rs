@@ -22,6 +22,7 @@
 use super::doc::{Doc, Obj};
 use super::format;
 use super::parse::{Branch, Cmd, Node, Operand, Pipe, Term};
+use super::projected::Columns;
 use super::value::Val;
 
 /// Steps charged per node of the compiled form, per row and per member: at least what the
@@ -112,8 +113,8 @@ impl Flatten {
         let Doc::Object(root) = root else {
             return None;
         };
-        let keep =
-            |key: &str| columns.is_none_or(|c| c.iter().any(|c| c.eq_ignore_ascii_case(key)));
+        let columns = columns.map(Columns::new);
+        let keep = |key: &str| columns.as_ref().is_none_or(|c| c.contains(key));
         let mut steps = Steps {
             taken: 0,
             max: max_steps,

@@ -165,13 +165,13 @@ fn flatten_projected(
     columns: &[String],
     expected: usize,
 ) -> Option<String> {
-    let keep = |key: &str| columns.iter().any(|c| c.eq_ignore_ascii_case(key));
+    let matcher = projected::Columns::new(columns);
     let projection = projected::Projection {
         rows: flatten.rows_key()?,
         nested: flatten::NESTED,
-        keep: &keep,
+        columns: &matcher,
     };
-    let doc = projected::decode(body, projection).ok()?;
+    let doc = projected::decode(body, projection)?;
     let mut out = String::with_capacity(expected.min(limits.max_output));
     flatten
         .run(

@@ -23,18 +23,49 @@ pub(super) struct Projection<'p> {
     pub(super) rows: &'p str,
     /// The member of a row whose members are written beside the row's own.
     pub(super) nested: &'p str,
-    /// Whether a member is written (a column's name, ASCII case aside).
-    pub(super) keep: &'p dyn Fn(&str) -> bool,
+    /// The members written.
+    pub(super) columns: &'p Columns<'p>,
 }
 
-/// The first JSON value of `body`, decoded for `projection`; an error for a body that is
-/// not JSON or holds no value (the caller then decodes it whole, which says why).
-pub(super) fn decode<'de>(
-    body: &'de [u8],
-    projection: Projection<'_>,
-) -> serde_json::Result<Doc<'de>> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    Part::Root.seed(projection).deserialize(&mut deserializer)
+/// The first JSON value of `body`, decoded for `projection`; `None` for a body that is not
+/// UTF-8, not JSON or holds no value (the caller then decodes it whole, which says why).
+/// The body is checked as UTF-8 once, so its strings are not checked one by one.
+pub(super) fn decode<'de>(body: &'de [u8], projection: Projection<'_>) -> Option<Doc<'de>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Part::Root
+        .seed(projection)
+        .deserialize(&mut deserializer)
+        .ok()
+}
+
+/// The columns a statement loads, as a row member's key is matched to them (ASCII case
+/// aside, as rows are loaded).
+#[derive(Debug)]
+pub(crate) struct Columns<'c> {
+    names: &'c [String],
+    /// Bit `n` set: a name of `n` bytes (63: of 63 or more) is among them, so most keys are
+    /// told apart by their length alone.
+    lengths: u64,
+}
+
+impl<'c> Columns<'c> {
+    pub(crate) fn new(names: &'c [String]) -> Self {
+        let lengths = names
+            .iter()
+            .fold(0, |bits, name| bits | Self::length_bit(name));
+        Columns { names, lengths }
+    }
+
+    fn length_bit(key: &str) -> u64 {
+        1 << key.len().min(63)
+    }
+
+    /// Whether `key` names one of the columns.
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.lengths & Self::length_bit(key) != 0
+            && self.names.iter().any(|name| name.eq_ignore_ascii_case(key))
+    }
 }
 
 /// Where in the body a value is.
@@ -117,7 +148,12 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Doc<'de>, A::Error> {
-        let Projection { rows, nested, keep } = self.projection;
+        let Projection {
+            rows,
+            nested,
+            columns,
+        } = self.projection;
+        let keep = |key: &str| columns.contains(key);
         let mut members = Vec::new();
         let mut skipped = 0_usize;
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
@@ -148,11 +184,12 @@ mod tests {
     use super::*;
 
     fn decoded(body: &str, columns: &[&str]) -> Doc<'static> {
-        let keep = |key: &str| columns.iter().any(|c| c.eq_ignore_ascii_case(key));
+        let names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let columns = Columns::new(&names);
         let projection = Projection {
             rows: "value",
             nested: "properties",
-            keep: &keep,
+            columns: &columns,
         };
         decode(body.as_bytes(), projection).unwrap().into_owned()
     }
@@ -196,15 +233,33 @@ mod tests {
     }
 
     #[test]
-    fn a_skipped_member_must_still_be_json() {
-        let keep = |_: &str| false;
+    fn a_skipped_member_must_still_be_json_and_the_body_utf8() {
+        let columns = Columns::new(&[]);
         let projection = Projection {
             rows: "value",
             nested: "properties",
-            keep: &keep,
+            columns: &columns,
         };
-        assert!(decode(br#"{"value": [{"x": [1, }]}"#, projection).is_err());
-        assert!(decode(b"  ", projection).is_err());
+        assert!(decode(br#"{"value": [{"x": [1, }]}"#, projection).is_none());
+        assert!(decode(b"  ", projection).is_none());
+        assert!(decode(b"{\"value\": [{\"x\": \"\xff\"}]}", projection).is_none());
+        assert!(decode(br#"{"value": [{"x": "\u00ff"}]}"#, projection).is_some());
+    }
+
+    #[test]
+    fn columns_match_keys_ascii_case_aside_whatever_their_length() {
+        let long = "k".repeat(70);
+        let names = vec!["Name".to_owned(), long.to_uppercase(), "a".repeat(63)];
+        let columns = Columns::new(&names);
+        assert!(columns.contains("name"));
+        assert!(columns.contains("NAME"));
+        assert!(!columns.contains("names"));
+        assert!(!columns.contains("nam"));
+        assert!(columns.contains(&long));
+        assert!(!columns.contains(&"k".repeat(71)));
+        assert!(columns.contains(&"A".repeat(63)));
+        assert!(!columns.contains(&"a".repeat(64)));
+        assert!(!Columns::new(&[]).contains(""));
     }
 
     #[test]

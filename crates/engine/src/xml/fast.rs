@@ -47,7 +47,7 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
             let start = at + 1;
             let (qname, open) = stack.pop()?;
             let end = start + qname.len();
-            if bytes.get(start..end)? != qname.as_bytes() {
+            if !same_bytes(bytes.get(start..end)?, qname.as_bytes()) {
                 return None;
             }
             let mut close = end;
@@ -131,16 +131,29 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
 /// answer is short, and a vectorised search costs more to set up than it saves there.
 const SHORT_TEXT: usize = 24;
 
+/// What a byte of text is to [`next_tag`]: most are [`PLAIN`].
+const PLAIN: u8 = 0;
+const TAG: u8 = 1;
+const SPECIAL: u8 = 2;
+const TEXT_BYTE: [u8; 256] = {
+    let mut table = [PLAIN; 256];
+    table[b'<' as usize] = TAG;
+    table[b'&' as usize] = SPECIAL;
+    table[b'\r' as usize] = SPECIAL;
+    table[b']' as usize] = SPECIAL;
+    table
+};
+
 /// The next `<` at or after `at`, and whether the text before it holds `&`, `]` or a
 /// carriage return (what [`push_text`] looks at); `None` when there is no `<`.
 fn next_tag(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
     let rest = bytes.get(at..)?;
     let mut special = false;
     for (i, &c) in rest.iter().take(SHORT_TEXT).enumerate() {
-        match c {
-            b'<' => return Some((at + i, special)),
-            b'&' | b'\r' | b']' => special = true,
-            _ => {}
+        match TEXT_BYTE[usize::from(c)] {
+            PLAIN => {}
+            TAG => return Some((at + i, special)),
+            _ => special = true,
         }
     }
     let longer = rest.get(SHORT_TEXT..)?;
@@ -217,6 +230,12 @@ fn name_end(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         end += 1;
     }
     Some((end, local))
+}
+
+/// Whether two (short) names are the same bytes: a loop, where a call to `memcmp` costs more
+/// than the names' few bytes.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// XML whitespace this scanner takes (a carriage return is left to quick-xml).

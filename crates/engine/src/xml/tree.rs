@@ -145,9 +145,9 @@ impl<'a> Open<'a> {
         let last = self.entries.len().checked_sub(1);
         // A repeated element usually follows its previous sibling of the same name.
         let found = match (last, &self.index) {
-            (Some(at), _) if self.entries[at].0 == key => Some(at),
+            (Some(at), _) if same_key(&self.entries[at].0, &key) => Some(at),
             (_, Some(index)) => index.get(key.as_ref()).copied(),
-            (_, None) => self.entries.iter().position(|(k, _)| *k == key),
+            (_, None) => self.entries.iter().position(|(k, _)| same_key(k, &key)),
         };
         match found {
             Some(at) => {
@@ -194,6 +194,13 @@ impl<'a> Open<'a> {
         }
         (self.name, Node::Map(self.entries))
     }
+}
+
+/// Whether two keys are equal, told apart by length and first byte before their bytes are
+/// compared (most sibling names differ there).
+fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.first() == b.first() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// mxj trims these from text (`"\t\r\b\n "`).
