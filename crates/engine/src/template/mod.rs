@@ -111,10 +111,10 @@ impl Template {
     ) -> Result<Option<String>, BodyError> {
         // Response transforms mostly rewrite the body's members: about its size again.
         let expected = body.len().saturating_mul(2);
-        if let (Some(flatten), Some(columns)) = (&self.flatten, columns) {
-            if let Some(out) = flatten_projected(flatten, body, limits, columns, expected) {
-                return Ok(Some(out));
-            }
+        if let (Some(flatten), Some(columns)) = (&self.flatten, columns)
+            && let Some(out) = flatten_projected(flatten, body, limits, columns, expected)
+        {
+            return Ok(Some(out));
         }
         let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
         let doc = match values.next() {
