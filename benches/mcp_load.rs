@@ -1312,6 +1312,8 @@ async fn full_app(config_path: &Path) -> Result<App> {
         file: Some(config_path.to_owned()),
         env: Default::default(),
     })?;
+    // As `serve` does before it builds the app (`database.migrate_on_start`).
+    querygate::db::migrate_on_start(&config.database).await?;
     Ok(App::build(config).await?)
 }
 
