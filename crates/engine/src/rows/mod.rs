@@ -36,6 +36,7 @@ use serde::de::DeserializeSeed;
 
 pub(crate) use self::binder::ColumnBinder;
 pub(crate) use self::locator::{RowLocator, Step};
+pub(crate) use self::scan::same_key;
 pub(crate) use self::writer::RowWriter;
 
 use self::capture::Captures;

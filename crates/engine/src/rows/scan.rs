@@ -495,10 +495,10 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Whether two keys are the same bytes. Row keys are short: up to 16 bytes they are
-/// compared as two (overlapping) words each, without a call to `memcmp`.
+/// Whether two keys are the same bytes. Row keys (and XML element names) are short: up to
+/// 16 bytes they are compared as two (overlapping) words each, without a call to `memcmp`.
 #[inline]
-fn same_key(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_key(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

@@ -22,7 +22,6 @@
 use super::doc::{Doc, Obj};
 use super::format;
 use super::parse::{Branch, Cmd, Node, Operand, Pipe, Term};
-use super::projected::Columns;
 use super::value::Val;
 
 /// Steps charged per node of the compiled form, per row and per member: at least what the
@@ -107,14 +106,13 @@ impl Flatten {
         root: &Doc<'_>,
         max_steps: u64,
         max_output: usize,
-        columns: Option<&[String]>,
+        columns: Option<&Columns<'_>>,
         out: &mut String,
     ) -> Option<u64> {
         let Doc::Object(root) = root else {
             return None;
         };
-        let columns = columns.map(Columns::new);
-        let keep = |key: &str| columns.as_ref().is_none_or(|c| c.contains(key));
+        let keep = |key: &str| columns.is_none_or(|c| c.contains(key));
         let mut steps = Steps {
             taken: 0,
             max: max_steps,
@@ -168,6 +166,35 @@ impl Flatten {
             }
         }
         (out.len() <= max_output).then_some(steps.taken)
+    }
+}
+
+/// The columns a statement loads, as a row member's key is matched to them (ASCII case
+/// aside, as rows are loaded).
+#[derive(Debug)]
+pub(super) struct Columns<'c> {
+    names: &'c [String],
+    /// Bit `n` set: a name of `n` bytes (63: of 63 or more) is among them, so most keys are
+    /// told apart by their length alone.
+    lengths: u64,
+}
+
+impl<'c> Columns<'c> {
+    pub(super) fn new(names: &'c [String]) -> Self {
+        let lengths = names
+            .iter()
+            .fold(0, |bits, name| bits | Self::length_bit(name));
+        Columns { names, lengths }
+    }
+
+    fn length_bit(key: &str) -> u64 {
+        1 << key.len().min(63)
+    }
+
+    /// Whether `key` names one of the columns.
+    pub(super) fn contains(&self, key: &str) -> bool {
+        self.lengths & Self::length_bit(key) != 0
+            && self.names.iter().any(|name| name.eq_ignore_ascii_case(key))
     }
 }
 
@@ -444,4 +471,25 @@ fn is_single_var(pipe: &Pipe, var: &str) -> bool {
 
 fn is_var_term(term: &Term, var: &str) -> bool {
     term.fields.is_empty() && matches!(&term.operand, Operand::Var(v) if v == var)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_match_keys_ascii_case_aside_whatever_their_length() {
+        let long = "k".repeat(70);
+        let names = vec!["Name".to_owned(), long.to_uppercase(), "a".repeat(63)];
+        let columns = Columns::new(&names);
+        assert!(columns.contains("name"));
+        assert!(columns.contains("NAME"));
+        assert!(!columns.contains("names"));
+        assert!(!columns.contains("nam"));
+        assert!(columns.contains(&long));
+        assert!(!columns.contains(&"k".repeat(71)));
+        assert!(columns.contains(&"A".repeat(63)));
+        assert!(!columns.contains(&"a".repeat(64)));
+        assert!(!Columns::new(&[]).contains(""));
+    }
 }

@@ -48,7 +48,7 @@ pub(crate) use self::funcs::Dialect;
 
 use self::doc::Doc;
 use self::exec::Exec;
-use self::flatten::Flatten;
+use self::flatten::{Columns, Flatten};
 use self::parse::Node;
 use self::value::Val;
 
@@ -111,7 +111,8 @@ impl Template {
     ) -> Result<Option<String>, BodyError> {
         // Response transforms mostly rewrite the body's members: about its size again.
         let expected = body.len().saturating_mul(2);
-        if let (Some(flatten), Some(columns)) = (&self.flatten, columns)
+        let columns = columns.map(Columns::new);
+        if let (Some(flatten), Some(columns)) = (&self.flatten, &columns)
             && let Some(out) = flatten_projected(flatten, body, limits, columns, expected)
         {
             return Ok(Some(out));
@@ -125,7 +126,13 @@ impl Template {
         if let Some(flatten) = &self.flatten {
             let mut out = String::with_capacity(expected.min(limits.max_output));
             if flatten
-                .run(&doc, limits.max_steps, limits.max_output, columns, &mut out)
+                .run(
+                    &doc,
+                    limits.max_steps,
+                    limits.max_output,
+                    columns.as_ref(),
+                    &mut out,
+                )
                 .is_some()
             {
                 return Ok(Some(out));
@@ -162,14 +169,13 @@ fn flatten_projected(
     flatten: &Flatten,
     body: &[u8],
     limits: Limits,
-    columns: &[String],
+    columns: &Columns<'_>,
     expected: usize,
 ) -> Option<String> {
-    let matcher = projected::Columns::new(columns);
     let projection = projected::Projection {
         rows: flatten.rows_key()?,
         nested: flatten::NESTED,
-        columns: &matcher,
+        columns,
     };
     let doc = projected::decode(body, projection)?;
     let mut out = String::with_capacity(expected.min(limits.max_output));

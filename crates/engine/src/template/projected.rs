@@ -15,6 +15,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::doc::{Doc, DocVisitor, Key, Obj};
+use super::flatten::Columns;
 
 /// What the run reads: the key of the rows and the members it writes.
 #[derive(Clone, Copy)]
@@ -37,35 +38,6 @@ pub(super) fn decode<'de>(body: &'de [u8], projection: Projection<'_>) -> Option
         .seed(projection)
         .deserialize(&mut deserializer)
         .ok()
-}
-
-/// The columns a statement loads, as a row member's key is matched to them (ASCII case
-/// aside, as rows are loaded).
-#[derive(Debug)]
-pub(crate) struct Columns<'c> {
-    names: &'c [String],
-    /// Bit `n` set: a name of `n` bytes (63: of 63 or more) is among them, so most keys are
-    /// told apart by their length alone.
-    lengths: u64,
-}
-
-impl<'c> Columns<'c> {
-    pub(crate) fn new(names: &'c [String]) -> Self {
-        let lengths = names
-            .iter()
-            .fold(0, |bits, name| bits | Self::length_bit(name));
-        Columns { names, lengths }
-    }
-
-    fn length_bit(key: &str) -> u64 {
-        1 << key.len().min(63)
-    }
-
-    /// Whether `key` names one of the columns.
-    pub(crate) fn contains(&self, key: &str) -> bool {
-        self.lengths & Self::length_bit(key) != 0
-            && self.names.iter().any(|name| name.eq_ignore_ascii_case(key))
-    }
 }
 
 /// Where in the body a value is.
@@ -244,22 +216,6 @@ mod tests {
         assert!(decode(b"  ", projection).is_none());
         assert!(decode(b"{\"value\": [{\"x\": \"\xff\"}]}", projection).is_none());
         assert!(decode(br#"{"value": [{"x": "\u00ff"}]}"#, projection).is_some());
-    }
-
-    #[test]
-    fn columns_match_keys_ascii_case_aside_whatever_their_length() {
-        let long = "k".repeat(70);
-        let names = vec!["Name".to_owned(), long.to_uppercase(), "a".repeat(63)];
-        let columns = Columns::new(&names);
-        assert!(columns.contains("name"));
-        assert!(columns.contains("NAME"));
-        assert!(!columns.contains("names"));
-        assert!(!columns.contains("nam"));
-        assert!(columns.contains(&long));
-        assert!(!columns.contains(&"k".repeat(71)));
-        assert!(columns.contains(&"A".repeat(63)));
-        assert!(!columns.contains(&"a".repeat(64)));
-        assert!(!Columns::new(&[]).contains(""));
     }
 
     #[test]

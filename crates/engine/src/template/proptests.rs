@@ -255,7 +255,8 @@ proptest! {
         let doc = super::doc::Doc::of_json(&input);
         let mut out = String::new();
         let flatten = template.flatten.as_ref().unwrap();
-        let whole = match flatten.run(&doc, max_steps, LIMITS.max_output, Some(&columns), &mut out) {
+        let matcher = super::flatten::Columns::new(&columns);
+        let whole = match flatten.run(&doc, max_steps, LIMITS.max_output, Some(&matcher), &mut out) {
             Some(_) => Ok(out),
             None => template.execute_doc(&doc, limits, 0).map_err(|e| e.to_string()),
         };

@@ -18,6 +18,7 @@
 use std::borrow::Cow;
 
 use super::tree::{MAX_DEPTH, Node, Open};
+use crate::rows::same_key;
 
 /// Attributes of one element this scanner takes; an element with more is left to quick-xml.
 const MAX_ATTRIBUTES: usize = 8;
@@ -47,7 +48,7 @@ pub(super) fn parse(text: &str) -> Option<(Cow<'_, str>, Node<'_>)> {
             let start = at + 1;
             let (qname, open) = stack.pop()?;
             let end = start + qname.len();
-            if !same_bytes(bytes.get(start..end)?, qname.as_bytes()) {
+            if !same_key(bytes.get(start..end)?, qname.as_bytes()) {
                 return None;
             }
             let mut close = end;
@@ -230,12 +231,6 @@ fn name_end(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         end += 1;
     }
     Some((end, local))
-}
-
-/// Whether two (short) names are the same bytes: a loop, where a call to `memcmp` costs more
-/// than the names' few bytes.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// XML whitespace this scanner takes (a carriage return is left to quick-xml).

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use quick_xml::XmlVersion;
 use quick_xml::events::{BytesStart, Event};
 
+use crate::rows::same_key;
+
 /// Nesting deeper than this is refused (a hostile body must not exhaust the stack of
 /// whatever walks the tree).
 pub(crate) const MAX_DEPTH: usize = 128;
@@ -145,9 +147,12 @@ impl<'a> Open<'a> {
         let last = self.entries.len().checked_sub(1);
         // A repeated element usually follows its previous sibling of the same name.
         let found = match (last, &self.index) {
-            (Some(at), _) if same_key(&self.entries[at].0, &key) => Some(at),
+            (Some(at), _) if same_key(self.entries[at].0.as_bytes(), key.as_bytes()) => Some(at),
             (_, Some(index)) => index.get(key.as_ref()).copied(),
-            (_, None) => self.entries.iter().position(|(k, _)| same_key(k, &key)),
+            (_, None) => self
+                .entries
+                .iter()
+                .position(|(k, _)| same_key(k.as_bytes(), key.as_bytes())),
         };
         match found {
             Some(at) => {
@@ -194,13 +199,6 @@ impl<'a> Open<'a> {
         }
         (self.name, Node::Map(self.entries))
     }
-}
-
-/// Whether two keys are equal, told apart by length and first byte before their bytes are
-/// compared (most sibling names differ there).
-fn same_key(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.first() == b.first() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// mxj trims these from text (`"\t\r\b\n "`).
