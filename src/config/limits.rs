@@ -103,6 +103,14 @@ pub struct AdmissionLimits {
     /// Slots one tenant may hold at once (`limits.max_tenant_evaluations`): by default half
     /// the global cap (rounded up), so one tenant never takes every slot.
     pub max_tenant_evaluations: usize,
+    /// Statements past [`crate::engine::EvalLimits::BULK_BYTES`] of loaded responses at
+    /// once over all tenants (`limits.max_bulk_statements`): each keeps its data in memory
+    /// until it ends, waits for upstream pages included, so this bounds the memory of large
+    /// statements. By default [`AdmissionLimits::DEFAULT_BULK_STATEMENTS`].
+    pub max_bulk_statements: usize,
+    /// Statements of one tenant past those bytes at once
+    /// (`limits.max_tenant_bulk_statements`): by default half the global cap (rounded up).
+    pub max_tenant_bulk_statements: usize,
     /// How long a call waits to be admitted with a slot (`limits.admission_wait`).
     pub wait: Duration,
     /// Rendered response bytes in flight over all tenants under which statements are
@@ -122,6 +130,8 @@ impl AdmissionLimits {
     pub const DEFAULT_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
     /// The smallest cap on response bytes in flight accepted: 64 KiB.
     pub const MIN_RESPONSE_BYTES: usize = 64 * 1024;
+    /// The default cap on large statements at once: 8.
+    pub const DEFAULT_BULK_STATEMENTS: usize = 8;
 
     /// The default global cap: twice the CPU cores this process may use (at least 2).
     pub fn default_slots() -> usize {
@@ -138,6 +148,8 @@ impl Default for AdmissionLimits {
         AdmissionLimits {
             max_concurrent_evaluations: slots,
             max_tenant_evaluations: slots.div_ceil(2),
+            max_bulk_statements: Self::DEFAULT_BULK_STATEMENTS,
+            max_tenant_bulk_statements: Self::DEFAULT_BULK_STATEMENTS.div_ceil(2),
             wait: Duration::from_secs(10),
             max_response_bytes: Self::DEFAULT_RESPONSE_BYTES,
             max_tenant_response_bytes: Self::DEFAULT_RESPONSE_BYTES / 2,
@@ -146,33 +158,33 @@ impl Default for AdmissionLimits {
     }
 }
 
-/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations`,
-/// `limits.admission_wait` and the response bytes in flight, pushing each problem with its
-/// key. `bulk_work_priority` is the one [`check_eval_limits`] read and reported the
+/// Checks `limits.max_concurrent_evaluations`, `limits.max_tenant_evaluations`, the bulk
+/// statements, `limits.admission_wait` and the response bytes in flight, pushing each
+/// problem with its key. `bulk_work_priority` is the one [`check_eval_limits`] read and reported the
 /// problems of.
 pub(super) fn check_admission(
     raw: &RawLimits,
     bulk_work_priority: BulkPriority,
     problems: &mut Problems,
 ) -> AdmissionLimits {
-    let global = match raw.max_concurrent_evaluations {
-        Some(global) => {
-            problems.in_range("limits.max_concurrent_evaluations", global as u64, 100_000);
-            global.max(1)
-        }
-        None => AdmissionLimits::default_slots(),
-    };
-    let per_tenant = raw.max_tenant_evaluations.unwrap_or(global.div_ceil(2));
-    if raw.max_tenant_evaluations.is_some() {
-        if per_tenant == 0 {
-            problems.push("limits.max_tenant_evaluations", "must be greater than 0");
-        } else if per_tenant > global {
-            problems.push(
-                "limits.max_tenant_evaluations",
-                format!("{per_tenant} is more than limits.max_concurrent_evaluations ({global})"),
-            );
-        }
-    }
+    let (global, per_tenant) = check_cap(
+        (
+            "limits.max_concurrent_evaluations",
+            raw.max_concurrent_evaluations,
+        ),
+        ("limits.max_tenant_evaluations", raw.max_tenant_evaluations),
+        AdmissionLimits::default_slots(),
+        problems,
+    );
+    let (bulk, per_tenant_bulk) = check_cap(
+        ("limits.max_bulk_statements", raw.max_bulk_statements),
+        (
+            "limits.max_tenant_bulk_statements",
+            raw.max_tenant_bulk_statements,
+        ),
+        AdmissionLimits::DEFAULT_BULK_STATEMENTS,
+        problems,
+    );
     if raw.admission_wait > Duration::from_secs(3600) {
         problems.push(
             "limits.admission_wait",
@@ -185,12 +197,44 @@ pub(super) fn check_admission(
     let (max_response_bytes, max_tenant_response_bytes) = check_response_bytes(raw, problems);
     AdmissionLimits {
         max_concurrent_evaluations: global,
-        max_tenant_evaluations: per_tenant.max(1),
+        max_tenant_evaluations: per_tenant,
+        max_bulk_statements: bulk,
+        max_tenant_bulk_statements: per_tenant_bulk,
         wait: raw.admission_wait,
         max_response_bytes,
         max_tenant_response_bytes,
         bulk_work_priority,
     }
+}
+
+/// Checks a count cap over all tenants (`default` when unset, at most 100,000) and its
+/// per-tenant share (half the cap, rounded up, when unset; at most the cap), each given with
+/// its key; both at least 1.
+fn check_cap(
+    (global_key, global): (&str, Option<usize>),
+    (tenant_key, tenant): (&str, Option<usize>),
+    default: usize,
+    problems: &mut Problems,
+) -> (usize, usize) {
+    let global = match global {
+        Some(global) => {
+            problems.in_range(global_key, global as u64, 100_000);
+            global.max(1)
+        }
+        None => default,
+    };
+    let per_tenant = tenant.unwrap_or(global.div_ceil(2));
+    if tenant.is_some() {
+        if per_tenant == 0 {
+            problems.push(tenant_key, "must be greater than 0");
+        } else if per_tenant > global {
+            problems.push(
+                tenant_key,
+                format!("{per_tenant} is more than {global_key} ({global})"),
+            );
+        }
+    }
+    (global, per_tenant.max(1))
 }
 
 /// Checks `limits.max_response_bytes_in_flight` and
@@ -275,6 +319,48 @@ mod tests {
         assert_eq!(
             problems,
             ["limits.max_tenant_evaluations: 5 is more than limits.max_concurrent_evaluations (4)"]
+        );
+    }
+
+    #[test]
+    fn bulk_statements_default_to_8_and_half_per_tenant_and_are_checked() {
+        let mut problems = Problems::default();
+        let unset = check_admission(
+            &RawLimits::default(),
+            BulkPriority::default(),
+            &mut problems,
+        );
+        assert_eq!(
+            (unset.max_bulk_statements, unset.max_tenant_bulk_statements),
+            (8, 4)
+        );
+        let raw = RawLimits {
+            max_bulk_statements: Some(3),
+            ..RawLimits::default()
+        };
+        let three = check_admission(&raw, BulkPriority::default(), &mut problems);
+        assert_eq!(three.max_tenant_bulk_statements, 2);
+        assert!(problems.is_empty(), "{problems:?}");
+        let raw = RawLimits {
+            max_bulk_statements: Some(0),
+            max_tenant_bulk_statements: Some(0),
+            ..RawLimits::default()
+        };
+        check_admission(&raw, BulkPriority::default(), &mut problems);
+        let raw = RawLimits {
+            max_bulk_statements: Some(2),
+            max_tenant_bulk_statements: Some(3),
+            ..RawLimits::default()
+        };
+        check_admission(&raw, BulkPriority::default(), &mut problems);
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "limits.max_bulk_statements: must be greater than 0",
+                "limits.max_tenant_bulk_statements: must be greater than 0",
+                "limits.max_tenant_bulk_statements: 3 is more than limits.max_bulk_statements (2)",
+            ]
         );
     }
 

@@ -69,6 +69,8 @@ pub(super) struct RawLimits {
     pub(super) max_eval_value_bytes: usize,
     pub(super) max_concurrent_evaluations: Option<usize>,
     pub(super) max_tenant_evaluations: Option<usize>,
+    pub(super) max_bulk_statements: Option<usize>,
+    pub(super) max_tenant_bulk_statements: Option<usize>,
     #[serde(with = "humantime_serde")]
     pub(super) admission_wait: Duration,
     pub(super) max_response_bytes_in_flight: Option<usize>,
@@ -94,6 +96,8 @@ impl Default for RawLimits {
             max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
             max_concurrent_evaluations: None,
             max_tenant_evaluations: None,
+            max_bulk_statements: None,
+            max_tenant_bulk_statements: None,
             admission_wait: super::limits::AdmissionLimits::default().wait,
             max_response_bytes_in_flight: None,
             max_tenant_response_bytes_in_flight: None,

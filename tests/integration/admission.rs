@@ -2,7 +2,9 @@
 //! statements waiting on their upstream hold no evaluation slot (another call of the same
 //! tenant runs meanwhile, even with one slot per tenant, and a flood of them leaves both
 //! tenants served), and a tenant whose client does not take its responses gets
-//! `server.busy` (nothing sent upstream) while the other tenant is served. Slots held by
+//! `server.busy` (nothing sent upstream) while the other tenant is served; a large statement
+//! waiting on its upstream holds a bulk permit its tenant's next large statement waits
+//! for, while the other tenant's large statements run. Slots held by
 //! local work, and their `server.busy`, are covered by the unit tests of
 //! `mcp::pipeline::admission`.
 
@@ -239,6 +241,96 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
         }
     }
     assert_eq!(probes_sent(), 1);
+}
+
+/// `count` rows with names of 150 bytes: about 170 bytes a row in JSON.
+fn wide_rows(prefix: &str, count: usize) -> Value {
+    let rows: Vec<Value> = (0..count)
+        .map(|i| json!({"id": i, "name": format!("{prefix}{}", "x".repeat(150))}))
+        .collect();
+    Value::Array(rows)
+}
+
+/// The `n` of a `run_select_query` reply's one row.
+fn count_of(reply: &Value) -> &Value {
+    &reply["result"]["structuredContent"]["rows"][0]["n"]
+}
+
+#[tokio::test]
+async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
+    // One bulk permit per tenant, two over all.
+    let (server, key, _jwks) =
+        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
+            .await;
+    // Pages of about 340 KiB, past the 256 KiB from which a statement needs a permit.
+    for org in ["big", "other", "globex"] {
+        server.mock.route(
+            &format!("/orgs/{org}/items"),
+            Reply::json(wide_rows(org, 2000)),
+        );
+    }
+    let (slow, release) = Reply::json(json!([{"id": 9, "name": "slow"}])).held();
+    server.mock.route("/orgs/slow/items", slow);
+    server.mock.route(
+        "/orgs/small/items",
+        Reply::json(json!([{"id": 1, "name": "small"}])),
+    );
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+    let spawn_select = |token: &str, sql: &'static str| {
+        let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
+        tokio::spawn(async move { select(&http, &url, &token, sql).await })
+    };
+
+    // acme's first statement loads its large page, then waits on its upstream.
+    let first = spawn_select(
+        &acme,
+        "SELECT count(*) AS n FROM testapi.items.items WHERE org IN ('big', 'slow')",
+    );
+    server
+        .mock
+        .wait_for(
+            "/orgs/slow/items",
+            1,
+            Duration::from_secs(20),
+            "the first statement never reached its slow upstream",
+        )
+        .await;
+    // acme's next large statement fetches its page and waits for the permit.
+    let second = spawn_select(
+        &acme,
+        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
+    );
+    server
+        .mock
+        .wait_for(
+            "/orgs/other/items",
+            1,
+            Duration::from_secs(20),
+            "the second statement never reached its upstream",
+        )
+        .await;
+    // globex's large statement runs to its end meanwhile, and so do acme's small ones.
+    let served = select(
+        &http,
+        &server.url,
+        &globex,
+        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'globex'",
+    )
+    .await;
+    assert_eq!(count_of(&served), 2000, "{served}");
+    assert_small_select_served(&http, &server.url, &acme).await;
+    assert!(
+        !second.is_finished(),
+        "acme's second large statement ran beside its first"
+    );
+
+    release.release();
+    let first = first.await.unwrap();
+    assert_eq!(count_of(&first), 2001, "{first}");
+    let second = second.await.unwrap();
+    assert_eq!(count_of(&second), 2000, "{second}");
 }
 
 /// `token`'s small select (`org = 'small'`) is answered with its one row.

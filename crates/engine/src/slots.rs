@@ -6,6 +6,14 @@
 //! SQLite work once that runs on a thread of its own (decoding a response page into
 //! SQLite, running SQL; see `eval`). It holds none while it waits for an upstream API, and
 //! none for the small SQLite work done on the async threads, which their number bounds.
+//!
+//! A statement that loads more than [`EvalLimits::BULK_BYTES`] of response pages into its
+//! database also holds a bulk permit, from the page that takes it past them until its
+//! SQLite work has ended: its data stays in memory all that time, waits for upstream pages
+//! included, so the number of permits bounds the memory of large statements. It is asked
+//! for holding no slot, so slot holders never wait for a permit holder.
+//!
+//! [`EvalLimits::BULK_BYTES`]: crate::EvalLimits::BULK_BYTES
 
 use std::fmt;
 use std::future::Future;
@@ -20,6 +28,10 @@ pub trait EvalSlots: Send + Sync + fmt::Debug {
     /// is also awaited off the async runtime (blocking a statement's SQLite thread), so it
     /// must not need one.
     fn acquire(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>>;
+
+    /// Waits for a bulk permit (see the module docs); it is held until the returned
+    /// [`EvalSlot`] is dropped. Awaited on the async runtime, holding no slot.
+    fn acquire_bulk(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>>;
 }
 
 /// A slot held for one piece of local work; dropping it frees the slot.

@@ -12,6 +12,11 @@
 //! each later piece of work waits for a slot of its own, within `server.call_timeout`, ranked
 //! by when its call was admitted (see [`super::ranked_slots`]): statements under way are
 //! served before newer ones.
+//! A statement that loads more than `engine::EvalLimits::BULK_BYTES` of responses also
+//! waits, holding no slot, for one of its tenant's bulk permits and a global one
+//! (`limits.max_tenant_bulk_statements`, `limits.max_bulk_statements`), ranked the same
+//! way, and holds them until its SQLite work has ended: large statements keep their data in
+//! memory while they wait for upstream pages, so their number is what bounds that memory.
 //! Calls that run no statement take no slot (their responses are counted all the same).
 //! Request rates and HTTP requests in flight per tenant are bounded before this, at the HTTP
 //! level (`tenants[].limits`).
@@ -42,16 +47,26 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct Admission {
     limits: AdmissionLimits,
     global: Arc<RankedSlots>,
+    /// The bulk permits over all tenants.
+    global_bulk: Arc<RankedSlots>,
     /// One share per tenant seen (tenants come from configuration: a closed set).
-    tenants: Mutex<HashMap<String, Arc<RankedSlots>>>,
+    tenants: Mutex<HashMap<String, Share>>,
     /// Calls admitted so far: the next one's rank.
     admitted: AtomicU64,
     /// The rendered response bytes in flight.
     responses: Arc<ResponseBytes>,
 }
 
-/// A tenant's slot and a global one, held for a piece of a statement's local work;
-/// dropping it frees them.
+/// A tenant's share of the slots and of the bulk permits.
+#[derive(Debug, Clone)]
+struct Share {
+    slots: Arc<RankedSlots>,
+    bulk: Arc<RankedSlots>,
+}
+
+/// A tenant's slot and a global one, held for a piece of a statement's local work (or a
+/// tenant's bulk permit and a global one, held by a large statement); dropping it frees
+/// them.
 #[derive(Debug)]
 pub(crate) struct Slot {
     _tenant: RankedSlot,
@@ -83,6 +98,7 @@ impl Admission {
     pub(crate) fn new(limits: AdmissionLimits) -> Self {
         Admission {
             global: RankedSlots::new(limits.max_concurrent_evaluations),
+            global_bulk: RankedSlots::new(limits.max_bulk_statements),
             tenants: Mutex::default(),
             admitted: AtomicU64::new(0),
             responses: ResponseBytes::with_bulk_priority(
@@ -105,11 +121,14 @@ impl Admission {
         &self.responses
     }
 
-    fn tenant(&self, tenant: &str) -> Arc<RankedSlots> {
+    fn tenant(&self, tenant: &str) -> Share {
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         tenants
             .entry(tenant.to_owned())
-            .or_insert_with(|| RankedSlots::new(self.limits.max_tenant_evaluations))
+            .or_insert_with(|| Share {
+                slots: RankedSlots::new(self.limits.max_tenant_evaluations),
+                bulk: RankedSlots::new(self.limits.max_tenant_bulk_statements),
+            })
             .clone()
     }
 
@@ -126,7 +145,7 @@ impl Admission {
             })?;
         let rank = self.admitted.fetch_add(1, Ordering::Relaxed);
         let share = self.tenant(tenant);
-        let own = tokio::time::timeout_at(deadline, share.acquire(rank))
+        let own = tokio::time::timeout_at(deadline, share.slots.acquire(rank))
             .await
             .map_err(|_| Busy::Tenant)?;
         let global = tokio::time::timeout_at(deadline, self.global.acquire(rank))
@@ -149,6 +168,7 @@ impl Admission {
             rank: admitted.rank,
             tenant: self.tenant(tenant),
             global: self.global.clone(),
+            global_bulk: self.global_bulk.clone(),
         }
     }
 
@@ -194,8 +214,9 @@ struct CallSlots {
     admitted: Mutex<Option<Slot>>,
     /// When the call was admitted: its place among the waiters for a slot.
     rank: u64,
-    tenant: Arc<RankedSlots>,
+    tenant: Share,
     global: Arc<RankedSlots>,
+    global_bulk: Arc<RankedSlots>,
 }
 
 impl EvalSlots for CallSlots {
@@ -210,8 +231,19 @@ impl EvalSlots for CallSlots {
                 return EvalSlot::new(slot);
             }
             // The tenant's share first, so a tenant over it waits without a global slot.
-            let own = self.tenant.acquire(self.rank).await;
+            let own = self.tenant.slots.acquire(self.rank).await;
             let global = self.global.acquire(self.rank).await;
+            EvalSlot::new(Slot {
+                _tenant: own,
+                _global: global,
+            })
+        })
+    }
+
+    fn acquire_bulk(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>> {
+        Box::pin(async move {
+            let own = self.tenant.bulk.acquire(self.rank).await;
+            let global = self.global_bulk.acquire(self.rank).await;
             EvalSlot::new(Slot {
                 _tenant: own,
                 _global: global,
@@ -287,6 +319,8 @@ mod tests {
         Admission::new(AdmissionLimits {
             max_concurrent_evaluations: global,
             max_tenant_evaluations: per_tenant,
+            max_bulk_statements: 3,
+            max_tenant_bulk_statements: 2,
             wait: Duration::from_millis(50),
             max_response_bytes: 1000,
             max_tenant_response_bytes: 600,
@@ -378,7 +412,7 @@ mod tests {
                 drop(slot);
             }));
             // Each waits in line before the next asks.
-            while slots.tenant("a").waiting() < waiters.len() {
+            while slots.tenant("a").slots.waiting() < waiters.len() {
                 tokio::task::yield_now().await;
             }
         }
@@ -388,6 +422,59 @@ mod tests {
         }
         assert_eq!(served.recv().await, Some("earlier"));
         assert_eq!(served.recv().await, Some("later"));
+    }
+
+    /// An admitted call of `tenant` whose planning is done (its first slot freed).
+    async fn planned_call(slots: &Admission, tenant: &str) -> Arc<CallSlots> {
+        let admitted = slots.admit(tenant).await.unwrap();
+        let call = Arc::new(slots.call_slots(tenant, admitted));
+        drop(call.acquire().await);
+        call
+    }
+
+    /// Waits for `call`'s bulk permit on a task of its own, once it is in line.
+    async fn bulk_waiter(
+        line: &RankedSlots,
+        call: &Arc<CallSlots>,
+    ) -> tokio::task::JoinHandle<EvalSlot> {
+        let before = line.waiting();
+        let call = call.clone();
+        let waiter = tokio::spawn(async move { call.acquire_bulk().await });
+        while line.waiting() == before {
+            tokio::task::yield_now().await;
+        }
+        waiter
+    }
+
+    #[tokio::test]
+    async fn bulk_permits_have_a_share_per_tenant_and_leave_the_slots_free() {
+        // 3 bulk permits, 2 per tenant.
+        let slots = admission(2, 1);
+        let mut a = Vec::new();
+        for _ in 0..3 {
+            a.push(planned_call(&slots, "a").await);
+        }
+        let held = (a[0].acquire_bulk().await, a[1].acquire_bulk().await);
+        // Over its share, the tenant's third large statement waits...
+        let a_waiting = bulk_waiter(&slots.tenant("a").bulk, &a[2]).await;
+        // ...and its statements, that one included, still get slots for their work.
+        drop(a[2].acquire().await);
+        drop(a[0].acquire().await);
+        // Another tenant gets the last permit, then waits for the global cap.
+        let b = [
+            planned_call(&slots, "b").await,
+            planned_call(&slots, "b").await,
+        ];
+        let b_held = b[0].acquire_bulk().await;
+        let b_waiting = bulk_waiter(&slots.global_bulk, &b[1]).await;
+        drop(b_held);
+        let _b_bulk = b_waiting.await.unwrap();
+        assert!(
+            !a_waiting.is_finished(),
+            "got a permit over its tenant's share"
+        );
+        drop(held);
+        a_waiting.await.unwrap();
     }
 
     #[test]

@@ -20,6 +20,10 @@
 //! statement whose pages wait for a slot fetches no more meanwhile; final SQL that moves
 //! there after its time on the calling thread waits for its slot on its own thread. A
 //! command run where it is sent needs no slot: the async runtime's threads bound it.
+//!
+//! Such a database also takes a bulk permit (see `engine::slots`) before it sends the page
+//! that takes the response bytes sent past [`EvalLimits::BULK_BYTES`], before that page's
+//! slot; the statement's own thread holds it until the statement has ended there.
 
 mod connection;
 mod functions;
@@ -31,6 +35,7 @@ mod worker;
 
 pub(crate) use threads::SqliteThreads;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use bytes::Bytes;
@@ -49,9 +54,15 @@ use self::worker::Worker;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
-/// A command handed to a statement's own thread, with the slot it runs in when the sender
-/// took one for it.
-type Job = (Command, Option<EvalSlot>);
+/// A command handed to a statement's own thread.
+struct Job {
+    command: Command,
+    /// The slot it runs in, when the sender took one for it.
+    slot: Option<EvalSlot>,
+    /// The statement's bulk permit, once it has one: the thread keeps it until the
+    /// statement ends there.
+    bulk: Option<Arc<EvalSlot>>,
+}
 
 enum Command {
     /// Not answered: a failure fails the statement's next command that is.
@@ -94,6 +105,11 @@ pub(crate) struct Database {
     slots: Option<Arc<dyn EvalSlots>>,
     /// The engine's threads, one of which takes the statement when it outgrows the caller's.
     threads: Arc<SqliteThreads>,
+    /// Response bytes sent for scanning so far.
+    sent: AtomicUsize,
+    /// The bulk permit from `slots`, taken before the page that takes `sent` past
+    /// [`EvalLimits::BULK_BYTES`].
+    bulk: tokio::sync::OnceCell<Arc<EvalSlot>>,
 }
 
 /// Where a statement's commands run.
@@ -206,25 +222,51 @@ impl Database {
             state: Mutex::new(State::Caller(Box::new(Worker::begin(limits)))),
             slots,
             threads: Arc::clone(threads),
+            sent: AtomicUsize::new(0),
+            bulk: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// Sends the command `make` builds, first waiting for its slot when it will run on the
-    /// statement's own thread.
+    /// Sends the command `make` builds, first waiting for the statement's bulk permit when
+    /// its page takes the statement past [`EvalLimits::BULK_BYTES`], then for its slot when
+    /// it will run on the statement's own thread.
     async fn send<T>(
         &self,
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<oneshot::Receiver<Result<T>>> {
         let (reply, receiver) = oneshot::channel();
         let command = make(reply);
+        let bulk = self.bulk_permit(&command).await;
         let slot = match &self.slots {
             Some(slots) if command.does_work() && self.runs_on_own_thread(&command)? => {
                 Some(slots.acquire().await)
             }
             _ => None,
         };
-        self.dispatch(command, slot)?;
+        self.dispatch(command, slot, bulk)?;
         Ok(receiver)
+    }
+
+    /// The statement's bulk permit, waited for when `command`'s page takes the bytes sent
+    /// past [`EvalLimits::BULK_BYTES`] (pages sent at once wait for the same permit); `None`
+    /// before that or without slots.
+    async fn bulk_permit(&self, command: &Command) -> Option<Arc<EvalSlot>> {
+        let slots = self.slots.as_ref()?;
+        let Some(bytes) = command.body_len() else {
+            return self.bulk.get().cloned();
+        };
+        let sent = self
+            .sent
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
+        if sent < EvalLimits::BULK_BYTES {
+            return None;
+        }
+        let permit = self
+            .bulk
+            .get_or_init(|| async { Arc::new(slots.acquire_bulk().await) })
+            .await;
+        Some(Arc::clone(permit))
     }
 
     /// Whether `command` will run on the statement's own thread: it runs there already,
@@ -238,9 +280,14 @@ impl Database {
     }
 
     /// Runs `command` on the calling thread, or hands it (with `slot`, if one was taken for
-    /// it) to the statement's own thread, started for the first command too large for the
-    /// calling one.
-    fn dispatch(&self, command: Command, slot: Option<EvalSlot>) -> Result<()> {
+    /// it, and the statement's bulk permit, if it has one) to the statement's own thread,
+    /// started for the first command too large for the calling one.
+    fn dispatch(
+        &self,
+        command: Command,
+        slot: Option<EvalSlot>,
+        bulk: Option<Arc<EvalSlot>>,
+    ) -> Result<()> {
         let mut state = self.state.lock().map_err(|_| stopped())?;
         let command = match &mut *state {
             State::Caller(worker) => {
@@ -253,7 +300,13 @@ impl Database {
             State::Own { .. } | State::Stopped => command,
         };
         match &*state {
-            State::Own { commands, .. } => commands.send((command, slot)).map_err(|_| stopped()),
+            State::Own { commands, .. } => commands
+                .send(Job {
+                    command,
+                    slot,
+                    bulk,
+                })
+                .map_err(|_| stopped()),
             State::Caller(_) | State::Stopped => Err(stopped()),
         }
     }
@@ -276,7 +329,7 @@ impl Database {
             columns,
             booleans: booleans.to_vec(),
         };
-        self.dispatch(command, None)
+        self.dispatch(command, None, None)
     }
 
     /// Queues one response page for loading (once it has its slot, if it needs one); the
@@ -473,11 +526,37 @@ mod tests {
         assert!(!on_caller(&db), "ran again on its own thread");
     }
 
-    /// Slots handed out one per permit added to `permits`, telling `asked` of each wait.
+    /// Slots handed out one per permit added to `permits`, telling `asked` of each wait;
+    /// bulk permits likewise from `bulk`, telling `bulk_asked`.
     #[derive(Debug)]
     struct CountedSlots {
         permits: Arc<tokio::sync::Semaphore>,
         asked: tokio::sync::mpsc::UnboundedSender<()>,
+        bulk: Arc<tokio::sync::Semaphore>,
+        bulk_asked: tokio::sync::mpsc::UnboundedSender<()>,
+    }
+
+    impl CountedSlots {
+        /// Slots from `permits` and bulk permits from `bulk`, with the receivers of their
+        /// waits.
+        fn new(
+            permits: &Arc<tokio::sync::Semaphore>,
+            bulk: &Arc<tokio::sync::Semaphore>,
+        ) -> (
+            Self,
+            tokio::sync::mpsc::UnboundedReceiver<()>,
+            tokio::sync::mpsc::UnboundedReceiver<()>,
+        ) {
+            let (asked, waits) = tokio::sync::mpsc::unbounded_channel();
+            let (bulk_asked, bulk_waits) = tokio::sync::mpsc::unbounded_channel();
+            let slots = CountedSlots {
+                permits: permits.clone(),
+                asked,
+                bulk: bulk.clone(),
+                bulk_asked,
+            };
+            (slots, waits, bulk_waits)
+        }
     }
 
     impl EvalSlots for CountedSlots {
@@ -489,16 +568,88 @@ mod tests {
                 EvalSlot::new(self.permits.clone().acquire_owned().await.unwrap())
             })
         }
+
+        fn acquire_bulk(
+            &self,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = EvalSlot> + Send + '_>> {
+            Box::pin(async move {
+                self.bulk_asked.send(()).unwrap();
+                EvalSlot::new(self.bulk.clone().acquire_owned().await.unwrap())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_statement_past_the_bulk_bytes_holds_a_bulk_permit_until_it_ends() {
+        let permits = Arc::new(tokio::sync::Semaphore::new(100));
+        let bulk = Arc::new(tokio::sync::Semaphore::new(1));
+        let (slots, mut waits, mut bulk_waits) = CountedSlots::new(&permits, &bulk);
+        let db = Database::open(
+            EvalLimits::default(),
+            Some(Arc::new(slots)),
+            &Arc::default(),
+        );
+        db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
+            .unwrap();
+        // A page under the bulk bytes needs no permit.
+        let large = page(worker::INLINE_BYTES / 100 + 1, 100);
+        assert!(large.len() < EvalLimits::BULK_BYTES && 2 * large.len() > EvalLimits::BULK_BYTES);
+        let first = load(&db, large.clone()).await;
+        assert!(
+            bulk_waits.try_recv().is_err(),
+            "a permit was asked for too soon"
+        );
+        while waits.try_recv().is_ok() {}
+        // The page that takes it past them waits for the permit, before asking for a slot.
+        let held = bulk.clone().acquire_owned().await.unwrap();
+        let second = {
+            let sending = db.load(
+                "t",
+                large.clone(),
+                Arc::new(RowLocator::Auto),
+                Vec::new(),
+                Vec::new(),
+            );
+            tokio::pin!(sending);
+            tokio::select! {
+                biased;
+                _ = &mut sending => panic!("sent without a bulk permit"),
+                asked = bulk_waits.recv() => asked.unwrap(),
+            }
+            assert!(
+                waits.try_recv().is_err(),
+                "a slot was taken while waiting for the permit"
+            );
+            drop(held);
+            settled(sending.await.unwrap()).await.unwrap().rows
+        };
+        assert_eq!(bulk.available_permits(), 0, "the permit is held");
+        // Later pages and SQL keep the permit they have.
+        let third = load(&db, large).await;
+        let out = db
+            .query("SELECT count(*) FROM t".to_owned(), 10)
+            .await
+            .unwrap();
+        assert_eq!(out.rows, [[Cell::Integer((first + second + third) as i64)]]);
+        assert!(
+            bulk_waits.try_recv().is_err(),
+            "a second permit was asked for"
+        );
+        assert_eq!(bulk.available_permits(), 0, "the permit is held");
+        // It comes back once the statement has ended on its thread.
+        drop(db);
+        let back = tokio::time::timeout(std::time::Duration::from_secs(30), bulk.acquire()).await;
+        assert!(
+            back.is_ok(),
+            "the permit was not freed when the statement ended"
+        );
     }
 
     #[tokio::test]
     async fn only_work_on_the_statements_own_thread_waits_for_a_slot() {
         let permits = Arc::new(tokio::sync::Semaphore::new(0));
-        let (asked, mut waits) = tokio::sync::mpsc::unbounded_channel();
-        let slots = CountedSlots {
-            permits: permits.clone(),
-            asked,
-        };
+        let bulk = Arc::new(tokio::sync::Semaphore::new(1));
+        let (slots, mut waits, _bulk_waits) = CountedSlots::new(&permits, &bulk);
         let db = Database::open(
             EvalLimits::default(),
             Some(Arc::new(slots)),

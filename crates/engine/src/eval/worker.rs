@@ -4,7 +4,7 @@
 //! and moves to a thread of its own for the rest of the statement ([`Worker::serve`]).
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, InterruptHandle};
@@ -16,7 +16,7 @@ use super::tables::{self, Page, Table};
 use super::{Command, Job, sqlite_internal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rows;
-use crate::slots::EvalSlots;
+use crate::slots::{EvalSlot, EvalSlots};
 
 /// Response bytes a statement loads on the calling thread, over all its pages: about
 /// 0.3 ms of scanning and inserting. A page that would take it past this moves the
@@ -46,6 +46,9 @@ pub(super) struct Worker {
     limits: EvalLimits,
     /// Why the database failed, until a command that is answered is told.
     failure: Option<Error>,
+    /// The statement's bulk permit, once a command brought it: freed when the statement
+    /// has ended (after its session).
+    bulk: Option<Arc<EvalSlot>>,
 }
 
 impl Worker {
@@ -62,6 +65,7 @@ impl Worker {
             loaded: 0,
             limits,
             failure,
+            bulk: None,
         }
     }
 
@@ -97,7 +101,15 @@ impl Worker {
     /// responses the thread's priority is lowered (as `limits.bulk_priority` says) until
     /// the statement ends.
     pub(super) fn serve(mut self, commands: mpsc::Receiver<Job>, slots: Option<&dyn EvalSlots>) {
-        while let Ok((command, slot)) = commands.recv() {
+        while let Ok(Job {
+            command,
+            slot,
+            bulk,
+        }) = commands.recv()
+        {
+            if self.bulk.is_none() {
+                self.bulk = bulk;
+            }
             // Nobody waits for this reply (the statement was dropped: cancelled or timed
             // out): skip the work instead of loading pages nobody reads.
             if command.abandoned() {
@@ -125,11 +137,13 @@ impl Worker {
         self.end();
     }
 
-    /// Ends the statement: its session goes back to the pool (see `connection`).
+    /// Ends the statement: its session goes back to the pool (see `connection`), then its
+    /// bulk permit, if it has one, is freed.
     pub(super) fn end(self) {
         if let Some(session) = self.session {
             session.end(self.loaded);
         }
+        drop(self.bulk);
     }
 
     /// Runs `command` at `place`; final SQL stopped at the end of the calling thread's time
