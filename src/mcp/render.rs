@@ -65,14 +65,18 @@ pub fn json_text(structured: &Value) -> String {
 /// shows only the text still sees that rows are missing.
 pub fn markdown(view: &View, structured: &Value) -> String {
     let mut text = match view {
-        View::Table { columns, rows } => table(columns, rows, |row, index| row.get(index)),
+        View::Table { columns, rows } => table(columns, rows, |row, cells| {
+            cells.extend(row.iter().map(Some));
+        }),
         View::Rows { columns } => {
             let objects = structured
                 .get("rows")
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            table(columns, objects, |row, index| row.get(&columns[index]))
+            table(columns, objects, |row, cells| {
+                object_cells(columns, row, cells)
+            })
         }
         View::Records { title, records } => {
             let records: Vec<Vec<(&str, &Value)>> = records
@@ -137,7 +141,30 @@ fn completeness_notes(structured: &Value, out: &mut String) {
 }
 
 /// A markdown table of `rows`, whose cells `value(row, column index)` gives (absent: empty).
-fn table<R>(columns: &[String], rows: &[R], value: impl Fn(&R, usize) -> Option<&Value>) -> String {
+/// A row object's values in `columns`' order: read in place when its keys are those
+/// columns in that order (as tool results build them), looked up by name otherwise.
+fn object_cells<'a>(columns: &[String], row: &'a Value, cells: &mut Vec<Option<&'a Value>>) {
+    match row.as_object() {
+        Some(object)
+            if object.len() == columns.len()
+                && object
+                    .keys()
+                    .zip(columns)
+                    .all(|(key, column)| key == column) =>
+        {
+            cells.extend(object.values().map(Some));
+        }
+        _ => cells.extend(columns.iter().map(|column| row.get(column))),
+    }
+}
+
+/// A markdown table of `rows`, whose values `cells` lists in `columns`' order (`None`: no
+/// value, shown empty).
+fn table<'a, R>(
+    columns: &[String],
+    rows: &'a [R],
+    cells: impl Fn(&'a R, &mut Vec<Option<&'a Value>>),
+) -> String {
     if rows.is_empty() || columns.is_empty() {
         return "**no results**".to_owned();
     }
@@ -151,11 +178,14 @@ fn table<R>(columns: &[String], rows: &[R], value: impl Fn(&R, usize) -> Option<
     out.push('\n');
     out.push_str(&"|---".repeat(columns.len()));
     out.push_str("|\n");
+    let mut values = Vec::with_capacity(columns.len());
     for row in rows {
+        values.clear();
+        cells(row, &mut values);
         out.push('|');
         for index in 0..columns.len() {
             out.push(' ');
-            match value(row, index) {
+            match values.get(index).copied().flatten() {
                 None | Some(Value::Null) => {}
                 Some(Value::String(text)) => push_escaped(&mut out, text),
                 Some(scalar @ (Value::Bool(_) | Value::Number(_))) => {
@@ -318,6 +348,24 @@ mod tests {
         assert_eq!(
             markdown(&view, &empty),
             "**no results**\n\n**warning:** w\n"
+        );
+    }
+
+    #[test]
+    fn rows_are_shown_in_column_order_whatever_their_objects_hold() {
+        let view = View::Rows {
+            columns: vec!["a".into(), "b".into()],
+        };
+        // In order (read in place), out of order, a column missing, a key too many.
+        let structured = json!({"rows": [
+            {"a": 1, "b": "x"},
+            {"b": "y", "a": 2},
+            {"b": "z"},
+            {"a": 4, "b": "w", "c": 5},
+        ]});
+        assert_eq!(
+            markdown(&view, &structured),
+            "| a | b |\n|---|---|\n| 1 | x |\n| 2 | y |\n|  | z |\n| 4 | w |\n"
         );
     }
 

@@ -265,13 +265,8 @@ fn number_len(number: &serde_json::Number) -> usize {
     }
 }
 
-fn digits(mut n: u64) -> usize {
-    let mut count = 1;
-    while n >= 10 {
-        n /= 10;
-        count += 1;
-    }
-    count
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
 }
 
 #[cfg(test)]
@@ -343,7 +338,7 @@ mod tests {
         for value in [
             json!({"rows": [{"id": 9_007_199_254_740_993_u64, "name": "item-00001", "n": -12,
                               "ok": true, "none": null}], "truncated": false}),
-            json!([]),
+            json!([0, 9, 10, 99, 100, u64::MAX, i64::MIN]),
             json!({}),
             json!("text"),
         ] {
