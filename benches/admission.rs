@@ -86,12 +86,12 @@ async fn run() -> Result<()> {
     for (label, limits) in [
         ("admission defaults", ""),
         (
-            "admission tighter (4 slots, 2 per tenant)",
-            "limits:\n  max_concurrent_evaluations: 4\n  max_tenant_evaluations: 2\n",
+            "admission tighter (4 slots, 2 per tenant; 4 bulk statements, 2 per tenant)",
+            "limits:\n  max_concurrent_evaluations: 4\n  max_tenant_evaluations: 2\n  max_bulk_statements: 4\n  max_tenant_bulk_statements: 2\n",
         ),
         (
-            "admission effectively off (1024 slots, 1024 per tenant)",
-            "limits:\n  max_concurrent_evaluations: 1024\n  max_tenant_evaluations: 1024\n",
+            "admission effectively off (1024 slots and bulk statements, 1024 per tenant)",
+            "limits:\n  max_concurrent_evaluations: 1024\n  max_tenant_evaluations: 1024\n  max_bulk_statements: 1024\n  max_tenant_bulk_statements: 1024\n",
         ),
     ] {
         if !only.is_empty() && !only.iter().any(|name| label.contains(name.as_str())) {

@@ -15,8 +15,9 @@
 //! A statement that loads more than `engine::EvalLimits::BULK_BYTES` of responses also
 //! waits, holding no slot, for one of its tenant's bulk permits and a global one
 //! (`limits.max_tenant_bulk_statements`, `limits.max_bulk_statements`), ranked the same
-//! way, and holds them until its SQLite work has ended: large statements keep their data in
-//! memory while they wait for upstream pages, so their number is what bounds that memory.
+//! way, and holds them until its SQLite work has ended and its call's result is rendered:
+//! large statements keep their data in memory while they wait for upstream pages, and their
+//! results are large, so their number is what bounds that memory.
 //! Calls that run no statement take no slot (their responses are counted all the same).
 //! Request rates and HTTP requests in flight per tenant are bounded before this, at the HTTP
 //! level (`tenants[].limits`).
@@ -169,6 +170,7 @@ impl Admission {
             tenant: self.tenant(tenant),
             global: self.global.clone(),
             global_bulk: self.global_bulk.clone(),
+            bulk: Mutex::new(None),
         }
     }
 
@@ -217,6 +219,9 @@ struct CallSlots {
     tenant: Share,
     global: Arc<RankedSlots>,
     global_bulk: Arc<RankedSlots>,
+    /// The statement's bulk permits once it has them, kept with the call until its result
+    /// is rendered (the engine drops its own hold when its SQLite work ends).
+    bulk: Mutex<Option<Arc<Slot>>>,
 }
 
 impl EvalSlots for CallSlots {
@@ -244,10 +249,12 @@ impl EvalSlots for CallSlots {
         Box::pin(async move {
             let own = self.tenant.bulk.acquire(self.rank).await;
             let global = self.global_bulk.acquire(self.rank).await;
-            EvalSlot::new(Slot {
+            let permit = Arc::new(Slot {
                 _tenant: own,
                 _global: global,
-            })
+            });
+            *self.bulk.lock().unwrap_or_else(PoisonError::into_inner) = Some(permit.clone());
+            EvalSlot::new(permit)
         })
     }
 }
@@ -461,19 +468,34 @@ mod tests {
         drop(a[2].acquire().await);
         drop(a[0].acquire().await);
         // Another tenant gets the last permit, then waits for the global cap.
-        let b = [
+        let (b0, b1) = (
             planned_call(&slots, "b").await,
             planned_call(&slots, "b").await,
-        ];
-        let b_held = b[0].acquire_bulk().await;
-        let b_waiting = bulk_waiter(&slots.global_bulk, &b[1]).await;
+        );
+        let b_held = b0.acquire_bulk().await;
+        let b_waiting = bulk_waiter(&slots.global_bulk, &b1).await;
+        // Freed once the engine's hold and the call are both gone.
         drop(b_held);
+        tokio::task::yield_now().await;
+        assert!(
+            !b_waiting.is_finished(),
+            "a permit was freed before its call ended"
+        );
+        drop(b0);
         let _b_bulk = b_waiting.await.unwrap();
         assert!(
             !a_waiting.is_finished(),
             "got a permit over its tenant's share"
         );
+        // The engine's holds end, but the calls keep their permits until they are dropped.
         drop(held);
+        tokio::task::yield_now().await;
+        assert_eq!(slots.tenant("a").bulk.available(), 0);
+        assert!(
+            !a_waiting.is_finished(),
+            "a permit was freed before its call ended"
+        );
+        drop(a.remove(0));
         a_waiting.await.unwrap();
     }
 

@@ -58,6 +58,9 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
         responses,
         transport,
     } = dispatch;
+    // The call's evaluation slots outlive the tool's run until its result is rendered and
+    // counted: a large statement's bulk permit covers its result too (see `admission`).
+    let slots = call.cx.slots.clone();
     let invocation = Invocation {
         services: tools,
         cx: call.cx,
@@ -97,8 +100,10 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
                     )));
                 }
             };
+            let held = responses.hold(&tenant, bytes);
+            drop(slots);
             ToolOutcome {
-                held: Some(responses.hold(&tenant, bytes)),
+                held: Some(held),
                 text,
                 rows: rows_in(&structured),
                 structured: Some(structured),
