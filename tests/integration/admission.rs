@@ -333,6 +333,76 @@ async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
     assert_eq!(count_of(&second), 2000, "{second}");
 }
 
+#[tokio::test]
+async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
+    let (server, key, _jwks) =
+        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
+            .await;
+    // 64 rows of 128 KiB: far more than the socket buffers hold.
+    let big: Vec<Value> = (0..64)
+        .map(|i| json!({"id": i, "name": "x".repeat(128 * 1024)}))
+        .collect();
+    server
+        .mock
+        .route("/orgs/big/items", Reply::json(json!(big)));
+    for org in ["other", "globex"] {
+        server.mock.route(
+            &format!("/orgs/{org}/items"),
+            Reply::json(wide_rows(org, 2000)),
+        );
+    }
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+
+    // acme's client asks for the large result and does not read it.
+    let stalled = stalled_select(
+        &server.url,
+        &acme,
+        "SELECT id, name FROM testapi.items.items WHERE org = 'big'",
+    )
+    .await;
+    // acme's next large statement fetches its page and waits for the permit.
+    let second = {
+        let (http, url, token) = (http.clone(), server.url.clone(), acme.clone());
+        tokio::spawn(async move {
+            select(
+                &http,
+                &url,
+                &token,
+                "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
+            )
+            .await
+        })
+    };
+    server
+        .mock
+        .wait_for(
+            "/orgs/other/items",
+            1,
+            Duration::from_secs(20),
+            "the second statement never reached its upstream",
+        )
+        .await;
+    let served = select(
+        &http,
+        &server.url,
+        &globex,
+        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'globex'",
+    )
+    .await;
+    assert_eq!(count_of(&served), 2000, "{served}");
+    assert!(
+        !second.is_finished(),
+        "the permit was freed before the response was sent"
+    );
+
+    // The client goes away: its response is dropped, and the permit with it.
+    drop(stalled);
+    let second = second.await.unwrap();
+    assert_eq!(count_of(&second), 2000, "{second}");
+}
+
 /// `token`'s small select (`org = 'small'`) is answered with its one row.
 async fn assert_small_select_served(http: &reqwest::Client, url: &str, token: &str) {
     let small = select(

@@ -15,9 +15,10 @@
 //! A statement that loads more than `engine::EvalLimits::BULK_BYTES` of responses also
 //! waits, holding no slot, for one of its tenant's bulk permits and a global one
 //! (`limits.max_tenant_bulk_statements`, `limits.max_bulk_statements`), ranked the same
-//! way, and holds them until its SQLite work has ended and its call's result is rendered:
-//! large statements keep their data in memory while they wait for upstream pages, and their
-//! results are large, so their number is what bounds that memory.
+//! way, and holds them until its SQLite work has ended and its call's response has been
+//! sent (they are kept with the response's bytes in flight): large statements keep their
+//! data in memory while they wait for upstream pages, and their results are large, so their
+//! number is what bounds that memory.
 //! Calls that run no statement take no slot (their responses are counted all the same).
 //! Request rates and HTTP requests in flight per tenant are bounded before this, at the HTTP
 //! level (`tenants[].limits`).
@@ -219,8 +220,8 @@ struct CallSlots {
     tenant: Share,
     global: Arc<RankedSlots>,
     global_bulk: Arc<RankedSlots>,
-    /// The statement's bulk permits once it has them, kept with the call until its result
-    /// is rendered (the engine drops its own hold when its SQLite work ends).
+    /// The statement's bulk permits once it has them, kept with the call until its response
+    /// is sent (the engine drops its own hold when its SQLite work ends).
     bulk: Mutex<Option<Arc<Slot>>>,
 }
 

@@ -58,8 +58,8 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
         responses,
         transport,
     } = dispatch;
-    // The call's evaluation slots outlive the tool's run until its result is rendered and
-    // counted: a large statement's bulk permit covers its result too (see `admission`).
+    // The call's evaluation slots outlive the tool's run until its response is sent: a
+    // large statement's bulk permits cover its result too (see `admission`).
     let slots = call.cx.slots.clone();
     let invocation = Invocation {
         services: tools,
@@ -100,10 +100,8 @@ async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, C
                     )));
                 }
             };
-            let held = responses.hold(&tenant, bytes);
-            drop(slots);
             ToolOutcome {
-                held: Some(held),
+                held: Some(responses.hold_keeping(&tenant, bytes, slots)),
                 text,
                 rows: rows_in(&structured),
                 structured: Some(structured),

@@ -14,6 +14,7 @@
 //! therefore pass the cap by at most the results of the calls admitted meanwhile, and it
 //! stays there only until those are sent.
 
+use crate::engine::EvalSlots;
 use crate::thread_priority::BulkPriority;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -118,12 +119,24 @@ impl ResponseBytes {
 
     /// Counts `bytes` of `tenant`'s response until the returned hold is dropped.
     pub(crate) fn hold(self: &Arc<Self>, tenant: &str, bytes: usize) -> HeldBytes {
+        self.hold_keeping(tenant, bytes, None)
+    }
+
+    /// Counts `bytes` of `tenant`'s like [`ResponseBytes::hold`], and keeps `slots` (the
+    /// call's evaluation slots: a large statement's bulk permits) until they are released.
+    pub(crate) fn hold_keeping(
+        self: &Arc<Self>,
+        tenant: &str,
+        bytes: usize,
+        slots: Option<Arc<dyn EvalSlots>>,
+    ) -> HeldBytes {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         counts.update(tenant, self.max_tenant, |own| own.saturating_add(bytes));
         HeldBytes(Arc::new(Hold {
             count: self.clone(),
             tenant: tenant.to_owned(),
             bytes,
+            _slots: slots,
         }))
     }
 
@@ -174,6 +187,8 @@ struct Hold {
     count: Arc<ResponseBytes>,
     tenant: String,
     bytes: usize,
+    /// Kept until the bytes are released.
+    _slots: Option<Arc<dyn EvalSlots>>,
 }
 
 impl Drop for Hold {
