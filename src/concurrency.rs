@@ -49,7 +49,7 @@
 //! the global `limits.max_concurrent_evaluations`) only while it does local work — planning,
 //! documents, SQLite — never while it waits for an upstream page (`7796ee1`). Slots bound CPU; the
 //! memory of large statements, which keep their loaded pages while they wait for the next, is
-//! bounded by bulk permits (`limits.max_bulk_statements`, taken past 256 KiB of loaded responses
+//! bounded by bulk permits (`limits.max_bulk_statements`, taken past 128 KiB of loaded responses
 //! and held to the statement's end; 64 concurrent 10,000-row calls under 150 MiB,
 //! `cargo bench --bench admission`); rendered bytes in flight are bounded apart
 //! (`limits.max_response_bytes_in_flight`).

@@ -103,7 +103,7 @@ pub struct AdmissionLimits {
     /// Slots one tenant may hold at once (`limits.max_tenant_evaluations`): by default half
     /// the global cap (rounded up), so one tenant never takes every slot.
     pub max_tenant_evaluations: usize,
-    /// Statements past [`crate::engine::EvalLimits::BULK_BYTES`] of loaded responses at
+    /// Statements past [`crate::engine::EvalLimits::INLINE_BYTES`] of loaded responses at
     /// once over all tenants (`limits.max_bulk_statements`): each keeps its data in memory
     /// until it ends, waits for upstream pages included, so this bounds the memory of large
     /// statements. By default [`AdmissionLimits::DEFAULT_BULK_STATEMENTS`].

@@ -12,7 +12,7 @@
 //! each later piece of work waits for a slot of its own, within `server.call_timeout`, ranked
 //! by when its call was admitted (see [`super::ranked_slots`]): statements under way are
 //! served before newer ones.
-//! A statement that loads more than `engine::EvalLimits::BULK_BYTES` of responses also
+//! A statement that loads more than `engine::EvalLimits::INLINE_BYTES` of responses also
 //! waits, holding no slot, for one of its tenant's bulk permits and a global one
 //! (`limits.max_tenant_bulk_statements`, `limits.max_bulk_statements`), ranked the same
 //! way, and holds them until its SQLite work has ended and its call's response has been

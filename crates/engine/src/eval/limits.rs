@@ -47,6 +47,12 @@ impl EvalLimits {
     /// The largest `max_value_bytes` SQLite can enforce.
     pub const MAX_VALUE_BYTES: usize = SQLITE_MAX_LENGTH;
 
+    /// The response bodies a statement loads on the calling thread, over all its pages:
+    /// 128 KiB. The page that takes it past them moves its SQLite work to a thread of its
+    /// own, and first waits for a bulk permit when the statement has evaluation slots (see
+    /// `engine::slots`).
+    pub const INLINE_BYTES: usize = 128 * 1024;
+
     /// The response bodies a statement loads (over all its pages) from which its SQLite
     /// work is bulk work, at the priority `bulk_priority` lowers it to: 256 KiB.
     pub const BULK_BYTES: usize = 256 * 1024;

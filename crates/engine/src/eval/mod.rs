@@ -22,7 +22,7 @@
 //! command run where it is sent needs no slot: the async runtime's threads bound it.
 //!
 //! Such a database also takes a bulk permit (see `engine::slots`) before it sends the page
-//! that takes the response bytes sent past [`EvalLimits::BULK_BYTES`], before that page's
+//! that takes the response bytes sent past [`EvalLimits::INLINE_BYTES`], before that page's
 //! slot; the statement's own thread holds it until the statement has ended there.
 
 mod connection;
@@ -108,7 +108,7 @@ pub(crate) struct Database {
     /// Response bytes sent for scanning so far.
     sent: AtomicUsize,
     /// The bulk permit from `slots`, taken before the page that takes `sent` past
-    /// [`EvalLimits::BULK_BYTES`].
+    /// [`EvalLimits::INLINE_BYTES`].
     bulk: tokio::sync::OnceCell<Arc<EvalSlot>>,
 }
 
@@ -228,7 +228,7 @@ impl Database {
     }
 
     /// Sends the command `make` builds, first waiting for the statement's bulk permit when
-    /// its page takes the statement past [`EvalLimits::BULK_BYTES`], then for its slot when
+    /// its page takes the statement past [`EvalLimits::INLINE_BYTES`], then for its slot when
     /// it will run on the statement's own thread.
     async fn send<T>(
         &self,
@@ -248,7 +248,7 @@ impl Database {
     }
 
     /// The statement's bulk permit, waited for when `command`'s page takes the bytes sent
-    /// past [`EvalLimits::BULK_BYTES`] (pages sent at once wait for the same permit); `None`
+    /// past [`EvalLimits::INLINE_BYTES`] (pages sent at once wait for the same permit); `None`
     /// before that or without slots.
     async fn bulk_permit(&self, command: &Command) -> Option<Arc<EvalSlot>> {
         let slots = self.slots.as_ref()?;
@@ -259,7 +259,7 @@ impl Database {
             .sent
             .fetch_add(bytes, Ordering::Relaxed)
             .saturating_add(bytes);
-        if sent < EvalLimits::BULK_BYTES {
+        if sent <= EvalLimits::INLINE_BYTES {
             return None;
         }
         let permit = self
@@ -580,7 +580,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_statement_past_the_bulk_bytes_holds_a_bulk_permit_until_it_ends() {
+    async fn a_statement_past_the_inline_bytes_holds_a_bulk_permit_until_it_ends() {
         let permits = Arc::new(tokio::sync::Semaphore::new(100));
         let bulk = Arc::new(tokio::sync::Semaphore::new(1));
         let (slots, mut waits, mut bulk_waits) = CountedSlots::new(&permits, &bulk);
@@ -591,16 +591,17 @@ mod tests {
         );
         db.create_table("t", vec!["a".to_owned(), "b".to_owned()], &[])
             .unwrap();
-        // A page under the bulk bytes needs no permit.
+        // A page the calling thread loads needs no permit.
+        let first = load(&db, page(10, 10)).await;
         let large = page(worker::INLINE_BYTES / 100 + 1, 100);
-        assert!(large.len() < EvalLimits::BULK_BYTES && 2 * large.len() > EvalLimits::BULK_BYTES);
-        let first = load(&db, large.clone()).await;
+        assert!(large.len() > EvalLimits::INLINE_BYTES);
         assert!(
             bulk_waits.try_recv().is_err(),
             "a permit was asked for too soon"
         );
         while waits.try_recv().is_ok() {}
-        // The page that takes it past them waits for the permit, before asking for a slot.
+        // The page that takes it past the inline bytes waits for the permit, before asking
+        // for a slot.
         let held = bulk.clone().acquire_owned().await.unwrap();
         let second = {
             let sending = db.load(

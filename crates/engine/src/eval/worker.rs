@@ -21,7 +21,7 @@ use crate::slots::{EvalSlot, EvalSlots};
 /// Response bytes a statement loads on the calling thread, over all its pages: about
 /// 0.3 ms of scanning and inserting. A page that would take it past this moves the
 /// statement to a thread of its own (see [`Worker::on_caller`]).
-pub(super) const INLINE_BYTES: usize = 128 * 1024;
+pub(super) const INLINE_BYTES: usize = EvalLimits::INLINE_BYTES;
 
 /// Longest the final SQL runs on the calling thread; SQL still running then is stopped and
 /// run again, from the start, on the statement's own thread.
