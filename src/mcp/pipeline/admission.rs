@@ -171,7 +171,7 @@ impl Admission {
             tenant: self.tenant(tenant),
             global: self.global.clone(),
             global_bulk: self.global_bulk.clone(),
-            bulk: Mutex::new(None),
+            bulk: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -220,9 +220,11 @@ struct CallSlots {
     tenant: Share,
     global: Arc<RankedSlots>,
     global_bulk: Arc<RankedSlots>,
-    /// The statement's bulk permits once it has them, kept with the call until its response
-    /// is sent (the engine drops its own hold when its SQLite work ends).
-    bulk: Mutex<Option<Arc<Slot>>>,
+    /// The call's bulk permits once it has them, kept with the call until its response is
+    /// sent (the engine drops its own hold when its SQLite work ends). One pair per call:
+    /// every database its statement opens (an `EXEC`'s rows, then the query over them)
+    /// shares it, so a call never waits for a permit it holds itself.
+    bulk: tokio::sync::OnceCell<Arc<Slot>>,
 }
 
 impl EvalSlots for CallSlots {
@@ -248,14 +250,18 @@ impl EvalSlots for CallSlots {
 
     fn acquire_bulk(&self) -> Pin<Box<dyn Future<Output = EvalSlot> + Send + '_>> {
         Box::pin(async move {
-            let own = self.tenant.bulk.acquire(self.rank).await;
-            let global = self.global_bulk.acquire(self.rank).await;
-            let permit = Arc::new(Slot {
-                _tenant: own,
-                _global: global,
-            });
-            *self.bulk.lock().unwrap_or_else(PoisonError::into_inner) = Some(permit.clone());
-            EvalSlot::new(permit)
+            let permit = self
+                .bulk
+                .get_or_init(|| async {
+                    let own = self.tenant.bulk.acquire(self.rank).await;
+                    let global = self.global_bulk.acquire(self.rank).await;
+                    Arc::new(Slot {
+                        _tenant: own,
+                        _global: global,
+                    })
+                })
+                .await;
+            EvalSlot::new(Arc::clone(permit))
         })
     }
 }
@@ -498,6 +504,27 @@ mod tests {
         );
         drop(a.remove(0));
         a_waiting.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_call_holds_one_bulk_permit_however_many_databases_ask() {
+        // 1 bulk permit per tenant.
+        let slots = Admission::new(AdmissionLimits {
+            max_bulk_statements: 2,
+            max_tenant_bulk_statements: 1,
+            ..admission(2, 1).limits
+        });
+        let call = planned_call(&slots, "a").await;
+        // An EXEC's rows, then the query over them: the second database gets the same
+        // permit instead of waiting for the one its own call keeps.
+        let first = call.acquire_bulk().await;
+        let second = tokio::time::timeout(Duration::from_secs(30), call.acquire_bulk())
+            .await
+            .expect("the call waited for its own permit");
+        drop((first, second));
+        assert_eq!(slots.tenant("a").bulk.available(), 0, "kept by the call");
+        drop(call);
+        assert_eq!(slots.tenant("a").bulk.available(), 1);
     }
 
     #[test]
