@@ -234,17 +234,27 @@ fn check_cap(
         None => default,
     };
     let per_tenant = tenant.unwrap_or(global.div_ceil(2));
-    if tenant.is_some() {
-        if per_tenant == 0 {
-            problems.push(tenant_key, "must be greater than 0");
-        } else if per_tenant > global {
-            problems.push(
-                tenant_key,
-                format!("{per_tenant} is more than {global_key} ({global})"),
-            );
-        }
-    }
+    check_share(tenant_key, tenant, global_key, global, problems);
     (global, per_tenant.max(1))
+}
+
+/// Checks a per-tenant share set in `tenant_key`: greater than 0 and at most the cap
+/// `global` (set in `global_key`).
+fn check_share(
+    tenant_key: &str,
+    tenant: Option<usize>,
+    global_key: &str,
+    global: usize,
+    problems: &mut Problems,
+) {
+    match tenant {
+        Some(0) => problems.push(tenant_key, "must be greater than 0"),
+        Some(share) if share > global => problems.push(
+            tenant_key,
+            format!("{share} is more than {global_key} ({global})"),
+        ),
+        _ => {}
+    }
 }
 
 /// Checks `limits.max_response_bytes_in_flight` and
@@ -266,19 +276,13 @@ fn check_response_bytes(raw: &RawLimits, problems: &mut Problems) -> (usize, usi
     let share = raw
         .max_tenant_response_bytes_in_flight
         .unwrap_or(global / 2);
-    if raw.max_tenant_response_bytes_in_flight.is_some() {
-        if share == 0 {
-            problems.push(
-                "limits.max_tenant_response_bytes_in_flight",
-                "must be greater than 0",
-            );
-        } else if share > global {
-            problems.push(
-                "limits.max_tenant_response_bytes_in_flight",
-                format!("{share} is more than limits.max_response_bytes_in_flight ({global})"),
-            );
-        }
-    }
+    check_share(
+        "limits.max_tenant_response_bytes_in_flight",
+        raw.max_tenant_response_bytes_in_flight,
+        "limits.max_response_bytes_in_flight",
+        global,
+        problems,
+    );
     (global.max(1), share.max(1))
 }
 

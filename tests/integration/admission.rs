@@ -262,7 +262,7 @@ async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
     let (server, key, _jwks) =
         jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
             .await;
-    // Pages of about 340 KiB, past the 256 KiB from which a statement needs a permit.
+    // Pages of about 340 KiB, past the 128 KiB from which a statement needs a permit.
     for org in ["big", "other", "globex"] {
         server.mock.route(
             &format!("/orgs/{org}/items"),
@@ -298,28 +298,9 @@ async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
         )
         .await;
     // acme's next large statement fetches its page and waits for the permit.
-    let second = spawn_select(
-        &acme,
-        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
-    );
-    server
-        .mock
-        .wait_for(
-            "/orgs/other/items",
-            1,
-            Duration::from_secs(20),
-            "the second statement never reached its upstream",
-        )
-        .await;
+    let second = start_large_count(&server, &http, &acme).await;
     // globex's large statement runs to its end meanwhile, and so do acme's small ones.
-    let served = select(
-        &http,
-        &server.url,
-        &globex,
-        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'globex'",
-    )
-    .await;
-    assert_eq!(count_of(&served), 2000, "{served}");
+    assert_large_count_served(&http, &server.url, &globex).await;
     assert_small_select_served(&http, &server.url, &acme).await;
     assert!(
         !second.is_finished(),
@@ -363,35 +344,8 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
     )
     .await;
     // acme's next large statement fetches its page and waits for the permit.
-    let second = {
-        let (http, url, token) = (http.clone(), server.url.clone(), acme.clone());
-        tokio::spawn(async move {
-            select(
-                &http,
-                &url,
-                &token,
-                "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
-            )
-            .await
-        })
-    };
-    server
-        .mock
-        .wait_for(
-            "/orgs/other/items",
-            1,
-            Duration::from_secs(20),
-            "the second statement never reached its upstream",
-        )
-        .await;
-    let served = select(
-        &http,
-        &server.url,
-        &globex,
-        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'globex'",
-    )
-    .await;
-    assert_eq!(count_of(&served), 2000, "{served}");
+    let second = start_large_count(&server, &http, &acme).await;
+    assert_large_count_served(&http, &server.url, &globex).await;
     assert!(
         !second.is_finished(),
         "the permit was freed before the response was sent"
@@ -401,6 +355,47 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
     drop(stalled);
     let second = second.await.unwrap();
     assert_eq!(count_of(&second), 2000, "{second}");
+}
+
+/// Starts `token`'s count over the 2,000 wide rows of `org = 'other'` and waits until it
+/// has reached the upstream (its page then needs a bulk permit).
+async fn start_large_count(
+    server: &TestServer,
+    http: &reqwest::Client,
+    token: &str,
+) -> tokio::task::JoinHandle<Value> {
+    let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
+    let call = tokio::spawn(async move {
+        select(
+            &http,
+            &url,
+            &token,
+            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
+        )
+        .await
+    });
+    server
+        .mock
+        .wait_for(
+            "/orgs/other/items",
+            1,
+            Duration::from_secs(20),
+            "the second statement never reached its upstream",
+        )
+        .await;
+    call
+}
+
+/// `token`'s count over the 2,000 wide rows of `org = 'globex'` is answered.
+async fn assert_large_count_served(http: &reqwest::Client, url: &str, token: &str) {
+    let served = select(
+        http,
+        url,
+        token,
+        "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'globex'",
+    )
+    .await;
+    assert_eq!(count_of(&served), 2000, "{served}");
 }
 
 /// `token`'s small select (`org = 'small'`) is answered with its one row.
