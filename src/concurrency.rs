@@ -49,9 +49,12 @@
 //! the global `limits.max_concurrent_evaluations`) only while it does local work — planning,
 //! documents, SQLite — never while it waits for an upstream page (`7796ee1`). Slots bound CPU; the
 //! memory of large statements, which keep their loaded pages while they wait for the next, is
-//! bounded by bulk permits (`limits.max_bulk_statements`, taken past 128 KiB of loaded responses
-//! and held to the statement's end; 64 concurrent 10,000-row calls under 150 MiB,
-//! `cargo bench --bench admission`); rendered bytes in flight are bounded apart
+//! bounded by bulk permits (`limits.max_bulk_statements`, taken past 128 KiB of responses and
+//! held to the statement's end; 64 concurrent 10,000-row calls under 150 MiB,
+//! `cargo bench --bench admission`). The permit is waited for with the body of the page that
+//! needs it still unread (`upstream::admission`): read, that page and the idle connection's
+//! read buffer cost about 1.3 MiB per waiting statement (heaptrack, the peer bench's 64
+//! concurrent 10,000-row calls: 171 → 107 MiB peak); rendered bytes in flight are bounded apart
 //! (`limits.max_response_bytes_in_flight`).
 //!
 //! ## Group commit (audit)

@@ -8,6 +8,7 @@
 //! local work, and their `server.busy`, are covered by the unit tests of
 //! `mcp::pipeline::admission`.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -175,12 +176,9 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
     )
     .await;
     // 64 rows of 128 KiB: a response of about 16 MiB, far more than the socket buffers hold.
-    let big: Vec<Value> = (0..64)
-        .map(|i| json!({"id": i, "name": "x".repeat(128 * 1024)}))
-        .collect();
     server
         .mock
-        .route("/orgs/big/items", Reply::json(json!(big)));
+        .route("/orgs/big/items", Reply::json(long_rows(64, 128 * 1024)));
     server.mock.route(
         "/orgs/small/items",
         Reply::json(json!([{"id": 1, "name": "small"}])),
@@ -320,12 +318,9 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
         jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
             .await;
     // 64 rows of 128 KiB: far more than the socket buffers hold.
-    let big: Vec<Value> = (0..64)
-        .map(|i| json!({"id": i, "name": "x".repeat(128 * 1024)}))
-        .collect();
     server
         .mock
-        .route("/orgs/big/items", Reply::json(json!(big)));
+        .route("/orgs/big/items", Reply::json(long_rows(64, 128 * 1024)));
     for org in ["other", "globex"] {
         server.mock.route(
             &format!("/orgs/{org}/items"),
@@ -355,6 +350,115 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
     drop(stalled);
     let second = second.await.unwrap();
     assert_eq!(count_of(&second), 2000, "{second}");
+}
+
+#[tokio::test]
+async fn a_statement_waiting_for_its_bulk_permit_leaves_its_page_unread() {
+    let (server, key, _jwks) =
+        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
+            .await;
+    let huge = route_huge_page(&server);
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+
+    // acme's client does not read its large result: its statement keeps the permit.
+    let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
+    // acme's next large statement has its page's headers and waits for the permit.
+    let second = start_huge_count(&server, &http, &acme).await;
+    assert_large_count_served(&http, &server.url, &globex).await;
+    let taken = huge.load(Ordering::SeqCst);
+    assert!(
+        taken < HUGE_PAGE / 2,
+        "the page was read while its statement waited for the permit: {taken} of {HUGE_PAGE} bytes"
+    );
+    assert!(!second.is_finished());
+
+    drop(stalled);
+    let second = second.await.unwrap();
+    assert_eq!(count_of(&second), 16, "{second}");
+    assert!(huge.load(Ordering::SeqCst) >= HUGE_PAGE);
+}
+
+#[tokio::test]
+async fn a_wait_for_the_bulk_permit_does_not_count_against_the_upstream_timeout() {
+    let (server, key, _jwks) = jwt_server_with(
+        "upstream:\n  timeout: 1s\nlimits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n",
+    )
+    .await;
+    route_huge_page(&server);
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+
+    let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
+    let second = start_huge_count(&server, &http, &acme).await;
+    // The permit comes well after the upstream timeout.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    drop(stalled);
+    let second = second.await.unwrap();
+    assert_eq!(count_of(&second), 16, "{second}");
+    assert_eq!(
+        server.mock.count("/orgs/huge/items"),
+        1,
+        "the page was asked for again"
+    );
+}
+
+/// The select of acme's 64 rows of 128 KiB (`org = 'big'`, see [`route_huge_page`]).
+const BIG_SELECT: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'big'";
+
+/// The bytes of the page [`route_huge_page`] serves, about: 16 rows of 1 MiB.
+const HUGE_PAGE: usize = 16 * 1024 * 1024;
+
+/// Routes `org = 'big'` (64 rows of 128 KiB) and `org = 'huge'` (16 rows of 1 MiB, far more
+/// than the socket buffers hold, sent in pieces), and the wide rows of `org = 'globex'`;
+/// the count of the huge page's bytes the mock has taken to send.
+fn route_huge_page(server: &TestServer) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    server
+        .mock
+        .route("/orgs/big/items", Reply::json(long_rows(64, 128 * 1024)));
+    let (huge, taken) = Reply::json(long_rows(16, 1024 * 1024)).counted();
+    server.mock.route("/orgs/huge/items", huge);
+    server
+        .mock
+        .route("/orgs/globex/items", Reply::json(wide_rows("globex", 2000)));
+    taken
+}
+
+/// Starts `token`'s count over `org = 'huge'` and waits until it reaches the upstream.
+async fn start_huge_count(
+    server: &TestServer,
+    http: &reqwest::Client,
+    token: &str,
+) -> tokio::task::JoinHandle<Value> {
+    let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
+    let call = tokio::spawn(async move {
+        select(
+            &http,
+            &url,
+            &token,
+            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'huge'",
+        )
+        .await
+    });
+    server
+        .mock
+        .wait_for(
+            "/orgs/huge/items",
+            1,
+            Duration::from_secs(20),
+            "the statement never reached its upstream",
+        )
+        .await;
+    call
+}
+
+/// `count` rows whose `name` is `len` bytes long.
+fn long_rows(count: usize, len: usize) -> Value {
+    let rows: Vec<Value> = (0..count)
+        .map(|i| json!({"id": i, "name": "x".repeat(len)}))
+        .collect();
+    Value::Array(rows)
 }
 
 /// Starts `token`'s count over the 2,000 wide rows of `org = 'other'` and waits until it

@@ -40,6 +40,8 @@ pub struct Reply {
     pub fault: Option<BodyFault>,
     /// Held back until this turns true (see [`Reply::held`]).
     pub hold: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Counts the body's bytes as the server takes them to send (see [`Reply::counted`]).
+    pub taken: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 /// Lets the replies [`Reply::held`] made go out.
@@ -72,6 +74,7 @@ impl Reply {
             echo: false,
             fault: None,
             hold: None,
+            taken: None,
         }
     }
     pub fn status(status: u16, body: &str) -> Self {
@@ -83,6 +86,7 @@ impl Reply {
             echo: false,
             fault: None,
             hold: None,
+            taken: None,
         }
     }
     /// Raw bytes with a content type (registry packages, form bodies).
@@ -95,6 +99,7 @@ impl Reply {
             echo: false,
             fault: None,
             hold: None,
+            taken: None,
         }
     }
     pub fn status_code(mut self, status: u16) -> Self {
@@ -107,6 +112,15 @@ impl Reply {
         let (release, hold) = tokio::sync::watch::channel(false);
         self.hold = Some(hold);
         (self, Release(release))
+    }
+    /// This reply, its body sent in 64 KiB pieces (after a `content-length` header), and
+    /// the count of its bytes the server has taken to send so far: the server takes the
+    /// next piece only once the connection has room for it, so a client that does not read
+    /// keeps the count at what the socket buffers hold.
+    pub fn counted(mut self) -> (Self, Arc<std::sync::atomic::AtomicUsize>) {
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        self.taken = Some(taken.clone());
+        (self, taken)
     }
     pub fn delayed(mut self, delay: std::time::Duration) -> Self {
         self.delay = delay;
@@ -351,9 +365,20 @@ fn answer(
     if reply.echo {
         body.extend_from_slice(echoed.as_bytes());
     }
-    let body = match reply.fault {
-        None => Body::from(body),
-        Some(fault) => {
+    let body = match (reply.fault, reply.taken) {
+        (None, None) => Body::from(body),
+        (None, Some(taken)) => {
+            builder = builder.header("content-length", body.len());
+            let pieces: Vec<Vec<u8>> = body.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+            Body::from_stream(futures::StreamExt::map(
+                futures::stream::iter(pieces),
+                move |piece| {
+                    taken.fetch_add(piece.len(), std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, std::io::Error>(piece)
+                },
+            ))
+        }
+        (Some(fault), _) => {
             builder = builder.header("content-length", body.len());
             let (cut, reset) = match fault {
                 BodyFault::ResetAfter(n) => (n, true),

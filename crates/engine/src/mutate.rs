@@ -215,6 +215,7 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
             credentials: cx.credentials.as_ref(),
             tenant: &cx.tenant,
             deadline: cx.deadline,
+            admission: None,
         };
         let (url, headers) = unsigned_request(&leg)?;
         piece(method.http_method.as_bytes());
@@ -889,6 +890,7 @@ async fn send_all(
             credentials: cx.credentials.as_ref(),
             tenant: &cx.tenant,
             deadline: cx.deadline,
+            admission: None,
         };
         let body = request
             .body

@@ -759,6 +759,7 @@ async fn fetch_leg(
         credentials: cx.credentials.as_ref(),
         tenant: &cx.tenant,
         deadline: cx.deadline,
+        admission: Some(db),
     };
     let method = plan.method();
     let fixed: Vec<(String, SqlValue)> = leg

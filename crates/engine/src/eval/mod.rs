@@ -47,6 +47,7 @@ use super::error::{Error, Result};
 use super::rows::{Loaded, RowLocator};
 use super::slots::{EvalSlot, EvalSlots};
 use super::types::QueryOutput;
+use super::upstream::{AdmissionWait, BodyAdmission};
 
 pub use self::limits::EvalLimits;
 pub(crate) use self::query::near_word;
@@ -110,6 +111,25 @@ pub(crate) struct Database {
     /// The bulk permit from `slots`, taken before the page that takes `sent` past
     /// [`EvalLimits::INLINE_BYTES`].
     bulk: tokio::sync::OnceCell<Arc<EvalSlot>>,
+}
+
+/// A page whose body would take the bytes sent past [`EvalLimits::INLINE_BYTES`] waits for
+/// the statement's bulk permit before its body is read, so that a statement waiting for one
+/// holds no page (the bytes are counted when the page is sent).
+impl BodyAdmission for Database {
+    fn admit(&self, bytes: u64) -> Option<AdmissionWait<'_>> {
+        let slots = self.slots.as_deref()?;
+        if self.bulk.initialized() {
+            return None;
+        }
+        let sent = self.sent.load(Ordering::Relaxed) as u64;
+        if sent.saturating_add(bytes) <= EvalLimits::INLINE_BYTES as u64 {
+            return None;
+        }
+        Some(Box::pin(async move {
+            self.take_bulk(slots).await;
+        }))
+    }
 }
 
 /// Where a statement's commands run.
@@ -262,11 +282,14 @@ impl Database {
         if sent <= EvalLimits::INLINE_BYTES {
             return None;
         }
-        let permit = self
-            .bulk
+        Some(Arc::clone(self.take_bulk(slots.as_ref()).await))
+    }
+
+    /// The statement's bulk permit, waited for from `slots` the first time.
+    async fn take_bulk(&self, slots: &dyn EvalSlots) -> &Arc<EvalSlot> {
+        self.bulk
             .get_or_init(|| async { Arc::new(slots.acquire_bulk().await) })
-            .await;
-        Some(Arc::clone(permit))
+            .await
     }
 
     /// Whether `command` will run on the statement's own thread: it runs there already,

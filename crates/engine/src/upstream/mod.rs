@@ -2,6 +2,7 @@
 //! statement's parameter values, applies auth, follows pagination, and turns non-success
 //! statuses into typed errors. 404 on a read is "no rows" for that request.
 
+mod admission;
 mod auth;
 mod body;
 mod pacing;
@@ -10,6 +11,8 @@ pub(crate) mod provenance;
 mod retry;
 mod scrub;
 
+use admission::Admitting;
+pub(crate) use admission::{AdmissionWait, BodyAdmission};
 pub(crate) use scrub::Scrubber;
 
 pub(crate) use auth::{
@@ -77,6 +80,9 @@ pub(crate) struct Leg<'a> {
     pub(crate) tenant: &'a str,
     /// When the call ends (`None`: the upstream timeout bounds a pacing wait).
     pub(crate) deadline: Option<tokio::time::Instant>,
+    /// Asked before each successful page's body is read (see [`admission`]); `None`: read
+    /// at once.
+    pub(crate) admission: Option<&'a dyn BodyAdmission>,
 }
 
 /// The JSON body of a read, and its media type.
@@ -402,10 +408,14 @@ impl Upstream {
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let provider = &leg.auth.provider;
         if provider.is_empty() {
-            return self.send_as(method, url, headers, body, leg.auth).await;
+            return self
+                .send_admitted(method, url, headers, body, leg.auth, leg.admission)
+                .await;
         }
         self.pace(leg, method, url).await?;
-        let outcome = self.send_as(method, url, headers, body, leg.auth).await;
+        let outcome = self
+            .send_admitted(method, url, headers, body, leg.auth, leg.admission)
+            .await;
         if let Ok((status, response_headers, _)) = &outcome {
             self.pacer.answered(
                 leg.tenant,
@@ -418,9 +428,9 @@ impl Upstream {
         outcome
     }
 
-    /// Sends one request, once, unpaced (token requests, and [`Upstream::send`] once paced),
-    /// and reads its body within the size limit; in a span (`upstream_request`: provider,
-    /// method, status), reported to the observer.
+    /// Sends one request, once, unpaced (token requests), and reads its body within the
+    /// size limit; in a span (`upstream_request`: provider, method, status), reported to the
+    /// observer.
     async fn send_as(
         &self,
         method: &reqwest::Method,
@@ -428,6 +438,22 @@ impl Upstream {
         headers: &HeaderMap,
         body: Option<&Bytes>,
         auth: &AuthParts,
+    ) -> Result<(u16, HeaderMap, Bytes)> {
+        self.send_admitted(method, url, headers, body, auth, None)
+            .await
+    }
+
+    /// [`Upstream::send_as`], with a successful answer's body read once `admission` (if
+    /// any) admits it; the time that takes is not counted in the request's duration or
+    /// its timeout.
+    async fn send_admitted(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        auth: &AuthParts,
+        admission: Option<&dyn BodyAdmission>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         use tracing::Instrument as _;
         let span = tracing::info_span!(
@@ -438,8 +464,9 @@ impl Upstream {
             http.response.status_code = tracing::field::Empty,
         );
         let started = Instant::now();
+        let mut admitting = Admitting::new(admission);
         let outcome = self
-            .send_once(method, url, headers, body, auth)
+            .send_once(method, url, headers, body, auth, &mut admitting)
             .instrument(span.clone())
             .await;
         let result = match &outcome {
@@ -452,7 +479,11 @@ impl Upstream {
         if let Some(observer) = &self.observer
             && !auth.provider.is_empty()
         {
-            observer.upstream_request(&auth.provider, result, started.elapsed());
+            observer.upstream_request(
+                &auth.provider,
+                result,
+                started.elapsed().saturating_sub(admitting.waited),
+            );
         }
         outcome
     }
@@ -494,6 +525,10 @@ impl Upstream {
         }
     }
 
+    /// Sends one request and reads its body, within the upstream timeout. A successful
+    /// answer's body is read once `admitting` admits it, asked with the `Content-Length`
+    /// and the bytes read so far: that wait (at most the upstream timeout, after which the
+    /// body is read anyway) moves the request's deadline.
     async fn send_once(
         &self,
         method: &reqwest::Method,
@@ -501,11 +536,19 @@ impl Upstream {
         headers: &HeaderMap,
         body: Option<&Bytes>,
         auth: &AuthParts,
+        admitting: &mut Admitting<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
+        let timeout = self.settings.timeout;
+        let mut deadline = tokio::time::Instant::now() + timeout;
         let mut builder = self
             .client
             .request(method.clone(), url.clone())
             .headers(headers.clone());
+        if admitting.asks() {
+            // The client's own timeout would count the wait: it stays a backstop past the
+            // deadline here, which the wait moves (by at most `timeout`).
+            builder = builder.timeout(timeout.saturating_mul(2).saturating_add(BACKSTOP));
+        }
         if let Some(body) = body {
             builder = builder.body(body.clone());
         }
@@ -518,40 +561,34 @@ impl Upstream {
         let unavailable = |err: reqwest::Error, sent: bool| {
             // reqwest's text names the URL with its query, which may carry a key.
             let err = err.without_url();
-            let timed_out = err.is_timeout();
-            let what = match (timed_out, sent) {
-                (true, _) => "timed out",
-                (false, true) => "failed after it was sent",
-                (false, false) => "failed",
-            };
-            let kind = if sent {
-                ErrorKind::UpstreamOutcomeUnknown
-            } else {
-                ErrorKind::UpstreamUnavailable
-            };
-            let error = Error::new(
-                kind,
-                format!(
-                    "upstream request {} {what}: {}",
-                    describe(method, url),
-                    error_chain(&err)
-                ),
-            );
-            if timed_out { error.timed_out() } else { error }
+            failed(method, url, err.is_timeout(), sent, &error_chain(&err))
         };
-        let mut response = self.client.execute(request).await.map_err(|err| {
-            let sent = !err.is_connect();
-            unavailable(err, sent)
-        })?;
+        let timed_out = || failed(method, url, true, true, "operation timed out");
+        let mut response = tokio::time::timeout_at(deadline, self.client.execute(request))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|err| {
+                let sent = !err.is_connect();
+                unavailable(err, sent)
+            })?;
         let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            admitting.skip();
+        }
         let response_headers = response.headers().clone();
         provenance::note(&response_headers);
-        let mut body = Gathered::new(response.content_length(), self.settings.max_response_bytes);
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|err| unavailable(err, true))?
-        {
+        let announced = response.content_length();
+        let mut body = Gathered::new(announced, self.settings.max_response_bytes);
+        loop {
+            let bytes = announced.unwrap_or(0).max(body.len() as u64);
+            deadline += admitting.before_reading(bytes, timeout).await;
+            let Some(chunk) = tokio::time::timeout_at(deadline, response.chunk())
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|err| unavailable(err, true))?
+            else {
+                break;
+            };
             if body.len() + chunk.len() > self.settings.max_response_bytes {
                 return Err(Error::new(
                     ErrorKind::LimitExceeded,
@@ -566,6 +603,29 @@ impl Upstream {
         }
         Ok((status, response_headers, body.finish()))
     }
+}
+
+/// How far past an admitted request's own deadline the HTTP client's timeout is set.
+const BACKSTOP: Duration = Duration::from_secs(1);
+
+/// The error of a request that failed or timed out (`timed_out`), after it may have reached
+/// the upstream (`sent`: a write may have been applied) or not.
+fn failed(method: &reqwest::Method, url: &Url, timed_out: bool, sent: bool, cause: &str) -> Error {
+    let what = match (timed_out, sent) {
+        (true, _) => "timed out",
+        (false, true) => "failed after it was sent",
+        (false, false) => "failed",
+    };
+    let kind = if sent {
+        ErrorKind::UpstreamOutcomeUnknown
+    } else {
+        ErrorKind::UpstreamUnavailable
+    };
+    let error = Error::new(
+        kind,
+        format!("upstream request {} {what}: {cause}", describe(method, url)),
+    );
+    if timed_out { error.timed_out() } else { error }
 }
 
 /// How a failed request counts in the metrics: a timeout by the flag reqwest set, not by
