@@ -404,6 +404,48 @@ async fn a_wait_for_the_bulk_permit_does_not_count_against_the_upstream_timeout(
     );
 }
 
+#[tokio::test]
+async fn a_request_whose_last_answer_was_large_waits_for_the_bulk_permit_before_it_is_sent() {
+    let (server, key, _jwks) =
+        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
+            .await;
+    route_huge_page(&server);
+    let http = reqwest::Client::new();
+    let acme = key.sign(&claims("acme"));
+    let globex = key.sign(&claims("globex"));
+    let huge_count = |token: &str| {
+        let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
+        tokio::spawn(async move {
+            select(
+                &http,
+                &url,
+                &token,
+                "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'huge'",
+            )
+            .await
+        })
+    };
+    let first = huge_count(&acme).await.unwrap();
+    assert_eq!(count_of(&first), 16, "{first}");
+    assert_eq!(server.mock.count("/orgs/huge/items"), 1);
+
+    // With the permit held, the same request again is not sent until the permit is free.
+    let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
+    let again = huge_count(&acme);
+    assert_large_count_served(&http, &server.url, &globex).await;
+    assert_eq!(
+        server.mock.count("/orgs/huge/items"),
+        1,
+        "sent while its statement waited for the permit"
+    );
+    assert!(!again.is_finished());
+
+    drop(stalled);
+    let again = again.await.unwrap();
+    assert_eq!(count_of(&again), 16, "{again}");
+    assert_eq!(server.mock.count("/orgs/huge/items"), 2);
+}
+
 /// The select of acme's 64 rows of 128 KiB (`org = 'big'`, see [`route_huge_page`]).
 const BIG_SELECT: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'big'";
 

@@ -114,8 +114,9 @@ pub(crate) struct Database {
 }
 
 /// A page whose body would take the bytes sent past [`EvalLimits::INLINE_BYTES`] waits for
-/// the statement's bulk permit before its body is read, so that a statement waiting for one
-/// holds no page (the bytes are counted when the page is sent).
+/// the statement's bulk permit before its body is read (or, when its request's last answer
+/// was larger than that, before it is sent), so that a statement waiting for one holds no
+/// page (the bytes are counted when the page is sent).
 impl BodyAdmission for Database {
     fn admit(&self, bytes: u64) -> Option<AdmissionWait<'_>> {
         let slots = self.slots.as_deref()?;
@@ -129,6 +130,10 @@ impl BodyAdmission for Database {
         Some(Box::pin(async move {
             self.take_bulk(slots).await;
         }))
+    }
+
+    fn large(&self, bytes: u64) -> bool {
+        self.slots.is_some() && bytes > EvalLimits::INLINE_BYTES as u64
     }
 }
 

@@ -11,8 +11,8 @@ pub(crate) mod provenance;
 mod retry;
 mod scrub;
 
-use admission::Admitting;
 pub(crate) use admission::{AdmissionWait, BodyAdmission};
+use admission::{Admitting, LargeAnswers};
 pub(crate) use scrub::Scrubber;
 
 pub(crate) use auth::{
@@ -62,6 +62,8 @@ pub(crate) struct Upstream {
     observer: Option<Arc<dyn UpstreamObserver>>,
     /// Each tenant's pace towards each provider.
     pacer: Arc<pacing::Pacer>,
+    /// The requests whose last answer needed admission on its own.
+    large_answers: Arc<LargeAnswers>,
 }
 
 /// One request (and its follow-up pages) of a table load.
@@ -130,6 +132,7 @@ impl Upstream {
             settings,
             observer: None,
             pacer,
+            large_answers: Arc::new(LargeAnswers::new()),
         })
     }
 
@@ -409,12 +412,26 @@ impl Upstream {
         let provider = &leg.auth.provider;
         if provider.is_empty() {
             return self
-                .send_admitted(method, url, headers, body, leg.auth, leg.admission)
+                .send_admitted(
+                    method,
+                    url,
+                    headers,
+                    body,
+                    leg.auth,
+                    self.admitting(leg, method, url, body),
+                )
                 .await;
         }
         self.pace(leg, method, url).await?;
         let outcome = self
-            .send_admitted(method, url, headers, body, leg.auth, leg.admission)
+            .send_admitted(
+                method,
+                url,
+                headers,
+                body,
+                leg.auth,
+                self.admitting(leg, method, url, body),
+            )
             .await;
         if let Ok((status, response_headers, _)) = &outcome {
             self.pacer.answered(
@@ -428,6 +445,22 @@ impl Upstream {
         outcome
     }
 
+    /// The admission of one request of `leg` (see [`admission`]).
+    fn admitting<'a>(
+        &'a self,
+        leg: &Leg<'a>,
+        method: &reqwest::Method,
+        url: &Url,
+        body: Option<&Bytes>,
+    ) -> Admitting<'a> {
+        Admitting::new(
+            leg.admission,
+            &self.large_answers,
+            leg.tenant,
+            (method, url, body),
+        )
+    }
+
     /// Sends one request, once, unpaced (token requests), and reads its body within the
     /// size limit; in a span (`upstream_request`: provider, method, status), reported to the
     /// observer.
@@ -439,13 +472,13 @@ impl Upstream {
         body: Option<&Bytes>,
         auth: &AuthParts,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        self.send_admitted(method, url, headers, body, auth, None)
+        self.send_admitted(method, url, headers, body, auth, Admitting::none())
             .await
     }
 
-    /// [`Upstream::send_as`], with a successful answer's body read once `admission` (if
-    /// any) admits it; the time that takes is not counted in the request's duration or
-    /// its timeout.
+    /// [`Upstream::send_as`], with the request sent and a successful answer's body read
+    /// once `admitting` admits them; the time that takes is not counted in the request's
+    /// duration or its timeout.
     async fn send_admitted(
         &self,
         method: &reqwest::Method,
@@ -453,7 +486,7 @@ impl Upstream {
         headers: &HeaderMap,
         body: Option<&Bytes>,
         auth: &AuthParts,
-        admission: Option<&dyn BodyAdmission>,
+        mut admitting: Admitting<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         use tracing::Instrument as _;
         let span = tracing::info_span!(
@@ -464,7 +497,6 @@ impl Upstream {
             http.response.status_code = tracing::field::Empty,
         );
         let started = Instant::now();
-        let mut admitting = Admitting::new(admission);
         let outcome = self
             .send_once(method, url, headers, body, auth, &mut admitting)
             .instrument(span.clone())
@@ -525,10 +557,11 @@ impl Upstream {
         }
     }
 
-    /// Sends one request and reads its body, within the upstream timeout. A successful
-    /// answer's body is read once `admitting` admits it, asked with the `Content-Length`
-    /// and the bytes read so far: that wait (at most the upstream timeout, after which the
-    /// body is read anyway) moves the request's deadline.
+    /// Sends one request and reads its body, within the upstream timeout. The request is
+    /// sent once `admitting` admits the body its last answer announced, and a successful
+    /// answer's body read once it admits the `Content-Length` and the bytes read so far:
+    /// those waits (at most the upstream timeout each, after which it goes on anyway) are
+    /// not counted in the request's timeout.
     async fn send_once(
         &self,
         method: &reqwest::Method,
@@ -539,6 +572,7 @@ impl Upstream {
         admitting: &mut Admitting<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let timeout = self.settings.timeout;
+        admitting.before_sending(timeout).await;
         let mut deadline = tokio::time::Instant::now() + timeout;
         let mut builder = self
             .client
@@ -572,12 +606,10 @@ impl Upstream {
                 unavailable(err, sent)
             })?;
         let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            admitting.skip();
-        }
+        let announced = response.content_length();
+        admitting.answered((200..300).contains(&status), announced);
         let response_headers = response.headers().clone();
         provenance::note(&response_headers);
-        let announced = response.content_length();
         let mut body = Gathered::new(announced, self.settings.max_response_bytes);
         loop {
             let bytes = announced.unwrap_or(0).max(body.len() as u64);
