@@ -67,19 +67,17 @@ impl LargeAnswers {
         self.sizes.lock().ok()?.get(&key).copied()
     }
 
-    /// Remembers that `key`'s answer announced `size`, when it was large; forgets it
-    /// otherwise.
-    fn note(&self, key: u64, size: Option<u64>) {
-        let Ok(mut sizes) = self.sizes.lock() else {
-            return;
-        };
-        match size {
-            Some(size) => {
-                sizes.put(key, size);
-            }
-            None => {
-                sizes.pop(&key);
-            }
+    /// Remembers that `key`'s answer announced `size`, large enough to need admission.
+    fn remember(&self, key: u64, size: u64) {
+        if let Ok(mut sizes) = self.sizes.lock() {
+            sizes.put(key, size);
+        }
+    }
+
+    /// Forgets `key`: its answer is no longer large.
+    fn forget(&self, key: u64) {
+        if let Ok(mut sizes) = self.sizes.lock() {
+            sizes.pop(&key);
         }
     }
 }
@@ -92,6 +90,8 @@ pub(super) struct Admitting<'a> {
     waited_once: bool,
     /// Where the request's last large answer is remembered, under its key.
     remembered: Option<(&'a LargeAnswers, u64)>,
+    /// Whether its last answer was remembered when it was sent.
+    was_large: bool,
     /// Time spent waiting for the admission.
     pub(super) waited: Duration,
 }
@@ -103,6 +103,7 @@ impl<'a> Admitting<'a> {
             asks: None,
             waited_once: false,
             remembered: None,
+            was_large: false,
             waited: Duration::ZERO,
         }
     }
@@ -122,6 +123,7 @@ impl<'a> Admitting<'a> {
             asks: Some(asks),
             waited_once: false,
             remembered: Some((answers, answers.key(tenant, method, url, body))),
+            was_large: false,
             waited: Duration::ZERO,
         }
     }
@@ -137,6 +139,7 @@ impl<'a> Admitting<'a> {
         let Some(size) = self.remembered.and_then(|(answers, key)| answers.size(key)) else {
             return Duration::ZERO;
         };
+        self.was_large = true;
         self.wait(size, cap).await
     }
 
@@ -151,8 +154,13 @@ impl<'a> Admitting<'a> {
             self.asks = None;
             return;
         }
-        if let Some((answers, key)) = self.remembered {
-            answers.note(key, size.filter(|&size| asks.large(size)));
+        let Some((answers, key)) = self.remembered else {
+            return;
+        };
+        match size.filter(|&size| asks.large(size)) {
+            Some(size) => answers.remember(key, size),
+            None if self.was_large => answers.forget(key),
+            None => {}
         }
     }
 
@@ -195,7 +203,7 @@ mod tests {
         let other_url = Url::parse("https://api.example/items?page=2").unwrap();
         let body = Bytes::from_static(b"{\"a\":1}");
         let key = answers.key("acme", &get(), &url, None);
-        answers.note(key, Some(700_000));
+        answers.remember(key, 700_000);
         assert_eq!(answers.size(key), Some(700_000));
         for other in [
             answers.key("globex", &get(), &url, None),
@@ -206,7 +214,7 @@ mod tests {
             assert_eq!(answers.size(other), None);
         }
         // A smaller answer since: forgotten.
-        answers.note(key, None);
+        answers.forget(key);
         assert_eq!(answers.size(key), None);
     }
 
@@ -220,7 +228,7 @@ mod tests {
             })
             .collect();
         for key in &keys {
-            answers.note(*key, Some(1 << 20));
+            answers.remember(*key, 1 << 20);
         }
         assert_eq!(answers.size(keys[0]), None);
         assert_eq!(answers.size(keys[REMEMBERED.get()]), Some(1 << 20));

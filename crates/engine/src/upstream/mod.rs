@@ -561,7 +561,8 @@ impl Upstream {
     /// sent once `admitting` admits the body its last answer announced, and a successful
     /// answer's body read once it admits the `Content-Length` and the bytes read so far:
     /// those waits (at most the upstream timeout each, after which it goes on anyway) are
-    /// not counted in the request's timeout.
+    /// not counted in the request's timeout, which is then kept here rather than by the
+    /// HTTP client.
     async fn send_once(
         &self,
         method: &reqwest::Method,
@@ -598,9 +599,14 @@ impl Upstream {
             failed(method, url, err.is_timeout(), sent, &error_chain(&err))
         };
         let timed_out = || failed(method, url, true, true, "operation timed out");
-        let mut response = tokio::time::timeout_at(deadline, self.client.execute(request))
+        // One timer for the whole request, moved by the waits; without an admission to wait
+        // for, the client's own timeout is the request's.
+        let timed = admitting.asks();
+        let timer = tokio::time::sleep_until(deadline);
+        tokio::pin!(timer);
+        let mut response = within(timed, timer.as_mut(), self.client.execute(request))
             .await
-            .map_err(|_| timed_out())?
+            .ok_or_else(timed_out)?
             .map_err(|err| {
                 let sent = !err.is_connect();
                 unavailable(err, sent)
@@ -613,10 +619,14 @@ impl Upstream {
         let mut body = Gathered::new(announced, self.settings.max_response_bytes);
         loop {
             let bytes = announced.unwrap_or(0).max(body.len() as u64);
-            deadline += admitting.before_reading(bytes, timeout).await;
-            let Some(chunk) = tokio::time::timeout_at(deadline, response.chunk())
+            let waited = admitting.before_reading(bytes, timeout).await;
+            if !waited.is_zero() {
+                deadline += waited;
+                timer.as_mut().reset(deadline);
+            }
+            let Some(chunk) = within(timed, timer.as_mut(), response.chunk())
                 .await
-                .map_err(|_| timed_out())?
+                .ok_or_else(timed_out)?
                 .map_err(|err| unavailable(err, true))?
             else {
                 break;
@@ -635,6 +645,26 @@ impl Upstream {
         }
         Ok((status, response_headers, body.finish()))
     }
+}
+
+/// `work`'s output, or `None` when `timer` fires first; without `timed`, `work`'s output
+/// whenever it comes.
+async fn within<F: Future>(
+    timed: bool,
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    work: F,
+) -> Option<F::Output> {
+    if !timed {
+        return Some(work.await);
+    }
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(out) = work.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(out));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// How far past an admitted request's own deadline the HTTP client's timeout is set.
