@@ -52,9 +52,10 @@
 //! bounded by bulk permits (`limits.max_bulk_statements`, taken past 128 KiB of responses and
 //! held to the statement's end; 64 concurrent 10,000-row calls under 150 MiB,
 //! `cargo bench --bench admission`). The permit is waited for with the body of the page that
-//! needs it still unread (`upstream::admission`): read, that page and the idle connection's
-//! read buffer cost about 1.3 MiB per waiting statement (heaptrack, the peer bench's 64
-//! concurrent 10,000-row calls: 171 → 107 MiB peak); rendered bytes in flight are bounded apart
+//! needs it still unread, or before a request whose last answer needed it is sent
+//! (`upstream::admission`): read, that page and its connection's read buffer cost about
+//! 1.3 MiB per waiting statement (heaptrack, the peer bench's 64 concurrent 10,000-row calls:
+//! 171 → 77 MiB peak, `9c502d9`, `c97387b`); rendered bytes in flight are bounded apart
 //! (`limits.max_response_bytes_in_flight`).
 //!
 //! ## Group commit (audit)
