@@ -82,8 +82,8 @@ pub(crate) struct Leg<'a> {
     pub(crate) tenant: &'a str,
     /// When the call ends (`None`: the upstream timeout bounds a pacing wait).
     pub(crate) deadline: Option<tokio::time::Instant>,
-    /// Asked before each successful page's body is read (see [`admission`]); `None`: read
-    /// at once.
+    /// Asked before a page's request is sent, when its last answer needed it, and before a
+    /// successful page's body is read (see [`admission`]); `None`: sent and read at once.
     pub(crate) admission: Option<&'a dyn BodyAdmission>,
 }
 
