@@ -296,7 +296,7 @@ async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
         )
         .await;
     // acme's next large statement fetches its page and waits for the permit.
-    let second = start_large_count(&server, &http, &acme).await;
+    let second = start_count(&server, &http, &acme, "other").await;
     // globex's large statement runs to its end meanwhile, and so do acme's small ones.
     assert_large_count_served(&http, &server.url, &globex).await;
     assert_small_select_served(&http, &server.url, &acme).await;
@@ -339,7 +339,7 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
     )
     .await;
     // acme's next large statement fetches its page and waits for the permit.
-    let second = start_large_count(&server, &http, &acme).await;
+    let second = start_count(&server, &http, &acme, "other").await;
     assert_large_count_served(&http, &server.url, &globex).await;
     assert!(
         !second.is_finished(),
@@ -365,7 +365,7 @@ async fn a_statement_waiting_for_its_bulk_permit_leaves_its_page_unread() {
     // acme's client does not read its large result: its statement keeps the permit.
     let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
     // acme's next large statement has its page's headers and waits for the permit.
-    let second = start_huge_count(&server, &http, &acme).await;
+    let second = start_count(&server, &http, &acme, "huge").await;
     assert_large_count_served(&http, &server.url, &globex).await;
     let taken = huge.load(Ordering::SeqCst);
     assert!(
@@ -391,7 +391,7 @@ async fn a_wait_for_the_bulk_permit_does_not_count_against_the_upstream_timeout(
     let acme = key.sign(&claims("acme"));
 
     let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
-    let second = start_huge_count(&server, &http, &acme).await;
+    let second = start_count(&server, &http, &acme, "huge").await;
     // The permit comes well after the upstream timeout.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     drop(stalled);
@@ -413,25 +413,15 @@ async fn a_request_whose_last_answer_was_large_waits_for_the_bulk_permit_before_
     let http = reqwest::Client::new();
     let acme = key.sign(&claims("acme"));
     let globex = key.sign(&claims("globex"));
-    let huge_count = |token: &str| {
-        let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
-        tokio::spawn(async move {
-            select(
-                &http,
-                &url,
-                &token,
-                "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'huge'",
-            )
-            .await
-        })
-    };
-    let first = huge_count(&acme).await.unwrap();
+    let first = spawn_count(&http, &server.url, &acme, "huge")
+        .await
+        .unwrap();
     assert_eq!(count_of(&first), 16, "{first}");
     assert_eq!(server.mock.count("/orgs/huge/items"), 1);
 
     // With the permit held, the same request again is not sent until the permit is free.
     let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
-    let again = huge_count(&acme);
+    let again = spawn_count(&http, &server.url, &acme, "huge");
     assert_large_count_served(&http, &server.url, &globex).await;
     assert_eq!(
         server.mock.count("/orgs/huge/items"),
@@ -467,34 +457,6 @@ fn route_huge_page(server: &TestServer) -> std::sync::Arc<std::sync::atomic::Ato
     taken
 }
 
-/// Starts `token`'s count over `org = 'huge'` and waits until it reaches the upstream.
-async fn start_huge_count(
-    server: &TestServer,
-    http: &reqwest::Client,
-    token: &str,
-) -> tokio::task::JoinHandle<Value> {
-    let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
-    let call = tokio::spawn(async move {
-        select(
-            &http,
-            &url,
-            &token,
-            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'huge'",
-        )
-        .await
-    });
-    server
-        .mock
-        .wait_for(
-            "/orgs/huge/items",
-            1,
-            Duration::from_secs(20),
-            "the statement never reached its upstream",
-        )
-        .await;
-    call
-}
-
 /// `count` rows whose `name` is `len` bytes long.
 fn long_rows(count: usize, len: usize) -> Value {
     let rows: Vec<Value> = (0..count)
@@ -503,30 +465,36 @@ fn long_rows(count: usize, len: usize) -> Value {
     Value::Array(rows)
 }
 
-/// Starts `token`'s count over the 2,000 wide rows of `org = 'other'` and waits until it
-/// has reached the upstream (its page then needs a bulk permit).
-async fn start_large_count(
+/// Starts `token`'s count over the rows of `org`.
+fn spawn_count(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    org: &'static str,
+) -> tokio::task::JoinHandle<Value> {
+    let (http, url, token) = (http.clone(), url.to_owned(), token.to_owned());
+    tokio::spawn(async move {
+        let sql = format!("SELECT count(*) AS n FROM testapi.items.items WHERE org = '{org}'");
+        select(&http, &url, &token, &sql).await
+    })
+}
+
+/// Starts `token`'s count over the rows of `org` and waits until it has reached the
+/// upstream (`other`: 2,000 wide rows, whose page then needs a bulk permit).
+async fn start_count(
     server: &TestServer,
     http: &reqwest::Client,
     token: &str,
+    org: &'static str,
 ) -> tokio::task::JoinHandle<Value> {
-    let (http, url, token) = (http.clone(), server.url.clone(), token.to_owned());
-    let call = tokio::spawn(async move {
-        select(
-            &http,
-            &url,
-            &token,
-            "SELECT count(*) AS n FROM testapi.items.items WHERE org = 'other'",
-        )
-        .await
-    });
+    let call = spawn_count(http, &server.url, token, org);
     server
         .mock
         .wait_for(
-            "/orgs/other/items",
+            &format!("/orgs/{org}/items"),
             1,
             Duration::from_secs(20),
-            "the second statement never reached its upstream",
+            "the statement never reached its upstream",
         )
         .await;
     call

@@ -410,30 +410,16 @@ impl Upstream {
         leg: &Leg<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         let provider = &leg.auth.provider;
-        if provider.is_empty() {
-            return self
-                .send_admitted(
-                    method,
-                    url,
-                    headers,
-                    body,
-                    leg.auth,
-                    self.admitting(leg, method, url, body),
-                )
-                .await;
+        // A request to no named provider is not paced.
+        let paced = !provider.is_empty();
+        if paced {
+            self.pace(leg, method, url).await?;
         }
-        self.pace(leg, method, url).await?;
+        let admitting = self.admitting(leg, method, url, body);
         let outcome = self
-            .send_admitted(
-                method,
-                url,
-                headers,
-                body,
-                leg.auth,
-                self.admitting(leg, method, url, body),
-            )
+            .send_admitted(method, url, headers, body, leg.auth, admitting)
             .await;
-        if let Ok((status, response_headers, _)) = &outcome {
+        if paced && let Ok((status, response_headers, _)) = &outcome {
             self.pacer.answered(
                 leg.tenant,
                 provider,
