@@ -17,6 +17,7 @@ use crate::mcp_support::TestServer;
 use crate::mock::Reply;
 use crate::support::identity::{JwksServer, SigningKey, claims, jwt_server};
 use crate::support::raw::RawCall;
+use crate::support::wait::eventually;
 
 /// A `tools/call` of `run_select_query` as a 2026-07-28 client sends it; the JSON-RPC reply.
 async fn select(http: &reqwest::Client, url: &str, token: &str, sql: &str) -> Value {
@@ -194,12 +195,7 @@ async fn responses_a_client_does_not_take_hold_its_tenants_bytes_until_it_goes_a
     let probes_sent = || server.mock.count("/orgs/probe/items");
 
     // acme's client asks for the large result and does not read it.
-    let stalled = stalled_select(
-        &server.url,
-        &acme,
-        "SELECT id, name FROM testapi.items.items WHERE org = 'big'",
-    )
-    .await;
+    let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
 
     // acme's next statement waits for its bytes, then is busy; nothing was sent upstream.
     let busy = select(&http, &server.url, &acme, probe).await;
@@ -256,10 +252,7 @@ fn count_of(reply: &Value) -> &Value {
 
 #[tokio::test]
 async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
-    // One bulk permit per tenant, two over all.
-    let (server, key, _jwks) =
-        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
-            .await;
+    let (server, key, _jwks) = jwt_server_with(ONE_BULK_PERMIT_PER_TENANT).await;
     // Pages of about 340 KiB, past the 128 KiB from which a statement needs a permit.
     for org in ["big", "other", "globex"] {
         server.mock.route(
@@ -314,9 +307,7 @@ async fn a_large_statement_holds_its_tenants_bulk_permit_until_it_ends() {
 
 #[tokio::test]
 async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
-    let (server, key, _jwks) =
-        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
-            .await;
+    let (server, key, _jwks) = jwt_server_with(ONE_BULK_PERMIT_PER_TENANT).await;
     // 64 rows of 128 KiB: far more than the socket buffers hold.
     server
         .mock
@@ -354,9 +345,7 @@ async fn a_large_response_its_client_does_not_take_keeps_the_bulk_permit() {
 
 #[tokio::test]
 async fn a_statement_waiting_for_its_bulk_permit_leaves_its_page_unread() {
-    let (server, key, _jwks) =
-        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
-            .await;
+    let (server, key, _jwks) = jwt_server_with(ONE_BULK_PERMIT_PER_TENANT).await;
     let huge = route_huge_page(&server);
     let http = reqwest::Client::new();
     let acme = key.sign(&claims("acme"));
@@ -382,18 +371,32 @@ async fn a_statement_waiting_for_its_bulk_permit_leaves_its_page_unread() {
 
 #[tokio::test]
 async fn a_wait_for_the_bulk_permit_does_not_count_against_the_upstream_timeout() {
-    let (server, key, _jwks) = jwt_server_with(
-        "upstream:\n  timeout: 1s\nlimits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n",
-    )
+    let (server, key, _jwks) = jwt_server_with(&format!(
+        "upstream:\n  timeout: 1s\n{ONE_BULK_PERMIT_PER_TENANT}"
+    ))
     .await;
-    route_huge_page(&server);
+    let huge = route_huge_page(&server);
     let http = reqwest::Client::new();
     let acme = key.sign(&claims("acme"));
 
     let stalled = stalled_select(&server.url, &acme, BIG_SELECT).await;
     let second = start_count(&server, &http, &acme, "huge").await;
-    // The permit comes well after the upstream timeout.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The permit comes after the upstream timeout: once the wait at the page's headers has
+    // run out (it lasts at most that timeout) and the page has been read.
+    eventually(
+        "the page read once the wait at its headers ran out",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async {
+            let taken = huge.load(Ordering::SeqCst);
+            if taken >= HUGE_PAGE {
+                Ok(())
+            } else {
+                Err(taken)
+            }
+        },
+    )
+    .await;
     drop(stalled);
     let second = second.await.unwrap();
     assert_eq!(count_of(&second), 16, "{second}");
@@ -406,9 +409,7 @@ async fn a_wait_for_the_bulk_permit_does_not_count_against_the_upstream_timeout(
 
 #[tokio::test]
 async fn a_request_whose_last_answer_was_large_waits_for_the_bulk_permit_before_it_is_sent() {
-    let (server, key, _jwks) =
-        jwt_server_with("limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n")
-            .await;
+    let (server, key, _jwks) = jwt_server_with(ONE_BULK_PERMIT_PER_TENANT).await;
     route_huge_page(&server);
     let http = reqwest::Client::new();
     let acme = key.sign(&claims("acme"));
@@ -435,6 +436,10 @@ async fn a_request_whose_last_answer_was_large_waits_for_the_bulk_permit_before_
     assert_eq!(count_of(&again), 16, "{again}");
     assert_eq!(server.mock.count("/orgs/huge/items"), 2);
 }
+
+/// Limits with one bulk permit per tenant, two over all.
+const ONE_BULK_PERMIT_PER_TENANT: &str =
+    "limits:\n  max_bulk_statements: 2\n  max_tenant_bulk_statements: 1\n";
 
 /// The select of acme's 64 rows of 128 KiB (`org = 'big'`, see [`route_huge_page`]).
 const BIG_SELECT: &str = "SELECT id, name FROM testapi.items.items WHERE org = 'big'";
