@@ -36,7 +36,7 @@ use tower::{Service, ServiceExt as _};
 use super::ranked_slots::{RankedSlot, RankedSlots};
 use super::response_bytes::{Full, ResponseBytes};
 use super::step::{Step, StepFuture, StepLayer};
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{Call, CallError, ToolOutcome, ToolReply};
 use crate::code::Code;
 use crate::config::AdmissionLimits;
 use crate::engine::{EvalSlot, EvalSlots};
@@ -292,9 +292,9 @@ impl Admit {
 }
 
 impl Step for Admit {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let admission = self.admission.clone();

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture};
-use super::{CallError, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
+use super::{Call, CallError, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
 use crate::audit::Auditor;
 use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
 use crate::code::Code;
@@ -64,9 +64,9 @@ impl Audit {
 }
 
 impl Step for Audit {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let Some(auditor) = self.auditor.clone() else {
@@ -124,9 +124,9 @@ pub(super) struct Intent {
 }
 
 impl Step for Intent {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let auditor = match &self.auditor {

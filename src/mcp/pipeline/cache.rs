@@ -30,7 +30,7 @@ use tower::{Service, ServiceExt as _};
 
 use super::response_bytes::ResponseBytes;
 use super::step::{Step, StepFuture, StepLayer};
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{Call, CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::clock::Clock;
 use crate::config::{Render, TenantCache};
 use crate::engine::{PlannedRequest, StatementKind};
@@ -240,18 +240,18 @@ impl Cache {
 }
 
 impl Step for Cache {
-    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         Box::pin(cached(self, next, call))
     }
 }
 
-async fn cached<S>(cache: Arc<Cache>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
+async fn cached<S>(cache: Arc<Cache>, inner: S, call: Call) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let Some(results) = cache.results.tenant(&call.cx.tenant) else {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture};
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{Call, CallError, ToolOutcome, ToolReply};
 use crate::code::Code;
 
 /// Cancellation around the rest of the pipeline.
@@ -18,9 +18,9 @@ use crate::code::Code;
 pub(super) struct Cancel;
 
 impl Step for Cancel {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let name = call.tool();

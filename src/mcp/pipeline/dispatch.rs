@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tower::Service;
 
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply, response_bytes};
+use super::{Call, CallError, ToolOutcome, ToolReply, response_bytes};
 use crate::code::Code;
 use crate::config::Render;
 use crate::mcp::offload::RenderPool;
@@ -34,7 +34,7 @@ pub(super) struct Dispatch {
     pub(super) transport: Transport,
 }
 
-impl Service<PreparedCall> for Dispatch {
+impl Service<Call> for Dispatch {
     type Response = ToolReply;
     type Error = CallError;
     type Future = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
@@ -43,12 +43,12 @@ impl Service<PreparedCall> for Dispatch {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, call: PreparedCall) -> Self::Future {
+    fn call(&mut self, call: Call) -> Self::Future {
         Box::pin(dispatch(self.clone(), call))
     }
 }
 
-async fn dispatch(dispatch: Dispatch, call: PreparedCall) -> Result<ToolReply, CallError> {
+async fn dispatch(dispatch: Dispatch, call: Call) -> Result<ToolReply, CallError> {
     let spec = call.spec;
     let render = call.render.clone().unwrap_or(Render::Markdown);
     let Dispatch {

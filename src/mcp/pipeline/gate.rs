@@ -12,7 +12,7 @@ use tower::{Service, ServiceExt as _};
 use super::prompt::{plan_hash, prompt};
 use super::step::{Step, StepFuture};
 use super::{
-    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, ApprovedBy, CallError, PreparedCall,
+    ApprovalAnswer, ApprovalChannel, ApprovalPrompt, ApprovedBy, Call, CallError, PreparedCall,
     ReplyBody, ToolReply,
 };
 use crate::approval::Approvals;
@@ -46,9 +46,9 @@ pub(super) struct ModeGate {
 }
 
 impl Step for ModeGate {
-    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         Box::pin(gate(self, next, call))
@@ -67,9 +67,9 @@ pub(super) fn refusal(call: &PreparedCall, why: impl std::fmt::Display) -> Strin
     }
 }
 
-async fn gate<S>(gate: Arc<ModeGate>, inner: S, call: PreparedCall) -> Result<ToolReply, CallError>
+async fn gate<S>(gate: Arc<ModeGate>, inner: S, call: Call) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     if let Err(message) = &call.render {
@@ -366,11 +366,11 @@ pub(super) async fn preflight(
 async fn approve<S>(
     gate: &ModeGate,
     inner: S,
-    call: PreparedCall,
+    call: Call,
     reason: Reason,
 ) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let approvals = &gate.approvals;
@@ -665,12 +665,12 @@ fn asked_in_call(call: &PreparedCall, method: DecisionMethod) -> ApprovedBy {
 /// Runs a call whose approval `id` (decided `by`) was redeemed.
 pub(super) async fn run_approved<S>(
     inner: S,
-    call: PreparedCall,
+    call: Call,
     id: String,
     by: ApprovedBy,
 ) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let mut call = call;

@@ -392,8 +392,12 @@ pub struct Explanation {
     pub verdict: Result<crate::policy::Verdict, (Code, String)>,
 }
 
+/// A prepared call as the steps hand it on: boxed, so that passing it to the next step (and
+/// boxing each step's future) moves a pointer, not the whole call.
+pub type Call = Box<PreparedCall>;
+
 /// The stack after `prepare`, boxed and cheap to clone per request.
-pub type CallStack = BoxCloneSyncService<PreparedCall, ToolReply, CallError>;
+pub type CallStack = BoxCloneSyncService<Call, ToolReply, CallError>;
 
 /// What the pipeline is built from: the server's parts, each handed by [`Pipeline::build`]
 /// to the steps that use it (none gets the whole).
@@ -621,7 +625,10 @@ impl Pipeline {
             )
         });
         let mut prepared = match prepare::prepare(&intake.prepare, call) {
-            Ok(prepared) => PreparedCall { cancel, ..prepared },
+            Ok(mut prepared) => {
+                prepared.cancel = cancel;
+                prepared
+            }
             Err(err) => {
                 if let Some((name, principal, origin)) = who {
                     let refused = audit::Refused {

@@ -14,7 +14,7 @@ use tower::Service;
 
 use super::gate::{ModeGate, PLAN_CHANGED, preflight, refusal, run_approved};
 use super::prompt::{plan_hash, prompt, write_line};
-use super::{ApprovedBy, CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{ApprovedBy, Call, CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::approval::pending::{CallKey, PendingRequest, WriteRequests, now_ms};
 use crate::approval::{OutOfBand, PendingApproval, PendingState};
 use crate::audit::Decision;
@@ -33,12 +33,12 @@ pub(super) async fn approve<S>(
     gate: &ModeGate,
     oob: Arc<OutOfBand>,
     inner: S,
-    call: PreparedCall,
+    call: Call,
     reason: Reason,
     key: CallKey,
 ) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     // A statement that can never run is refused with its real error before anyone is asked.
@@ -93,12 +93,12 @@ async fn wait<S>(
     gate: &ModeGate,
     oob: &OutOfBand,
     inner: S,
-    call: PreparedCall,
+    call: Call,
     mut approval: PendingApproval,
     reason: &Reason,
 ) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let started = Instant::now();
@@ -200,11 +200,11 @@ async fn run<S>(
     gate: &ModeGate,
     oob: &OutOfBand,
     inner: S,
-    call: PreparedCall,
+    call: Call,
     approval: PendingApproval,
 ) -> Result<ToolReply, CallError>
 where
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Send,
     S::Future: Send,
 {
     let id = approval.request.id.clone();

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{ApprovalChannel, CallError, CallOrigin, ToolCall};
+use super::{ApprovalChannel, Call, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
 use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
@@ -102,7 +102,7 @@ pub(super) struct Prepare {
 }
 
 /// Resolves the tool, the tenant and the statement of `call`.
-pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<PreparedCall, CallError> {
+pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<Call, CallError> {
     let started = Instant::now();
     let spec = prepare
         .tools
@@ -151,7 +151,7 @@ pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<PreparedCall,
     let render = render_of(prepare.render, spec, input.take_format());
     // The record keeps what the tool got: the arguments without `format`.
     arguments.remove("format");
-    Ok(PreparedCall {
+    Ok(Box::new(PreparedCall {
         call_id: crate::audit::record::new_call_id(),
         started,
         spec,
@@ -177,7 +177,7 @@ pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<PreparedCall,
         origin: call.origin,
         progress: call.progress,
         cancel: CancellationToken::new(),
-    })
+    }))
 }
 
 /// The text rendering a call asks for: `format` when the tool takes one, else the server's.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{Call, CallError, ToolOutcome, ToolReply};
 use crate::code::Code;
 use crate::config::QuotaClass;
 use crate::quota::{Quotas, STORE_RETRY, Scope, Verdict, retry_seconds};
@@ -29,9 +29,9 @@ impl QuotaStep {
 }
 
 impl Step for QuotaStep {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let quotas = self.quotas.clone();

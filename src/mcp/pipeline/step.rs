@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
 
-use super::{CallError, PreparedCall, ToolReply};
+use super::{Call, CallError, ToolReply};
 
 /// The future of a step.
 pub(super) type StepFuture = Pin<Box<dyn Future<Output = Result<ToolReply, CallError>> + Send>>;
@@ -19,9 +19,9 @@ pub(super) type StepFuture = Pin<Box<dyn Future<Output = Result<ToolReply, CallE
 /// One step of the pipeline around `next`, the steps after it.
 pub(super) trait Step: Send + Sync + 'static {
     /// Runs `call` through this step, handing it to `next` when it goes on.
-    fn run<S>(self: Arc<Self>, next: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, next: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send;
 }
 
@@ -67,10 +67,10 @@ impl<T, S: Clone> Clone for StepService<T, S> {
     }
 }
 
-impl<T, S> Service<PreparedCall> for StepService<T, S>
+impl<T, S> Service<Call> for StepService<T, S>
 where
     T: Step,
-    S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
+    S: Service<Call, Response = ToolReply, Error = CallError> + Clone + Send + 'static,
     S::Future: Send,
 {
     type Response = ToolReply;
@@ -81,7 +81,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, call: PreparedCall) -> StepFuture {
+    fn call(&mut self, call: Call) -> StepFuture {
         // Keep the service that was polled ready; the clone waits for the next call.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tower::{Service, ServiceExt as _};
 
 use super::step::{Step, StepFuture, StepLayer};
-use super::{CallError, PreparedCall, ToolOutcome, ToolReply};
+use super::{Call, CallError, ToolOutcome, ToolReply};
 use crate::code::Code;
 
 /// `server.call_timeout` around the rest of the pipeline.
@@ -24,9 +24,9 @@ impl CallTimeout {
 }
 
 impl Step for CallTimeout {
-    fn run<S>(self: Arc<Self>, inner: S, call: PreparedCall) -> StepFuture
+    fn run<S>(self: Arc<Self>, inner: S, call: Call) -> StepFuture
     where
-        S: Service<PreparedCall, Response = ToolReply, Error = CallError> + Send + 'static,
+        S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
         let name = call.tool();
