@@ -132,6 +132,7 @@ impl FileSink {
             path: PathBuf::new(),
             file: None,
             size: 0,
+            own_end: None,
             day: String::new(),
             head,
             head_file: None,
@@ -191,6 +192,10 @@ struct Writer {
     file: Option<File>,
     /// The length of the file where the current batch begins (read under the lock).
     size: u64,
+    /// Where the open file ended after this writer's last append, whose last byte is a
+    /// newline. The file only grows after it (other processes append, or cut back no further
+    /// than that), so while it is still this long its last line is complete, unread.
+    own_end: Option<u64>,
     /// The UTC day (`YYYYMMDD`) of `path` in a `dir`.
     day: String,
     head: ChainHead,
@@ -334,10 +339,11 @@ impl Writer {
             .as_mut()
             .ok_or_else(|| std::io::Error::other("the audit file is not open"))?;
         file.lock()?;
-        let written = locked_append(file, &self.path, bytes);
+        let written = locked_append(file, &self.path, bytes, self.own_end.take());
         let result = match written {
             Ok(start) => {
                 self.size = start;
+                self.own_end = Some(start + bytes.len() as u64);
                 Ok(())
             }
             Err((start, err)) => {
@@ -392,9 +398,8 @@ impl Writer {
                 self.day = day;
             }
         }
-        if let Some(file) = &self.file
-            && !still_at(file, &self.path)
-        {
+        let open = self.file.as_ref().map(|file| still_at(file, &self.path));
+        if let Some(None) = open {
             tracing::info!(
                 "audit file '{}' was moved or deleted; writing to the current file",
                 self.path.display()
@@ -404,12 +409,10 @@ impl Writer {
                 self.path = location::file_for(dir, SystemTime::now(), self.config.max_size);
             }
         }
-        if self.file.is_none() {
-            self.open_current()?;
-        }
-        if let Some(file) = &self.file {
+        match open {
             // Other processes may have appended since.
-            self.size = file.metadata().map_or(self.size, |m| m.len());
+            Some(Some(length)) => self.size = length,
+            _ => self.open_current()?,
         }
         if self.config.max_size > 0 && self.size >= self.config.max_size {
             self.rotate()?;
@@ -461,12 +464,15 @@ impl Writer {
             .open(&path)
             .map_err(|err| unavailable(what(), err))?;
         file.lock().map_err(|err| unavailable(what(), err))?;
-        let cut = cut_torn_line(&mut file, &path);
+        let cut = file
+            .metadata()
+            .and_then(|meta| cut_torn_line(&mut file, &path, meta.len(), None));
         let _ = file.unlock();
         let size = cut.map_err(|err| unavailable(what(), err))?;
         sync_dir(&self.dir);
         self.file = Some(file);
         self.size = size;
+        self.own_end = None;
         Ok(())
     }
 
@@ -487,6 +493,7 @@ impl Writer {
         sync_dir(&self.dir);
         self.file = Some(file);
         self.size = 0;
+        self.own_end = None;
         Ok(())
     }
 
@@ -658,12 +665,15 @@ fn take_queued(receiver: &mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
     }
 }
 
-/// Whether `path` still names the open `file` (not moved away or deleted).
-fn still_at(file: &File, path: &Path) -> bool {
+/// The open `file`'s length while `path` still names it; `None` when it was moved away or
+/// deleted (or either cannot be read).
+fn still_at(file: &File, path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt as _;
     match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
-        _ => false,
+        (Ok(open), Ok(named)) if open.dev() == named.dev() && open.ino() == named.ino() => {
+            Some(open.len())
+        }
+        _ => None,
     }
 }
 
@@ -673,12 +683,17 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-/// Under the lock: cuts a torn last line (a write a crash cut short, never acknowledged);
-/// returns where the next line begins.
-fn cut_torn_line(file: &mut File, path: &Path) -> std::io::Result<u64> {
-    let len = file.metadata()?.len();
-    if len == 0 {
-        return Ok(0);
+/// Under the lock: cuts a torn last line (a write a crash cut short, never acknowledged)
+/// from the file of length `len`; returns where the next line begins. A file that still ends
+/// at `own_end` (see `Writer::own_end`) is not read.
+fn cut_torn_line(
+    file: &mut File,
+    path: &Path,
+    len: u64,
+    own_end: Option<u64>,
+) -> std::io::Result<u64> {
+    if len == 0 || own_end == Some(len) {
+        return Ok(len);
     }
     let mut last = [0u8; 1];
     file.seek(SeekFrom::Start(len - 1))?;
@@ -704,14 +719,15 @@ fn locked_append(
     file: &mut File,
     path: &Path,
     bytes: &[u8],
+    own_end: Option<u64>,
 ) -> Result<u64, (Option<u64>, std::io::Error)> {
-    if !still_at(file, path) {
+    let Some(len) = still_at(file, path) else {
         return Err((
             None,
             std::io::Error::new(ErrorKind::NotFound, "the audit file was moved or deleted"),
         ));
-    }
-    let start = cut_torn_line(file, path).map_err(|err| (None, err))?;
+    };
+    let start = cut_torn_line(file, path, len, own_end).map_err(|err| (None, err))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_data())
         .map_err(|err| (Some(start), err))?;

@@ -261,6 +261,37 @@ async fn a_restart_continues_the_chain_and_a_path_is_rotated_beside_itself() {
     assert_eq!(report.records, 11);
 }
 
+/// Another process appending to the same file crashed mid-line while this sink kept the file
+/// open: the sink's next batch cuts the torn line under the lock before it appends (the file
+/// no longer ends where the sink's own last append did).
+#[tokio::test]
+async fn a_torn_line_left_by_another_writer_is_cut_before_the_next_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = dir_sink(dir.path());
+    sink.write(record("server_info", 1)).await.unwrap();
+    let [file] = files(dir.path()).try_into().unwrap();
+    let before = std::fs::metadata(&file).unwrap().len();
+    let mut other = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut other, b"{\"v\":1,\"stream\":\"r2\",\"se").unwrap();
+    drop(other);
+    sink.write(record("server_info", 2)).await.unwrap();
+    sink.write(record("server_info", 3)).await.unwrap();
+    sink.close().await;
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("\"stream\":\"r2\""), "{text}");
+    assert!(text.len() as u64 > before && text.ends_with('\n'), "{text}");
+    let report = verify_files(&[file]).unwrap();
+    assert!(
+        report.ok() && only_the_unanchored_note(&report.notes),
+        "{}",
+        report.render()
+    );
+    assert_eq!(report.records, 3);
+}
+
 #[tokio::test]
 async fn an_unwritable_location_fails_at_start() {
     let dir = tempfile::tempdir().unwrap();
