@@ -105,6 +105,9 @@ pub fn head_path(dir: &Path, stream: &str) -> PathBuf {
 pub struct HeadFile {
     file: File,
     path: PathBuf,
+    /// The file's length after the last write (only this writer writes a stream's head):
+    /// `None` until then, when it is read once.
+    len: Option<u64>,
 }
 
 impl HeadFile {
@@ -124,7 +127,11 @@ impl HeadFile {
             .truncate(false)
             .mode(0o600)
             .open(&path)?;
-        Ok(HeadFile { file, path })
+        Ok(HeadFile {
+            file,
+            path,
+            len: None,
+        })
     }
 
     /// Where it is.
@@ -140,9 +147,15 @@ impl HeadFile {
         }
         bytes.push(b'\n');
         self.file.write_all_at(&bytes, 0)?;
-        if self.file.metadata()?.len() > bytes.len() as u64 {
-            self.file.set_len(bytes.len() as u64)?;
+        let written = bytes.len() as u64;
+        let len = match self.len.take() {
+            Some(len) => len,
+            None => self.file.metadata()?.len(),
+        };
+        if len > written {
+            self.file.set_len(written)?;
         }
+        self.len = Some(written);
         self.file.flush()
     }
 
@@ -190,6 +203,30 @@ pub fn read_all(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<Head, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_shorter_than_the_file_cuts_the_file_to_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = head_path(dir.path(), "r1");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // A longer file left by an earlier version, then a head longer than the padding.
+        std::fs::write(&path, vec![b'x'; 3 * HEAD_BYTES]).unwrap();
+        let mut file = HeadFile::open(dir.path(), "r1").unwrap();
+        let chain = ChainHead {
+            seq: 1,
+            hash: "ab".repeat(32),
+        };
+        let short = Head::new("r1", &chain, None);
+        let long = Head::new(&"r".repeat(2 * HEAD_BYTES), &chain, None);
+        let len = || std::fs::metadata(&path).unwrap().len();
+        file.write(&short).unwrap();
+        assert_eq!(len(), HEAD_BYTES as u64);
+        file.write(&long).unwrap();
+        assert!(len() > 2 * HEAD_BYTES as u64);
+        file.write(&short).unwrap();
+        assert_eq!(len(), HEAD_BYTES as u64);
+        assert_eq!(read(&path).unwrap().unwrap().unwrap(), short);
+    }
 
     #[test]
     fn heads_are_overwritten_in_place_and_their_macs_checked() {
