@@ -10,8 +10,9 @@
 //! ([`location::file_for`]), each batch is appended under an exclusive `flock` of the file,
 //! and each process chains its records in a stream of its own (`FileSink::start_fresh`),
 //! so the chains interleave in the file and each stays linear. Under the lock a torn last
-//! line (a writer that died mid-write) is cut before appending, and a file that another
-//! process rotated away or that was deleted is left for the current one.
+//! line (a writer that died mid-write) is cut before appending (the last byte is read only
+//! when the file no longer ends where this writer's last append ended), and a file that
+//! another process rotated away or that was deleted is left for the current one.
 //!
 //! After every batch the stream's head ([`super::head`]: the last seq and hash, MACed under
 //! the audit key when there is one) is overwritten beside the files before the callers are
