@@ -53,6 +53,13 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     location::files_of(&FileLocation::Dir(dir.to_owned())).unwrap()
 }
 
+/// Appends the start of a record of stream `r2` to `file`, as a writer that died mid-write
+/// leaves it.
+fn append_torn_line(file: &Path) {
+    let mut torn = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    std::io::Write::write_all(&mut torn, b"{\"v\":1,\"stream\":\"r2\",\"se").unwrap();
+}
+
 #[tokio::test]
 async fn a_record_is_on_disk_with_private_permissions_when_write_returns() {
     let root = tempfile::tempdir().unwrap();
@@ -240,12 +247,7 @@ async fn a_restart_continues_the_chain_and_a_path_is_rotated_beside_itself() {
     }
     sink.close().await;
     // A torn last line (a crash mid-write) is cut when the file is opened again.
-    let mut torn = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
-    std::io::Write::write_all(&mut torn, b"{\"v\":1,\"stream\":\"r2\",\"se").unwrap();
-    drop(torn);
+    append_torn_line(&path);
     let sink = start();
     assert_eq!(sink.write(record("server_info", 10)).await.unwrap().seq, 11);
     sink.close().await;
@@ -271,12 +273,7 @@ async fn a_torn_line_left_by_another_writer_is_cut_before_the_next_batch() {
     sink.write(record("server_info", 1)).await.unwrap();
     let [file] = files(dir.path()).try_into().unwrap();
     let before = std::fs::metadata(&file).unwrap().len();
-    let mut other = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&file)
-        .unwrap();
-    std::io::Write::write_all(&mut other, b"{\"v\":1,\"stream\":\"r2\",\"se").unwrap();
-    drop(other);
+    append_torn_line(&file);
     sink.write(record("server_info", 2)).await.unwrap();
     sink.write(record("server_info", 3)).await.unwrap();
     sink.close().await;
