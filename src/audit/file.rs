@@ -399,21 +399,21 @@ impl Writer {
                 self.day = day;
             }
         }
-        let open = self.file.as_ref().map(|file| still_at(file, &self.path));
-        if let Some(None) = open {
-            tracing::info!(
-                "audit file '{}' was moved or deleted; writing to the current file",
-                self.path.display()
-            );
-            self.file = None;
-            if let FileLocation::Dir(dir) = &self.config.location {
-                self.path = location::file_for(dir, SystemTime::now(), self.config.max_size);
-            }
-        }
-        match open {
+        match self.file.as_ref().map(|file| still_at(file, &self.path)) {
             // Other processes may have appended since.
             Some(Some(length)) => self.size = length,
-            _ => self.open_current()?,
+            Some(None) => {
+                tracing::info!(
+                    "audit file '{}' was moved or deleted; writing to the current file",
+                    self.path.display()
+                );
+                self.file = None;
+                if let FileLocation::Dir(dir) = &self.config.location {
+                    self.path = location::file_for(dir, SystemTime::now(), self.config.max_size);
+                }
+                self.open_current()?;
+            }
+            None => self.open_current()?,
         }
         if self.config.max_size > 0 && self.size >= self.config.max_size {
             self.rotate()?;

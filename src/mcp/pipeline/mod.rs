@@ -572,7 +572,7 @@ impl Pipeline {
     /// asked: a call the mode holds for approval is reported as such.
     pub async fn explain(&self, call: ToolCall) -> Result<Explanation, CallError> {
         let intake = &self.intake;
-        let mut prepared = prepare::prepare(&intake.prepare, call)?;
+        let mut prepared = prepare::prepare(&intake.prepare, call, CancellationToken::new())?;
         bind::bind(&intake.bind, &mut prepared).await;
         let answer = match gate::policy_answer(&intake.gate, &prepared) {
             Some(Ok(answer)) => Some(answer),
@@ -624,11 +624,8 @@ impl Pipeline {
                 call.origin.clone(),
             )
         });
-        let mut prepared = match prepare::prepare(&intake.prepare, call) {
-            Ok(mut prepared) => {
-                prepared.cancel = cancel;
-                prepared
-            }
+        let mut prepared = match prepare::prepare(&intake.prepare, call, cancel) {
+            Ok(prepared) => prepared,
             Err(err) => {
                 if let Some((name, principal, origin)) = who {
                     let refused = audit::Refused {

@@ -101,8 +101,13 @@ pub(super) struct Prepare {
     pub(super) render: Render,
 }
 
-/// Resolves the tool, the tenant and the statement of `call`.
-pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<Call, CallError> {
+/// Resolves the tool, the tenant and the statement of `call`, which stops when `cancel` is
+/// cancelled.
+pub(super) fn prepare(
+    prepare: &Prepare,
+    call: ToolCall,
+    cancel: CancellationToken,
+) -> Result<Call, CallError> {
     let started = Instant::now();
     let spec = prepare
         .tools
@@ -176,7 +181,7 @@ pub(super) fn prepare(prepare: &Prepare, call: ToolCall) -> Result<Call, CallErr
         approved_by: None,
         origin: call.origin,
         progress: call.progress,
-        cancel: CancellationToken::new(),
+        cancel,
     }))
 }
 
