@@ -11,7 +11,8 @@
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::{EnvFilter, FilterExt as _, Targets};
+use tracing_subscriber::Registry;
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -58,17 +59,66 @@ impl Telemetry {
 /// Installs the subscriber for `log` (and `traces`, when on). Fails when traces cannot be
 /// set up or a subscriber is installed already.
 pub fn init(log: &LogConfig, traces: Option<&TracesConfig>) -> Result<Telemetry, String> {
-    let filter = EnvFilter::try_from_env("QUERYGATE_LOG")
+    let provider = traces.map(super::trace::provider).transpose()?;
+    let level = EnvFilter::try_from_env("QUERYGATE_LOG")
         .or_else(|_| EnvFilter::try_new(&log.level))
-        .unwrap_or_else(|_| EnvFilter::new("warn"))
-        .and(DropClientGone)
-        .and(tracing_subscriber::filter::filter_fn(|metadata| {
-            loggable_target(metadata.target())
-        }));
+        .unwrap_or_else(|_| EnvFilter::new("warn"));
+    install(log.format, level, provider.as_ref())?;
+    Ok(Telemetry { provider })
+}
+
+/// Installs [`subscriber`] as the process's subscriber.
+fn install(
+    format: LogFormat,
+    level: EnvFilter,
+    provider: Option<&SdkTracerProvider>,
+) -> Result<(), String> {
+    subscriber(format, level, provider)
+        .try_init()
+        .map_err(|err| format!("cannot install the log subscriber: {err}"))
+}
+
+/// The subscriber [`init`] installs: log lines in `format` on stderr at `level`, and
+/// querygate's own spans (tool calls, upstream requests, SQLite evaluations, at INFO) to
+/// `provider`'s exporter.
+///
+/// Without traces the registry holds the line layer alone, so a span or event its filter
+/// refuses is never built. (An absent layer beside it, `Option::None`, would count as a layer
+/// that takes everything: every span of rmcp, tower-http and querygate would be built,
+/// entered and closed for nobody.)
+fn subscriber(
+    format: LogFormat,
+    level: EnvFilter,
+    provider: Option<&SdkTracerProvider>,
+) -> Box<dyn Subscriber + Send + Sync> {
+    let lines = lines(format, level);
+    match provider {
+        Some(provider) => Box::new(
+            tracing_subscriber::registry().with(lines).with(
+                super::trace::layer(provider)
+                    .with_filter(Targets::new().with_target("querygate", Level::INFO)),
+            ),
+        ),
+        None => Box::new(tracing_subscriber::registry().with(lines)),
+    }
+}
+
+/// The layer that writes log lines in `format` to stderr at `level`, without rmcp's reports
+/// of clients that went away and without secret-bearing targets.
+fn lines(
+    format: LogFormat,
+    level: EnvFilter,
+) -> Box<dyn tracing_subscriber::Layer<Registry> + Send + Sync> {
+    let filter = level.and(DropClientGone).and(
+        // No opinion on levels: the level filter's hint stands, so disabled levels are
+        // skipped where they are written.
+        tracing_subscriber::filter::filter_fn(|metadata| loggable_target(metadata.target()))
+            .with_max_level_hint(LevelFilter::TRACE),
+    );
     // Colours only for a terminal (not for log files, pipes or a desktop client's log).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let lines = match log.format {
+    match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(colour)
@@ -87,19 +137,7 @@ pub fn init(log: &LogConfig, traces: Option<&TracesConfig>) -> Result<Telemetry,
                 .with_filter(filter)
                 .boxed()
         }
-    };
-    let provider = traces.map(super::trace::provider).transpose()?;
-    // querygate's own spans (tool calls, upstream requests, SQLite evaluations) at INFO.
-    let spans = provider.as_ref().map(|provider| {
-        super::trace::layer(provider)
-            .with_filter(Targets::new().with_target("querygate", Level::INFO))
-    });
-    tracing_subscriber::registry()
-        .with(lines)
-        .with(spans)
-        .try_init()
-        .map_err(|err| format!("cannot install the log subscriber: {err}"))?;
-    Ok(Telemetry { provider })
+    }
 }
 
 /// A JSON event format that puts the `trace_id` of the innermost span recording one (the
@@ -147,7 +185,53 @@ fn trace_id_of(fields: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::trace_id_of;
+    #![allow(clippy::unwrap_used)]
+
+    use tracing::Level;
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+
+    use super::{LogFormat, install, subscriber, trace_id_of};
+
+    /// The only test that installs the process's subscriber (a process has one): the
+    /// server's own, at the default level, without traces.
+    #[test]
+    fn without_traces_the_server_builds_no_span_and_sends_no_event_its_log_level_refuses() {
+        install(LogFormat::Text, EnvFilter::new("warn"), None).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::spawn(async {
+                // rmcp's span of each stateless request, tower-http's of each HTTP request,
+                // the tool call's.
+                let spans = [
+                    tracing::info_span!(target: "rmcp::service", "serve_inner"),
+                    tracing::debug_span!(target: "tower_http::trace::make_span", "request"),
+                    tracing::info_span!(target: "querygate::telemetry::trace", "tool_call"),
+                ];
+                for span in spans {
+                    assert!(span.is_disabled(), "{span:?} was built");
+                }
+                assert!(!tracing::enabled!(target: "rmcp::service", Level::DEBUG));
+                assert!(tracing::enabled!(target: "querygate::http", Level::WARN));
+            })
+            .await
+            .unwrap();
+        });
+        assert_eq!(LevelFilter::current(), LevelFilter::WARN);
+    }
+
+    #[test]
+    fn at_info_the_spans_log_lines_name_are_built() {
+        let info = subscriber(LogFormat::Json, EnvFilter::new("info"), None);
+        tracing::subscriber::with_default(info, || {
+            assert!(
+                !tracing::info_span!(target: "querygate::telemetry", "tool_call").is_disabled()
+            );
+            assert!(tracing::debug_span!(target: "tower_http::trace", "request").is_disabled());
+        });
+    }
 
     #[test]
     fn trace_ids_are_read_from_span_fields() {
