@@ -6,13 +6,16 @@
 #
 # Serves the benchmark's fixture registry (audit off unless AUDIT=file, read_only) on 127.0.0.1 under callgrind,
 # warms up, then counts CALLS calls (default 300) of TOOL over keep-alive HTTP/1.1 as
-# MCP 2026-07-28 JSON-RPC POSTs, and prints the instructions per call: in total and inside the
+# MCP JSON-RPC POSTs, and prints the instructions per call: in total and inside the
 # main parts (HTTP connection, authentication and the layers after it, rmcp, the tool-call
 # pipeline, the tool and its rendering). TOOL is `server_info` (default) or `select`:
 # `run_select_query` of benches/mcp_load.rs's statement over 100 rows of `bench.items.items`,
 # answered by a mock upstream in python3 outside callgrind (its instructions are not counted).
 # AUDIT=file counts the durable audit too (the file sink, strict: a record and an fdatasync
 # per call, as the shared peer bench runs it); the default is the audit off.
+# PROTOCOL is the revision the requests name: 2026-07-28 (default: per-request `_meta` and the
+# Mcp-Method and Mcp-Name headers) or 2025-11-25 (the MCP-Protocol-Version header alone, no
+# initialize: how the shared peer bench sends its calls).
 # KEEP_DUMP=FILE keeps callgrind's dump there (for callgrind_annotate).
 # Needs valgrind and python3.
 set -euo pipefail
@@ -22,6 +25,8 @@ binary="${1:-$root/target/release/querygate}"
 calls="${2:-300}"
 tool="${3:-server_info}"
 case "$tool" in server_info | select) ;; *) echo "TOOL is server_info or select, not $tool" >&2; exit 2 ;; esac
+protocol="${PROTOCOL:-2026-07-28}"
+case "$protocol" in 2026-07-28 | 2025-11-25) ;; *) echo "PROTOCOL is 2026-07-28 or 2025-11-25, not $protocol" >&2; exit 2 ;; esac
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 [[ -x "$binary" ]] || { echo "no querygate binary at $binary (cargo build --release)" >&2; exit 1; }
 
@@ -94,17 +99,19 @@ EOF
 
 cat >"$work/drive.py" <<'EOF'
 import http.client, json, sys
-port, n, tool = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+port, n, tool, protocol = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 name, arguments = (("run_select_query",
                     {"sql": 'SELECT id, name, "group", size, active, score FROM bench.items.items'})
                    if tool == "select" else ("server_info", {}))
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": name, "arguments": arguments,
-    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientInfo": {"name": "callgrind-calls", "version": "1"},
-              "io.modelcontextprotocol/clientCapabilities": {}}}})
+params = {"name": name, "arguments": arguments}
 headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name}
+           "mcp-protocol-version": protocol}
+if protocol == "2026-07-28":
+    params["_meta"] = {"io.modelcontextprotocol/protocolVersion": protocol,
+                       "io.modelcontextprotocol/clientInfo": {"name": "callgrind-calls", "version": "1"},
+                       "io.modelcontextprotocol/clientCapabilities": {}}
+    headers.update({"mcp-method": "tools/call", "mcp-name": name})
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 for _ in range(n):
     connection.request("POST", "/mcp", body, headers)
@@ -118,13 +125,13 @@ valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.%p" \
   "$binary" serve --config "$work/querygate.yaml" >"$work/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 120); do
-  python3 "$work/drive.py" "$port" 1 "$tool" >/dev/null 2>&1 && break
+  python3 "$work/drive.py" "$port" 1 "$tool" "$protocol" >/dev/null 2>&1 && break
   kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 1
 done
-python3 "$work/drive.py" "$port" 50 "$tool"
+python3 "$work/drive.py" "$port" 50 "$tool" "$protocol"
 callgrind_control -z "$server" >/dev/null 2>&1
-python3 "$work/drive.py" "$port" "$calls" "$tool"
+python3 "$work/drive.py" "$port" "$calls" "$tool" "$protocol"
 callgrind_control -d "$server" >/dev/null 2>&1
 sleep 1
 dump="$(ls "$work"/callgrind.*.1 2>/dev/null | head -1)"
@@ -135,7 +142,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null | grep -E
 # The largest inclusive count of the frames matching a pattern (a function can appear
 # under several source files when parts of it were inlined).
 part() { { grep -E "$1" "$work/inclusive.txt" || true; } | awk '{gsub(",","",$1); v = $1 + 0; if (v > max) max = v} END {print max + 0}'; }
-echo "querygate $tool, $calls calls, audit ${AUDIT:-off}, $(basename "$binary"): instructions per call"
+echo "querygate $tool, $calls calls, audit ${AUDIT:-off}, protocol $protocol, $(basename "$binary"): instructions per call"
 printf '%10d  total (every thread, the runtime included)\n' $((total / calls))
 while IFS='|' read -r label pattern; do
   value="$(part "$pattern")"
