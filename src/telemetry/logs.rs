@@ -83,9 +83,9 @@ fn install(
 /// `provider`'s exporter.
 ///
 /// Without traces the registry holds the line layer alone, so a span or event its filter
-/// refuses is never built. (An absent layer beside it, `Option::None`, would count as a layer
-/// that takes everything: every span of rmcp, tower-http and querygate would be built,
-/// entered and closed for nobody.)
+/// refuses is never built. (An absent layer beside it, `Option::None`, with a filter that
+/// states no level, let every span of rmcp, tower-http and querygate be built, entered and
+/// closed for no layer.)
 fn subscriber(
     format: LogFormat,
     level: EnvFilter,
@@ -187,15 +187,42 @@ fn trace_id_of(fields: &str) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use tracing::Level;
+    use tracing::{Level, Subscriber as _};
     use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
     use super::{LogFormat, install, subscriber, trace_id_of};
 
-    /// The only test that installs the process's subscriber (a process has one): the
-    /// server's own, at the default level, without traces.
+    /// Set in the process the test below runs its check in.
+    const CHILD: &str = "QUERYGATE_TEST_PROCESS_SUBSCRIBER";
+
+    /// The server's own subscriber, at the default level, without traces, installed as the
+    /// process's. The check runs in a process of its own: a process has one subscriber, and
+    /// `tracing` caches each callsite's interest across every subscriber alive in it, so the
+    /// other tests' subscribers would decide what this one builds.
     #[test]
     fn without_traces_the_server_builds_no_span_and_sends_no_event_its_log_level_refuses() {
+        if std::env::var_os(CHILD).is_some() {
+            return process_subscriber_check();
+        }
+        let path = module_path!();
+        let name = format!(
+            "{}::without_traces_the_server_builds_no_span_and_sends_no_event_its_log_level_refuses",
+            path.split_once("::").map_or(path, |(_, tests)| tests)
+        );
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &name, "--test-threads=1", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && report.contains("1 passed"),
+            "{report}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn process_subscriber_check() {
         install(LogFormat::Text, EnvFilter::new("warn"), None).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -223,14 +250,14 @@ mod tests {
     }
 
     #[test]
-    fn at_info_the_spans_log_lines_name_are_built() {
-        let info = subscriber(LogFormat::Json, EnvFilter::new("info"), None);
-        tracing::subscriber::with_default(info, || {
-            assert!(
-                !tracing::info_span!(target: "querygate::telemetry", "tool_call").is_disabled()
-            );
-            assert!(tracing::debug_span!(target: "tower_http::trace", "request").is_disabled());
-        });
+    fn the_subscriber_states_its_log_level_so_disabled_levels_are_skipped_where_written() {
+        for (level, hint) in [
+            ("warn", LevelFilter::WARN),
+            ("querygate=debug,info", LevelFilter::DEBUG),
+        ] {
+            let subscriber = subscriber(LogFormat::Text, EnvFilter::new(level), None);
+            assert_eq!(subscriber.max_level_hint(), Some(hint), "{level}");
+        }
     }
 
     #[test]
