@@ -204,13 +204,13 @@ mod tests {
         if std::env::var_os(CHILD).is_some() {
             return process_subscriber_check();
         }
-        let path = module_path!();
-        let name = format!(
-            "{}::without_traces_the_server_builds_no_span_and_sends_no_event_its_log_level_refuses",
-            path.split_once("::").map_or(path, |(_, tests)| tests)
-        );
         let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", &name, "--test-threads=1", "--nocapture"])
+            .args([
+                "--exact",
+                "telemetry::logs::tests::without_traces_the_server_builds_no_span_and_sends_no_event_its_log_level_refuses",
+                "--test-threads=1",
+                "--nocapture",
+            ])
             .env(CHILD, "1")
             .output()
             .unwrap();
