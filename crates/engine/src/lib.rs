@@ -12,6 +12,7 @@ mod credential_report;
 mod credentials;
 mod discovery;
 mod document;
+mod effect;
 mod error;
 mod eval;
 mod inline;
@@ -21,6 +22,7 @@ mod operation;
 mod plan;
 mod preview;
 mod pushdown;
+mod read_plan;
 mod registry;
 mod reload;
 mod remote;
@@ -52,6 +54,7 @@ pub use self::credentials::{
     AwsRole, CredentialSource, CredentialStore, ExchangeKind, SourceOutcome, SubjectToken,
     TokenExchange,
 };
+pub use self::effect::{Effect, EffectSource, KnowledgeCounts, MethodEffect, knowledge_counts};
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;
 pub use self::observe::{UpstreamObserver, UpstreamResult};
@@ -473,6 +476,17 @@ impl Engine {
 }
 
 impl Engine {
+    /// The plan of each table a SELECT reads (see `read_plan`), planned off the async
+    /// threads.
+    async fn planned_reads(
+        &self,
+        cx: &ExecContext,
+        query: &sqlparser::ast::Query,
+    ) -> Result<Vec<PlannedWrite>> {
+        let (inner, cx, query) = (self.inner.clone(), cx.clone(), Box::new(query.clone()));
+        blocking(move || select::planned_reads(&inner, &cx, query)).await
+    }
+
     /// Checks a SELECT without running it and without any upstream call: it parses, its
     /// tables, methods and required parameters resolve, the credential material of every
     /// provider it reads is present, and SQLite accepts the statement over the planned
@@ -498,13 +512,14 @@ impl Engine {
         match &statement.statement {
             sql::Statement::Query(query) => {
                 select::check(&self.inner, cx, query.clone()).await?;
-                Ok(Vec::new())
+                self.planned_reads(cx, query).await
             }
-            sql::Statement::QueryOverExec { execs, .. } => {
+            sql::Statement::QueryOverExec { execs, query } => {
                 let mut planned = Vec::with_capacity(execs.len());
                 for exec in execs {
                     planned.push(mutate::check_exec(&self.inner, cx, exec).await?);
                 }
+                planned.extend(self.planned_reads(cx, query).await?);
                 Ok(planned)
             }
             sql::Statement::Mutation(mutation) => Ok(vec![

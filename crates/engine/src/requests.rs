@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::Inner;
 use super::document::{Method, Param, Resource};
+use super::effect::{AWS_TARGET_HEADER, Effect, EffectSource, MethodEffect};
 use super::error::Result;
 use super::sql;
 use super::types::ExecContext;
@@ -30,6 +31,10 @@ pub struct PlannedRequest {
     /// Every parameter the method takes (path, query, header and server variables), with
     /// the values the statement gives it.
     pub params: Vec<PlannedParam>,
+    /// What the request does upstream, with the evidence: the method's effect, or `other`
+    /// when the statement sets the header that names the AWS action the effect was read
+    /// from.
+    pub effect: MethodEffect,
 }
 
 impl PlannedRequest {
@@ -41,9 +46,9 @@ impl PlannedRequest {
         )
     }
 
-    /// Whether the HTTP method is one that only reads (`GET` or `HEAD`).
-    pub fn is_read_method(&self) -> bool {
-        matches!(self.http_method.as_str(), "GET" | "HEAD")
+    /// Whether the engine knows the request only reads (see [`MethodEffect`]).
+    pub fn is_read(&self) -> bool {
+        self.effect.is_read()
     }
 }
 
@@ -115,20 +120,40 @@ pub(crate) fn request(
     method: &Method,
     mut values: impl FnMut(&Param) -> ParamValues,
 ) -> PlannedRequest {
+    let params: Vec<PlannedParam> = method
+        .params
+        .iter()
+        .map(|param| PlannedParam {
+            name: param.name.clone(),
+            sql_name: method.sql_alias(&param.name),
+            values: values(param),
+        })
+        .collect();
     PlannedRequest {
+        effect: request_effect(method, &params),
         provider: resource.provider.clone(),
         service: resource.service.clone(),
         resource: resource.name.clone(),
         method: method.name.clone(),
         http_method: method.http_method.to_ascii_uppercase(),
-        params: method
-            .params
-            .iter()
-            .map(|param| PlannedParam {
-                name: param.name.clone(),
-                sql_name: method.sql_alias(&param.name),
-                values: values(param),
-            })
-            .collect(),
+        params,
     }
+}
+
+/// The effect of a request of `method` with `params`: the method's, unless the statement
+/// gives the `X-Amz-Target` header a value of its own, when the action the effect was read
+/// from may not be the one sent.
+fn request_effect(method: &Method, params: &[PlannedParam]) -> MethodEffect {
+    let retargeted = params.iter().any(|param| {
+        param.name.eq_ignore_ascii_case(AWS_TARGET_HEADER)
+            && !matches!(param.values, ParamValues::Omitted)
+    });
+    if retargeted && method.effect.effect != Effect::Other {
+        return MethodEffect::new(
+            Effect::Other,
+            EffectSource::Unknown,
+            format!("the statement sets {AWS_TARGET_HEADER}: the action sent is not known, not a read"),
+        );
+    }
+    method.effect.clone()
 }

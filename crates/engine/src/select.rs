@@ -467,6 +467,32 @@ pub(crate) fn requests_planned(
     Ok((requests, planned))
 }
 
+/// The plan of each table `query` reads, as a person approving it sees it and as its
+/// approval is bound to (see `read_plan`).
+pub(crate) fn planned_reads(
+    inner: &Inner,
+    cx: &ExecContext,
+    query: Box<Query>,
+) -> Result<Vec<super::types::PlannedWrite>> {
+    let (_, jobs) = prepare(inner, cx, query)?;
+    jobs.iter()
+        .map(|job| {
+            let plan = &job.plan;
+            super::read_plan::planned_read(
+                cx,
+                &super::read_plan::ReadJob {
+                    resource: &plan.resource,
+                    method: plan.method(),
+                    base_url: job.base_url.as_deref(),
+                    params: &plan.params,
+                    pushdown: &plan.pushdown,
+                    body: plan.body.as_deref(),
+                },
+            )
+        })
+        .collect()
+}
+
 fn job_requests(jobs: &[TableJob]) -> Vec<PlannedRequest> {
     jobs.iter()
         .map(|job| {

@@ -222,6 +222,7 @@ impl Resource {
                 let context = MethodContext {
                     store,
                     service,
+                    resource: name,
                     resource_config,
                     default_service_doc: default_service_doc.as_deref(),
                     location: format!("{where_}/methods/{}", escape_pointer(method_name)),
@@ -328,6 +329,50 @@ fn label_verb(method_name: &str) -> Option<SqlVerb> {
         "delete" => Some(SqlVerb::Delete),
         _ => None,
     }
+}
+
+/// The effect of a method, from what its document says of it (see `effect`).
+#[allow(clippy::too_many_arguments)]
+fn method_effect(
+    cx: &MethodContext<'_>,
+    name: &str,
+    http_method: &str,
+    path: &str,
+    operation: &Value,
+    op_doc: &Doc,
+    params: &[Param],
+    verb: Option<SqlVerb>,
+) -> crate::effect::MethodEffect {
+    let provider = &cx.service.provider;
+    let aws_target = params
+        .iter()
+        .find(|p| {
+            p.location == ParamLocation::Header
+                && p.name.eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
+        })
+        .and_then(|p| match p.allowed.as_slice() {
+            [only] => Some(only.as_str()),
+            [] => p.default.as_deref(),
+            _ => None,
+        });
+    let verbs: Vec<&str> = verb.map(SqlVerb::as_str).into_iter().collect();
+    crate::effect::of_method(&crate::effect::MethodFacts {
+        provider: &provider.name,
+        service: &cx.service.name,
+        resource: cx.resource,
+        method: name,
+        http_method,
+        path,
+        operation,
+        document: &op_doc.value,
+        aws_target,
+        auth_type: provider
+            .config()
+            .get("auth")
+            .and_then(|auth| auth.get("type"))
+            .and_then(Value::as_str),
+        sql_verbs: &verbs,
+    })
 }
 
 /// Where a parameter goes in the request.
@@ -460,6 +505,8 @@ pub(crate) struct Method {
     /// `request.nativeCasing` (`pascal`, `camel`, `kebab`): the wire names of parameters and
     /// body fields also answer to their snake_case form in SQL.
     pub(crate) native_casing: Option<String>,
+    /// What the method does upstream, with the evidence (see `effect`).
+    pub(crate) effect: crate::effect::MethodEffect,
     /// The row shape once worked out, with the documents it was worked out from beyond
     /// those of the method itself.
     shape: OnceLock<(Arc<RowShape>, Reads)>,
@@ -468,6 +515,8 @@ pub(crate) struct Method {
 struct MethodContext<'a> {
     store: &'a DocumentStore,
     service: &'a Service,
+    /// The resource's name.
+    resource: &'a str,
     resource_config: Option<&'a Value>,
     default_service_doc: Option<&'a str>,
     location: String,
@@ -639,6 +688,7 @@ impl Method {
             .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))
             .transpose()?;
 
+        let effect = method_effect(cx, name, &http_method, &path, operation, &op_doc, &params, verb);
         Ok(Method {
             name: name.to_owned(),
             verb,
@@ -682,6 +732,7 @@ impl Method {
                 .filter_map(Value::as_str)
                 .map(str::to_owned)
                 .collect(),
+            effect,
             shape: OnceLock::new(),
         })
     }

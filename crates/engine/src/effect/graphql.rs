@@ -1,0 +1,124 @@
+//! The effect of a method whose request is a GraphQL operation of the document
+//! (`x-stackQL-graphQL.query`, a Go template over the statement's parameters): the template
+//! is run with every value a placeholder, and the result parsed as a GraphQL document. Only
+//! `query` operations read; a `mutation` or `subscription`, or text that does not parse, is
+//! not a read.
+
+use graphql_parser::query::{Definition, OperationDefinition};
+use serde_json::{Map, Value};
+
+use super::{Effect, EffectSource, MethodEffect};
+use crate::template::{Dialect, Limits, Template};
+
+/// The GraphQL query template of the operation, when it has one.
+pub(super) fn query_of(operation: &Value) -> Option<&str> {
+    operation
+        .get("x-stackQL-graphQL")?
+        .get("query")?
+        .as_str()
+}
+
+/// Bounds on running the query template with placeholders.
+const LIMITS: Limits = Limits {
+    max_steps: 100_000,
+    max_output: 1 << 20,
+};
+
+/// The effect of the GraphQL operation `template` runs.
+pub(super) fn effect(template: &str) -> MethodEffect {
+    match operations(template) {
+        Ok(kinds) if !kinds.is_empty() && kinds.iter().all(|kind| *kind == "query") => {
+            MethodEffect::new(
+                Effect::Read,
+                EffectSource::Graphql,
+                "a GraphQL query operation (parsed)",
+            )
+        }
+        Ok(kinds) if kinds.is_empty() => MethodEffect::new(
+            Effect::Other,
+            EffectSource::Graphql,
+            "a GraphQL document with no operation: not a read",
+        ),
+        Ok(kinds) => {
+            let kind = kinds
+                .iter()
+                .find(|kind| **kind != "query")
+                .copied()
+                .unwrap_or("operation");
+            let effect = if kind == "mutation" {
+                Effect::Write
+            } else {
+                Effect::Other
+            };
+            MethodEffect::new(
+                effect,
+                EffectSource::Graphql,
+                format!("a GraphQL {kind} operation (parsed): not a read"),
+            )
+        }
+        Err(why) => MethodEffect::new(
+            Effect::Other,
+            EffectSource::Graphql,
+            format!("the GraphQL operation does not parse ({why}): not a read"),
+        ),
+    }
+}
+
+/// The kinds of the operations (`query`, `mutation`, `subscription`) of the GraphQL
+/// document `template` renders with every parameter a placeholder.
+fn operations(template: &str) -> Result<Vec<&'static str>, String> {
+    let text = render(template)?;
+    let document = graphql_parser::parse_query::<String>(&text)
+        .map_err(|err| first_line(&err.to_string()))?;
+    Ok(document
+        .definitions
+        .iter()
+        .filter_map(|definition| match definition {
+            Definition::Operation(operation) => Some(match operation {
+                OperationDefinition::SelectionSet(_) | OperationDefinition::Query(_) => "query",
+                OperationDefinition::Mutation(_) => "mutation",
+                OperationDefinition::Subscription(_) => "subscription",
+            }),
+            Definition::Fragment(_) => None,
+        })
+        .collect())
+}
+
+/// The template run with every field it reads a placeholder (`0`, which is a valid
+/// GraphQL value where a number, an enum or a string's content is expected).
+fn render(template: &str) -> Result<String, String> {
+    let parsed = Template::parse(template, Dialect { v2: true }).map_err(|err| err.to_string())?;
+    let mut dot = Map::new();
+    for name in fields_read(template) {
+        dot.insert(name, Value::String("0".to_owned()));
+    }
+    parsed
+        .execute_json(&Value::Object(dot), LIMITS)
+        .map_err(|err| err.to_string())
+}
+
+/// The names `template` reads as `.name` inside its actions.
+fn fields_read(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").unwrap_or(after.len());
+        let action = &after[..end];
+        for (index, _) in action.match_indices('.') {
+            let name: String = action[index + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        rest = &after[end..];
+    }
+    names
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
