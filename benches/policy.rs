@@ -72,6 +72,7 @@ fn request(resource: &str, method: &str, http: &str) -> PlannedRequest {
         resource: resource.into(),
         method: method.into(),
         http_method: http.into(),
+        effect: querygate::engine::MethodEffect::of_http_method(http),
         params: vec![
             PlannedParam {
                 name: "project".into(),

@@ -9,7 +9,8 @@
 //!   `lifecycle`, `unknown`), in the action group `read` (select) or `write` (the others);
 //! - resource `Querygate::Method::"provider.service.resource.method"`: one planned request,
 //!   with `provider`, `service`, `resource`, `method`, `http_method`, `verb` (the SQL verb),
-//!   `reads` (the tenant counts the request as a read), `runtime_parameters` and
+//!   `reads` (the request only reads), `effect` (`read`, `write`, `delete` or `other`: the
+//!   engine's answer, or the tenant's `read_methods` / `not_read_methods`), `runtime_parameters` and
 //!   `omitted_parameters`; each parameter the statement gives literal values is a tag whose
 //!   value is the set of those values (`resource.getTag("project")`);
 //! - context: `tool`, `mode`, `sql_class` (the class as written) and `row_cap`.
@@ -65,7 +66,8 @@ pub const SCHEMA: &str = r#"namespace Querygate {
     method: String,
     http_method: String,              // "GET", "POST", ...
     verb: String,                     // "SELECT", "INSERT", "UPDATE", "REPLACE", "DELETE", "EXEC", ...
-    reads: Bool,                      // GET or HEAD, or named by tenants[].read_methods
+    reads: Bool,                      // the request only reads (effect == "read")
+    effect: String,                   // "read", "write", "delete" or "other" (the engine's, or tenants[].read_methods / not_read_methods)
     runtime_parameters: Set<String>,  // values known only while the statement runs
     omitted_parameters: Set<String>,  // not given: the method's default, or none
   } tags Set<String>;
@@ -81,7 +83,8 @@ pub const SCHEMA: &str = r#"namespace Querygate {
   action "read";
   action "write";
 
-  // The statement's class (a SELECT of a method bound to POST... is "lifecycle").
+  // The statement's class: the strongest effect of its requests (a SELECT of a method that
+  // is not a read is not a "select"; an EXEC of a method that deletes is "mutation_delete").
   action "select" in ["read"] appliesTo { principal: [Principal], resource: [Method], context: Call };
   action "mutation_create" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
   action "mutation_delete" in ["write"] appliesTo { principal: [Principal], resource: [Method], context: Call };
@@ -836,6 +839,7 @@ fn resource_entity(
     let mut tags: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut runtime = Vec::new();
     let mut omitted = Vec::new();
+    let effect = question.rules.effect(request);
     for param in &request.params {
         let names = std::iter::once(param.name.as_str()).chain(param.sql_name.as_deref());
         match &param.values {
@@ -859,8 +863,9 @@ fn resource_entity(
             ("verb".to_owned(), string(question.verb)),
             (
                 "reads".to_owned(),
-                RestrictedExpression::new_bool(question.rules.is_read(request)),
+                RestrictedExpression::new_bool(effect.is_read()),
             ),
+            ("effect".to_owned(), string(effect.effect.as_str())),
             ("runtime_parameters".to_owned(), strings(runtime)),
             ("omitted_parameters".to_owned(), strings(omitted)),
         ],
@@ -902,6 +907,7 @@ mod tests {
             resource: "instances".into(),
             method: method.into(),
             http_method: http.into(),
+            effect: crate::engine::MethodEffect::of_http_method(http),
             params: vec![PlannedParam {
                 name: "project".into(),
                 sql_name: None,

@@ -42,6 +42,11 @@ pub enum Command {
         /// elsewhere.
         #[arg(long)]
         yes: bool,
+        /// Run nothing: print what the gate decides for the default tenant's local caller
+        /// and, per upstream request, its effect and the evidence for it (as
+        /// `querygate policy explain` does).
+        #[arg(long, conflicts_with = "yes")]
+        explain: bool,
         /// The statement, e.g. "SELECT name FROM github.repos.repos WHERE org = 'acme'".
         sql: String,
     },
@@ -330,6 +335,18 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
     }
     match cli.command {
         Command::Serve { listen } => return serve(config, listen).await,
+        Command::Query {
+            explain: true, sql, ..
+        } => {
+            let action = PolicyAction::Explain {
+                tenant: "default".to_owned(),
+                subject: "local".to_owned(),
+                issuer: None,
+                groups: Vec::new(),
+                sql,
+            };
+            return policy::run(&config, action).await;
+        }
         Command::Stdio => {
             return match crate::app::run_stdio(config).await {
                 Ok(()) => 0,
@@ -342,7 +359,9 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
         _ => {}
     }
     let (result, output) = match cli.command {
-        Command::Query { output, yes, sql } => (
+        Command::Query {
+            output, yes, sql, ..
+        } => (
             call::run(&config, call::Command::Query { sql, yes }).await,
             output,
         ),

@@ -1,20 +1,24 @@
 //! A tenant's rules on what a statement sends upstream, as pure functions over the requests
-//! the engine plans for it ([`PlannedRequest`]): which methods bound to an HTTP method other
-//! than GET or HEAD still count as reads (`tenants[].read_methods`), and which parameters
+//! the engine plans for it ([`PlannedRequest`]): the effect of each request (the engine's
+//! answer, which `tenants[].read_methods` and `tenants[].not_read_methods` override), the
+//! class a statement takes from the strongest effect of its requests, and which parameters
 //! may only take given values (`tenants[].pinned_parameters`). No I/O and no logging here:
 //! the tool-call pipeline asks the engine for the requests and the gate applies these.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::engine::{ParamValues, PlannedRequest};
+use crate::engine::{Effect, EffectSource, MethodEffect, ParamValues, PlannedRequest};
 use crate::policy::QueryClass;
 
 /// A tenant's rules on the requests of its statements.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantRules {
-    /// Methods whose requests are reads whatever their HTTP method.
+    /// Methods whose requests are reads whatever the engine says of them.
     pub read_methods: Vec<MethodPattern>,
+    /// Methods whose requests are never reads whatever the engine says of them (wins over
+    /// `read_methods` when both name a method).
+    pub not_read_methods: Vec<MethodPattern>,
     /// Parameters whose values are fixed: the name as configured, and the values allowed.
     pub pinned_parameters: BTreeMap<String, Vec<String>>,
 }
@@ -25,10 +29,37 @@ impl TenantRules {
         !self.pinned_parameters.is_empty()
     }
 
-    /// Whether `request` counts as a read: its HTTP method is GET or HEAD, or
-    /// `read_methods` names its method.
+    /// What `request` does for this tenant: `not_read_methods` first (not a read), then
+    /// `read_methods` (a read), else the engine's effect with its evidence.
+    pub fn effect(&self, request: &PlannedRequest) -> MethodEffect {
+        if let Some(pattern) = self.not_read_methods.iter().find(|p| p.matches(request)) {
+            let effect = if request.effect.is_read() {
+                Effect::Other
+            } else {
+                request.effect.effect
+            };
+            return MethodEffect::new(
+                effect,
+                EffectSource::TenantNotReadMethods,
+                format!("tenants[].not_read_methods names it ({pattern})"),
+            );
+        }
+        if let Some(pattern) = self.read_methods.iter().find(|p| p.matches(request)) {
+            return MethodEffect::new(
+                Effect::Read,
+                EffectSource::TenantReadMethods,
+                format!("tenants[].read_methods names it ({pattern})"),
+            );
+        }
+        request.effect.clone()
+    }
+
+    /// Whether `request` counts as a read for this tenant (see [`TenantRules::effect`]).
     pub fn is_read(&self, request: &PlannedRequest) -> bool {
-        request.is_read_method() || self.read_methods.iter().any(|p| p.matches(request))
+        if self.read_methods.is_empty() && self.not_read_methods.is_empty() {
+            return request.is_read();
+        }
+        self.effect(request).is_read()
     }
 }
 
@@ -80,17 +111,31 @@ impl fmt::Display for MethodPattern {
     }
 }
 
-/// The class of a statement of class `class` whose requests are `requests`: a read (class
-/// `select`) with a request the tenant does not count as a read runs a method that may do
-/// anything, and is classed `lifecycle`, as an EXEC of that method is. Other classes stay.
+/// The class of a statement written as `class` whose requests are `requests`: the class of
+/// the strongest effect of its requests (`read` → `select`, `write` → `mutation_create`,
+/// `delete` → `mutation_delete`, `other` → `lifecycle`), whatever its SQL verb, and for an
+/// INSERT, UPDATE, REPLACE or DELETE never less than the class written. A SELECT that runs a
+/// method that is not a read is no longer a `select`; an EXEC of an HTTP DELETE method is a
+/// `mutation_delete`; an EXEC whose requests only read is a `select`. Unknown statements
+/// and statements that plan no request keep their class.
 pub fn bound_class(
     class: QueryClass,
     requests: &[PlannedRequest],
     rules: &TenantRules,
 ) -> QueryClass {
-    match first_write(requests, rules) {
-        Some(_) if class == QueryClass::Select => QueryClass::Lifecycle,
-        _ => class,
+    let Some(strongest) = requests.iter().map(|r| rules.effect(r).effect).max() else {
+        return class;
+    };
+    let of_effect = match strongest {
+        Effect::Read => QueryClass::Select,
+        Effect::Write => QueryClass::MutationCreate,
+        Effect::Delete => QueryClass::MutationDelete,
+        Effect::Other => QueryClass::Lifecycle,
+    };
+    match class {
+        QueryClass::Select | QueryClass::Lifecycle => of_effect,
+        QueryClass::MutationCreate | QueryClass::MutationDelete => class.max(of_effect),
+        QueryClass::Unknown => QueryClass::Unknown,
     }
 }
 
@@ -194,6 +239,19 @@ mod tests {
     use crate::engine::PlannedParam;
 
     fn request(http: &str, params: &[(&str, ParamValues)]) -> PlannedRequest {
+        with_effect(http, http_effect(http), params)
+    }
+
+    /// What the engine says of a method known only by its HTTP method.
+    fn http_effect(http: &str) -> Effect {
+        match http {
+            "GET" | "HEAD" => Effect::Read,
+            "DELETE" => Effect::Delete,
+            _ => Effect::Other,
+        }
+    }
+
+    fn with_effect(http: &str, effect: Effect, params: &[(&str, ParamValues)]) -> PlannedRequest {
         PlannedRequest {
             provider: "cloud".into(),
             service: "d1".into(),
@@ -208,15 +266,23 @@ mod tests {
                     values: values.clone(),
                 })
                 .collect(),
+            effect: MethodEffect::new(effect, EffectSource::Unknown, "test"),
         }
     }
 
     fn rules(read: &[&str], pins: &[(&str, &[&str])]) -> TenantRules {
-        TenantRules {
-            read_methods: read
-                .iter()
+        rules_both(read, &[], pins)
+    }
+
+    fn rules_both(read: &[&str], not_read: &[&str], pins: &[(&str, &[&str])]) -> TenantRules {
+        let patterns = |list: &[&str]| {
+            list.iter()
                 .map(|p| MethodPattern::parse(p).unwrap())
-                .collect(),
+                .collect()
+        };
+        TenantRules {
+            read_methods: patterns(read),
+            not_read_methods: patterns(not_read),
             pinned_parameters: pins
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), v.iter().map(|s| (*s).to_owned()).collect()))
@@ -224,46 +290,100 @@ mod tests {
         }
     }
 
+    /// The class each effect gives a statement written as each class.
+    fn expected(class: QueryClass, effect: Effect) -> QueryClass {
+        let of_effect = match effect {
+            Effect::Read => QueryClass::Select,
+            Effect::Write => QueryClass::MutationCreate,
+            Effect::Delete => QueryClass::MutationDelete,
+            Effect::Other => QueryClass::Lifecycle,
+        };
+        match class {
+            QueryClass::Select | QueryClass::Lifecycle => of_effect,
+            QueryClass::MutationCreate | QueryClass::MutationDelete => class.max(of_effect),
+            QueryClass::Unknown => QueryClass::Unknown,
+        }
+    }
+
     #[test]
-    fn every_http_method_and_class_with_and_without_the_method_named_as_a_read() {
+    fn every_effect_class_and_override_gives_the_strongest_effects_class() {
         let named = rules(&["cloud.d1.database.query"], &[]);
         let wildcard = rules(&["cloud.*.*.*"], &[]);
         let other = rules(&["cloud.d1.database.list"], &[]);
+        let not_read = rules_both(&[], &["cloud.d1.*.*"], &[]);
+        // not_read_methods wins when both name the method.
+        let both = rules_both(&["cloud.*.*.*"], &["cloud.d1.database.query"], &[]);
         let none = TenantRules::default();
-        for http in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
-            let requests = [request(http, &[])];
-            let read = matches!(http, "GET" | "HEAD");
+        let effects = [Effect::Read, Effect::Write, Effect::Delete, Effect::Other];
+        for effect in effects {
+            let requests = [with_effect("POST", effect, &[])];
             for class in QueryClass::ALL {
-                for (rules, allowed) in [
-                    (&named, true),
-                    (&wildcard, true),
-                    (&other, false),
-                    (&none, false),
+                for (rules, tenant) in [
+                    (&named, Some(Effect::Read)),
+                    (&wildcard, Some(Effect::Read)),
+                    (&other, None),
+                    (&none, None),
+                    (
+                        &not_read,
+                        Some(if effect == Effect::Read {
+                            Effect::Other
+                        } else {
+                            effect
+                        }),
+                    ),
+                    (
+                        &both,
+                        Some(if effect == Effect::Read {
+                            Effect::Other
+                        } else {
+                            effect
+                        }),
+                    ),
                 ] {
-                    let want = if class == QueryClass::Select && !read && !allowed {
-                        QueryClass::Lifecycle
-                    } else {
-                        class
-                    };
+                    let decided = tenant.unwrap_or(effect);
+                    assert_eq!(rules.effect(&requests[0]).effect, decided);
+                    assert_eq!(rules.is_read(&requests[0]), decided == Effect::Read);
                     assert_eq!(
                         bound_class(class, &requests, rules),
-                        want,
-                        "{http} × {class} × {:?}",
-                        rules.read_methods
+                        expected(class, decided),
+                        "{effect} × {class} × {rules:?}",
                     );
                 }
             }
         }
-        // One write among reads is enough; none at all stays a read.
+        // The strongest request decides; no request at all keeps the class written.
         let mixed = [request("GET", &[]), request("POST", &[])];
         assert_eq!(
             bound_class(QueryClass::Select, &mixed, &none),
             QueryClass::Lifecycle
         );
+        let exec_delete = [request("GET", &[]), request("DELETE", &[])];
         assert_eq!(
-            bound_class(QueryClass::Select, &[], &none),
-            QueryClass::Select
+            bound_class(QueryClass::Lifecycle, &exec_delete, &none),
+            QueryClass::MutationDelete
         );
+        for class in QueryClass::ALL {
+            assert_eq!(bound_class(class, &[], &none), class);
+        }
+        // The evidence names the tenant's setting.
+        assert!(
+            named
+                .effect(&requests_of("POST"))
+                .evidence
+                .contains("read_methods"),
+            "{:?}",
+            named.effect(&requests_of("POST"))
+        );
+        assert!(
+            not_read
+                .effect(&requests_of("GET"))
+                .evidence
+                .contains("not_read_methods")
+        );
+    }
+
+    fn requests_of(http: &str) -> PlannedRequest {
+        request(http, &[])
     }
 
     #[test]

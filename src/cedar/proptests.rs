@@ -114,6 +114,7 @@ fn request() -> impl Strategy<Value = PlannedRequest> {
             resource: "instances".into(),
             method: method.into(),
             http_method: http.into(),
+            effect: crate::engine::MethodEffect::of_http_method(http),
             params: vec![PlannedParam {
                 name: "project".into(),
                 sql_name: None,

@@ -168,6 +168,15 @@ pub(super) fn render(e: &Explanation) -> String {
                 if !params.is_empty() || !omitted.is_empty() {
                     let _ = writeln!(out, "  parameters: {}{omitted}", params.join("; "));
                 }
+                if let Some(effect) = e.effects.get(i) {
+                    let _ = writeln!(
+                        out,
+                        "  effect: {} ({}; source {})",
+                        effect.effect,
+                        effect.evidence.escape_debug(),
+                        effect.source.as_str()
+                    );
+                }
                 if let Some(answer) = answers.and_then(|a| a.get(i)) {
                     let ids: Vec<String> = answer
                         .policies

@@ -36,6 +36,8 @@ pub(super) struct RawTenant {
     #[serde(default)]
     pub(super) read_methods: Vec<String>,
     #[serde(default)]
+    pub(super) not_read_methods: Vec<String>,
+    #[serde(default)]
     pub(super) pinned_parameters: BTreeMap<String, PinnedValues>,
     #[serde(default)]
     pub(super) quotas: Option<super::quotas::RawTenantQuotas>,
@@ -369,10 +371,12 @@ pub(super) enum PinnedValues {
     Many(Vec<PinnedValue>),
 }
 
-/// `tenants[].read_methods` and `tenants[].pinned_parameters`, checked.
+/// `tenants[].read_methods`, `tenants[].not_read_methods` and
+/// `tenants[].pinned_parameters`, checked.
 fn check_rules(
     key: &str,
     read_methods: Vec<String>,
+    not_read_methods: Vec<String>,
     pinned: BTreeMap<String, PinnedValues>,
     problems: &mut Problems,
 ) -> TenantRules {
@@ -381,6 +385,12 @@ fn check_rules(
         match MethodPattern::parse(text) {
             Ok(pattern) => rules.read_methods.push(pattern),
             Err(message) => problems.push(format!("{key}.read_methods[{index}]"), message),
+        }
+    }
+    for (index, text) in not_read_methods.iter().enumerate() {
+        match MethodPattern::parse(text) {
+            Ok(pattern) => rules.not_read_methods.push(pattern),
+            Err(message) => problems.push(format!("{key}.not_read_methods[{index}]"), message),
         }
     }
     for (name, values) in pinned {
@@ -482,6 +492,7 @@ pub(super) fn check_tenants(
         let rules = check_rules(
             &key,
             tenant.read_methods,
+            tenant.not_read_methods,
             tenant.pinned_parameters,
             problems,
         );

@@ -1,22 +1,20 @@
 //! `bind`: the upstream requests of a prepared call's statement, planned by the engine
-//! before the layers run (nothing is sent), when a decision needs them: for a read, whose
-//! class follows the HTTP methods it runs (a SELECT of a method bound to POST, PUT, PATCH
-//! or DELETE is classed `lifecycle` unless the tenant's `read_methods` names the method),
-//! and for any statement of a tenant with `pinned_parameters` or Cedar `policy_files` (the
-//! gate checks them) or a result cache (a write drops the cached results of the resources it
-//! touches). A plan that fails leaves the call as it is, its error noted: running it fails
-//! the same way, before any request (and the gate refuses it with that error when the
-//! tenant's policies must be asked). A SELECT's plan is kept with the statement and run as
-//! it is (it is not planned a second time).
+//! before the layers run (nothing is sent). Every SQL statement that plans is classed by
+//! the strongest effect of its requests (the engine's answer for each method, which the
+//! tenant's `read_methods` and `not_read_methods` override; see `governance::bound_class`):
+//! a SELECT whose requests only read is a `select` whatever their HTTP method, one that
+//! runs a method that is not a read is not, and an EXEC of a method that deletes is a
+//! `mutation_delete`. A plan that fails leaves the call as it is, its error noted: running
+//! it fails the same way, before any request (and the gate refuses it with that error when
+//! the tenant's policies must be asked). A SELECT's plan is kept with the statement and run
+//! as it is (it is not planned a second time).
 
 use std::sync::Arc;
 
 use super::PreparedCall;
-use super::cache::ResultCaches;
 use crate::engine::Engine;
 use crate::governance;
 use crate::mcp::tools::Effect;
-use crate::policy::QueryClass;
 use crate::tenant::Tenants;
 
 /// What `bind` plans with.
@@ -25,11 +23,9 @@ pub(super) struct Bind {
     pub(super) engine: Engine,
     /// The tenants' rules and policies.
     pub(super) tenants: Arc<Tenants>,
-    /// Which tenants cache results.
-    pub(super) results: Arc<ResultCaches>,
 }
 
-/// Plans the requests of `call`'s statement when the tenant's rules decide on them.
+/// Plans the requests of `call`'s statement and classes it by their effects.
 pub(super) async fn bind(bind: &Bind, call: &mut PreparedCall) {
     if !matches!(call.spec.effect, Effect::Sql(_)) {
         return;
@@ -41,16 +37,6 @@ pub(super) async fn bind(bind: &Bind, call: &mut PreparedCall) {
         .tenants
         .config(&call.cx.tenant)
         .map(|tenant| &tenant.rules);
-    let pinned = rules.is_some_and(governance::TenantRules::has_pins);
-    // A tenant with a result cache: a write's requests name the resources it drops.
-    let cached = bind.results.enabled(&call.cx.tenant);
-    let policies = bind
-        .tenants
-        .config(&call.cx.tenant)
-        .is_some_and(|tenant| tenant.policies.is_some());
-    if call.class != QueryClass::Select && !pinned && !cached && !policies {
-        return;
-    }
     // The plan stays with the statement: dispatch runs it rather than planning again.
     let requests = match bind.engine.plan_requests(&call.cx, statement).await {
         Ok(requests) => requests,

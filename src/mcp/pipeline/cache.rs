@@ -64,11 +64,6 @@ impl ResultCaches {
     fn tenant(&self, tenant: &str) -> Option<&TenantResults> {
         self.tenants.get(tenant)
     }
-
-    /// Whether `tenant` caches results.
-    pub(crate) fn enabled(&self, tenant: &str) -> bool {
-        self.tenants.contains_key(tenant)
-    }
 }
 
 /// One tenant's cache.

@@ -315,8 +315,8 @@ fn wrong_tool(call: &PreparedCall) -> String {
     )
 }
 
-/// Why a read is classed as a lifecycle operation, when it is: the request that is not a
-/// read, and the setting that would make it one.
+/// Why a statement takes another class than the one written, when it does: the request
+/// with the strongest effect, the evidence for that effect, and the setting that changes it.
 fn bound_note(gate: &ModeGate, call: &PreparedCall) -> String {
     if call.class == call.sql_class {
         return String::new();
@@ -326,18 +326,26 @@ fn bound_note(gate: &ModeGate, call: &PreparedCall) -> String {
         .tenants
         .config(&call.cx.tenant)
         .map_or(&default_rules, |tenant| &tenant.rules);
-    match call
-        .requests
-        .as_deref()
-        .and_then(|requests| crate::governance::first_write(requests, rules))
-    {
-        Some(request) => format!(
-            "; this SELECT runs {} with {}, which may change something upstream, so it is a {} operation (tenants[].read_methods can name the method as a read)",
+    let strongest = call.requests.as_deref().and_then(|requests| {
+        requests
+            .iter()
+            .map(|request| (rules.effect(request), request))
+            .max_by_key(|(effect, _)| effect.effect)
+    });
+    let verb = match &call.statement {
+        Some(Ok(statement)) => crate::mcp::tools::verb(statement.kind()),
+        _ => "statement",
+    };
+    match strongest {
+        Some((effect, request)) if !effect.is_read() => format!(
+            "; this {verb} runs {} with {}, whose effect is {} ({}), so it is a {} operation (tenants[].read_methods can name the method as a read)",
             request.full_method(),
             request.http_method,
+            effect.effect,
+            crate::safe_text::escape_inline(&effect.evidence),
             call.class
         ),
-        None => String::new(),
+        _ => String::new(),
     }
 }
 

@@ -384,6 +384,9 @@ pub struct Explanation {
     pub sql_class: crate::policy::QueryClass,
     /// The upstream requests planned (`None`: not planned, or the plan failed).
     pub requests: Option<Vec<crate::engine::PlannedRequest>>,
+    /// What each planned request does for the tenant, with the evidence (the engine's
+    /// answer, or the tenant's `read_methods` / `not_read_methods`), in request order.
+    pub effects: Vec<crate::engine::MethodEffect>,
     /// How many Cedar policies the tenant has in force (`None`: it has none configured).
     pub policies: Option<usize>,
     /// The policies' answer, request by request (`None`: not asked).
@@ -504,7 +507,7 @@ impl Pipeline {
             // Results a tenant ran a moment ago (`tenants[].cache`), and the writes that
             // drop them; after the gate, so a hit is allowed as a run would be.
             .layer(cache::Cache::layer(
-                results.clone(),
+                results,
                 responses.clone(),
                 transport,
                 max_rows,
@@ -536,11 +539,7 @@ impl Pipeline {
                 tenants: tenants.clone(),
                 render,
             },
-            bind: bind::Bind {
-                engine,
-                tenants,
-                results,
-            },
+            bind: bind::Bind { engine, tenants },
             audit,
             gate,
         };
@@ -578,12 +577,18 @@ impl Pipeline {
             Some(Ok(answer)) => Some(answer),
             Some(Err(_)) | None => None,
         };
-        let policies = intake
-            .gate
-            .tenants
-            .config(&prepared.cx.tenant)
+        let tenant = intake.gate.tenants.config(&prepared.cx.tenant);
+        let policies = tenant
             .and_then(|t| t.policies.as_ref())
             .map(|p| p.current().len());
+        let default_rules = crate::governance::TenantRules::default();
+        let rules = tenant.map_or(&default_rules, |t| &t.rules);
+        let effects = prepared
+            .requests
+            .iter()
+            .flatten()
+            .map(|request| rules.effect(request))
+            .collect();
         let verdict = match gate::check(&intake.gate, &prepared) {
             Ok(verdict) => Ok(verdict),
             Err(reply) => Err(match reply.outcome() {
@@ -607,6 +612,7 @@ impl Pipeline {
             class: prepared.class,
             sql_class: prepared.sql_class,
             requests: prepared.requests.take(),
+            effects,
             policies,
             answer,
             verdict,

@@ -147,10 +147,11 @@ pub(super) fn prepare(
         None => (None, None, 0, QueryClass::Select),
     };
     // Only a call the mode may hold for approval is bound to its arguments: a read too when
-    // the mode holds EXECs, as `bind` classes a read that runs a method bound to POST… one.
+    // the mode holds EXECs, as `bind` classes each statement by the effects of its requests
+    // (a SELECT that runs a method that is not a read is held as an EXEC is).
     let held = |class| matches!(policy::decide(mode, class), Verdict::NeedsApproval(_));
-    let needs_approval = matches!(spec.effect, Effect::Sql(_))
-        && (held(class) || class == QueryClass::Select && held(QueryClass::Lifecycle));
+    let needs_approval =
+        matches!(spec.effect, Effect::Sql(_)) && (held(class) || held(QueryClass::Lifecycle));
     let arguments_sha256 = needs_approval
         .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
     let render = render_of(prepare.render, spec, input.take_format());

@@ -6,6 +6,7 @@
 
 mod credentials;
 mod discovery;
+mod effects;
 mod library;
 mod query;
 mod registry;

@@ -1,7 +1,9 @@
 //! `validate_select_query`: plans a SELECT without running it. The engine resolves the
 //! tables, methods and parameters, checks that the credentials resolve and has SQLite compile
-//! the statement, with no upstream call. An invalid query is data (`valid: false` with the
-//! errors), not a tool error.
+//! the statement, with no upstream call. The answer says, per upstream request, its effect
+//! and the evidence for it, the class the statement takes from them and what the tenant's
+//! mode does with it. An invalid query is data (`valid: false` with the errors), not a tool
+//! error.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,7 @@ use super::{
 use crate::code::Code;
 use crate::engine::StatementKind;
 use crate::mcp::render::View;
+use crate::policy;
 
 /// The tool.
 pub(crate) const SPEC: ToolSpec = ToolSpec {
@@ -68,6 +71,14 @@ pub(crate) struct Validation {
     valid: bool,
     /// Why not (empty when valid): the error running it would report first.
     errors: Vec<String>,
+    /// The statement's class: `select` when every request only reads, else the class of
+    /// the strongest effect (`lifecycle` for `other`); absent when it does not parse.
+    class: Option<String>,
+    /// What the tenant's mode does with it: `allow`, `needs_approval` or
+    /// `refuse_immediate`; absent when it does not parse.
+    approval: Option<String>,
+    /// Each upstream request it would make, with its effect and the evidence for it.
+    requests: Vec<super::effects::RequestEffect>,
 }
 
 fn run(mut invocation: Invocation) -> ToolFuture {
@@ -83,14 +94,21 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             .statement
             .take()
             .ok_or_else(|| ToolError::failed(Code::Internal, "the pipeline passed no statement"))?;
+        let mut class = None;
+        let mut requests = Vec::new();
         let outcome = match parsed {
             Err(err) => Err(err.message().to_owned()),
-            Ok(statement) if statement.kind() == StatementKind::Select => invocation
-                .services
-                .engine
-                .check(&invocation.cx, statement)
-                .await
-                .map_err(|err| err.message().to_owned()),
+            Ok(statement) if statement.kind() == StatementKind::Select => {
+                let classified = super::effects::classify(&invocation, &statement).await;
+                class = Some(classified.class);
+                requests = classified.requests;
+                invocation
+                    .services
+                    .engine
+                    .check(&invocation.cx, statement)
+                    .await
+                    .map_err(|err| err.message().to_owned())
+            }
             Ok(other) => Err(format!(
                 "validate_select_query checks SELECT statements only; this statement is {}",
                 super::kind_name(other.kind())
@@ -99,12 +117,21 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         let verdict = Validation {
             valid: outcome.is_ok(),
             errors: outcome.err().into_iter().collect(),
+            class: class.map(|c| c.as_str().to_owned()),
+            approval: class.map(|c| policy::decide(invocation.mode, c).as_str().to_owned()),
+            requests,
         };
         let view = View::Records {
             title: "Validation Result".to_owned(),
             records: vec![vec![
                 ("valid".to_owned(), Value::Bool(verdict.valid)),
                 ("errors".to_owned(), Value::from(verdict.errors.clone())),
+                ("class".to_owned(), Value::from(verdict.class.clone())),
+                ("approval".to_owned(), Value::from(verdict.approval.clone())),
+                (
+                    "requests".to_owned(),
+                    serde_json::to_value(&verdict.requests).unwrap_or(Value::Null),
+                ),
             ]],
         };
         Ok(ToolResult {

@@ -1,9 +1,11 @@
-//! `validate_mutation_query`: plans an INSERT, UPDATE, REPLACE, DELETE or EXEC as running it
-//! would and stops before anything is sent. It answers with the writes the engine resolved,
-//! a preview of each upstream request (secrets masked), the plan hash an approval of the
-//! statement is bound to, and, for an UPDATE, REPLACE or DELETE, the rows a SELECT with the
-//! same `WHERE` returns now. An invalid statement is data (`valid: false` with the errors),
-//! not a tool error.
+//! `validate_mutation_query`: plans an INSERT, UPDATE, REPLACE, DELETE or EXEC, or a SELECT
+//! that runs a method that is not a read (a statement the mode may hold), as running it
+//! would and stops before anything is sent. It answers with the class the statement takes
+//! from the effects of its requests, each request's effect and evidence, the writes (and
+//! the held SELECT's requests) the engine resolved, a preview of each upstream request
+//! (secrets masked), the plan hash an approval of the statement is bound to, and, for an
+//! UPDATE, REPLACE or DELETE, the rows a SELECT with the same `WHERE` returns now. An
+//! invalid statement is data (`valid: false` with the errors), not a tool error.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,7 +46,8 @@ pub(crate) const SPEC: ToolSpec = ToolSpec {
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ValidateMutationInput {
-    /// One INSERT, UPDATE, REPLACE, DELETE or EXEC statement.
+    /// One INSERT, UPDATE, REPLACE, DELETE or EXEC statement, or a SELECT that runs a
+    /// method that is not a read.
     #[serde(deserialize_with = "super::sql_text")]
     #[schemars(with = "String")]
     sql: String,
@@ -75,6 +78,11 @@ pub(crate) struct MutationValidation {
     /// What the tenant's mode does with the statement: `allow` (runs), `needs_approval`
     /// (runs once a person approves it) or `refuse_immediate` (never runs in this mode).
     approval: String,
+    /// The statement's class, from the strongest effect of its requests (absent when it
+    /// does not parse).
+    class: Option<String>,
+    /// Each upstream request it would make, with its effect and the evidence for it.
+    effects: Vec<super::effects::RequestEffect>,
     /// The writes the engine resolved, in order (empty when not valid).
     writes: Vec<WriteShown>,
     /// The hash an approval of this statement is bound to, as the prompt and the approval
@@ -89,7 +97,8 @@ pub(crate) struct MutationValidation {
 /// One planned write.
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct WriteShown {
-    /// `INSERT`, `UPDATE`, `REPLACE`, `DELETE` or `EXEC`.
+    /// `INSERT`, `UPDATE`, `REPLACE`, `DELETE`, `EXEC`, or `SELECT` for a table a held
+    /// SELECT reads.
     verb: String,
     /// The provider.
     provider: String,
@@ -216,6 +225,8 @@ async fn validate(
         valid: false,
         errors: vec![error],
         approval: approval.to_owned(),
+        class: None,
+        effects: Vec::new(),
         writes: Vec::new(),
         plan_hash: None,
         current_rows: CurrentRows::unavailable("not read: the statement is not valid"),
@@ -224,11 +235,8 @@ async fn validate(
         Ok(statement) => statement,
         Err(err) => return invalid("refuse_immediate", err.message().to_owned()),
     };
-    let class = if statement.nests_statements() {
-        QueryClass::Unknown
-    } else {
-        QueryClass::of_kind(statement.kind())
-    };
+    let classified = super::effects::classify(invocation, &statement).await;
+    let class = classified.class;
     let approval = policy::decide(invocation.mode, class);
     let approval_name = approval.as_str();
     let writes_kind = matches!(
@@ -239,7 +247,8 @@ async fn validate(
             | StatementKind::Delete
             | StatementKind::Exec
     );
-    if !writes_kind {
+    let held_read = statement.kind() == StatementKind::Select && class != QueryClass::Select;
+    if !writes_kind && !held_read {
         let use_instead = if statement.kind() == StatementKind::Select {
             ": use validate_select_query"
         } else {
@@ -248,7 +257,7 @@ async fn validate(
         return invalid(
             approval_name,
             format!(
-                "validate_mutation_query checks INSERT, UPDATE, REPLACE, DELETE and EXEC statements; this statement is {}{use_instead}",
+                "validate_mutation_query checks INSERT, UPDATE, REPLACE, DELETE and EXEC statements, and SELECTs that run a method that is not a read; this statement is {}{use_instead}",
                 super::kind_name(statement.kind())
             ),
         );
@@ -264,6 +273,10 @@ async fn validate(
             "not read: the tenant's mode ({}) never runs this statement",
             invocation.mode.as_str()
         ))
+    } else if held_read {
+        CurrentRows::unavailable(
+            "not read: a SELECT's rows are its result; what it would send is in writes",
+        )
     } else {
         current_rows(invocation, &statement).await
     };
@@ -271,6 +284,8 @@ async fn validate(
         valid: true,
         errors: Vec::new(),
         approval: approval_name.to_owned(),
+        class: Some(class.as_str().to_owned()),
+        effects: classified.requests,
         writes: planned.into_iter().map(write_shown).collect(),
         plan_hash: Some(plan_hash),
         current_rows,
