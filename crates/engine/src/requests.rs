@@ -152,7 +152,9 @@ fn request_effect(method: &Method, params: &[PlannedParam]) -> MethodEffect {
         return MethodEffect::new(
             Effect::Other,
             EffectSource::Unknown,
-            format!("the statement sets {AWS_TARGET_HEADER}: the action sent is not known, not a read"),
+            format!(
+                "the statement sets {AWS_TARGET_HEADER}: the action sent is not known, not a read"
+            ),
         );
     }
     method.effect.clone()

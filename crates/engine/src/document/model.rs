@@ -348,7 +348,8 @@ fn method_effect(
         .iter()
         .find(|p| {
             p.location == ParamLocation::Header
-                && p.name.eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
+                && p.name
+                    .eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
         })
         .and_then(|p| match p.allowed.as_slice() {
             [only] => Some(only.as_str()),
@@ -688,7 +689,16 @@ impl Method {
             .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))
             .transpose()?;
 
-        let effect = method_effect(cx, name, &http_method, &path, operation, &op_doc, &params, verb);
+        let effect = method_effect(
+            cx,
+            name,
+            &http_method,
+            &path,
+            operation,
+            &op_doc,
+            &params,
+            verb,
+        );
         Ok(Method {
             name: name.to_owned(),
             verb,

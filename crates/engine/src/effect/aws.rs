@@ -131,5 +131,9 @@ pub(super) fn effect(facts: &MethodFacts<'_>) -> Option<MethodEffect> {
             ),
         ),
     };
-    Some(MethodEffect::new(effect, EffectSource::AwsAccessLevel, evidence))
+    Some(MethodEffect::new(
+        effect,
+        EffectSource::AwsAccessLevel,
+        evidence,
+    ))
 }

@@ -12,10 +12,7 @@ use crate::template::{Dialect, Limits, Template};
 
 /// The GraphQL query template of the operation, when it has one.
 pub(super) fn query_of(operation: &Value) -> Option<&str> {
-    operation
-        .get("x-stackQL-graphQL")?
-        .get("query")?
-        .as_str()
+    operation.get("x-stackQL-graphQL")?.get("query")?.as_str()
 }
 
 /// Bounds on running the query template with placeholders.
@@ -68,8 +65,8 @@ pub(super) fn effect(template: &str) -> MethodEffect {
 /// document `template` renders with every parameter a placeholder.
 fn operations(template: &str) -> Result<Vec<&'static str>, String> {
     let text = render(template)?;
-    let document = graphql_parser::parse_query::<String>(&text)
-        .map_err(|err| first_line(&err.to_string()))?;
+    let document =
+        graphql_parser::parse_query::<String>(&text).map_err(|err| first_line(&err.to_string()))?;
     Ok(document
         .definitions
         .iter()

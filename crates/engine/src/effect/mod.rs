@@ -144,10 +144,16 @@ impl MethodEffect {
     /// read, `DELETE` deletes, anything else is `other` (not a read).
     pub fn of_http_method(http: &str) -> Self {
         match http {
-            "GET" | "HEAD" => {
-                MethodEffect::new(Effect::Read, EffectSource::HttpMethod, format!("HTTP {http} reads"))
-            }
-            "DELETE" => MethodEffect::new(Effect::Delete, EffectSource::HttpMethod, "HTTP DELETE deletes"),
+            "GET" | "HEAD" => MethodEffect::new(
+                Effect::Read,
+                EffectSource::HttpMethod,
+                format!("HTTP {http} reads"),
+            ),
+            "DELETE" => MethodEffect::new(
+                Effect::Delete,
+                EffectSource::HttpMethod,
+                "HTTP DELETE deletes",
+            ),
             _ => MethodEffect::new(
                 Effect::Other,
                 EffectSource::Unknown,

@@ -37,8 +37,18 @@ fn table() -> &'static HashMap<Key, Entry> {
                 continue;
             }
             let fields: Vec<&'static str> = line.split('\t').collect();
-            let Ok([provider, service, resource, method, http, path, effect, reason]) =
-                <[&'static str; 8]>::try_from(fields)
+            let Ok(
+                [
+                    provider,
+                    service,
+                    resource,
+                    method,
+                    http,
+                    path,
+                    effect,
+                    reason,
+                ],
+            ) = <[&'static str; 8]>::try_from(fields)
             else {
                 continue;
             };

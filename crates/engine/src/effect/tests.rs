@@ -73,8 +73,14 @@ fn graphql_queries_read_and_mutations_subscriptions_and_garbage_do_not() {
             Effect::Read,
         ),
         ("{ viewer { login } }", Effect::Read),
-        ("query A { a } query B { b } fragment F on T { c }", Effect::Read),
-        ("mutation { deleteRepository(id: \"{{ .id }}\") { ok } }", Effect::Write),
+        (
+            "query A { a } query B { b } fragment F on T { c }",
+            Effect::Read,
+        ),
+        (
+            "mutation { deleteRepository(id: \"{{ .id }}\") { ok } }",
+            Effect::Write,
+        ),
         ("query A { a } mutation B { b }", Effect::Write),
         ("subscription { events { id } }", Effect::Other),
         // Text that mentions "query" but is not a query operation.
@@ -159,19 +165,33 @@ fn aws_access_levels_decide_for_documents_signed_for_aws() {
     let ec2 = json!({"info": {"x-serviceName": "ec2", "x-endpointPrefix": "ec2"}});
     let query = of_method(&MethodFacts {
         auth_type: signed,
-        ..facts("post", "/?Action=DescribeInstances&Version=2016-11-15", &op, &ec2)
+        ..facts(
+            "post",
+            "/?Action=DescribeInstances&Version=2016-11-15",
+            &op,
+            &ec2,
+        )
     });
     assert_eq!(query.effect, Effect::Read, "{query}");
     let terminate = of_method(&MethodFacts {
         auth_type: signed,
-        ..facts("post", "/?Action=TerminateInstances&Version=2016-11-15", &op, &ec2)
+        ..facts(
+            "post",
+            "/?Action=TerminateInstances&Version=2016-11-15",
+            &op,
+            &ec2,
+        )
     });
     assert_eq!(terminate.effect, Effect::Other, "{terminate}");
 }
 
 #[test]
 fn the_shipped_data_parses_whole() {
-    assert!(reviewed::malformed_lines().is_empty(), "{:?}", reviewed::malformed_lines());
+    assert!(
+        reviewed::malformed_lines().is_empty(),
+        "{:?}",
+        reviewed::malformed_lines()
+    );
     let counts = knowledge_counts();
     assert!(counts.aws_actions > 10_000, "{counts:?}");
     assert!(counts.aws_services > 300, "{counts:?}");
