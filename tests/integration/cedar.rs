@@ -366,12 +366,13 @@ async fn policy_check_and_explain_from_the_command_line() {
         lines[5].starts_with("  parameters: ") && lines[5].contains("project = 'prod'"),
         "{stdout}"
     );
+    assert_eq!(lines[6], "  effect: delete (HTTP DELETE deletes; source http_method)");
     assert_eq!(
-        lines[6],
+        lines[7],
         "  cedar: deny, denied by Cedar policy 'no-delete-outside-sandbox' for google.compute.instances.delete"
     );
     assert!(
-        lines[7].starts_with("decision:  refuse [policy.denied]: tool \"run_mutation_query\" refused: denied by Cedar policy 'no-delete-outside-sandbox'"),
+        lines[8].starts_with("decision:  refuse [policy.denied]: tool \"run_mutation_query\" refused: denied by Cedar policy 'no-delete-outside-sandbox'"),
         "{stdout}"
     );
 

@@ -359,10 +359,22 @@ async fn validate_select_query_reports_without_calling_upstream() {
     };
 
     let ok = validate("SELECT id, name FROM testapi.items.items WHERE org = 'acme'").await;
-    assert_eq!(structured(&ok), json!({"valid": true, "errors": []}));
-    assert_eq!(
-        text_of(&ok),
-        "# Validation Result\n\nvalid: true\nerrors: []\n"
+    let verdict = structured(&ok);
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    assert_eq!(verdict["errors"], json!([]), "{verdict}");
+    // The class the gate gives it, what the mode does, and each request's effect.
+    assert_eq!(verdict["class"], "select", "{verdict}");
+    assert_eq!(verdict["approval"], "allow", "{verdict}");
+    let requests = verdict["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 1, "{verdict}");
+    assert_eq!(requests[0]["http_method"], "GET", "{verdict}");
+    assert_eq!(requests[0]["effect"], "read", "{verdict}");
+    assert_eq!(requests[0]["source"], "http_method", "{verdict}");
+    assert_eq!(requests[0]["evidence"], "HTTP GET reads", "{verdict}");
+    assert!(
+        text_of(&ok).starts_with("# Validation Result\n\nvalid: true\nerrors: []\nclass: select\napproval: allow\n"),
+        "{}",
+        text_of(&ok)
     );
     let joined = validate(
         "SELECT i.name, t.id FROM testapi.items.items i JOIN testapi.items.items t ON t.name = i.name WHERE i.org = 'a' AND t.org = 'b'",
@@ -406,7 +418,10 @@ async fn validate_select_query_reports_without_calling_upstream() {
         )
         .await,
     );
-    assert_eq!(json_text, r#"{"valid":true,"errors":[]}"#);
+    assert_eq!(
+        json_text,
+        r#"{"valid":true,"errors":[],"class":"select","approval":"allow","requests":[]}"#
+    );
     assert_eq!(
         tool_error(&client, "validate_select_query", json!({"sql": " "})).await,
         "no SQL provided"
