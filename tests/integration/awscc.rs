@@ -581,3 +581,78 @@ async fn a_view_projecting_region_twice_still_routes_by_the_region_parameter() {
     assert_eq!(requests[0].path, "/eu-west-1/");
     assert_eq!(body_of(&requests[0]), json!({"TypeName": type_name}));
 }
+
+/// A server over the awscc documents whose Cloud Control calls go to `url`, its default
+/// tenant in `mode`, auditing to its folder.
+async fn server(root: &std::path::Path, url: &str, mode: &str) -> crate::mcp_support::TestServer {
+    let (root, url, mode) = (root.to_owned(), url.to_owned(), mode.to_owned());
+    crate::mcp_support::start_yaml(move |mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(
+            &env_file,
+            format!("AWS_ACCESS_KEY_ID=AKIDTEST\nAWS_SECRET_ACCESS_KEY={SECRET}\n"),
+        )
+        .unwrap();
+        format!(
+            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  awscc:\n    base_url: \"{url}/{{region}}\"\n    auth:\n      type: aws_signing_v4\n      keyIDenvvar: AWS_ACCESS_KEY_ID\n      credentialsenvvar: AWS_SECRET_ACCESS_KEY\n      signing_region: us-east-1\n      signing_service: cloudcontrolapi\ncredentials:\n  env_file: {env}\n  process_env: false\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n",
+            root = root.display(),
+            env = env_file.display(),
+        )
+    })
+    .await
+}
+
+#[tokio::test]
+async fn cloud_control_views_read_in_read_only_and_safe_and_its_writes_do_not() {
+    use crate::mcp_support::{call, error_code, modern_client, text_of};
+    let Some(root) = registry() else { return };
+    for mode in ["read_only", "safe"] {
+        let (api, url) = CloudControl::start(&buckets()).await;
+        let server = server(root, &url, mode).await;
+        let client = modern_client(&server.url).await;
+        // ListResources (every page) and GetResource: POSTs that only read.
+        let list = call(
+            &client,
+            "run_select_query",
+            json!({"sql": "SELECT bucket_name FROM awscc.s3.buckets_list_only WHERE region = 'us-east-1' ORDER BY bucket_name"}),
+        )
+        .await;
+        assert_ne!(list.is_error, Some(true), "{mode}: {}", text_of(&list));
+        assert_eq!(
+            list.structured_content.as_ref().unwrap()["rows"],
+            json!([{"bucket_name": "alpha-logs"}, {"bucket_name": "beta-site"}, {"bucket_name": "gamma-data"}]),
+            "{mode}"
+        );
+        let get = call(
+            &client,
+            "run_select_query",
+            json!({"sql": "SELECT bucket_name, arn FROM awscc.s3.buckets WHERE Identifier = 'delta-eu' AND region = 'eu-west-1'"}),
+        )
+        .await;
+        assert_ne!(get.is_error, Some(true), "{mode}: {}", text_of(&get));
+        assert_eq!(
+            get.structured_content.as_ref().unwrap()["rows"],
+            json!([{"bucket_name": "delta-eu", "arn": "arn:aws:s3:::delta-eu"}]),
+            "{mode}"
+        );
+        let sent = api.requests().len();
+        assert_eq!(
+            sent, 3,
+            "{mode}: two pages of ListResources and one GetResource"
+        );
+        // DeleteResource is not a read: refused in read_only, held in safe; nothing sent.
+        let delete = call(
+            &client,
+            "run_mutation_query",
+            json!({"sql": "DELETE FROM awscc.s3.buckets WHERE Identifier = 'alpha-logs' AND region = 'us-east-1'"}),
+        )
+        .await;
+        let want = if mode == "read_only" {
+            "policy.refused"
+        } else {
+            "policy.approval_required"
+        };
+        assert_eq!(error_code(&delete), want, "{mode}: {}", text_of(&delete));
+        assert_eq!(api.requests().len(), sent, "{mode}: nothing more sent");
+    }
+}

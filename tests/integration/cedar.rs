@@ -366,7 +366,10 @@ async fn policy_check_and_explain_from_the_command_line() {
         lines[5].starts_with("  parameters: ") && lines[5].contains("project = 'prod'"),
         "{stdout}"
     );
-    assert_eq!(lines[6], "  effect: delete (HTTP DELETE deletes; source http_method)");
+    assert_eq!(
+        lines[6],
+        "  effect: delete (HTTP DELETE deletes; source http_method)"
+    );
     assert_eq!(
         lines[7],
         "  cedar: deny, denied by Cedar policy 'no-delete-outside-sandbox' for google.compute.instances.delete"

@@ -69,6 +69,7 @@ mod provider_rules;
 mod query_scopes;
 mod quota_fleet;
 mod quotas;
+mod read_effects;
 mod readme;
 mod real_documents;
 mod registry;

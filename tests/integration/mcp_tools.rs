@@ -372,7 +372,9 @@ async fn validate_select_query_reports_without_calling_upstream() {
     assert_eq!(requests[0]["source"], "http_method", "{verdict}");
     assert_eq!(requests[0]["evidence"], "HTTP GET reads", "{verdict}");
     assert!(
-        text_of(&ok).starts_with("# Validation Result\n\nvalid: true\nerrors: []\nclass: select\napproval: allow\n"),
+        text_of(&ok).starts_with(
+            "# Validation Result\n\nvalid: true\nerrors: []\nclass: select\napproval: allow\n"
+        ),
         "{}",
         text_of(&ok)
     );
