@@ -2,7 +2,8 @@
 """Census of SELECT methods that are not bound to an HTTP GET or HEAD.
 
 Walks an unpacked StackQL provider registry (<registry>/<provider>/<version>/services/*.yaml)
-and lists every method referenced from a resource's `sqlVerbs.select` whose operation's HTTP
+and lists every method referenced from a resource's `sqlVerbs.select` (and every method no
+`sqlVerbs` list names that is labelled SELECT by its name: select, list, get) whose operation's HTTP
 verb is not get/head (POST searches, PUT/PATCH/DELETE oddities, ...). Those are the methods a
 read-only gate can't judge from the verb alone; crates/engine/data/method-effects.tsv records a
 reviewed verdict (read / write / delete / other) for each of them.
@@ -94,13 +95,25 @@ def census(registry, providers=None):
                 continue
             scanned.add(parts[0])
             methods = res.get("methods") or {}
-            selects = ((res.get("sqlVerbs") or {}).get("select")) or []
+            verbs = res.get("sqlVerbs") or {}
+            selects = [
+                unescape_pointer(sel["$ref"].rsplit("/", 1)[-1])
+                for sel in (verbs.get("select") or [])
+                if isinstance(sel, dict) and sel.get("$ref")
+            ]
+            # A method no sqlVerbs list names is labelled SELECT by its name (select, list,
+            # get), as StackQL and the engine's SHOW METHODS label it.
+            bound = {
+                unescape_pointer(ref["$ref"].rsplit("/", 1)[-1])
+                for refs in verbs.values() if isinstance(refs, list)
+                for ref in refs if isinstance(ref, dict) and ref.get("$ref")
+            }
+            selects += sorted(
+                name for name in methods
+                if name not in bound and name.lower() in ("select", "list", "get")
+            )
             seen = set()
-            for sel in selects:
-                ref = sel.get("$ref") if isinstance(sel, dict) else None
-                if not ref:
-                    continue
-                mname = unescape_pointer(ref.rsplit("/", 1)[-1])
+            for mname in selects:
                 if mname in seen:
                     continue
                 seen.add(mname)

@@ -35,6 +35,7 @@ mod credentials;
 mod database;
 mod discovery;
 mod drain;
+mod effect_census;
 mod errors;
 mod eval_limits;
 mod fanout_joins;

@@ -113,6 +113,8 @@ pub(crate) fn methods(
             name: m.name.clone(),
             sql_verb: m.verb,
             required_params: listed_required_params(&inner.store, m)?,
+            http_method: Some(m.http_method.clone()),
+            effect: Some(m.effect.clone()),
         });
     }
     out.sort_by(|a, b| (verb_rank(a.sql_verb), &a.name).cmp(&(verb_rank(b.sql_verb), &b.name)));

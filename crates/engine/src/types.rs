@@ -302,6 +302,11 @@ pub struct MethodInfo {
     pub sql_verb: Option<SqlVerb>,
     /// Names of the required parameters.
     pub required_params: Vec<String>,
+    /// The HTTP method of its operation (`None` for a view, which reads through the
+    /// methods its SQL names).
+    pub http_method: Option<String>,
+    /// What it does upstream, with the evidence (`None` for a view).
+    pub effect: Option<super::effect::MethodEffect>,
 }
 
 /// A column of a resource.

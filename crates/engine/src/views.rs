@@ -39,6 +39,8 @@ pub(crate) fn methods(resource: &Resource) -> Vec<MethodInfo> {
             name: VIEW_METHOD_NAME.to_owned(),
             sql_verb: Some(SqlVerb::Select),
             required_params: view.required_params.clone(),
+            http_method: None,
+            effect: None,
         })
         .collect()
 }

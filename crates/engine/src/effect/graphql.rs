@@ -62,12 +62,35 @@ pub(super) fn effect(template: &str) -> MethodEffect {
 }
 
 /// The kinds of the operations (`query`, `mutation`, `subscription`) of the GraphQL
-/// document `template` renders with every parameter a placeholder.
+/// document `template` renders with every parameter a placeholder: first the empty text (a
+/// parameter spliced in as a fragment of syntax, such as a cursor argument, then adds
+/// nothing), then `0` (a value where GraphQL needs one). The first rendering that parses
+/// decides; the operation's kind is the document's, never a value's.
 fn operations(template: &str) -> Result<Vec<&'static str>, String> {
-    let text = render(template)?;
-    let document =
-        graphql_parser::parse_query::<String>(&text).map_err(|err| first_line(&err.to_string()))?;
-    Ok(document
+    let parsed = Template::parse(template, Dialect { v2: true }).map_err(|err| err.to_string())?;
+    let names = fields_read(template);
+    let mut first_error = None;
+    for placeholder in ["", "0"] {
+        let mut dot = Map::new();
+        for name in &names {
+            dot.insert(name.clone(), Value::String(placeholder.to_owned()));
+        }
+        let text = parsed
+            .execute_json(&Value::Object(dot), LIMITS)
+            .map_err(|err| err.to_string())?;
+        match graphql_parser::parse_query::<String>(&text) {
+            Ok(document) => return Ok(kinds(&document)),
+            Err(err) => {
+                first_error.get_or_insert_with(|| first_line(&err.to_string()));
+            }
+        }
+    }
+    Err(first_error.unwrap_or_default())
+}
+
+/// The kind of each operation of `document` (fragments have none).
+fn kinds(document: &graphql_parser::query::Document<'_, String>) -> Vec<&'static str> {
+    document
         .definitions
         .iter()
         .filter_map(|definition| match definition {
@@ -78,20 +101,7 @@ fn operations(template: &str) -> Result<Vec<&'static str>, String> {
             }),
             Definition::Fragment(_) => None,
         })
-        .collect())
-}
-
-/// The template run with every field it reads a placeholder (`0`, which is a valid
-/// GraphQL value where a number, an enum or a string's content is expected).
-fn render(template: &str) -> Result<String, String> {
-    let parsed = Template::parse(template, Dialect { v2: true }).map_err(|err| err.to_string())?;
-    let mut dot = Map::new();
-    for name in fields_read(template) {
-        dot.insert(name, Value::String("0".to_owned()));
-    }
-    parsed
-        .execute_json(&Value::Object(dot), LIMITS)
-        .map_err(|err| err.to_string())
+        .collect()
 }
 
 /// The names `template` reads as `.name` inside its actions.

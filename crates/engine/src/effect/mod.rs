@@ -76,7 +76,7 @@ impl fmt::Display for Effect {
 }
 
 /// Which source decided an effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectSource {
     /// The HTTP method (`GET`, `HEAD`, `DELETE`).

@@ -73,6 +73,12 @@ fn graphql_queries_read_and_mutations_subscriptions_and_garbage_do_not() {
             Effect::Read,
         ),
         ("{ viewer { login } }", Effect::Read),
+        // A parameter spliced in as syntax (a cursor argument), and one as a bare value.
+        (
+            "query { a(filter: { x: \"{{ .since }}\"{{ .cursor }} }) { b } }",
+            Effect::Read,
+        ),
+        ("query { a(first: {{ .per_page }}) { b } }", Effect::Read),
         (
             "query A { a } query B { b } fragment F on T { c }",
             Effect::Read,
