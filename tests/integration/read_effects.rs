@@ -58,7 +58,7 @@ async fn aws_server(root: &Path, mode: &str) -> TestServer {
         )
         .unwrap();
         format!(
-            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  aws:\n    base_url: {mock}\n    auth:\n      type: aws_signing_v4\n      keyIDenvvar: AWS_ACCESS_KEY_ID\n      credentialsenvvar: AWS_SECRET_ACCESS_KEY\n      signing_region: us-east-1\n      signing_service: ecs\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n",
+            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  aws:\n    base_url: {mock}\n    auth:\n      type: aws_signing_v4\n      keyIDenvvar: AWS_ACCESS_KEY_ID\n      credentialsenvvar: AWS_SECRET_ACCESS_KEY\n      signing_region: us-east-1\n      signing_service: ecs\nupstream:\n  retry:\n    initial_backoff: 10ms\n    max_backoff: 100ms\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n",
             root = root.display(),
             env = env_file.display(),
             audit = dir.join("audit").display(),
@@ -161,6 +161,28 @@ async fn aws_json_protocol_reads_run_in_read_only_and_safe_and_its_writes_do_not
         }
         assert_eq!(server.mock.requests().len(), before, "{mode}: nothing sent");
     }
+}
+
+#[tokio::test]
+async fn an_aws_json_protocol_read_is_retried_as_reads_are_and_a_write_is_sent_once() {
+    let Some(root) = crate::provider_rules::current_registry() else {
+        return;
+    };
+    let server = aws_server(&root, "full_access").await;
+    server.mock.route_sequence(
+        "POST /DescribeClusters",
+        vec![Reply::status(503, "slow down"), describe_clusters()],
+    );
+    server
+        .mock
+        .route("POST /DeleteCluster", Reply::status(503, "slow down"));
+    let client = modern_client(&server.url).await;
+    let read = call(&client, "run_select_query", json!({"sql": ECS_READ})).await;
+    assert_ne!(read.is_error, Some(true), "{}", text_of(&read));
+    assert_eq!(server.mock.count("/DescribeClusters"), 2, "retried once");
+    let write = call(&client, "run_lifecycle_operation", json!({"sql": ECS_DELETE})).await;
+    assert_eq!(write.is_error, Some(true), "{}", text_of(&write));
+    assert_eq!(server.mock.count("/DeleteCluster"), 1, "a write is sent once");
 }
 
 fn effects_registry() -> PathBuf {

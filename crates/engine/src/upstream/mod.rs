@@ -223,9 +223,10 @@ impl Upstream {
         }
     }
 
-    /// Sends one page request of a read: retried as reads are when its HTTP method is GET
-    /// or HEAD; sent exactly once otherwise (a SELECT bound to POST may change something
-    /// upstream, so a broken answer leaves its outcome unknown).
+    /// Sends one page request of a read: retried as reads are when the engine knows its
+    /// method only reads (see [`reads_only`]); sent exactly once otherwise (a SELECT bound to
+    /// a POST that may change something upstream: a broken answer leaves its outcome
+    /// unknown).
     async fn send_page(
         &self,
         method: &reqwest::Method,
@@ -234,8 +235,9 @@ impl Upstream {
         body: Option<&Bytes>,
         leg: &Leg<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        // The document's verb decides: a query-protocol GET sent as a form POST is a read.
-        let is_read = matches!(*method, reqwest::Method::GET | reqwest::Method::HEAD);
+        // The method's effect decides, not the verb on the wire: a query-protocol GET sent as
+        // a form POST is a read, and so is an AWS JSON-protocol Describe.
+        let is_read = reads_only(leg);
         let wire = on_the_wire(leg.method, method, url, headers, body)?;
         if is_read {
             return self.read_wire(&wire, leg).await;
@@ -316,7 +318,7 @@ impl Upstream {
         if let Some((content_type, _)) = &body {
             set_content_type(&mut headers, leg.method, content_type)?;
         }
-        let is_read = matches!(method, reqwest::Method::GET | reqwest::Method::HEAD);
+        let is_read = reads_only(leg);
         let wire = on_the_wire(
             leg.method,
             &method,
@@ -822,6 +824,18 @@ pub(crate) fn unsigned_request(leg: &Leg<'_>) -> Result<(String, Vec<Header>)> {
         .collect();
     headers.sort();
     Ok((url.to_string(), headers))
+}
+
+/// Whether a request of `leg` only reads, so that it may be sent again: its method's effect
+/// is a read ([`crate::effect`]) and the request does not give the header that names an AWS
+/// action a value other than the document's.
+fn reads_only(leg: &Leg<'_>) -> bool {
+    leg.method.effect.is_read()
+        && !leg.values.iter().any(|(param, value)| {
+            param.location == ParamLocation::Header
+                && param.name.eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
+                && param.default.as_deref() != Some(value.as_str())
+        })
 }
 
 /// A request as it would go on the wire before auth is added: HTTP method, URL, headers
