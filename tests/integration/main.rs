@@ -83,6 +83,7 @@ mod server_info_sources;
 mod sql_errors;
 mod support;
 mod sweep;
+mod sweep_reads;
 mod telemetry;
 mod token_exchange;
 mod transforms;

@@ -70,6 +70,8 @@ async fn aws_server(root: &Path, mode: &str) -> TestServer {
 const ECS_READ: &str = "SELECT clusters FROM aws.ecs.clusters WHERE region = 'us-east-1'";
 const ECS_DELETE: &str =
     "EXEC aws.ecs.clusters.delete_cluster @region = 'us-east-1', @cluster = 'prod'";
+/// An AWS query-protocol document binds every action to GET, deletes included.
+const IAM_DELETE: &str = "EXEC aws.iam.users.delete_user @UserName = 'ann'";
 const ECS_UPDATE: &str =
     "EXEC aws.ecs.clusters.update_cluster_settings @region = 'us-east-1', @cluster = 'prod'";
 
@@ -136,6 +138,7 @@ async fn aws_json_protocol_reads_run_in_read_only_and_safe_and_its_writes_do_not
         for (sql, class) in [
             (ECS_DELETE, "mutation_delete"),
             (ECS_UPDATE, "mutation_create"),
+            (IAM_DELETE, "mutation_delete"),
         ] {
             let result = call(&client, "run_lifecycle_operation", json!({"sql": sql})).await;
             let want = if mode == "read_only" {
@@ -154,7 +157,8 @@ async fn aws_json_protocol_reads_run_in_read_only_and_safe_and_its_writes_do_not
             if mode == "read_only" {
                 let message = error_message(&result);
                 assert!(
-                    message.contains("AWS access level Write"),
+                    message.contains("AWS access level Write")
+                        || message.contains("iam:DeleteUser (the Action of the path): AWS access level Permissions management"),
                     "{sql}: {message}"
                 );
             }
@@ -180,9 +184,18 @@ async fn an_aws_json_protocol_read_is_retried_as_reads_are_and_a_write_is_sent_o
     let read = call(&client, "run_select_query", json!({"sql": ECS_READ})).await;
     assert_ne!(read.is_error, Some(true), "{}", text_of(&read));
     assert_eq!(server.mock.count("/DescribeClusters"), 2, "retried once");
-    let write = call(&client, "run_lifecycle_operation", json!({"sql": ECS_DELETE})).await;
+    let write = call(
+        &client,
+        "run_lifecycle_operation",
+        json!({"sql": ECS_DELETE}),
+    )
+    .await;
     assert_eq!(write.is_error, Some(true), "{}", text_of(&write));
-    assert_eq!(server.mock.count("/DeleteCluster"), 1, "a write is sent once");
+    assert_eq!(
+        server.mock.count("/DeleteCluster"),
+        1,
+        "a write is sent once"
+    );
 }
 
 fn effects_registry() -> PathBuf {

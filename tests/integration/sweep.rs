@@ -19,15 +19,40 @@ use axum::response::Response;
 use querygate::engine::{
     Cell, CredentialStore, Engine, EngineConfig, ExecContext, ProviderSettings,
 };
+use querygate::policy::{Mode, QueryClass};
 use serde_json::{Map, Value, json};
+
+use crate::sweep_reads::{
+    CaseMethod, Knowledge, Sent, SentLog, case_method, class_of, runs_unattended,
+};
 
 /// The body the mock answers every request with.
 type Current = Arc<Mutex<(String, Vec<u8>)>>;
 
-async fn start_mock(current: Current) -> String {
-    let app = Router::new().fallback(move |_request: Request<Body>| {
+async fn start_mock(current: Current, log: SentLog) -> String {
+    let app = Router::new().fallback(move |request: Request<Body>| {
         let current = current.clone();
+        let log = log.clone();
         async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .map(|b| b.to_vec())
+                .unwrap_or_default();
+            log.lock().unwrap().push(Sent {
+                method: parts.method.to_string(),
+                path_and_query: parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_default(),
+                target: parts
+                    .headers
+                    .get("x-amz-target")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                body,
+            });
             let (content_type, body) = current.lock().unwrap().clone();
             Response::builder()
                 .status(200)
@@ -51,6 +76,11 @@ struct Tally {
     ok: usize,
     views: usize,
     causes: BTreeMap<String, Vec<String>>,
+    /// Cases that run, and are ok, with nobody to approve them in `read_only` and `safe`.
+    read_only_ok: usize,
+    safe_ok: usize,
+    /// Cases the gate would not run unattended in `read_only`, by class and evidence.
+    refused: BTreeMap<String, Vec<String>>,
 }
 
 /// Keys a synthesized response leaves out: next-page tokens would send the sweep after
@@ -290,6 +320,8 @@ struct Case {
     /// Columns that may be NULL: next-page tokens (left out of the response) and the
     /// method's optional parameters the statement does not give.
     may_be_null: Vec<String>,
+    /// The SELECT method the case reads, for the check of what `read_only` sent.
+    method: CaseMethod,
 }
 
 /// The resource's first SELECT method: the first `sqlVerbs.select` entry, else StackQL's
@@ -490,7 +522,9 @@ fn case_of(
         sql.push_str(" WHERE ");
         sql.push_str(&conditions.join(" AND "));
     }
+    let path = crate::sweep_reads::unescape(path_ptr.strip_prefix("/paths/").unwrap_or(path_ptr));
     Ok(Case {
+        method: case_method([provider, service, name, &select], verb, &path, op, doc),
         full,
         sql,
         content_type,
@@ -582,7 +616,12 @@ async fn registry_sweep() {
         .map(str::to_owned)
         .collect();
     let current: Current = Arc::new(Mutex::new((String::new(), Vec::new())));
-    let url = start_mock(current.clone()).await;
+    let log: SentLog = Arc::default();
+    let url = start_mock(current.clone(), log.clone()).await;
+    let knowledge = Knowledge::load();
+    // Requests a statement the gate runs in read_only sent that the knowledge does not call
+    // reads: each fails the sweep.
+    let mut violations: Vec<String> = Vec::new();
     let src = root.join("src");
     let mut folders: Vec<_> = std::fs::read_dir(&src)
         .unwrap()
@@ -707,9 +746,24 @@ async fn registry_sweep() {
                     }
                 };
                 *current.lock().unwrap() = (case.content_type.clone(), case.body.clone());
+                let class = class_of(&engine, &cx, &case.sql).await;
+                log.lock().unwrap().clear();
                 let outcome =
                     tokio::time::timeout(Duration::from_secs(20), engine.execute(&cx, &case.sql))
                         .await;
+                match &class {
+                    Ok((QueryClass::Select, _)) => {}
+                    Ok((class, why)) => tally
+                        .refused
+                        .entry(format!("{class}: {why}"))
+                        .or_default()
+                        .push(case.full.clone()),
+                    Err(err) => tally
+                        .refused
+                        .entry("does not plan".to_owned())
+                        .or_default()
+                        .push(format!("{}: {err}", case.full)),
+                }
                 if show.contains(&case.full) {
                     println!(
                         "{}\n{}\n{}\n{:?}",
@@ -752,6 +806,20 @@ async fn registry_sweep() {
                             .collect();
                         if nulls.is_empty() {
                             tally.ok += 1;
+                            if let Ok((class, _)) = &class {
+                                if runs_unattended(Mode::ReadOnly, *class) {
+                                    tally.read_only_ok += 1;
+                                    for sent in log.lock().unwrap().iter() {
+                                        if let Some(why) = knowledge.not_a_read(&case.method, sent)
+                                        {
+                                            violations.push(format!("{}: {why}", case.full));
+                                        }
+                                    }
+                                }
+                                if runs_unattended(Mode::Safe, *class) {
+                                    tally.safe_ok += 1;
+                                }
+                            }
                         } else {
                             tally
                                 .causes
@@ -765,8 +833,9 @@ async fn registry_sweep() {
         }
     }
     let mut table = String::from(
-        "| provider | resources | ok | % | view-only (not swept) | failures by cause |\n|---|---:|---:|---:|---:|---|\n",
+        "| provider | resources | ok (full_access) | % | ok (read_only) | % | ok (safe, nobody approves) | % | view-only (not swept) | failures by cause |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
+    let (mut all_ro, mut all_safe) = (0, 0);
     let mut details = String::new();
     let (mut all, mut all_ok) = (0, 0);
     for (provider, tally) in &report {
@@ -782,13 +851,35 @@ async fn registry_sweep() {
             .iter()
             .map(|(c, l)| format!("{c} ×{}", l.len()))
             .collect();
+        let share = |n: usize| {
+            if tally.swept == 0 {
+                100.0
+            } else {
+                100.0 * n as f64 / tally.swept as f64
+            }
+        };
+        all_ro += tally.read_only_ok;
+        all_safe += tally.safe_ok;
         table.push_str(&format!(
-            "| {provider} | {} | {} | {pct:.1} | {} | {} |\n",
+            "| {provider} | {} | {} | {pct:.1} | {} | {:.1} | {} | {:.1} | {} | {} |\n",
             tally.swept,
             tally.ok,
+            tally.read_only_ok,
+            share(tally.read_only_ok),
+            tally.safe_ok,
+            share(tally.safe_ok),
             tally.views,
             causes.join("; ")
         ));
+        for (cause, list) in &tally.refused {
+            details.push_str(&format!(
+                "\n## {provider}: not run unattended in read_only or safe: {cause} ({})\n",
+                list.len()
+            ));
+            for item in list {
+                details.push_str(&format!("- {item}\n"));
+            }
+        }
         for (cause, list) in &tally.causes {
             details.push_str(&format!("\n## {provider}: {cause} ({})\n", list.len()));
             for item in list {
@@ -796,9 +887,24 @@ async fn registry_sweep() {
             }
         }
     }
-    table.push_str(&format!("| all | {all} | {all_ok} | | | |\n"));
+    table.push_str(&format!(
+        "| all | {all} | {all_ok} | | {all_ro} | | {all_safe} | | | |\n"
+    ));
+    details.push_str(&format!(
+        "\n## requests sent in read_only that the shipped knowledge does not call reads ({})\n",
+        violations.len()
+    ));
+    for item in &violations {
+        details.push_str(&format!("- {item}\n"));
+    }
     println!("{table}");
     let out = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/sweep-report.md");
     std::fs::write(&out, format!("{table}\n{details}")).unwrap();
     println!("written to {}", out.display());
+    assert!(
+        violations.is_empty(),
+        "{} requests sent in read_only are not reads: {:?}",
+        violations.len(),
+        &violations[..violations.len().min(20)]
+    );
 }

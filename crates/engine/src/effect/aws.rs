@@ -104,18 +104,30 @@ fn action<'a>(facts: &MethodFacts<'a>) -> Option<(&'a str, &'static str)> {
         .map(|id| (id, "operationId"))
 }
 
-/// The effect AWS's reference gives the method, for a document signed for AWS whose service
-/// and action it knows: `Read` for access levels `List` and `Read`, `Other` for the rest and
-/// for an action it does not list. `None`: not an AWS document, or one of a service the data
-/// does not map.
-pub(super) fn effect(facts: &MethodFacts<'_>) -> Option<MethodEffect> {
+/// What AWS's reference says of a method of a document signed for AWS whose service the
+/// data maps.
+pub(super) struct AwsAnswer {
+    /// `Read` for access levels `List` and `Read`; `Other` for the rest and for an action
+    /// the data does not list.
+    pub(super) effect: MethodEffect,
+    /// Whether the data lists the action (its level decided).
+    pub(super) known: bool,
+    /// Whether the document's HTTP verb says nothing of the action: the query protocols
+    /// (`query`, `ec2`), whose documents bind every action, deletes included, to GET.
+    pub(super) verb_meaningless: bool,
+}
+
+/// What AWS's reference says of the method (see [`AwsAnswer`]). `None`: not an AWS
+/// document, or one of a service the data does not map.
+pub(super) fn effect(facts: &MethodFacts<'_>) -> Option<AwsAnswer> {
     if facts.auth_type != Some(AWS_AUTH) {
         return None;
     }
     let prefix = iam_prefix(facts.document)?;
     let (action, from) = action(facts)?;
     let key = format!("{prefix}:{action}").to_ascii_lowercase();
-    let (effect, evidence) = match tables().levels.get(&key).copied() {
+    let level = tables().levels.get(&key).copied();
+    let (effect, evidence) = match level {
         Some(level @ ("List" | "Read")) => (
             Effect::Read,
             format!("{prefix}:{action} ({from}): AWS access level {level}"),
@@ -131,9 +143,13 @@ pub(super) fn effect(facts: &MethodFacts<'_>) -> Option<MethodEffect> {
             ),
         ),
     };
-    Some(MethodEffect::new(
-        effect,
-        EffectSource::AwsAccessLevel,
-        evidence,
-    ))
+    let protocol = facts
+        .document
+        .pointer("/info/x-protocol")
+        .and_then(Value::as_str);
+    Some(AwsAnswer {
+        effect: MethodEffect::new(effect, EffectSource::AwsAccessLevel, evidence),
+        known: level.is_some(),
+        verb_meaningless: matches!(protocol, Some("query" | "ec2")),
+    })
 }

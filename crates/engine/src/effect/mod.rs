@@ -5,19 +5,22 @@
 //!
 //! The sources, in the order they decide (the first that knows wins):
 //!
-//! 1. HTTP `GET` or `HEAD`: a read; HTTP `DELETE`: a delete.
-//! 2. A GraphQL operation in the document (`x-stackQL-graphQL.query`): parsed; a document of
+//! 1. AWS's Service Authorization Reference (`data/aws-access-levels.tsv`), for documents
+//!    signed with `aws_signing_v4` whose service `data/aws-services.tsv` maps to an IAM
+//!    prefix: the action the request sends (its `X-Amz-Target` header, the `Action` of its
+//!    query string, else the operation's id); access levels `List` and `Read` only read, the
+//!    others do not. It decides when the data lists the action, and always for the query
+//!    protocols (`x-protocol: query` or `ec2`), whose documents bind every action, deletes
+//!    included, to GET: there an action the data does not list is not a read.
+//! 2. HTTP `GET` or `HEAD`: a read; HTTP `DELETE`: a delete.
+//! 3. A GraphQL operation in the document (`x-stackQL-graphQL.query`): parsed; a document of
 //!    `query` operations only is a read, one with a `mutation` or `subscription` is not, and
 //!    one that does not parse is `other`.
-//! 3. AWS's Service Authorization Reference (`data/aws-access-levels.tsv`), for documents
-//!    signed with `aws_signing_v4`: the action the request sends (its `X-Amz-Target` header,
-//!    the `Action` of its query string, else the operation's id) under the document's IAM
-//!    service prefix (`data/aws-services.tsv`); access levels `List` and `Read` only read.
 //! 4. The reviewed table of the registry's other methods bound to POST… under SELECT
 //!    (`data/method-effects.tsv`), keyed by provider, service, resource, method, HTTP method
 //!    and path: a document that moves a method to another path or verb loses its entry.
-//! 5. The document's SQL binding of a method bound to POST, PUT or PATCH: `insert`,
-//!    `update` or `replace` is a write, `delete` a delete.
+//! 5. The document's SQL binding of a method that is not a read: `insert`, `update` or
+//!    `replace` is a write, `delete` a delete.
 //! 6. Anything else: `other` (fail closed).
 //!
 //! A tenant's `read_methods` and `not_read_methods` override this answer above the engine.
@@ -206,21 +209,34 @@ pub(crate) const AWS_TARGET_HEADER: &str = "X-Amz-Target";
 /// The effect of the method `facts` describes (see the module's sources, in order).
 pub(crate) fn of_method(facts: &MethodFacts<'_>) -> MethodEffect {
     let http = facts.http_method.to_ascii_uppercase();
-    if matches!(http.as_str(), "GET" | "HEAD" | "DELETE") {
+    // AWS's reference first: an AWS query-protocol document binds every action to GET
+    // (`GET /?Action=DeleteUser`), so there the verb says nothing, and a known action's
+    // level is better evidence than a verb anywhere.
+    let aws = aws::effect(facts);
+    let aws_decides = aws
+        .as_ref()
+        .is_some_and(|found| found.known || found.verb_meaningless);
+    if let Some(found) = &aws
+        && aws_decides
+        && found.effect.is_read()
+    {
+        return found.effect.clone();
+    }
+    if !aws_decides && matches!(http.as_str(), "GET" | "HEAD") {
         return MethodEffect::of_http_method(&http);
     }
-    if let Some(query) = graphql::query_of(facts.operation) {
-        return graphql::effect(query);
+    if http == "DELETE" {
+        return MethodEffect::of_http_method(&http);
     }
-    let aws = aws::effect(facts);
-    if let Some(found) = &aws
-        && found.is_read()
-    {
-        return found.clone();
+    if !aws_decides {
+        if let Some(query) = graphql::query_of(facts.operation) {
+            return graphql::effect(query);
+        }
+        if let Some(entry) = reviewed::lookup(facts, &http) {
+            return entry;
+        }
     }
-    if let Some(entry) = reviewed::lookup(facts, &http) {
-        return entry;
-    }
+    let aws = aws.map(|found| found.effect);
     let binding = facts.sql_verbs.iter().find_map(|verb| match *verb {
         "insert" | "update" | "replace" => Some((Effect::Write, *verb)),
         "delete" => Some((Effect::Delete, *verb)),

@@ -192,6 +192,48 @@ fn aws_access_levels_decide_for_documents_signed_for_aws() {
 }
 
 #[test]
+fn aws_query_protocol_documents_bind_every_action_to_get_so_the_level_decides() {
+    let iam =
+        json!({"info": {"x-serviceName": "iam", "x-endpointPrefix": "iam", "x-protocol": "query"}});
+    let op = json!({"operationId": "X"});
+    let get = |path: &'static str| {
+        of_method(&MethodFacts {
+            auth_type: Some("aws_signing_v4"),
+            ..facts("get", path, &op, &iam)
+        })
+    };
+    let delete = get("/?Action=DeleteUser&Version=2010-05-08");
+    assert_eq!(delete.effect, Effect::Other, "{delete}");
+    assert!(delete.evidence.contains("iam:DeleteUser"), "{delete}");
+    // Bound to SQL DELETE by the document: a delete.
+    let verbs = ["delete"];
+    let bound = of_method(&MethodFacts {
+        auth_type: Some("aws_signing_v4"),
+        sql_verbs: &verbs,
+        ..facts("get", "/?Action=DeleteUser&Version=2010-05-08", &op, &iam)
+    });
+    assert_eq!(bound.effect, Effect::Delete, "{bound}");
+    assert_eq!(
+        get("/?Action=ListUsers&Version=2010-05-08").effect,
+        Effect::Read
+    );
+    // An action the data does not list is not a read, GET or not.
+    assert_eq!(
+        get("/?Action=ListEverythingNew&Version=2010-05-08").effect,
+        Effect::Other
+    );
+    // A REST document's GET reads when the data does not know its operation.
+    let rest = json!({"info": {"x-serviceName": "s3", "x-endpointPrefix": "s3", "x-protocol": "rest-xml"}});
+    let list = json!({"operationId": "ListObjectsV2"});
+    let found = of_method(&MethodFacts {
+        auth_type: Some("aws_signing_v4"),
+        ..facts("get", "/{Bucket}?list-type=2", &list, &rest)
+    });
+    assert_eq!(found.effect, Effect::Read, "{found}");
+    assert_eq!(found.source, EffectSource::HttpMethod, "{found}");
+}
+
+#[test]
 fn the_shipped_data_parses_whole() {
     assert!(
         reviewed::malformed_lines().is_empty(),

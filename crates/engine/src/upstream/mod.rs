@@ -833,7 +833,9 @@ fn reads_only(leg: &Leg<'_>) -> bool {
     leg.method.effect.is_read()
         && !leg.values.iter().any(|(param, value)| {
             param.location == ParamLocation::Header
-                && param.name.eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
+                && param
+                    .name
+                    .eq_ignore_ascii_case(crate::effect::AWS_TARGET_HEADER)
                 && param.default.as_deref() != Some(value.as_str())
         })
 }
