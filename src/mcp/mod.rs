@@ -258,10 +258,13 @@ pub fn build_observed(
         admission,
         render_pool,
         results: Arc::new(pipeline::cache::ResultCaches::new(
-            config
-                .tenants
-                .iter()
-                .map(|tenant| (tenant.id.as_str(), tenant.cache.as_ref())),
+            config.tenants.iter().map(|tenant| {
+                (
+                    tenant.id.as_str(),
+                    tenant.cache.as_ref(),
+                    tenant.token_exchanges.keys().cloned().collect(),
+                )
+            }),
             config.clock.clone(),
         )),
         quotas: Arc::new(quotas),

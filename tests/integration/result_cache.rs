@@ -247,3 +247,43 @@ async fn tenants_never_share_results_and_a_credential_reload_drops_them() {
     // globex's entry is its own.
     assert_eq!(select(&globex, ITEMS).await["cached"], true);
 }
+
+#[tokio::test]
+async fn a_credential_file_rotated_on_disk_is_not_served_the_old_rows() {
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+    let server = server(&jwks, "60s").await;
+    server.mock.route_sequence(
+        "/orgs/acme/items",
+        vec![
+            Reply::json(json!([{"id": 1, "name": "with the old key"}])),
+            Reply::json(json!([{"id": 2, "name": "with the rotated key"}])),
+        ],
+    );
+    let acme = client(&server, &key, "acme").await;
+    assert_eq!(names(&select(&acme, ITEMS).await), ["with the old key"]);
+    assert_eq!(select(&acme, ITEMS).await["cached"], true);
+    // The key is rotated in the tenant's env file, with no reload: the next hit looks at the
+    // file (at most once a second) and its rows, read with the old key, are not served.
+    std::fs::write(
+        server._dir.path().join("acme.env"),
+        "TESTAPI_KEY=tk-acme-rotated-0077\n",
+    )
+    .unwrap();
+    let fresh = crate::support::wait::eventually(
+        "a result read with the rotated key",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let result = select(&acme, ITEMS).await;
+            result.get("cached").is_none().then_some(result)
+        },
+    )
+    .await;
+    assert_eq!(names(&fresh), ["with the rotated key"]);
+    let last = server.mock.requests().last().unwrap().headers["x-api-key"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(last, "tk-acme-rotated-0077");
+}

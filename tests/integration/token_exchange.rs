@@ -22,15 +22,21 @@ const TOKEN_PATH: &str = "/oauth2/token";
 /// A JWT server whose tenant `acme` exchanges callers' tokens for `testapi` with
 /// `exchange` (YAML lines under `token_exchange:`, `{mock}` replaced); audit in `dir/audit`.
 async fn server(jwks: &JwksServer, exchange: &str) -> TestServer {
+    server_with(jwks, exchange, "").await
+}
+
+/// [`server`], with `extra` (YAML lines at the tenant's indentation) added to tenant `acme`.
+async fn server_with(jwks: &JwksServer, exchange: &str, extra: &str) -> TestServer {
     let url = jwks.url.clone();
-    let exchange = exchange.to_owned();
+    let (exchange, extra) = (exchange.to_owned(), extra.to_owned());
     start_yaml(move |mock, dir| {
         let lines: String = exchange
             .replace("{mock}", mock)
             .lines()
             .map(|l| format!("          {l}\n"))
             .collect();
-        let tenant = format!("    providers:\n      testapi:\n        token_exchange:\n{lines}");
+        let tenant =
+            format!("{extra}    providers:\n      testapi:\n        token_exchange:\n{lines}");
         let base = base_yaml(mock, dir, &tenant);
         let env = dir.join("acme.env");
         let mut text = std::fs::read_to_string(&env).unwrap();
@@ -387,4 +393,49 @@ fn misconfigured_exchanges_are_refused_at_load_naming_the_key() {
         !err.contains("tenants[0].providers.github.token_exchange.client_secret_env"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_cached_result_read_with_the_callers_identity_is_never_served_to_another_caller() {
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+    let server = server_with(&jwks, RFC8693, "    cache: {ttl: 60s}\n").await;
+    server
+        .mock
+        .route("/orgs/acme/items", Reply::json(json!([{"id": 1}])));
+    server.mock.route_sequence(
+        TOKEN_PATH,
+        vec![issued("xchg-alice", 3600), issued("xchg-bob", 3600)],
+    );
+    let http = reqwest::Client::new();
+    let alice = rmcp_client(http.clone(), &server.url, Some(&token_for(&key, "alice"))).await;
+    let bob = rmcp_client(http.clone(), &server.url, Some(&token_for(&key, "bob"))).await;
+    let cached = |result: &rmcp::model::CallToolResult| {
+        result.structured_content.as_ref().unwrap()["cached"] == json!(true)
+    };
+
+    let first = call(&alice, "run_select_query", json!({"sql": SELECT})).await;
+    assert_ne!(first.is_error, Some(true), "{}", text_of(&first));
+    assert!(!cached(&first));
+    // Bob's same SELECT is fetched with bob's exchanged token, not served alice's rows.
+    let other = call(&bob, "run_select_query", json!({"sql": SELECT})).await;
+    assert_ne!(other.is_error, Some(true), "{}", text_of(&other));
+    assert!(!cached(&other), "{}", text_of(&other));
+    let sent = upstream(&server);
+    assert_eq!(sent.len(), 2, "{:?}", server.mock.paths());
+    let auth = |r: &Recorded| {
+        r.headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(auth(&sent[0]), "Bearer xchg-alice");
+    assert_eq!(auth(&sent[1]), "Bearer xchg-bob");
+    // Each caller's own result is cached for that caller.
+    for client in [&alice, &bob] {
+        let again = call(client, "run_select_query", json!({"sql": SELECT})).await;
+        assert!(cached(&again), "{}", text_of(&again));
+    }
+    assert_eq!(upstream(&server).len(), 2);
 }

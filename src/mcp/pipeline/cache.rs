@@ -4,7 +4,10 @@
 //! no evaluation slot).
 //!
 //! Results are keyed by the tenant (each tenant has its own cache), a fingerprint of the
-//! tenant's credentials in force ([`CredentialStore::fingerprint`]: never a secret), the
+//! tenant's credentials in force ([`CredentialStore::fingerprint`]: never a secret; the
+//! tenant's env file is looked at again first, so a rotated credential is another key), the
+//! caller (authentication method, issuer and subject) when the statement reads a provider
+//! whose upstream identity is the caller's (`tenants[].providers.<p>.token_exchange`), the
 //! query as the parser read it ([`PreparedStatement::normalized_query`]: not parsed again),
 //! the row cap and the text rendering. An entry is served for `ttl`, and dropped earlier
 //! when the tenant writes (INSERT, UPDATE, REPLACE, DELETE, EXEC or an unclassifiable
@@ -33,7 +36,7 @@ use super::step::{Step, StepFuture, StepLayer};
 use super::{Call, CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::clock::Clock;
 use crate::config::{Render, TenantCache};
-use crate::engine::{PlannedRequest, StatementKind};
+use crate::engine::{CredentialSource as _, PlannedRequest, StatementKind};
 use crate::mcp::Transport;
 use crate::mcp::tools::Effect;
 use crate::policy::QueryClass;
@@ -47,15 +50,18 @@ pub(crate) struct ResultCaches {
 }
 
 impl ResultCaches {
-    /// A cache for each tenant of `tenants` that has `cache:`, its entries aged on `clock`.
+    /// A cache for each tenant of `tenants` that has `cache:`, its entries aged on `clock`;
+    /// each tenant with the providers whose upstream identity is the caller's.
     pub(crate) fn new<'a>(
-        tenants: impl IntoIterator<Item = (&'a str, Option<&'a TenantCache>)>,
+        tenants: impl IntoIterator<Item = (&'a str, Option<&'a TenantCache>, BTreeSet<String>)>,
         clock: Clock,
     ) -> Self {
         ResultCaches {
             tenants: tenants
                 .into_iter()
-                .filter_map(|(id, cache)| Some((id.to_owned(), TenantResults::new(cache?))))
+                .filter_map(|(id, cache, per_caller)| {
+                    Some((id.to_owned(), TenantResults::new(cache?, per_caller)))
+                })
                 .collect(),
             clock,
         }
@@ -69,6 +75,9 @@ impl ResultCaches {
 /// One tenant's cache.
 struct TenantResults {
     config: TenantCache,
+    /// Providers whose upstream identity is the caller's: results that read one are keyed
+    /// by the caller.
+    per_caller: BTreeSet<String>,
     state: Mutex<State>,
 }
 
@@ -92,6 +101,8 @@ struct State {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
     credentials: [u8; 32],
+    /// The caller, when the upstream identity is the caller's.
+    caller: Option<String>,
     query: String,
     row_cap: usize,
     render: Render,
@@ -123,10 +134,11 @@ enum Written {
 }
 
 impl TenantResults {
-    fn new(config: &TenantCache) -> Self {
+    fn new(config: &TenantCache, per_caller: BTreeSet<String>) -> Self {
         let capacity = NonZeroUsize::new(config.max_entries).unwrap_or(NonZeroUsize::MIN);
         TenantResults {
             config: config.clone(),
+            per_caller,
             state: Mutex::new(State {
                 entries: LruCache::new(capacity),
                 bytes: 0,
@@ -252,7 +264,7 @@ where
     let Some(results) = cache.results.tenant(&call.cx.tenant) else {
         return inner.oneshot(call).await;
     };
-    if let Some((key, resources)) = cacheable(&cache, &call) {
+    if let Some((key, resources)) = cacheable(&cache, results, &call) {
         if let Some(hit) = results.get(&key, cache.results.clock.instant()) {
             return Ok(ToolReply::allowed(served(&cache, &call, key.render, hit)));
         }
@@ -289,7 +301,11 @@ where
 /// The key and the resources read of a call whose result may be cached: a SELECT of
 /// `run_select_query` (no EXEC in it, a class that stayed `select`) whose requests were
 /// planned, for a transport that renders results (not the CLI).
-fn cacheable(cache: &Cache, call: &PreparedCall) -> Option<(Key, BTreeSet<String>)> {
+fn cacheable(
+    cache: &Cache,
+    results: &TenantResults,
+    call: &PreparedCall,
+) -> Option<(Key, BTreeSet<String>)> {
     if call.tool() != "run_select_query"
         || call.class != QueryClass::Select
         || cache.transport == Transport::Cli
@@ -303,9 +319,27 @@ fn cacheable(cache: &Cache, call: &PreparedCall) -> Option<(Key, BTreeSet<String
     let query = statement.normalized_query()?;
     let render = call.render.clone().ok()?;
     let row_cap = crate::mcp::tools::row_cap(call.input.row_limit(), cache.max_rows);
-    let resources = resources_of(call.requests.as_deref()?);
+    let requests = call.requests.as_deref()?;
+    let resources = resources_of(requests);
+    // Whose rows these are: the caller's, when a provider read sees the caller's identity.
+    let caller = requests
+        .iter()
+        .any(|r| results.per_caller.contains(&r.provider))
+        .then(|| {
+            let principal = &call.principal;
+            format!(
+                "{}\u{1f}{}\u{1f}{}",
+                principal.method.as_str(),
+                principal.issuer.as_deref().unwrap_or_default(),
+                principal.subject
+            )
+        });
+    // A credential file rotated on disk is read again first (at most once a second), so
+    // its new values are another key.
+    call.cx.credentials.reread_if_changed();
     let key = Key {
         credentials: call.cx.credentials.fingerprint(),
+        caller,
         query,
         row_cap,
         render,
