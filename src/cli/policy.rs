@@ -161,9 +161,10 @@ pub(super) fn render(e: &Explanation) -> String {
                     .iter()
                     .filter(|p| p.values == ParamValues::Omitted)
                     .count();
-                let omitted = match omitted {
-                    0 => String::new(),
-                    n => format!(" ({n} more not given)"),
+                let omitted = match (omitted, params.is_empty()) {
+                    (0, _) => String::new(),
+                    (n, true) => format!("none given ({n} not given)"),
+                    (n, false) => format!(" ({n} more not given)"),
                 };
                 if !params.is_empty() || !omitted.is_empty() {
                     let _ = writeln!(out, "  parameters: {}{omitted}", params.join("; "));
