@@ -299,18 +299,7 @@ async fn an_approval_runs_only_the_plan_it_was_shown() {
             .map(str::to_owned)
             .unwrap_or_else(|| panic!("{prompt}"))
     };
-    let prompt_of = |response: CallToolResponse| match response {
-        CallToolResponse::InputRequired(input) => {
-            let requests = serde_json::to_value(input.input_requests.unwrap()).unwrap();
-            let message = requests["approval"]["params"]["message"]
-                .as_str()
-                .or_else(|| requests["approval"]["message"].as_str())
-                .unwrap_or_else(|| panic!("{requests}"))
-                .to_owned();
-            (message, input.request_state.unwrap())
-        }
-        other => panic!("expected input_required, got {other:?}"),
-    };
+    let prompt_of = crate::support::gate::approval_prompt;
     let (first, state) = prompt_of(
         client
             .call_tool_once(params("run_lifecycle_operation", EXEC))

@@ -7,35 +7,17 @@
 
 use std::path::{Path, PathBuf};
 
-use rmcp::model::{CallToolResponse, ElicitationAction};
+use rmcp::model::ElicitationAction;
 use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::Reply;
 use crate::support::SECRET;
-use crate::support::gate::{Approver, approver_client, params, retry};
-
-/// The audit records (JSON) of a server's folder.
-fn audit_records(dir: &Path) -> Vec<Value> {
-    let location = querygate::audit::FileLocation::Dir(dir.join("audit"));
-    let mut records = Vec::new();
-    for file in querygate::audit::location::files_of(&location).unwrap() {
-        let text = std::fs::read_to_string(file).unwrap();
-        records.extend(
-            text.lines()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-        );
-    }
-    records
-}
+use crate::support::gate::{Approver, approval_prompt, approver_client, params, retry};
 
 /// The outcome record of the last call whose SQL is `sql`.
 fn outcome_of(server: &TestServer, sql: &str) -> Value {
-    audit_records(server._dir.path())
-        .into_iter()
-        .rev()
-        .find(|r| r["phase"] == "outcome" && r["sql"] == sql)
-        .unwrap_or_else(|| panic!("no outcome record for {sql}"))
+    crate::support::audited::outcome_json(server._dir.path(), sql)
 }
 
 fn rows(result: &rmcp::model::CallToolResult) -> Vec<Value> {
@@ -379,18 +361,7 @@ async fn an_approved_select_bound_to_post_runs_only_the_plan_it_was_shown() {
         Reply::json(json!([{"id": 2, "name": "gone"}])),
     );
     let client = approver_client(&server.url, Approver::new(Some(ElicitationAction::Accept))).await;
-    let asked = |response: CallToolResponse| match response {
-        CallToolResponse::InputRequired(input) => {
-            let requests = serde_json::to_value(input.input_requests.unwrap()).unwrap();
-            let message = requests["approval"]["params"]["message"]
-                .as_str()
-                .or_else(|| requests["approval"]["message"].as_str())
-                .unwrap_or_else(|| panic!("{requests}"))
-                .to_owned();
-            (message, input.request_state.unwrap())
-        }
-        other => panic!("expected input_required, got {other:?}"),
-    };
+    let asked = approval_prompt;
     let (prompt, state) = asked(
         client
             .call_tool_once(params("run_select_query", POST_SELECT))

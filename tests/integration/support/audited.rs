@@ -89,3 +89,22 @@ pub fn summary(r: &Stored) -> String {
         r.record.error_code.as_deref().unwrap_or("-")
     )
 }
+
+/// The outcome record (as JSON) of the last call whose SQL is `sql`, from the audit files
+/// of `dir/audit` (a served test's folder).
+pub fn outcome_json(dir: &Path, sql: &str) -> serde_json::Value {
+    let location = FileLocation::Dir(dir.join("audit"));
+    let mut records = Vec::new();
+    for file in location::files_of(&location).unwrap() {
+        let text = std::fs::read_to_string(file).unwrap();
+        records.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()),
+        );
+    }
+    records
+        .into_iter()
+        .rev()
+        .find(|r| r["phase"] == "outcome" && r["sql"] == sql)
+        .unwrap_or_else(|| panic!("no outcome record for {sql}"))
+}

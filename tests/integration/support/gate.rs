@@ -167,3 +167,19 @@ pub async fn retry(
         other => panic!("expected a result, got {other:?}"),
     }
 }
+
+/// The prompt and the sealed state of a first round that asked for an approval.
+pub fn approval_prompt(response: CallToolResponse) -> (String, String) {
+    match response {
+        CallToolResponse::InputRequired(input) => {
+            let requests = serde_json::to_value(input.input_requests.unwrap()).unwrap();
+            let message = requests["approval"]["params"]["message"]
+                .as_str()
+                .or_else(|| requests["approval"]["message"].as_str())
+                .unwrap_or_else(|| panic!("{requests}"))
+                .to_owned();
+            (message, input.request_state.unwrap())
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
