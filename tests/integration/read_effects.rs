@@ -437,3 +437,58 @@ async fn an_approved_select_bound_to_post_runs_only_the_plan_it_was_shown() {
         server.mock.paths()
     );
 }
+
+#[test]
+fn query_explain_prints_each_requests_effect_and_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("creds.env");
+    std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
+    let config = dir.path().join("config.yaml");
+    // The upstream is a port nothing listens on: explaining sends nothing.
+    std::fs::write(
+        &config,
+        format!(
+            "registry:\n  root: {root}\n  url: null\nproviders:\n  govapi:\n    base_url: http://127.0.0.1:9\n  gqlapi:\n    base_url: http://127.0.0.1:9\ncredentials:\n  env_file: {env}\n  process_env: false\ntenants:\n  - id: default\n    mode: read_only\n",
+            root = governance_registry().display(),
+            env = env_file.display(),
+        ),
+    )
+    .unwrap();
+    let explain = |sql: &str| {
+        crate::support::querygate_command()
+            .arg("--config")
+            .arg(&config)
+            .args(["query", "--explain", sql])
+            .output()
+            .unwrap()
+    };
+    let refused = explain(POST_SELECT);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        stdout.contains("statement: lifecycle (written as select), tool run_select_query"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("request 1: POST govapi.d1.database.query\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  effect: other (HTTP POST with no knowledge that it only reads: not a read; source unknown)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("decision:  refuse [policy.refused]: server is in 'read_only' mode"),
+        "{stdout}"
+    );
+    let read = explain("SELECT name FROM govapi.d1.databases WHERE account_id = 'a1'");
+    assert_eq!(read.status.code(), Some(0), "{read:?}");
+    let stdout = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        stdout.contains("  effect: read (HTTP GET reads; source http_method)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("decision:  allow"), "{stdout}");
+}
