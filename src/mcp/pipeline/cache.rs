@@ -399,6 +399,7 @@ mod tests {
     fn key(query: &str) -> Key {
         Key {
             credentials: [0; 32],
+            caller: None,
             query: query.to_owned(),
             row_cap: 10,
             render: Render::Json,
@@ -417,11 +418,14 @@ mod tests {
     }
 
     fn cache(max_entries: usize, max_bytes: usize) -> TenantResults {
-        TenantResults::new(&TenantCache {
-            ttl: Duration::from_secs(30),
-            max_entries,
-            max_bytes,
-        })
+        TenantResults::new(
+            &TenantCache {
+                ttl: Duration::from_secs(30),
+                max_entries,
+                max_bytes,
+            },
+            BTreeSet::new(),
+        )
     }
 
     #[test]
