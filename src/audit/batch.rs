@@ -1,8 +1,7 @@
 //! A writer's batch, shared by the file and PostgreSQL sinks: the queued records linked into
 //! the stream's hash chain one after the other, then every caller answered at once when the
-//! batch is committed or has failed.
-
-use tokio::sync::oneshot;
+//! batch is committed or has failed, or (PostgreSQL, when another writer took its seqs)
+//! handed back to be linked again after the stream's new head.
 
 use super::anchor::MacKey;
 use super::chain::{self, ChainHead, Linked};
@@ -14,7 +13,8 @@ use super::sink::{AuditError, Receipt};
 pub(super) struct LinkedBatch {
     /// The stream's head once the batch is committed.
     head: ChainHead,
-    waiting: Vec<(oneshot::Sender<Result<Receipt, AuditError>>, Receipt)>,
+    /// Each linked job (its record kept, to be linked again) and the receipt it gets.
+    waiting: Vec<(Job, Receipt)>,
 }
 
 impl LinkedBatch {
@@ -40,7 +40,7 @@ impl LinkedBatch {
                         hash: head.hash.clone(),
                     };
                     keep(linked, &job.record);
-                    waiting.push((job.reply, receipt));
+                    waiting.push((job, receipt));
                 }
                 Err(err) => {
                     let _ = job.reply.send(Err(AuditError::Encode(err.to_string())));
@@ -63,17 +63,23 @@ impl LinkedBatch {
     /// After the commit: answers every caller with its receipt and returns the stream's new
     /// head.
     pub(super) fn acknowledge(self) -> ChainHead {
-        for (reply, receipt) in self.waiting {
-            let _ = reply.send(Ok(receipt));
+        for (job, receipt) in self.waiting {
+            let _ = job.reply.send(Ok(receipt));
         }
         self.head
     }
 
     /// After a failed commit: answers every caller with `err`.
     pub(super) fn fail(self, err: &AuditError) {
-        for (reply, _) in self.waiting {
-            let _ = reply.send(Err(err.clone()));
+        for (job, _) in self.waiting {
+            let _ = job.reply.send(Err(err.clone()));
         }
+    }
+
+    /// After a commit that did not happen because another writer took the batch's seqs: the
+    /// jobs, unanswered, in order, to be linked again after the stream's new head.
+    pub(super) fn unlink(self) -> Vec<Job> {
+        self.waiting.into_iter().map(|(job, _)| job).collect()
     }
 }
 

@@ -20,13 +20,14 @@ use super::sink::{AuditError, AuditSink};
 pub enum Scope {
     /// `querygate serve`: the stream is `audit.replica`.
     Server,
-    /// A local process: in files, a stream of its own, `<replica>.<pid>-<unix ms>`, so two
-    /// sessions writing one file at once keep two linear chains (the PostgreSQL sink keeps
-    /// one chain per replica across concurrent writers by itself).
+    /// A local process: a stream of its own, `<replica>.<pid>-<unix ms>`, in files and in
+    /// PostgreSQL alike, so two sessions writing one file at once keep two linear chains,
+    /// and a command run beside a server with its configuration (`kubectl exec … querygate
+    /// query`, `querygate approvals approve`) never writes into the server's stream.
     Local,
 }
 
-/// The file stream of a local process.
+/// The stream of a local process.
 fn local_stream(replica: &str) -> String {
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -100,8 +101,12 @@ pub async fn start_sink(
                         .to_owned(),
                 )
             })?;
+            let stream = match scope {
+                Scope::Server => settings.replica.clone(),
+                Scope::Local => local_stream(&settings.replica),
+            };
             let config = PgSinkConfig {
-                stream: settings.replica.clone(),
+                stream,
                 max_batch: *max_batch,
                 write_timeout: *write_timeout,
                 mac_key: mac_key(settings)?,

@@ -8,9 +8,17 @@
 //! is one, in the same transaction as the rows: `audit verify --database` then sees rows
 //! removed from a stream's end, and rows forged by a role without the key.
 //!
-//! After any failure the task re-reads the stream's head from the database before the next
-//! batch (a failed or timed-out insert may still have committed), so the chain stays linear
-//! and a database that comes back is used again without a restart.
+//! Every process writes a stream of its own (a server its `audit.replica`, a local process
+//! `<replica>.<pid>-<unix ms>`, see `open`), yet two writers of one stream (two servers
+//! given the same `audit.replica`, a replica's old and new process overlapping) must not fail
+//! calls: when an insert loses the race for its seqs (`UNIQUE (stream, seq)`: another writer
+//! committed them first, and nothing of the batch was written), the task re-reads the head
+//! and inserts the batch again after it, with the next seqs. The callers never see the lost
+//! race.
+//!
+//! After any other failure the task re-reads the stream's head from the database before the
+//! next batch (a failed or timed-out insert may still have committed), so the chain stays
+//! linear and a database that comes back is used again without a restart.
 
 use std::time::{Duration, Instant};
 
@@ -154,21 +162,55 @@ impl Writer {
     }
 
     async fn write_batch(&mut self, batch: Vec<Job>) {
-        let head = match self.head.clone() {
-            Some(head) => head,
-            None => {
-                match read_head(&self.pool, &self.config.stream, self.config.write_timeout).await {
-                    Ok(head) => head,
-                    Err(err) => {
-                        fail_all(batch, &err);
-                        return;
+        let mut jobs = batch;
+        let mut attempt = 1;
+        loop {
+            let head = match self.head.clone() {
+                Some(head) => head,
+                None => {
+                    match read_head(&self.pool, &self.config.stream, self.config.write_timeout)
+                        .await
+                    {
+                        Ok(head) => head,
+                        Err(err) => {
+                            fail_all(jobs, &err);
+                            return;
+                        }
                     }
                 }
+            };
+            match self.insert(head, jobs).await {
+                Attempt::Empty => return,
+                Attempt::Committed(linked) => {
+                    self.head = Some(linked.acknowledge());
+                    return;
+                }
+                Attempt::Refused(linked, Insert::SeqTaken(err)) if attempt < MAX_ATTEMPTS => {
+                    // Another writer of the stream committed the seqs first: nothing of the
+                    // batch was written. Link it again after the stream's new head.
+                    tracing::debug!(
+                        "audit stream {}: another writer took the batch's seqs (attempt {attempt}): {err}",
+                        self.config.stream
+                    );
+                    attempt += 1;
+                    self.head = None;
+                    jobs = linked.unlink();
+                }
+                Attempt::Refused(linked, Insert::SeqTaken(err) | Insert::Failed(err)) => {
+                    tracing::error!("{err}");
+                    self.head = None;
+                    linked.fail(&err);
+                    return;
+                }
             }
-        };
+        }
+    }
+
+    /// Links `jobs` after `head` and inserts them in one statement.
+    async fn insert(&self, head: ChainHead, jobs: Vec<Job>) -> Attempt {
         let mut columns = Columns::default();
         let key = self.config.mac_key.as_ref();
-        let linked = LinkedBatch::link(&self.config.stream, head, key, batch, |linked, record| {
+        let linked = LinkedBatch::link(&self.config.stream, head, key, jobs, |linked, record| {
             columns.seq.push(linked.seq as i64);
             columns.at.push(record.timestamp.clone());
             columns.prev_hash.push(linked.prev_hash);
@@ -177,7 +219,7 @@ impl Writer {
             columns.mac.push(linked.mac);
         });
         if linked.is_empty() {
-            return;
+            return Attempt::Empty;
         }
         let head = Head::new(&self.config.stream, linked.head(), key);
         let insert = query::<Postgres>(INSERT)
@@ -193,25 +235,58 @@ impl Writer {
             .bind(&head.at)
             .bind(&head.mac)
             .execute(&self.pool);
-        let result = match tokio::time::timeout(self.config.write_timeout, insert).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(err)) => Err(AuditError::Unavailable(format!(
-                "cannot insert into audit_events: {err}"
-            ))),
-            Err(_) => Err(AuditError::Unavailable(format!(
+        let failed = match tokio::time::timeout(self.config.write_timeout, insert).await {
+            Ok(Ok(_)) => return Attempt::Committed(linked),
+            Ok(Err(err)) => {
+                let taken = is_unique_violation(&err);
+                let err =
+                    AuditError::Unavailable(format!("cannot insert into audit_events: {err}"));
+                if taken {
+                    Insert::SeqTaken(err)
+                } else {
+                    Insert::Failed(err)
+                }
+            }
+            Err(_) => Insert::Failed(AuditError::Unavailable(format!(
                 "inserting into audit_events took longer than {}",
                 humantime::format_duration(self.config.write_timeout)
             ))),
         };
-        match result {
-            Ok(()) => self.head = Some(linked.acknowledge()),
-            Err(err) => {
-                tracing::error!("{err}");
-                self.head = None;
-                linked.fail(&err);
-            }
-        }
+        Attempt::Refused(linked, failed)
     }
+}
+
+/// What one insert of a batch came to; the batch's callers are not answered yet.
+enum Attempt {
+    /// No record of the batch could be linked (each was answered already).
+    Empty,
+    /// Committed.
+    Committed(LinkedBatch),
+    /// Nothing of it was written (or, timed out, may have been), and why.
+    Refused(LinkedBatch, Insert),
+}
+
+/// Why an insert wrote nothing.
+enum Insert {
+    /// A row of the stream already holds one of the batch's seqs: another writer of the
+    /// stream committed first (the unique `(stream, seq)` refused the batch as a whole).
+    SeqTaken(AuditError),
+    /// Anything else (the database unreachable, the write timed out, …).
+    Failed(AuditError),
+}
+
+/// How many times a batch is linked and inserted while other writers of its stream keep
+/// taking its seqs. Each lost race means another writer committed, so the stream moves on;
+/// only many writers hammering one stream (which no configuration makes: every process has
+/// a stream of its own) could exhaust it.
+const MAX_ATTEMPTS: usize = 64;
+
+/// Whether `err` is PostgreSQL's `unique_violation` (SQLSTATE 23505): on `audit_events`, the
+/// `(stream, seq)` another writer took.
+fn is_unique_violation(err: &sqlx_core::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "23505")
 }
 
 #[derive(Default)]

@@ -57,15 +57,30 @@ impl Setup {
         extra: &str,
         upstream: Option<String>,
     ) -> TestServer {
+        self.server_audited(approval_extra, extra, upstream, None)
+            .await
+    }
+
+    /// [`Setup::server_over`] whose `audit:` section is `audit` (default: files in the
+    /// server's folder).
+    async fn server_audited(
+        &self,
+        approval_extra: &str,
+        extra: &str,
+        upstream: Option<String>,
+        audit: Option<String>,
+    ) -> TestServer {
         let jwks = self.jwks_url.clone();
         let approval_extra = approval_extra.to_owned();
         let extra = extra.to_owned();
         start_yaml(move |mock, dir| {
             let mock = upstream.as_deref().unwrap_or(mock);
+            let audit = audit.unwrap_or_else(|| {
+                format!("audit:\n  file:\n    dir: {}\n", dir.join("audit").display())
+            });
             format!(
-                "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\naudit:\n  file:\n    dir: {audit}\napproval:\n  out_of_band: fallback\n  link_base: {LINK_BASE}\n  approvers:\n    - tenant: acme\n      groups: [sre]\n    - tenant: globex\n      subjects: [gina]\n{approval_extra}{extra}",
+                "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\n{audit}approval:\n  out_of_band: fallback\n  link_base: {LINK_BASE}\n  approvers:\n    - tenant: acme\n      groups: [sre]\n    - tenant: globex\n      subjects: [gina]\n{approval_extra}{extra}",
                 base = base_yaml(mock, dir, "    mode: safe\n"),
-                audit = dir.join("audit").display(),
             )
         })
         .await
@@ -386,6 +401,92 @@ async fn with_postgres_one_replica_asks_and_another_runs_it_once() {
     // A replay on either replica asks anew.
     assert_ne!(pending_id(&delete(&on_a).await), id);
     assert_eq!(deletes(&a) + deletes(&b), 1);
+}
+
+#[tokio::test]
+async fn approved_with_the_cli_beside_a_server_auditing_to_postgres_the_call_runs() {
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    let setup = Setup::new().await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let extra = format!(
+        "  wait: 0s\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
+        key.display(),
+        db.url
+    );
+    let server = setup
+        .server_audited(
+            &extra,
+            "",
+            None,
+            Some("audit:\n  sink: postgres\n  replica: pod-1\n".to_owned()),
+        )
+        .await;
+    route_all(&server.mock);
+    let alice = setup.token("alice", "acme", &[]);
+    let client = legacy(&server.url, &alice).await;
+    let id = pending_id(&delete(&client).await);
+
+    // The command the pending message prints, run with the server's configuration in its
+    // pod: its approval_decision record goes to a stream of its own.
+    let config = server._dir.path().join("config.yaml");
+    let mut cmd = crate::support::querygate_command();
+    cmd.env("USER", "ops").arg("--config").arg(&config).args([
+        "approvals",
+        "approve",
+        &id,
+        "--tenant",
+        "acme",
+        "--reason",
+        "ok",
+    ]);
+    let out = tokio::process::Command::from(cmd).output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The approved call runs, and its records are written in the server's stream.
+    let ran = delete(&client).await;
+    assert_ne!(
+        ran.is_error,
+        Some(true),
+        "[{}] {}",
+        error_code(&ran),
+        text_of(&ran)
+    );
+    assert_eq!(deletes(&server), 1);
+
+    let streams: Vec<(String, String)> = sqlx_core::query_as::query_as(
+        "SELECT stream, string_agg(phase, ',' ORDER BY seq) FROM audit_events GROUP BY stream ORDER BY stream",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    assert_eq!(streams[0].0, "pod-1", "{streams:?}");
+    assert!(
+        streams[1].0.starts_with("pod-1.") && streams[1].1 == "approval_decision",
+        "{streams:?}"
+    );
+    let mut cmd = crate::support::querygate_command();
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["audit", "verify", "--database"]);
+    let out = tokio::process::Command::from(cmd).output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Figures, not a check (ignored; no timed assertion): the latency an approval adds, call

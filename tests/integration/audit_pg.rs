@@ -430,37 +430,67 @@ async fn a_restarted_sink_and_a_second_writer_on_the_same_stream_keep_one_chain(
             .seq,
         2
     );
-    // The first sink's idea of the head is stale: its insert collides, it re-reads the
-    // head, and its next write continues the one chain.
-    assert!(
-        first
+    // The first sink's idea of the head is stale: its insert collides with the second's
+    // seq 2, it re-reads the head and inserts the record again as seq 3. The caller never
+    // sees the lost race.
+    for (call, seq) in [("c", 3), ("d", 4)] {
+        let receipt = first
             .write(simple(
-                "c",
+                call,
                 "server_info",
                 Decision::Allow,
                 class::SELECT,
-                Phase::Outcome
+                Phase::Outcome,
             ))
             .await
-            .is_err()
-    );
-    assert_eq!(
-        first
-            .write(simple(
-                "d",
-                "server_info",
-                Decision::Allow,
-                class::SELECT,
-                Phase::Outcome
-            ))
-            .await
-            .unwrap()
-            .seq,
-        3
-    );
+            .unwrap_or_else(|err| panic!("write {call} after a lost race: {err}"));
+        assert_eq!(receipt.seq, seq);
+    }
     let report = verify_database(&pool).await.unwrap();
     assert!(report.ok(), "{}", report.render());
-    assert_eq!(report.records, 3);
+    assert_eq!(report.records, 4);
+}
+
+#[tokio::test]
+async fn writers_racing_on_one_stream_all_succeed_in_one_chain() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let mut sinks = Vec::new();
+    for _ in 0..4 {
+        sinks.push(PgSink::start(pool.clone(), config("r1")).await.unwrap());
+    }
+    // Every sink read the same (empty) head; their concurrent inserts take one another's
+    // seqs again and again.
+    let writes = sinks.iter().enumerate().flat_map(|(s, sink)| {
+        (0..10).map(move |i| async move {
+            sink.write(simple(
+                &format!("s{s}-{i}"),
+                "run_select_query",
+                Decision::Allow,
+                class::SELECT,
+                Phase::Outcome,
+            ))
+            .await
+        })
+    });
+    let results = futures::future::join_all(writes).await;
+    let failed: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} writes failed: {failed:?}",
+        failed.len()
+    );
+    let mut seqs: Vec<u64> = results.iter().map(|r| r.as_ref().unwrap().seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
+    for sink in &sinks {
+        sink.close().await;
+    }
+    let report = verify_database(&pool).await.unwrap();
+    assert!(report.ok(), "{}", report.render());
+    assert_eq!((report.records, report.streams.len()), (40, 1));
 }
 
 async fn stop_and_recover(mode: FailureMode) {
@@ -704,4 +734,215 @@ async fn the_views_name_the_issuer_and_list_authentication_failures() {
         .execute(&mut *conn)
         .await
         .unwrap();
+}
+
+/// A server (`querygate serve`, in-process) auditing to PostgreSQL as replica `pod-1`, in
+/// mode `safe`, and the path of its configuration, which the command line uses too (as
+/// `kubectl exec` into its pod would).
+async fn server_beside_the_cli(
+    database: &TestDatabase,
+) -> (crate::mcp_support::TestServer, std::path::PathBuf) {
+    let url = database.url.clone();
+    let server = crate::mcp_support::start_yaml(move |mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(
+            &env_file,
+            format!("TESTAPI_KEY={}\n", crate::support::SECRET),
+        )
+        .unwrap();
+        format!(
+            "registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: {mock}\n\
+credentials:\n  env_file: {}\n  process_env: false\n\
+tenants:\n  - id: default\n    mode: safe\n\
+server:\n  listen: 127.0.0.1:0\n\
+audit:\n  sink: postgres\n  replica: pod-1\n\
+database:\n  url: {url}\n",
+            crate::support::fixture_registry().display(),
+            env_file.display(),
+        )
+    })
+    .await;
+    server.mock.route(
+        "/orgs/acme/items",
+        crate::mock::Reply::json(serde_json::json!([{"id": 1}])),
+    );
+    server.mock.route(
+        "DELETE /orgs/acme/widgets/w-1",
+        crate::mock::Reply::status(204, ""),
+    );
+    let config = server._dir.path().join("config.yaml");
+    (server, config)
+}
+
+/// A read through the server's MCP endpoint; panics unless it succeeds.
+async fn server_read(client: &crate::mcp_support::Client, what: &str) {
+    let result = crate::mcp_support::try_call(
+        client,
+        "run_select_query",
+        serde_json::json!({"sql": crate::support::gate::SELECT}),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("{what}: {err}"));
+    assert_ne!(
+        result.is_error,
+        Some(true),
+        "{what}: [{}] {}",
+        crate::mcp_support::error_code(&result),
+        crate::mcp_support::text_of(&result)
+    );
+}
+
+/// `querygate --config CONFIG query --yes DELETE`, the real binary, as a person runs it in
+/// the server's pod (stdin not a terminal).
+fn cli_delete(config: &std::path::Path) -> tokio::process::Command {
+    let mut cmd = crate::support::querygate_command();
+    cmd.env("USER", "ops")
+        .arg("--config")
+        .arg(config)
+        .args(["query", "--yes", crate::support::gate::DELETE])
+        .stdin(std::process::Stdio::null());
+    tokio::process::Command::from(cmd)
+}
+
+fn describe(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `querygate --config CONFIG audit verify --database`: whether it passed, and its output.
+async fn verify_cli(config: &std::path::Path) -> (bool, String) {
+    let mut cmd = crate::support::querygate_command();
+    cmd.arg("--config")
+        .arg(config)
+        .args(["audit", "verify", "--database"]);
+    let out = tokio::process::Command::from(cmd).output().await.unwrap();
+    (out.status.success(), describe(&out))
+}
+
+/// Every stream in `audit_events` with its number of records.
+async fn streams(pool: &PgPool) -> Vec<(String, i64)> {
+    query_as("SELECT stream, count(*) FROM audit_events GROUP BY stream ORDER BY stream")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_query_beside_the_server_writes_a_stream_of_its_own_and_the_server_carries_on() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let (server, config) = server_beside_the_cli(&database).await;
+    let client = crate::mcp_support::modern_client(&server.url).await;
+    server_read(&client, "the server's first call").await;
+
+    // The command line in the server's pod, with the server's configuration (replica
+    // pod-1): an approved delete, an intent and an outcome record.
+    let out = cli_delete(&config).output().await.unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        server
+            .mock
+            .requests()
+            .iter()
+            .filter(|r| r.method == "DELETE")
+            .count(),
+        1
+    );
+
+    // The server's next calls still get their records written.
+    server_read(&client, "the server's call after the command").await;
+    server_read(&client, "the server's next call").await;
+
+    let streams = streams(&pool).await;
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    assert_eq!(streams[0], ("pod-1".to_owned(), 3), "{streams:?}");
+    let (cli_stream, cli_records) = &streams[1];
+    assert_eq!(*cli_records, 2, "{streams:?}");
+    let suffix = cli_stream
+        .strip_prefix("pod-1.")
+        .unwrap_or_else(|| panic!("the command's stream names the replica: {cli_stream}"));
+    let (pid, millis) = suffix.split_once('-').expect("<pid>-<unix ms>");
+    assert!(
+        pid.parse::<u32>().is_ok() && millis.parse::<u128>().is_ok(),
+        "{cli_stream}"
+    );
+    let replicas: Vec<String> = query_scalar("SELECT DISTINCT replica FROM audit_events")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(replicas, ["pod-1"]);
+
+    let (ok, out) = verify_cli(&config).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("ok: 5 records in 2 streams"), "{out}");
+}
+
+#[tokio::test]
+async fn concurrent_queries_beside_the_server_all_succeed() {
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = migrated(&database).await;
+    let (server, config) = server_beside_the_cli(&database).await;
+    let client = crate::mcp_support::modern_client(&server.url).await;
+    server_read(&client, "the server's first call").await;
+
+    const COMMANDS: usize = 8;
+    let commands: Vec<_> = (0..COMMANDS)
+        .map(|_| cli_delete(&config).output())
+        .collect();
+    let (outputs, ()) = tokio::join!(futures::future::join_all(commands), async {
+        for i in 0..4 {
+            server_read(&client, &format!("server call {i} while the commands run")).await;
+        }
+    });
+    let failed: Vec<String> = outputs
+        .iter()
+        .map(|out| out.as_ref().unwrap())
+        .filter(|out| !out.status.success())
+        .map(describe)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {COMMANDS} commands failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    server_read(&client, "the server's call after the commands").await;
+
+    // One stream per command, each its intent and outcome; the server's own.
+    let streams = streams(&pool).await;
+    assert_eq!(streams.len(), COMMANDS + 1, "{streams:?}");
+    assert!(streams.contains(&("pod-1".to_owned(), 6)), "{streams:?}");
+    assert!(
+        streams
+            .iter()
+            .filter(|(s, _)| s != "pod-1")
+            .all(|(s, n)| s.starts_with("pod-1.") && *n == 2),
+        "{streams:?}"
+    );
+    let outcomes: i64 = query_scalar(
+        "SELECT count(*) FROM audit_events WHERE tool = 'query' AND phase = 'outcome' AND outcome = 'ok'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(outcomes, COMMANDS as i64);
+
+    let (ok, out) = verify_cli(&config).await;
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "ok: {} records in {} streams",
+            6 + 2 * COMMANDS,
+            COMMANDS + 1
+        )),
+        "{out}"
+    );
 }
