@@ -199,11 +199,18 @@ pub enum RegistryAction {
 /// sink (`audit.file.path`/`dir`, or the database with `audit.sink: postgres`).
 #[derive(Debug, Subcommand)]
 pub enum AuditAction {
-    /// Checks the hash chains and reports the first break (exit 1 when there is one).
+    /// Checks the hash chains and reports the first break (exit 1 when there is one). With
+    /// `audit.mac_key_file`, every record and head must carry a valid MAC; a stream with two
+    /// heads is a break.
     Verify {
         /// Check the `audit_events` table of `database.url`.
         #[arg(long)]
         database: bool,
+        /// A stream written before `audit.mac_key_file` was set: its records and head may
+        /// have no MAC (they must still chain; after its first MACed record every one needs
+        /// its MAC). Repeat for several streams.
+        #[arg(long, value_name = "STREAM")]
+        allow_unsigned: Vec<String>,
         /// Audit files or folders to check instead of the configured ones.
         paths: Vec<PathBuf>,
     },
@@ -567,7 +574,9 @@ async fn migrate(config: &Config) -> i32 {
 async fn audit(config: &Config, action: AuditAction) -> i32 {
     use crate::audit::{FileLocation, SinkSettings};
     let (use_database, paths) = match &action {
-        AuditAction::Verify { database, paths } => (*database, paths.clone()),
+        AuditAction::Verify {
+            database, paths, ..
+        } => (*database, paths.clone()),
         AuditAction::Tail { database, path, .. } => (*database, path.iter().cloned().collect()),
         AuditAction::Query {
             database, paths, ..
@@ -628,7 +637,7 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
             };
             audit_query::run(source, filter, format).await
         }
-        AuditAction::Verify { .. } => {
+        AuditAction::Verify { allow_unsigned, .. } => {
             // MACs and heads are checked under the audit key of `audit.mac_key_file`.
             let key = match crate::audit::open::mac_key(&config.audit) {
                 Ok(key) => key,
@@ -637,8 +646,14 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
                     return 1;
                 }
             };
+            let allow_unsigned: std::collections::BTreeSet<String> =
+                allow_unsigned.into_iter().collect();
+            let anchors = crate::audit::verify::Anchors {
+                key: key.as_ref(),
+                allow_unsigned: Some(&allow_unsigned),
+            };
             let report = match &pool {
-                Some(pool) => crate::audit::verify::verify_database_with(pool, key.as_ref())
+                Some(pool) => crate::audit::verify::verify_database_against(pool, anchors)
                     .await
                     .map_err(|err| err.to_string()),
                 None => {
@@ -649,7 +664,7 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
                     };
                     files
                         .and_then(|files| {
-                            crate::audit::verify::verify_files_with(&files, key.as_ref())
+                            crate::audit::verify::verify_files_against(&files, anchors)
                         })
                         .map_err(|err| err.to_string())
                 }

@@ -4,7 +4,10 @@
 //! line that is not a record (not UTF-8, not JSON, no hash), and, against the anchors:
 //!
 //! - with the audit key, a MAC that does not verify (a record forged or rewritten with
-//!   recomputed hashes), and a record without a MAC after MACed ones;
+//!   recomputed hashes), a record or head without a MAC (stripped, or a stream added by
+//!   someone without the key) unless its stream is named by `--allow-unsigned` (written
+//!   before the key; then only before its first MACed record), and two heads for one
+//!   stream (`verify/mac.rs`);
 //! - a stream that ends before its head (the newest records, or the newest file, removed;
 //!   a cut that leaves a partial line), a head whose MAC does not verify, a head whose
 //!   stream has no record left, a version 2 stream without a head;
@@ -12,7 +15,8 @@
 //!   records that went: deleted, not pruned (PostgreSQL never prunes).
 //!
 //! Version 1 records (written before pruning was recorded) starting mid-chain, and streams
-//! without MACs, are reported in notes: what cannot be checked is said, never passed over.
+//! without MACs (verified without a key, or named by `--allow-unsigned`), are reported in
+//! notes: what cannot be checked is said, never passed over.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -25,6 +29,10 @@ use super::anchor::{MacKey, same_mac};
 use super::chain::{self, GENESIS, ParsedLine};
 use super::head::{self, Head, HeadTrust};
 use super::record::{Phase, Pruned};
+
+mod mac;
+
+pub use mac::Anchors;
 
 /// What verification found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,6 +132,7 @@ struct PruneEntry {
 struct Walker<'k> {
     report: VerifyReport,
     key: Option<&'k MacKey>,
+    anchors: Anchors<'k>,
     /// PostgreSQL: nothing is ever pruned.
     never_prunes: bool,
     states: BTreeMap<String, StreamState>,
@@ -133,10 +142,11 @@ struct Walker<'k> {
 }
 
 impl<'k> Walker<'k> {
-    fn new(key: Option<&'k MacKey>, never_prunes: bool) -> Self {
+    fn new(anchors: Anchors<'k>, never_prunes: bool) -> Self {
         Walker {
             report: VerifyReport::default(),
-            key,
+            key: anchors.key,
+            anchors,
             never_prunes,
             states: BTreeMap::new(),
             prunes: BTreeMap::new(),
@@ -195,6 +205,11 @@ impl<'k> Walker<'k> {
             );
             return false;
         }
+        if let Some((first_location, first)) = self.heads.get(&head.stream) {
+            let reason = mac::two_heads(first_location, first, &location, &head);
+            self.fail(&location, reason);
+            return false;
+        }
         self.heads.insert(head.stream.clone(), (location, head));
         true
     }
@@ -210,11 +225,10 @@ impl<'k> Walker<'k> {
                 "the record's MAC does not verify under audit.mac_key_file (forged with a recomputed hash, or written under another key)"
                     .to_owned(),
             ),
-            None if self.key.is_some() && anchored_before => Some(format!(
-                "a record without a valid MAC after MACed records of stream {} (appended or replaced by someone without the audit key)",
-                stored.stream
-            )),
-            _ => None,
+            None => self
+                .anchors
+                .unsigned_record(&stored.stream, stored.seq, anchored_before),
+            Some(true) => None,
         };
         if let Some(reason) = mac_problem {
             self.fail(location, reason);
@@ -352,6 +366,10 @@ impl<'k> Walker<'k> {
         }
         let heads = std::mem::take(&mut self.heads);
         for (stream, (head_location, head)) in &heads {
+            if let Some(reason) = self.anchors.unsigned_head(head) {
+                self.fail(head_location, reason);
+                return;
+            }
             match self.states.get(stream) {
                 Some(state) if state.seq < head.seq => {
                     let reason = format!(
@@ -419,7 +437,7 @@ impl<'k> Walker<'k> {
             .collect();
         if !unanchored.is_empty() {
             let why = if self.key.is_some() {
-                "written without audit.mac_key_file (or before it was set)"
+                "written before audit.mac_key_file was set (--allow-unsigned)"
             } else {
                 "no audit.mac_key_file to check MACs with"
             };
@@ -427,6 +445,12 @@ impl<'k> Walker<'k> {
                 "records without a verified MAC, {why}: {}; their chains show edits, not a rewrite with recomputed hashes",
                 unanchored.join(", ")
             ));
+        }
+        if let Some(note) = self
+            .anchors
+            .unknown_streams(|s| self.states.contains_key(s) || heads.contains_key(s))
+        {
+            self.report.notes.push(note);
         }
     }
 
@@ -454,7 +478,15 @@ pub fn verify_files(files: &[PathBuf]) -> std::io::Result<VerifyReport> {
 /// order of their files (by the first sequence number of the stream in each file) and of
 /// the lines within a file.
 pub fn verify_files_with(files: &[PathBuf], key: Option<&MacKey>) -> std::io::Result<VerifyReport> {
-    let mut walker = Walker::new(key, false);
+    verify_files_against(files, Anchors::key(key))
+}
+
+/// [`verify_files_with`] against `anchors`: the key, and the streams that may be unsigned.
+pub fn verify_files_against(
+    files: &[PathBuf],
+    anchors: Anchors<'_>,
+) -> std::io::Result<VerifyReport> {
+    let mut walker = Walker::new(anchors, false);
     let folders: BTreeSet<PathBuf> = files
         .iter()
         .map(|f| {
@@ -571,7 +603,16 @@ pub async fn verify_database_with(
     pool: &PgPool,
     key: Option<&MacKey>,
 ) -> Result<VerifyReport, sqlx_core::Error> {
-    let mut walker = Walker::new(key, true);
+    verify_database_against(pool, Anchors::key(key)).await
+}
+
+/// [`verify_database_with`] against `anchors`: the key, and the streams that may be
+/// unsigned.
+pub async fn verify_database_against(
+    pool: &PgPool,
+    anchors: Anchors<'_>,
+) -> Result<VerifyReport, sqlx_core::Error> {
+    let mut walker = Walker::new(anchors, true);
     let heads = query_as::<Postgres, HeadRow>(
         "SELECT stream, seq, hash, at, mac FROM audit_heads ORDER BY stream",
     )
@@ -899,10 +940,18 @@ mod tests {
             "{:?}",
             report.notes
         );
-        // A prune record without a valid MAC excuses nothing.
+        // A prune record without a valid MAC excuses nothing: it is a break under the key,
+        // and, in a stream allowed to be unsigned, it names no pruning.
         let forged = link("r1", &after_old, &prune, None).unwrap();
         let path = write(dir.path(), "p.log", &[forged.line()]);
-        let b = broken(verify_files_with(&[path], Some(&key)).unwrap());
+        let b = broken(verify_files_with(std::slice::from_ref(&path), Some(&key)).unwrap());
+        assert!(b.reason.contains("stream r1 seq 4 has no MAC"), "{b:?}");
+        let allowed = BTreeSet::from(["r1".to_owned()]);
+        let anchors = Anchors {
+            key: Some(&key),
+            allow_unsigned: Some(&allowed),
+        };
+        let b = broken(verify_files_against(&[path], anchors).unwrap());
         assert!(b.reason.contains("no prune record"), "{b:?}");
     }
 

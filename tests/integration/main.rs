@@ -16,6 +16,7 @@ mod audit_pipeline;
 mod audit_query;
 mod audit_records;
 mod audit_sessions;
+mod audit_unsigned;
 mod auth;
 mod auth_failures;
 mod aws_identity;
