@@ -168,6 +168,13 @@ impl JwtAuthenticator {
         // `alg: none` and unknown algorithms fail here.
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("malformed token header"))?;
+        // RFC 7515 §4.1.11: a token whose `crit` names extensions the recipient does not
+        // understand must be rejected, and this server understands none.
+        if names_critical_parameters(token) {
+            return Err(invalid(
+                "the token's header names critical parameters (crit) this server does not understand",
+            ));
+        }
         let iss = unverified_issuer(token).ok_or_else(|| invalid("the token has no issuer"))?;
         let issuer = self
             .issuers
@@ -361,6 +368,18 @@ fn unverified_issuer(token: &str) -> Option<String> {
         .get("iss")?
         .as_str()
         .map(str::to_owned)
+}
+
+/// Whether the token's header has a `crit` member (RFC 7515 §4.1.11).
+fn names_critical_parameters(token: &str) -> bool {
+    let Some(header) = token.split('.').next() else {
+        return false;
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
+        .is_some_and(|fields| fields.contains_key("crit"))
 }
 
 /// The token's claims, not verified: to choose the issuer's keys, and to say in the record

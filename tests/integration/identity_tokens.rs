@@ -1,5 +1,5 @@
 //! Bearer tokens at the edge: time claims that are not NumericDates or lie in the future are
-//! refused, and a slow JWKS endpoint (one on 127.0.0.1 that holds its answer until the test
+//! refused, so is a token naming critical header parameters (`crit`), and a slow JWKS endpoint (one on 127.0.0.1 that holds its answer until the test
 //! lets it go) is fetched once per refresh while cached keys keep verifying.
 
 use std::sync::{Arc, Mutex};
@@ -234,4 +234,42 @@ impl GatedJwks {
             .unwrap_or_else(|_| panic!("fewer than {n} JWKS fetches arrived"))
             .unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_token_naming_critical_header_parameters_is_refused() {
+    let key = SigningKey::new("k1");
+    let jwks = GatedJwks::start(json!({"keys": [key.jwk()]})).await;
+    let server = server(&jwks, "10m", "30s").await;
+    let http = reqwest::Client::new();
+    // The same header and claims without `crit`: accepted (the signature is sound).
+    let plain = json!({"alg": "ES256", "typ": "JWT", "kid": "k1"});
+    let response = raw_call(
+        &http,
+        &server.url,
+        Some(&key.sign_with_header(&plain, &claims("acme"))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let critical =
+        json!({"alg": "ES256", "typ": "JWT", "kid": "k1", "crit": ["qg-ext"], "qg-ext": true});
+    let response = raw_call(
+        &http,
+        &server.url,
+        Some(&key.sign_with_header(&critical, &claims("acme"))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(
+        response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("critical parameters (crit)"),
+        "{:?}",
+        response.headers()
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "auth.invalid_token");
 }

@@ -218,6 +218,19 @@ impl SigningKey {
         self.pair.public_key_pem()
     }
 
+    /// A token signed with `header` as written (members jsonwebtoken's `Header` has no
+    /// field for, such as `crit`, included).
+    pub fn sign_with_header(&self, header: &Value, claims: &Value) -> String {
+        let b64 = |v: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string().as_bytes())
+        };
+        let message = format!("{}.{}", b64(header), b64(claims));
+        let key = EncodingKey::from_ec_pem(self.pair.serialize_pem().as_bytes()).unwrap();
+        let signature =
+            jsonwebtoken::crypto::sign(message.as_bytes(), &key, Algorithm::ES256).unwrap();
+        format!("{message}.{signature}")
+    }
+
     pub fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some(self.kid.clone());
