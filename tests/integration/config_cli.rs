@@ -501,3 +501,20 @@ async fn the_approval_key_warning_shows_only_where_replicas_may_share_approvals(
     exposed.kill().await.unwrap();
     assert!(lines.iter().any(|l| l.contains(warning)), "{lines:?}");
 }
+
+#[test]
+fn a_command_whose_reader_went_away_exits_quietly() {
+    // The pipe's reading end is closed before the command starts: its first write to
+    // stdout answers EPIPE, as `querygate approvals list | head` does once head has read.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = crate::support::querygate_command()
+        .args(["policy", "check", "--schema"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
