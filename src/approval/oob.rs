@@ -206,8 +206,7 @@ impl OutOfBand {
         let Some(hook) = &self.webhook else {
             return;
         };
-        let body =
-            serde_json::json!({ "text": announcement(approval, &self.link(&approval.request.id)) });
+        let body = serde_json::json!({ "text": slack_text(&announcement(approval, &self.link(&approval.request.id))) });
         let request = hook
             .client
             .post(&hook.url)
@@ -396,6 +395,22 @@ fn matches(rule: &ApproverRule, principal: &Principal, groups_claim: &str) -> bo
     !rule.claims.is_empty() && rule.claims.iter().all(|(k, v)| holds(k, v))
 }
 
+/// `text` as Slack's message format shows it literally: `&`, `<` and `>` are its control
+/// characters (`<!channel>` notifies a channel, `<https://x|label>` disguises a link), so
+/// SQL or a subject carrying them is escaped as Slack asks, `&amp;`, `&lt;`, `&gt;`.
+fn slack_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The webhook's text: trusted fields first, the SQL last, escaped onto one line.
 fn announcement(approval: &PendingApproval, link: &str) -> String {
     let r = &approval.request;
@@ -475,5 +490,24 @@ fn decision_record(
         approval_method: Some(decided.method.as_str().to_owned()),
         approval_reason: Some(decided.reason.clone()),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slack_text;
+
+    #[test]
+    fn slack_control_characters_in_the_webhook_text_are_shown_not_acted_on() {
+        assert_eq!(
+            slack_text(
+                "DELETE … WHERE name = '<!channel>' AND x = '<https://evil.example|docs> & co'"
+            ),
+            "DELETE … WHERE name = '&lt;!channel&gt;' AND x = '&lt;https://evil.example|docs&gt; &amp; co'"
+        );
+        assert_eq!(
+            slack_text("Link: https://ops.example/approvals/a1"),
+            "Link: https://ops.example/approvals/a1"
+        );
     }
 }

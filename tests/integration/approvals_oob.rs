@@ -138,6 +138,10 @@ async fn approved_out_of_band_the_call_runs_once_and_four_eyes_and_tenants_hold(
         text.contains("SQL (escaped, on one line): DELETE FROM testapi.widgets.widgets"),
         "{text}"
     );
+    assert!(
+        !text.contains('<') && !text.contains('>'),
+        "Slack's control characters are escaped: {text}"
+    );
     assert_eq!(hook.bodies.lock().unwrap().len(), 1, "announced once");
 
     // Four eyes: alice is an approver of acme, but not of her own call.
