@@ -2,6 +2,8 @@
 
 mod cache;
 mod model;
+mod pagination;
+mod param;
 mod request;
 mod retry;
 mod schema;
@@ -10,9 +12,9 @@ mod view;
 mod yaml;
 
 pub(crate) use cache::ModelCache;
-pub(crate) use model::{
-    ColumnSpec, Method, Pagination, Param, ParamLocation, Provider, Resource, find_closing_brace,
-};
+pub(crate) use model::{ColumnSpec, Method, Provider, Resource};
+pub(crate) use pagination::Pagination;
+pub(crate) use param::{Param, ParamLocation, find_closing_brace};
 pub(crate) use request::{BodyTranslate, RequestSpec, WireTranslate};
 pub(crate) use retry::DocumentRetry;
 pub(crate) use schema::SchemaAt;
