@@ -44,7 +44,7 @@ permit(principal, action in Querygate::Action::"read", resource)
 when {{ resource.provider == "{provider}" && context.row_cap <= 10000 }};
 
 @id("writes-{i}")
-permit(principal in Querygate::Group::"ops-{i}", action in Querygate::Action::"write", resource)
+permit(principal in Querygate::Group::"jwt:https://idp.example#ops-{i}", action in Querygate::Action::"write", resource)
 when {{ resource.provider == "{provider}" && resource.verb != "EXEC" }};
 
 @id("sandbox-{i}")
@@ -153,6 +153,9 @@ fn main() -> Result<()> {
         calls / 10
     );
     let mut principal = Principal::local();
+    principal.method = querygate::auth::Method::Jwt;
+    principal.issuer = Some("https://idp.example".into());
+    principal.subject = "olga".into();
     principal.groups = vec!["ops-0".into(), "staff".into(), "eu".into()];
     let rules = TenantRules::default();
     let one = [request("instances", "delete", "DELETE")];

@@ -3,8 +3,10 @@
 //! change, and asked about every upstream request of every statement at the gate.
 //!
 //! The model:
-//! - principal `Querygate::Principal::"<subject>"`, in `Querygate::Group::"<g>"` for each of
-//!   its groups, with `subject`, `issuer`, `auth_method`, `tenant` and `groups`;
+//! - principal `Querygate::Principal::"<typed name>"` (`jwt:<issuer>#<sub>`, `uri:…`,
+//!   `dns:…`, `cn:…`, `local`, `anonymous`), in `Querygate::Group::"jwt:<issuer>#<g>"` for each
+//!   group of its token's `groups` claim, with `subject`, `issuer`, `auth_method` and `tenant`;
+//!   a policy naming a principal or group by a bare name is refused at load;
 //! - action: the statement's class (`select`, `mutation_create`, `mutation_delete`,
 //!   `lifecycle`, `unknown`), in the action group `read` (select) or `write` (the others);
 //! - resource `Querygate::Method::"provider.service.resource.method"`: one planned request,
@@ -39,22 +41,24 @@ use crate::engine::{ParamValues, PlannedRequest};
 use crate::governance::TenantRules;
 use crate::policy::{Mode, QueryClass};
 
-mod slice;
+mod names;
+pub(super) mod slice;
 
 use slice::{ActionSlice, Guards};
 
 /// The Cedar schema every tenant's policies are validated against.
 pub const SCHEMA: &str = r#"namespace Querygate {
-  // A group the principal belongs to (the JWT `groups` claim).
+  // A group the principal belongs to: "jwt:<issuer>#<group>", a name of the groups claim
+  // of a token of that issuer.
   entity Group;
 
-  // Who calls.
+  // Who calls: "jwt:<issuer>#<sub>", "uri:…", "dns:…" or "cn:…" (a client certificate),
+  // "local" or "anonymous".
   entity Principal in [Group] {
-    subject: String,      // JWT sub, certificate identity, "local" or "anonymous"
+    subject: String,      // JWT sub (bound to no issuer), certificate identity, "local" or "anonymous"
     issuer: String,       // JWT iss; "" for other methods
     auth_method: String,  // "jwt", "mtls", "local" or "anonymous"
     tenant: String,
-    groups: Set<String>,
   };
 
   // One upstream request of the statement: provider.service.resource.method. Each parameter
@@ -393,6 +397,13 @@ pub fn parse_sources(
                 continue;
             }
             origin.insert(id.clone(), index);
+            for message in names::untyped_names(policy) {
+                problems.push(PolicyProblem {
+                    file: file.clone(),
+                    position: None,
+                    message: format!("policy '{}': {message}", id.escape_debug()),
+                });
+            }
             if let Err(err) = set.add(policy.new_id(PolicyId::new(&id))) {
                 problems.push(PolicyProblem {
                     file: file.clone(),
@@ -685,11 +696,11 @@ fn strings<'s>(values: impl IntoIterator<Item = &'s str>) -> RestrictedExpressio
 pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answer, String> {
     let model = model()?;
     let principal = question.principal;
-    let principal_uid = uid(&model.principal_type, &principal.subject);
+    let principal_name = principal.typed_name();
+    let principal_uid = uid(&model.principal_type, &principal_name);
     let groups: Vec<EntityUid> = principal
-        .groups
-        .iter()
-        .map(|g| uid(&model.group_type, g))
+        .typed_groups()
+        .map(|g| uid(&model.group_type, &g))
         .collect();
     let principal_entity = Entity::new_with_tags(
         principal_uid.clone(),
@@ -701,10 +712,6 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
             ),
             ("auth_method".to_owned(), string(principal.method.as_str())),
             ("tenant".to_owned(), string(&principal.tenant)),
-            (
-                "groups".to_owned(),
-                strings(principal.groups.iter().map(String::as_str)),
-            ),
         ],
         groups.iter().cloned(),
         [],
@@ -734,13 +741,15 @@ pub fn decide(policies: &LoadedPolicies, question: &Question<'_>) -> Result<Answ
     ])
     .map_err(|e| e.to_string())?;
     let authorizer = Authorizer::new();
-    let subject = slice.and_then(|s| s.subjects.get(&principal.subject));
+    let principal_slices: Vec<_> = slice
+        .map(|s| s.principal_slices(&principal_name, &principal.subject))
+        .unwrap_or_default();
     let mut answers = Vec::with_capacity(question.requests.len());
     for (n, request) in question.requests.iter().enumerate() {
         let method = request.full_method();
         // No slice (a class the schema lacks): nothing applies, so nothing permits it.
         let sets: Vec<&PolicySet> = slice
-            .map(|s| s.sets_for(subject, &request.provider).collect())
+            .map(|s| s.sets_for(&principal_slices, &request.provider).collect())
             .unwrap_or_default();
         let mut outcome = Outcome::default();
         if !sets.is_empty() {

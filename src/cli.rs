@@ -157,14 +157,17 @@ pub enum PolicyAction {
         /// The tenant.
         #[arg(long, default_value = "default")]
         tenant: String,
-        /// The caller's subject (`sub`).
+        /// The caller's subject: a token's `sub` (with `--issuer`), a certificate identity
+        /// (`uri:…`, `dns:…`, `cn:…`) or `local`.
         #[arg(long, default_value = "local")]
         subject: String,
-        /// The caller's JWT issuer (the caller is then a JWT principal).
+        /// The caller's JWT issuer (the caller is then a JWT principal,
+        /// `jwt:<issuer>#<subject>` to policies).
         #[arg(long)]
         issuer: Option<String>,
-        /// A group of the caller (repeat for several).
-        #[arg(long = "group", value_name = "GROUP")]
+        /// A group of the caller's token (repeat for several; needs `--issuer`: the group is
+        /// `jwt:<issuer>#<group>` to policies).
+        #[arg(long = "group", value_name = "GROUP", requires = "issuer")]
         groups: Vec<String>,
         /// The statement.
         sql: String,

@@ -372,16 +372,21 @@ impl OutOfBand {
     }
 }
 
-/// Whether `rule` names `principal`: by subject, by a group of its groups claim, or by all
-/// its claims.
+/// Whether `rule` names `principal`: by its typed name, by a group of its issuer's groups
+/// claim the rule names for that issuer, or by all the claims of a token of the rule's
+/// issuer. A name bound to one issuer never matches a token of another.
 fn matches(rule: &ApproverRule, principal: &Principal, groups_claim: &str) -> bool {
     if principal.tenant != rule.tenant || matches!(principal.method, Method::Anonymous) {
         return false;
     }
-    if rule.subjects.contains(&principal.subject) {
+    if rule.subjects.contains(&principal.typed_name()) {
         return true;
     }
-    let Some(claims) = principal.claims.as_deref() else {
+    let (Method::Jwt, Some(issuer), Some(claims)) = (
+        principal.method,
+        principal.issuer.as_deref(),
+        principal.claims.as_deref(),
+    ) else {
         return false;
     };
     let holds = |claim: &str, value: &str| match claims.get(claim) {
@@ -389,10 +394,19 @@ fn matches(rule: &ApproverRule, principal: &Principal, groups_claim: &str) -> bo
         Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(value)),
         _ => false,
     };
-    if rule.groups.iter().any(|g| holds(groups_claim, g)) {
+    let in_group = |typed: &String| {
+        typed
+            .strip_prefix("jwt:")
+            .and_then(|rest| rest.strip_prefix(issuer))
+            .and_then(|rest| rest.strip_prefix('#'))
+            .is_some_and(|group| holds(groups_claim, group))
+    };
+    if rule.groups.iter().any(in_group) {
         return true;
     }
-    !rule.claims.is_empty() && rule.claims.iter().all(|(k, v)| holds(k, v))
+    rule.issuer.as_deref() == Some(issuer)
+        && !rule.claims.is_empty()
+        && rule.claims.iter().all(|(k, v)| holds(k, v))
 }
 
 /// `text` as Slack's message format shows it literally: `&`, `<` and `>` are its control

@@ -124,6 +124,31 @@ impl Principal {
         }
     }
 
+    /// The typed name approver rules and Cedar policies match
+    /// ([`crate::config::PrincipalName`]): `jwt:<issuer>#<sub>` for a token, the certificate
+    /// identity (`uri:…`, `dns:…`, `cn:…`) for mTLS, else the subject (`local`,
+    /// `anonymous`).
+    pub fn typed_name(&self) -> String {
+        match (&self.method, &self.issuer) {
+            (Method::Jwt, Some(issuer)) => format!("jwt:{issuer}#{}", self.subject),
+            _ => self.subject.clone(),
+        }
+    }
+
+    /// The typed names of its groups, `jwt:<issuer>#<group>`: the groups of a token belong
+    /// to its issuer; the other methods carry none.
+    pub fn typed_groups(&self) -> impl Iterator<Item = String> + '_ {
+        let issuer = match (&self.method, &self.issuer) {
+            (Method::Jwt, Some(issuer)) => Some(issuer.as_str()),
+            _ => None,
+        };
+        issuer.into_iter().flat_map(move |issuer| {
+            self.groups
+                .iter()
+                .map(move |g| crate::config::GroupName::typed(issuer, g))
+        })
+    }
+
     /// The principal as a person reads it: the subject, with its issuer when it has one
     /// (`alice (https://idp.example.com)`).
     pub fn display_name(&self) -> String {

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use super::{
     Answer, LoadedPolicies, Question, RequestAnswer, decide, model, parse_sources, resource_entity,
-    string, strings, uid,
+    string, uid,
 };
 use crate::auth::Principal;
 use crate::engine::{ParamValues, PlannedParam, PlannedRequest};
@@ -22,6 +22,14 @@ use crate::policy::{Mode, QueryClass};
 const PROVIDERS: [&str; 3] = ["google", "aws", "p1"];
 const SUBJECTS: [&str; 3] = ["alice", "bob", "local"];
 const GROUPS: [&str; 2] = ["ops", "dev"];
+/// The typed names policies write: subjects of the issuer the generated principals' tokens
+/// come from, and the local user.
+const NAMES: [&str; 3] = [
+    "jwt:https://issuer.example#alice",
+    "jwt:https://issuer.example#bob",
+    "local",
+];
+const ISSUER: &str = "https://issuer.example";
 const PROJECTS: [&str; 2] = ["sandbox", "prod"];
 
 /// One condition of a generated policy.
@@ -44,7 +52,7 @@ fn atom() -> impl Strategy<Value = String> {
             "resource.hasTag(\"project\") && resource.getTag(\"project\").contains(\"{p}\")"
         )),
         1 => prop::sample::select(&GROUPS[..])
-            .prop_map(|g| format!("principal in Querygate::Group::\"{g}\"")),
+            .prop_map(|g| format!("principal in Querygate::Group::\"jwt:{ISSUER}#{g}\"")),
         1 => Just("resource.verb != \"EXEC\"".to_owned()),
         1 => Just("principal.issuer != \"\"".to_owned()),
     ]
@@ -71,10 +79,10 @@ fn policy() -> impl Strategy<Value = String> {
     let effect = prop::sample::select(vec!["permit", "forbid"]);
     let principal = prop_oneof![
         2 => Just("principal".to_owned()),
-        1 => prop::sample::select(&SUBJECTS[..])
+        1 => prop::sample::select(&NAMES[..])
             .prop_map(|s| format!("principal == Querygate::Principal::\"{s}\"")),
         1 => prop::sample::select(&GROUPS[..])
-            .prop_map(|g| format!("principal in Querygate::Group::\"{g}\"")),
+            .prop_map(|g| format!("principal in Querygate::Group::\"jwt:{ISSUER}#{g}\"")),
     ];
     let action = prop_oneof![
         2 => Just("action".to_owned()),
@@ -135,7 +143,10 @@ fn principal() -> impl Strategy<Value = Principal> {
             let mut principal = Principal::local();
             principal.subject = subject.to_owned();
             principal.groups = groups.into_iter().map(str::to_owned).collect();
-            principal.issuer = issuer.then(|| "https://issuer.example".to_owned());
+            if issuer {
+                principal.method = crate::auth::Method::Jwt;
+                principal.issuer = Some(ISSUER.to_owned());
+            }
             principal
         })
 }
@@ -145,11 +156,10 @@ fn principal() -> impl Strategy<Value = Principal> {
 fn decide_plain(policies: &LoadedPolicies, question: &Question<'_>) -> Answer {
     let model = model().unwrap();
     let principal = question.principal;
-    let principal_uid = uid(&model.principal_type, &principal.subject);
+    let principal_uid = uid(&model.principal_type, &principal.typed_name());
     let groups: Vec<EntityUid> = principal
-        .groups
-        .iter()
-        .map(|g| uid(&model.group_type, g))
+        .typed_groups()
+        .map(|g| uid(&model.group_type, &g))
         .collect();
     let context = Context::from_pairs([
         ("tool".to_owned(), string(question.tool)),
@@ -174,10 +184,6 @@ fn decide_plain(policies: &LoadedPolicies, question: &Question<'_>) -> Answer {
                 ),
                 ("auth_method".to_owned(), string(principal.method.as_str())),
                 ("tenant".to_owned(), string(&principal.tenant)),
-                (
-                    "groups".to_owned(),
-                    strings(principal.groups.iter().map(String::as_str)),
-                ),
             ]
             .into_iter()
             .collect(),

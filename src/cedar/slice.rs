@@ -4,7 +4,7 @@
 //!
 //! A policy *guards* on a provider or a subject when it cannot be satisfied, nor fail to
 //! evaluate, for another one:
-//! - its principal scope is `principal == Querygate::Principal::"s"` (subject `s`);
+//! - its principal scope is `principal == Querygate::Principal::"n"` (typed name `n`);
 //! - or its first condition is a `when` whose leading conjuncts (before any other) include
 //!   `resource.provider == "p"` or `principal.subject == "s"` (either way round).
 //!
@@ -18,13 +18,23 @@ use std::collections::{BTreeSet, HashMap};
 
 use cedar_policy::{EntityTypeName, Policy, PolicySet, PrincipalConstraint};
 
+/// Who a policy can apply to: the principal of one typed name (its uid), or every
+/// principal whose `subject` attribute is one value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Who {
+    /// `principal == Querygate::Principal::"<typed name>"`.
+    Name(String),
+    /// `principal.subject == "<subject>"`.
+    Subject(String),
+}
+
 /// What a policy requires before anything else can hold.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Guards {
     /// The provider it requires.
     pub provider: Option<String>,
-    /// The subject it requires.
-    pub subject: Option<String>,
+    /// The principal it requires.
+    pub subject: Option<Who>,
 }
 
 /// The guards of `policy` (see the module's doc); `principal_type` is
@@ -34,7 +44,7 @@ pub(super) fn guards_of(policy: &Policy, principal_type: &EntityTypeName) -> Gua
     if let PrincipalConstraint::Eq(uid) = policy.principal_constraint()
         && uid.type_name() == principal_type
     {
-        guards.subject = Some(uid.id().unescaped().to_owned());
+        guards.subject = Some(Who::Name(uid.id().unescaped().to_owned()));
     }
     let Ok(json) = policy.to_json() else {
         return guards;
@@ -60,7 +70,7 @@ pub(super) fn guards_of(policy: &Policy, principal_type: &EntityTypeName) -> Gua
                 guards.provider.get_or_insert(p);
             }
             Some(Guard::Subject(s)) => {
-                guards.subject.get_or_insert(s);
+                guards.subject.get_or_insert(Who::Subject(s));
             }
             // Anything else may fail: the conjuncts after it guard on nothing.
             None => break,
@@ -162,28 +172,28 @@ impl ByProvider {
 pub(super) struct ActionSlice {
     /// Those that guard on no subject.
     pub shared: ByProvider,
-    /// Those that guard on a subject, by subject.
-    pub subjects: HashMap<String, ByProvider>,
+    /// Those that guard on a principal, by principal.
+    pub subjects: HashMap<Who, ByProvider>,
 }
 
 impl ActionSlice {
     /// Slices the policies of one action (each with its guards).
     pub(super) fn of(policies: &[(&Policy, &Guards)]) -> Result<Self, String> {
-        let pairs = |subject: Option<&str>| -> Vec<(&Policy, Option<&str>)> {
+        let pairs = |subject: Option<&Who>| -> Vec<(&Policy, Option<&str>)> {
             policies
                 .iter()
-                .filter(|(_, g)| g.subject.as_deref() == subject)
+                .filter(|(_, g)| g.subject.as_ref() == subject)
                 .map(|(p, g)| (*p, g.provider.as_deref()))
                 .collect()
         };
         let shared = ByProvider::of(&pairs(None))?;
-        let subjects: BTreeSet<&str> = policies
+        let subjects: BTreeSet<&Who> = policies
             .iter()
-            .filter_map(|(_, g)| g.subject.as_deref())
+            .filter_map(|(_, g)| g.subject.as_ref())
             .collect();
         let mut by_subject = HashMap::with_capacity(subjects.len());
         for subject in subjects {
-            by_subject.insert(subject.to_owned(), ByProvider::of(&pairs(Some(subject)))?);
+            by_subject.insert(subject.clone(), ByProvider::of(&pairs(Some(subject)))?);
         }
         Ok(ActionSlice {
             shared,
@@ -191,15 +201,23 @@ impl ActionSlice {
         })
     }
 
-    /// The policy sets to evaluate for a request of `subject` to `provider` (disjoint; the
-    /// policies that can apply are their union).
+    /// The slices of the principal with typed name `name` and subject `subject` (at most
+    /// two: one for each way a policy can name it; one when both are the same string).
+    pub(super) fn principal_slices(&self, name: &str, subject: &str) -> Vec<&ByProvider> {
+        let by_name = self.subjects.get(&Who::Name(name.to_owned()));
+        let by_subject = self.subjects.get(&Who::Subject(subject.to_owned()));
+        by_name.into_iter().chain(by_subject).collect()
+    }
+
+    /// The policy sets to evaluate for a request of a principal (its slices) to `provider`
+    /// (disjoint; the policies that can apply are their union).
     pub(super) fn sets_for<'s>(
         &'s self,
-        subject: Option<&'s ByProvider>,
+        principal: &[&'s ByProvider],
         provider: &str,
     ) -> impl Iterator<Item = &'s PolicySet> {
         std::iter::once(self.shared.for_provider(provider))
-            .chain(subject.map(|s| s.for_provider(provider)))
+            .chain(principal.iter().map(|s| s.for_provider(provider)))
             .filter(|set| set.policies().next().is_some())
     }
 }

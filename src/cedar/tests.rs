@@ -24,6 +24,16 @@ fn request(method: &str, http: &str, project: Option<&str>) -> PlannedRequest {
     }
 }
 
+/// A principal of a token of `issuer`.
+fn jwt(issuer: &str, subject: &str, groups: &[&str]) -> Principal {
+    let mut p = Principal::local();
+    p.method = crate::auth::Method::Jwt;
+    p.issuer = Some(issuer.into());
+    p.subject = subject.into();
+    p.groups = groups.iter().map(|g| (*g).to_owned()).collect();
+    p
+}
+
 fn ask(
     policies: &LoadedPolicies,
     principal: &Principal,
@@ -61,7 +71,7 @@ fn permits_forbids_and_default_deny() {
 permit(principal, action in Querygate::Action::"read", resource);
 
 @id("delete-in-sandbox")
-permit(principal in Querygate::Group::"ops", action == Querygate::Action::"mutation_delete", resource)
+permit(principal in Querygate::Group::"jwt:https://idp.example#ops", action == Querygate::Action::"mutation_delete", resource)
 when { resource.hasTag("project") && resource.getTag("project") == ["sandbox"] };
 
 forbid(principal, action, resource) when { principal.subject == "mallory" };
@@ -69,8 +79,7 @@ forbid(principal, action, resource) when { principal.subject == "mallory" };
     ))
     .unwrap();
     assert_eq!(policies.ids(), ["reads", "delete-in-sandbox", "t.cedar#3"]);
-    let mut ops = Principal::local();
-    ops.groups = vec!["ops".into()];
+    let ops = jwt("https://idp.example", "olga", &["ops"]);
     let plain = Principal::local();
     let delete = |p| [request("delete", "DELETE", p)];
     let a = ask(
@@ -265,7 +274,7 @@ fn policies_naming_a_subject_are_asked_only_for_that_subject() {
     let policies = parse_sources(sources(
         r#"
 @id("scope")
-forbid(principal == Querygate::Principal::"alice", action, resource);
+forbid(principal == Querygate::Principal::"jwt:https://issuer.example#alice", action, resource);
 
 @id("leading")
 forbid(principal, action, resource)
@@ -287,26 +296,23 @@ permit(principal, action, resource);
     };
     let select = &policies.slices[0];
     assert_eq!(ids(select.shared.general()), ["all", "late"]);
-    let mut subjects: Vec<&String> = select.subjects.keys().collect();
+    let mut subjects: Vec<&slice::Who> = select.subjects.keys().collect();
     subjects.sort();
-    assert_eq!(subjects, ["alice", "bob"]);
-    assert_eq!(ids(select.subjects["alice"].for_provider("aws")), ["scope"]);
+    let alice = slice::Who::Name("jwt:https://issuer.example#alice".into());
+    let bob = slice::Who::Subject("bob".into());
+    assert_eq!(subjects, [&alice, &bob]);
+    assert_eq!(ids(select.subjects[&alice].for_provider("aws")), ["scope"]);
     assert_eq!(
-        ids(select.subjects["bob"].for_provider("google")),
+        ids(select.subjects[&bob].for_provider("google")),
         ["leading"]
     );
-    assert!(ids(select.subjects["bob"].for_provider("aws")).is_empty());
+    assert!(ids(select.subjects[&bob].for_provider("aws")).is_empty());
     let list = |provider: &str| {
         let mut r = request("list", "GET", Some("p"));
         r.provider = provider.into();
         [r]
     };
-    let who = |subject: &str| {
-        let mut p = Principal::local();
-        p.subject = subject.into();
-        p.issuer = Some("https://issuer.example".into());
-        p
-    };
+    let who = |subject: &str| jwt("https://issuer.example", subject, &[]);
     let a = ask(&policies, &who("dave"), QueryClass::Select, &list("google"));
     assert_eq!(a.policy_ids(), ["all"], "{a:?}");
     let a = ask(&policies, &who("alice"), QueryClass::Select, &list("aws"));
@@ -317,6 +323,73 @@ permit(principal, action, resource);
     assert!(a.denied().is_none(), "{a:?}");
     let a = ask(&policies, &who("carol"), QueryClass::Select, &list("aws"));
     assert_eq!(a.denied().unwrap().policies, ["late"], "{a:?}");
+    // The principal scope names alice of one issuer: alice of another is not her.
+    let other = jwt("https://other.example", "alice", &[]);
+    let a = ask(&policies, &other, QueryClass::Select, &list("aws"));
+    assert_eq!(a.policy_ids(), ["all"], "{a:?}");
+}
+
+#[test]
+fn principals_and_groups_are_named_by_typed_names_bound_to_their_issuer() {
+    let policies = parse_sources(sources(
+        r#"
+@id("alice")
+permit(principal == Querygate::Principal::"jwt:https://a.example#alice", action, resource);
+
+@id("sre")
+permit(principal in Querygate::Group::"jwt:https://a.example#sre", action, resource);
+
+@id("agent")
+permit(principal, action, resource) when { principal == Querygate::Principal::"uri:spiffe://acme/agent" };
+"#,
+    ))
+    .unwrap();
+    let list = [request("list", "GET", Some("p"))];
+    let allowed = |p: &Principal| {
+        ask(&policies, p, QueryClass::Select, &list)
+            .denied()
+            .is_none()
+    };
+    assert!(allowed(&jwt("https://a.example", "alice", &[])));
+    assert!(allowed(&jwt("https://a.example", "zed", &["sre"])));
+    // The same sub or group from another trusted issuer is someone else.
+    assert!(!allowed(&jwt("https://b.example", "alice", &[])));
+    assert!(!allowed(&jwt("https://b.example", "zed", &["sre"])));
+    // A token whose sub reads like a typed name is still that issuer's subject.
+    assert!(!allowed(&jwt(
+        "https://b.example",
+        "uri:spiffe://acme/agent",
+        &[]
+    )));
+    let mut agent = Principal::local();
+    agent.method = crate::auth::Method::Mtls;
+    agent.subject = "uri:spiffe://acme/agent".into();
+    assert!(allowed(&agent));
+
+    // Bare names are refused at load, with the typed form.
+    let problems = parse_sources(sources(
+        r#"
+permit(principal == Querygate::Principal::"alice", action, resource);
+permit(principal in Querygate::Group::"sre", action, resource);
+forbid(principal, action, resource) when { principal in [Querygate::Group::"contractors"] };
+"#,
+    ))
+    .unwrap_err();
+    let said: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    for text in [
+        "Querygate::Principal::\"alice\": 'alice' is a bare name",
+        "'jwt:<issuer>#alice'",
+        "'jwt:<issuer>#sre'",
+        "'jwt:<issuer>#contractors'",
+    ] {
+        assert!(said.iter().any(|p| p.contains(text)), "{text}: {said:#?}");
+    }
+    // The untyped groups attribute is gone: a policy testing it does not load.
+    let problems = parse_sources(sources(
+        r#"permit(principal, action, resource) when { principal.groups.contains("sre") };"#,
+    ))
+    .unwrap_err();
+    assert!(problems[0].message.contains("groups"), "{problems:?}");
 }
 
 #[test]

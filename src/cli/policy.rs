@@ -69,6 +69,9 @@ pub(super) async fn run(config: &Config, action: PolicyAction) -> i32 {
     if let Some(issuer) = issuer {
         principal.method = crate::auth::Method::Jwt;
         principal.issuer = Some(issuer);
+    } else if principal.subject.contains(':') {
+        // A certificate's identity (`uri:…`, `dns:…`, `cn:…`) is an mTLS principal.
+        principal.method = crate::auth::Method::Mtls;
     }
     principal.groups = groups;
     let tool = super::call::tool_for(policy::classify(&ParsedSql::parse(&sql)));

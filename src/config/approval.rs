@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::principal_name::{GroupName, PrincipalName};
 use super::problems::Problems;
 
 /// Where redeemed approval ids are kept, so each approval runs its call at most once.
@@ -58,8 +59,10 @@ pub struct WebhookConfig {
 
 /// Who may decide the pending approvals of a tenant (`approval.approvers[]`). A decider
 /// matches when it is of `tenant`, the approval's class is in `classes` (empty: every
-/// class), and its subject is in `subjects`, or one of its groups (the JWT claim
-/// `approval.groups_claim`) is in `groups`, or every claim of `claims` has the value given.
+/// class), and its typed name is in `subjects`, or one of its typed groups (the JWT claim
+/// `approval.groups_claim` of the issuer the group names) is in `groups`, or it holds a
+/// token of `issuer` in which every claim of `claims` has the value given. Names are typed
+/// ([`super::PrincipalName`], [`super::GroupName`]): a bare name is refused at load.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApproverRule {
@@ -69,16 +72,21 @@ pub struct ApproverRule {
     /// all.
     #[serde(default)]
     pub classes: Vec<String>,
-    /// Principals by subject (JWT `sub`, certificate identity).
+    /// Principals by typed name: `jwt:<issuer>#<sub>`, or `uri:`, `dns:`, `cn:` for a client
+    /// certificate's identity.
     #[serde(default)]
     pub subjects: Vec<String>,
-    /// Groups from the JWT's groups claim.
+    /// Groups by typed name, `jwt:<issuer>#<group>`: a name in the groups claim of a token of
+    /// that issuer.
     #[serde(default)]
     pub groups: Vec<String>,
     /// JWT claims and the value each must have (a string claim equal to it, or an array
-    /// claim holding it); all must match.
+    /// claim holding it); all must match, in a token of `issuer`.
     #[serde(default)]
     pub claims: BTreeMap<String, String>,
+    /// The issuer whose tokens `claims` is tested on; required with `claims`.
+    #[serde(default)]
+    pub issuer: Option<String>,
 }
 
 /// The approval web page (`approval.web`): `/approve` on the main listener, signed in with
@@ -270,11 +278,13 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
             timeout: w.timeout,
         }
     });
-    for (i, rule) in raw.approvers.iter().enumerate() {
+    let mut approvers = raw.approvers;
+    for (i, rule) in approvers.iter_mut().enumerate() {
         let key = format!("approval.approvers[{i}]");
         if rule.subjects.is_empty() && rule.groups.is_empty() && rule.claims.is_empty() {
             problems.push(key.clone(), "names nobody: give subjects, groups or claims");
         }
+        check_names(rule, &key, problems);
         for class in &rule.classes {
             if !CLASSES.contains(&class.as_str()) {
                 problems.push(
@@ -314,11 +324,44 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
         wait: raw.wait,
         link_base,
         webhook,
-        approvers: raw.approvers,
+        approvers,
         groups_claim: raw.groups_claim,
         require_distinct_approver: raw.require_distinct_approver,
         web,
         url_elicitation: raw.url_elicitation,
+    }
+}
+
+/// The rule's names are typed (and written as they compare: DNS names in lower case);
+/// `claims` say whose tokens they test.
+fn check_names(rule: &mut ApproverRule, key: &str, problems: &mut Problems) {
+    for subject in &mut rule.subjects {
+        match PrincipalName::parse(subject) {
+            Ok(PrincipalName::Local | PrincipalName::Anonymous) => problems.push(
+                format!("{key}.subjects"),
+                format!(
+                    "'{subject}' cannot decide through the API or the page (the local operator decides with querygate approvals)"
+                ),
+            ),
+            Ok(name) => *subject = name.to_string(),
+            Err(message) => problems.push(format!("{key}.subjects"), message),
+        }
+    }
+    for group in &rule.groups {
+        if let Err(message) = GroupName::parse(group) {
+            problems.push(format!("{key}.groups"), message);
+        }
+    }
+    match (&rule.issuer, rule.claims.is_empty()) {
+        (None, false) => problems.push(
+            format!("{key}.issuer"),
+            "missing: claims are tested only on the tokens of the issuer named here (one of auth.jwt.issuers[].issuer)",
+        ),
+        (Some(_), true) => problems.push(
+            format!("{key}.issuer"),
+            "names the issuer of claims, and this rule has none",
+        ),
+        _ => {}
     }
 }
 
@@ -397,7 +440,7 @@ mod tests {
         // A short ttl is fine while out-of-band approval is off.
         assert!(keys_of("ttl: 1s").1.is_empty());
         let (config, problems) = keys_of(
-            "out_of_band: fallback\nwait: 10s\nlink_base: https://ops.example/approvals/\nwebhook: {url: http://127.0.0.1:9/hook}\napprovers: [{tenant: acme, groups: [sre], classes: [mutation_delete]}]",
+            "out_of_band: fallback\nwait: 10s\nlink_base: https://ops.example/approvals/\nwebhook: {url: http://127.0.0.1:9/hook}\napprovers: [{tenant: acme, groups: ['jwt:https://idp.example#sre'], classes: [mutation_delete]}]",
         );
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(
@@ -406,7 +449,7 @@ mod tests {
         );
         assert_eq!(config.webhook.unwrap().timeout, Duration::from_secs(5));
         let (_, problems) = keys_of(
-            "out_of_band: always\nttl: 5s\nwait: 10s\nlink_base: ftp://x\nwebhook: {url: nope}\napprovers: [{tenant: acme}, {tenant: acme, subjects: [a], classes: [drop]}]",
+            "out_of_band: always\nttl: 5s\nwait: 10s\nlink_base: ftp://x\nwebhook: {url: nope}\napprovers: [{tenant: acme}, {tenant: acme, subjects: ['jwt:https://idp#a'], classes: [drop]}]",
         );
         for key in [
             "approval.wait",
@@ -417,6 +460,42 @@ mod tests {
         ] {
             assert!(problems.iter().any(|p| p == key), "{key}: {problems:?}");
         }
+    }
+
+    #[test]
+    fn approvers_are_named_by_typed_names_bound_to_their_issuer() {
+        let (config, problems) = keys_of(
+            "approvers: [{tenant: acme, subjects: ['jwt:https://idp#carol', 'dns:Approver.Example', 'uri:spiffe://acme/approver'], groups: ['jwt:https://idp#sre'], claims: {dept: ops}, issuer: https://idp}]",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            config.approvers[0].subjects,
+            [
+                "jwt:https://idp#carol",
+                "dns:approver.example",
+                "uri:spiffe://acme/approver"
+            ]
+        );
+        let raw: RawApproval = serde_norway::from_str(
+            "approvers: [{tenant: acme, subjects: [carol, local, 'spiffe://acme/approver'], groups: [sre], claims: {dept: ops}}, {tenant: acme, subjects: ['jwt:https://idp#a'], issuer: https://idp}]",
+        )
+        .unwrap();
+        let mut problems = Problems::default();
+        check_approval(raw, &mut problems);
+        let said: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        let has = |key: &str, text: &str| {
+            assert!(
+                said.iter().any(|p| p.contains(key) && p.contains(text)),
+                "{key} {text}: {said:#?}"
+            )
+        };
+        has("approval.approvers[0].subjects", "'jwt:<issuer>#carol'");
+        has("approval.approvers[0].subjects", "'local' cannot decide");
+        has("approval.approvers[0].subjects", "'spiffe://acme/approver'");
+        has("approval.approvers[0].groups", "'jwt:<issuer>#sre'");
+        has("approval.approvers[0].issuer", "missing");
+        has("approval.approvers[1].issuer", "has none");
+        assert_eq!(said.len(), 6, "{said:#?}");
     }
 
     #[test]

@@ -388,6 +388,14 @@ fn check_jwt(
     let mut issuers = Vec::new();
     for (i, issuer) in raw.issuers.into_iter().enumerate() {
         let key = format!("auth.jwt.issuers[{i}]");
+        if issuer.issuer.is_empty() || issuer.issuer.contains('#') {
+            // Typed names are jwt:<issuer>#<sub>: an issuer holding '#' would make them
+            // ambiguous (and an issuer URL has no fragment).
+            problems.push(
+                format!("{key}.issuer"),
+                "must be a non-empty issuer without '#' (an issuer URL has no fragment)",
+            );
+        }
         let keys = match (issuer.jwks_url, issuer.public_keys.is_empty()) {
             (Some(url), true) => {
                 match url::Url::parse(&url) {

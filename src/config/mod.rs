@@ -9,12 +9,14 @@
 //! `raw::RawConfig`, a field of [`Config`] and one line in `validate`.
 
 mod approval;
+mod approvers;
 mod audit;
 mod database;
 mod env;
 mod identity;
 mod limits;
 mod paths;
+mod principal_name;
 mod problems;
 mod providers;
 mod quotas;
@@ -38,6 +40,7 @@ pub use identity::{
     MtlsConfig, TenantLimits, TlsConfig,
 };
 pub use limits::AdmissionLimits;
+pub use principal_name::{GroupName, PrincipalName};
 pub use problems::{Problem, Problems};
 pub use quotas::{
     ClassQuotas, Quota, QuotaClass, QuotaConfig, QuotaStoreKind, StoreFailure, TenantQuotas,
@@ -318,16 +321,9 @@ impl Config {
         let log = telemetry::check_log(raw.log, &mut problems);
         let telemetry = telemetry::check_telemetry(raw.telemetry, env, &mut problems);
         let tenant_ids: BTreeSet<String> = tenants.iter().map(|t| t.id.clone()).collect();
-        for (i, rule) in approval.approvers.iter().enumerate() {
-            if !tenant_ids.contains(&rule.tenant) {
-                problems.push(
-                    format!("approval.approvers[{i}].tenant"),
-                    format!("'{}' is not a configured tenant", rule.tenant),
-                );
-            }
-        }
         let mut auth =
             identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
+        approvers::check_approvers(&approval, &auth, &tenant_ids, &mut problems);
         if let Some(web) = &approval.web {
             // The ID token is verified as a bearer token of that issuer would be: its keys,
             // algorithms and tenants (the tenant mapping of auth.jwt).

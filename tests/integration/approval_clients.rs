@@ -117,7 +117,7 @@ credentials:\n  env_file: {env}\n  process_env: false\n\
 tenants:\n  - id: default\n    mode: safe\n\
 server:\n  listen: 127.0.0.1:{port}\n  allowed_hosts: [{hosts}]\n\
 auth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default]\n\
-approval:\n  key_files: [{key}]\n  store: postgres\n  out_of_band: fallback\n  wait: {WAIT_SECS}s\n  ttl: {TTL_SECS}s\n  webhook:\n    url: {hook}\n  approvers:\n    - tenant: default\n      groups: [sre]\n\
+approval:\n  key_files: [{key}]\n  store: postgres\n  out_of_band: fallback\n  wait: {WAIT_SECS}s\n  ttl: {TTL_SECS}s\n  webhook:\n    url: {hook}\n  approvers:\n    - tenant: default\n      groups: ['jwt:{ISSUER}#sre']\n\
 audit:\n  sink: postgres\n  replica: {name}\n\
 database:\n  url: {db}\n",
                 root = fixture_registry().display(),

@@ -19,10 +19,13 @@ use crate::support::gate::{DELETE, route_all};
 use crate::support::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, now};
 use crate::support::wait::eventually;
 
-/// A token of `sub` in `tenant` with `groups`.
-fn token(key: &SigningKey, sub: &str, tenant: &str, groups: &[&str]) -> String {
+/// A second issuer trusted for the same tenants, whose subjects and groups are its own.
+const ISSUER_B: &str = "https://idp-b.test";
+
+/// A token of `issuer` for `sub` in `tenant` with `groups`.
+fn token(key: &SigningKey, issuer: &str, sub: &str, tenant: &str, groups: &[&str]) -> String {
     key.sign(
-        &json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "tenant": tenant,
+        &json!({"iss": issuer, "aud": RESOURCE, "sub": sub, "tenant": tenant,
         "groups": groups, "exp": now() + 600, "iat": now()}),
     )
 }
@@ -32,16 +35,24 @@ struct Setup {
     key: SigningKey,
     _jwks: JwksServer,
     jwks_url: String,
+    key_b: SigningKey,
+    _jwks_b: JwksServer,
+    jwks_url_b: String,
 }
 
 impl Setup {
     async fn new() -> Setup {
         let key = SigningKey::new("k1");
         let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
+        let key_b = SigningKey::new("k2");
+        let jwks_b = JwksServer::start(json!({"keys": [key_b.jwk()]})).await;
         Setup {
             jwks_url: jwks.url.clone(),
             key,
             _jwks: jwks,
+            jwks_url_b: jwks_b.url.clone(),
+            key_b,
+            _jwks_b: jwks_b,
         }
     }
 
@@ -71,6 +82,7 @@ impl Setup {
         audit: Option<String>,
     ) -> TestServer {
         let jwks = self.jwks_url.clone();
+        let jwks_b = self.jwks_url_b.clone();
         let approval_extra = approval_extra.to_owned();
         let extra = extra.to_owned();
         start_yaml(move |mock, dir| {
@@ -79,7 +91,7 @@ impl Setup {
                 format!("audit:\n  file:\n    dir: {}\n", dir.join("audit").display())
             });
             format!(
-                "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\n{audit}approval:\n  out_of_band: fallback\n  link_base: {LINK_BASE}\n  approvers:\n    - tenant: acme\n      groups: [sre]\n    - tenant: globex\n      subjects: [gina]\n{approval_extra}{extra}",
+                "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  authorization_servers: [{ISSUER}]\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\n      - issuer: {ISSUER_B}\n        jwks_url: {jwks_b}\n        algorithms: [ES256]\n        tenants: [acme, globex]\n{audit}approval:\n  out_of_band: fallback\n  link_base: {LINK_BASE}\n  approvers:\n    - tenant: acme\n      groups: ['jwt:{ISSUER}#sre']\n      subjects: ['uri:spiffe://acme/approver']\n    - tenant: globex\n      subjects: ['jwt:{ISSUER}#gina']\n{approval_extra}{extra}",
                 base = base_yaml(mock, dir, "    mode: safe\n"),
             )
         })
@@ -87,7 +99,12 @@ impl Setup {
     }
 
     fn token(&self, sub: &str, tenant: &str, groups: &[&str]) -> String {
-        token(&self.key, sub, tenant, groups)
+        token(&self.key, ISSUER, sub, tenant, groups)
+    }
+
+    /// A token of the second issuer.
+    fn token_b(&self, sub: &str, tenant: &str, groups: &[&str]) -> String {
+        token(&self.key_b, ISSUER_B, sub, tenant, groups)
     }
 }
 
@@ -265,6 +282,42 @@ async fn approved_out_of_band_the_call_runs_once_and_four_eyes_and_tenants_hold(
     let intent = of("intent", "needs_approval_accepted");
     assert_eq!(intent.len(), 1, "{records:?}");
     assert_eq!(intent[0]["approver"], "bob (https://idp.test)");
+}
+
+#[tokio::test]
+async fn approvers_are_bound_to_their_issuer_so_another_trusted_issuer_cannot_approve() {
+    let setup = Setup::new().await;
+    let server = setup.server("  wait: 0s\n", "").await;
+    route_all(&server.mock);
+    let alice = setup.token("alice", "acme", &["dev"]);
+    let id = pending_id(&delete(&legacy(&server.url, &alice).await).await);
+    // Each token is valid and of tenant acme, from the other trusted issuer: a sub that
+    // is an approver's name at the first issuer, a sub spelling a certificate's identity or
+    // a typed name, and a group the rule names for the first issuer.
+    let impostors = [
+        setup.token_b("gina", "acme", &[]),
+        setup.token_b("uri:spiffe://acme/approver", "acme", &[]),
+        setup.token_b(&format!("jwt:{ISSUER}#bob"), "acme", &[]),
+        setup.token_b("mallory", "acme", &["sre"]),
+    ];
+    for (n, impostor) in impostors.iter().enumerate() {
+        let (status, body) = decide(&server, &id, "approve", impostor, "").await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (403, Some("approval.not_allowed")),
+            "impostor {n}: {body}"
+        );
+        let (status, _) = get(&server, "/approvals", impostor).await;
+        assert_eq!(status, 403, "impostor {n} may list");
+    }
+    assert_eq!(deletes(&server), 0, "an impostor's approval ran the call");
+    // The group named for the first issuer decides.
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let (status, body) = decide(&server, &id, "approve", &bob, "").await;
+    assert_eq!(status, 200, "{body}");
+    let done = delete(&legacy(&server.url, &alice).await).await;
+    assert_ne!(done.is_error, Some(true), "{}", text_of(&done));
+    assert_eq!(deletes(&server), 1);
 }
 
 #[tokio::test]

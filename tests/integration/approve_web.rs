@@ -191,7 +191,7 @@ async fn a_person_signed_in_with_openid_connect_approves_on_the_page_and_the_cal
     let issuer = oidc.issuer.clone();
     let server: TestServer = start_yaml(|mock, dir| {
         format!(
-            "{base_yaml}server:\n  listen: 127.0.0.1:{qport}\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {issuer}\n        jwks_url: {issuer}/jwks\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\naudit:\n  file:\n    dir: {audit}\napproval:\n  out_of_band: fallback\n  wait: 0s\n  web:\n    issuer: {issuer}\n    client_id: {CLIENT_ID}\n    base_url: {base}\n  approvers:\n    - tenant: acme\n      groups: [sre]\n    - tenant: globex\n      subjects: [gina]\n",
+            "{base_yaml}server:\n  listen: 127.0.0.1:{qport}\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {issuer}\n        jwks_url: {issuer}/jwks\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\naudit:\n  file:\n    dir: {audit}\napproval:\n  out_of_band: fallback\n  wait: 0s\n  web:\n    issuer: {issuer}\n    client_id: {CLIENT_ID}\n    base_url: {base}\n  approvers:\n    - tenant: acme\n      groups: ['jwt:{issuer}#sre']\n    - tenant: globex\n      subjects: ['jwt:{issuer}#gina']\n",
             base_yaml = base_yaml(mock, dir, "    mode: safe\n"),
             audit = dir.join("audit").display(),
         )
@@ -359,7 +359,7 @@ async fn url_mode_elicitation_points_a_legacy_client_at_the_page_and_the_retry_r
     let jwks_url = jwks.url.clone();
     let server = start_yaml(|mock, dir| {
         format!(
-            "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks_url}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\napproval:\n  out_of_band: fallback\n  wait: 0s\n  url_elicitation: true\n  link_base: https://querygate.example/approve\n  approvers:\n    - tenant: acme\n      groups: [sre]\n",
+            "{base}server:\n  listen: 127.0.0.1:0\nauth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {jwks_url}\n        algorithms: [ES256]\n        tenants: [default, acme, globex]\napproval:\n  out_of_band: fallback\n  wait: 0s\n  url_elicitation: true\n  link_base: https://querygate.example/approve\n  approvers:\n    - tenant: acme\n      groups: ['jwt:{ISSUER}#sre']\n",
             base = base_yaml(mock, dir, "    mode: safe\n"),
         )
     })

@@ -209,10 +209,10 @@ async fn group_rules_follow_the_jwt_groups_claim() {
         &file,
         r#"
 @id("readers")
-permit(principal in Querygate::Group::"readers", action == Querygate::Action::"select", resource);
+permit(principal in Querygate::Group::"jwt:https://idp.test#readers", action == Querygate::Action::"select", resource);
 
 @id("no-contractors")
-forbid(principal, action, resource) when { principal.groups.contains("contractors") };
+forbid(principal in Querygate::Group::"jwt:https://idp.test#contractors", action, resource);
 "#,
     )
     .unwrap();
