@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::pending::{
     Decided, DecisionMethod, PendingApproval, PendingRequest, PendingState, PendingStore,
-    Undecided, now_ms,
+    RecordDecision, Undecided, now_ms,
 };
 use super::store::StoreError;
 use crate::audit::Auditor;
@@ -358,16 +358,32 @@ impl OutOfBand {
             reason: reason.to_owned(),
             at_ms: now_ms(),
         };
-        if let Some(auditor) = audit {
-            let record = decision_record(decider, &approval.request, approve, &decided);
-            if let Err(failure) = auditor.record(record).await {
-                return Err(DecideError::Audit(failure.error.to_string()));
-            }
-        }
-        match self.store.decide(tenant, id, approve, decided).await? {
+        // The decision's record is written while the store holds the approval, before its
+        // state changes: durable first, and once, however many decide at the same time.
+        let record_decided = decided.clone();
+        let record: RecordDecision<'_> = Box::new(move |held: &PendingApproval| {
+            let record =
+                audit.map(|_| decision_record(decider, &held.request, approve, &record_decided));
+            Box::pin(async move {
+                match (audit, record) {
+                    (Some(auditor), Some(record)) => auditor
+                        .record(record)
+                        .await
+                        .map(drop)
+                        .map_err(|failure| failure.error.to_string()),
+                    _ => Ok(()),
+                }
+            })
+        });
+        match self
+            .store
+            .decide(tenant, id, approve, decided, record)
+            .await?
+        {
             Ok(approval) => Ok(approval),
             Err(Undecided::NotFound) => Err(DecideError::NotFound(id.to_owned())),
             Err(Undecided::NotPending(state)) => Err(DecideError::NotPending(state.as_str())),
+            Err(Undecided::NotRecorded(error)) => Err(DecideError::Audit(error)),
         }
     }
 }

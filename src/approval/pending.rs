@@ -263,7 +263,14 @@ pub enum Undecided {
     NotFound,
     /// It is no longer pending (its state now).
     NotPending(PendingState),
+    /// The decision's record could not be written (the error): nothing was decided.
+    NotRecorded(String),
 }
+
+/// What runs while a decision holds its approval, before the state changes: writes the
+/// decision's audit record. An error leaves the approval pending.
+pub type RecordDecision<'a> =
+    Box<dyn FnOnce(&PendingApproval) -> BoxFuture<'a, Result<(), String>> + Send + 'a>;
 
 /// The future a pending store returns.
 pub type PendingFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
@@ -291,12 +298,16 @@ pub trait PendingStore: Send + Sync + std::fmt::Debug {
     fn list<'a>(&'a self, tenant: &'a str) -> PendingFuture<'a, Vec<PendingApproval>>;
 
     /// Records a decision on a pending, unexpired approval: approved (`approve`) or denied.
+    /// The approval is held from the check that it is pending to the change of its state,
+    /// and `record` runs in between: of deciders racing on one approval (on any replica)
+    /// exactly one records its decision and changes the state; the others find it decided.
     fn decide<'a>(
         &'a self,
         tenant: &'a str,
         id: &'a str,
         approve: bool,
         decided: Decided,
+        record: RecordDecision<'a>,
     ) -> PendingFuture<'a, Result<PendingApproval, Undecided>>;
 
     /// Moves the approval from `from` to `to` if it is in `from` (and, when `from` is
@@ -326,6 +337,9 @@ pub fn now_ms() -> u64 {
 #[derive(Debug, Default)]
 pub struct MemoryPendingStore {
     approvals: Mutex<HashMap<(String, String), PendingApproval>>,
+    /// Held by a decision from its check to its state change (decisions are rare: one
+    /// lock for the store).
+    deciding: tokio::sync::Mutex<()>,
 }
 
 impl MemoryPendingStore {
@@ -425,13 +439,29 @@ impl PendingStore for MemoryPendingStore {
         id: &'a str,
         approve: bool,
         decided: Decided,
+        record: RecordDecision<'a>,
     ) -> PendingFuture<'a, Result<PendingApproval, Undecided>> {
-        let result = self.with(|approvals| {
-            let Some(approval) = approvals.get_mut(&(tenant.to_owned(), id.to_owned())) else {
-                return Err(Undecided::NotFound);
+        Box::pin(async move {
+            let _held = self.deciding.lock().await;
+            let key = (tenant.to_owned(), id.to_owned());
+            let pending = self.with(|approvals| match approvals.get(&key) {
+                None => Err(Undecided::NotFound),
+                Some(approval) => match approval.state_at(now_ms()) {
+                    PendingState::Pending => Ok(approval.clone()),
+                    other => Err(Undecided::NotPending(other)),
+                },
+            })?;
+            let pending = match pending {
+                Ok(pending) => pending,
+                Err(undecided) => return Ok(Err(undecided)),
             };
-            match approval.state_at(now_ms()) {
-                PendingState::Pending => {
+            if let Err(error) = record(&pending).await {
+                return Ok(Err(Undecided::NotRecorded(error)));
+            }
+            // Only a decision changes a pending approval, and this one holds the lock.
+            self.with(|approvals| match approvals.get_mut(&key) {
+                None => Err(Undecided::NotFound),
+                Some(approval) => {
                     approval.state = if approve {
                         PendingState::Approved
                     } else {
@@ -440,10 +470,8 @@ impl PendingStore for MemoryPendingStore {
                     approval.decision = Some(decided);
                     Ok(approval.clone())
                 }
-                other => Err(Undecided::NotPending(other)),
-            }
-        });
-        Box::pin(async move { result })
+            })
+        })
     }
 
     fn transition<'a>(
@@ -542,6 +570,10 @@ mod tests {
         assert_eq!(read.writes.len(), 1);
     }
 
+    fn no_record<'a>() -> RecordDecision<'a> {
+        Box::new(|_| Box::pin(async { Ok(()) }))
+    }
+
     fn decided() -> Decided {
         Decided {
             by: "bob".into(),
@@ -563,17 +595,23 @@ mod tests {
         assert!(store.get("acme", "g1").await.unwrap().is_none());
         assert_eq!(store.list("acme").await.unwrap().len(), 1);
         assert_eq!(
-            store.decide("globex", "a1", true, decided()).await.unwrap(),
+            store
+                .decide("globex", "a1", true, decided(), no_record())
+                .await
+                .unwrap(),
             Err(Undecided::NotFound)
         );
         let approved = store
-            .decide("acme", "a1", true, decided())
+            .decide("acme", "a1", true, decided(), no_record())
             .await
             .unwrap()
             .unwrap();
         assert_eq!(approved.state, PendingState::Approved);
         assert_eq!(
-            store.decide("acme", "a1", false, decided()).await.unwrap(),
+            store
+                .decide("acme", "a1", false, decided(), no_record())
+                .await
+                .unwrap(),
             Err(Undecided::NotPending(PendingState::Approved))
         );
         let key = first.request.key();
@@ -645,7 +683,10 @@ mod tests {
         let store = MemoryPendingStore::default();
         store.create(request("e1", "acme", 0)).await.unwrap();
         assert_eq!(
-            store.decide("acme", "e1", true, decided()).await.unwrap(),
+            store
+                .decide("acme", "e1", true, decided(), no_record())
+                .await
+                .unwrap(),
             Err(Undecided::NotPending(PendingState::Expired))
         );
         let current = store.current(&request("x", "acme", 0).key()).await.unwrap();

@@ -10,7 +10,7 @@ use sqlx_postgres::{PgPool, Postgres};
 
 use super::pending::{
     CallKey, Decided, PendingApproval, PendingFuture, PendingRequest, PendingState, PendingStore,
-    Undecided, now_ms, parse_state,
+    RecordDecision, Undecided, now_ms, parse_state,
 };
 use super::store::StoreError;
 
@@ -185,34 +185,52 @@ impl PgPendingStore {
         id: &str,
         approve: bool,
         decided: Decided,
+        record: RecordDecision<'_>,
     ) -> Result<Result<PendingApproval, Undecided>, StoreError> {
         let doc =
             serde_json::to_string(&decided).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let to = if approve { "approved" } else { "denied" };
-        let sql = format!(
-            "UPDATE approval_requests SET state = $3, decision = $4::jsonb \
+        // The row is locked from the check to the update: a second decider, on any replica,
+        // waits, then finds it decided and records nothing.
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        let locked = query_as::<Postgres, Row>(&format!(
+            "SELECT {COLUMNS} FROM approval_requests \
              WHERE tenant = $1 AND approval_id = $2 AND state = 'pending' AND expires_at > now() \
-             RETURNING {COLUMNS}"
-        );
-        let updated = query_as::<Postgres, Row>(&sql)
-            .bind(tenant)
-            .bind(id)
-            .bind(to)
-            .bind(&doc)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
-        if let Some(updated) = updated {
-            return Ok(Ok(row(updated)?));
+             FOR UPDATE"
+        ))
+        .bind(tenant)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        let Some(locked) = locked else {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Err(match self.fetch(tenant, id).await? {
+                None => Undecided::NotFound,
+                Some(approval) => Undecided::NotPending(match approval.state_at(now_ms()) {
+                    // Our clock says pending, the database's says expired.
+                    PendingState::Pending => PendingState::Expired,
+                    other => other,
+                }),
+            }));
+        };
+        if let Err(error) = record(&row(locked)?).await {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Err(Undecided::NotRecorded(error)));
         }
-        Ok(Err(match self.fetch(tenant, id).await? {
-            None => Undecided::NotFound,
-            Some(approval) => Undecided::NotPending(match approval.state_at(now_ms()) {
-                // Our clock says pending, the database's says expired.
-                PendingState::Pending => PendingState::Expired,
-                other => other,
-            }),
-        }))
+        let updated = query_as::<Postgres, Row>(&format!(
+            "UPDATE approval_requests SET state = $3, decision = $4::jsonb \
+             WHERE tenant = $1 AND approval_id = $2 RETURNING {COLUMNS}"
+        ))
+        .bind(tenant)
+        .bind(id)
+        .bind(to)
+        .bind(&doc)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Ok(row(updated)?))
     }
 
     async fn move_state(
@@ -271,8 +289,9 @@ impl PendingStore for PgPendingStore {
         id: &'a str,
         approve: bool,
         decided: Decided,
+        record: RecordDecision<'a>,
     ) -> PendingFuture<'a, Result<PendingApproval, Undecided>> {
-        Box::pin(self.set_decision(tenant, id, approve, decided))
+        Box::pin(self.set_decision(tenant, id, approve, decided, record))
     }
 
     fn transition<'a>(

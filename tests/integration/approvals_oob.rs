@@ -320,6 +320,92 @@ async fn approvers_are_bound_to_their_issuer_so_another_trusted_issuer_cannot_ap
     assert_eq!(deletes(&server), 1);
 }
 
+/// Approvals of `ROUNDS` distinct calls made on `a`, each approved through `a` and denied
+/// through `b` at the same moment: exactly one decider wins each, and the audit (`records`
+/// of both servers) holds exactly that one decision.
+async fn race_approve_and_deny(
+    setup: &Setup,
+    a: &TestServer,
+    b: &TestServer,
+    records: impl Fn() -> Vec<serde_json::Value>,
+) {
+    const ROUNDS: usize = 10;
+    let alice = legacy(&a.url, &setup.token("alice", "acme", &[])).await;
+    let bob = setup.token("bob", "acme", &["sre"]);
+    let dave = setup.token("dave", "acme", &["sre"]);
+    let mut ids = Vec::new();
+    for n in 0..ROUNDS {
+        let sql =
+            format!("DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'r-{n}'");
+        ids.push(pending_id(
+            &call(&alice, "run_mutation_query", json!({"sql": sql})).await,
+        ));
+    }
+    for id in &ids {
+        let ((approved, body_a), (denied, body_b)) = tokio::join!(
+            decide(a, id, "approve", &bob, "yes"),
+            decide(b, id, "deny", &dave, "no")
+        );
+        assert_eq!(
+            [approved, denied].iter().filter(|s| **s == 200).count(),
+            1,
+            "{id}: {body_a} {body_b}"
+        );
+        let winner = if approved == 200 {
+            "needs_approval_accepted"
+        } else {
+            "needs_approval_declined"
+        };
+        let decisions: Vec<_> = records()
+            .into_iter()
+            .filter(|r| r["phase"] == "approval_decision" && r["approval_id"] == id.as_str())
+            .collect();
+        assert_eq!(decisions.len(), 1, "{id}: {decisions:#?}");
+        assert_eq!(decisions[0]["decision"], winner, "{id}");
+        let (_, shown) = get(a, &format!("/approvals/{id}"), &bob).await;
+        let state = if approved == 200 {
+            "approved"
+        } else {
+            "denied"
+        };
+        assert_eq!(shown["state"], state, "{shown}");
+    }
+}
+
+#[tokio::test]
+async fn approve_and_deny_racing_leave_one_decision_on_one_replica() {
+    let setup = Setup::new().await;
+    let server = setup.server("  wait: 0s\n", "").await;
+    race_approve_and_deny(&setup, &server, &server, || audit_records(&server)).await;
+}
+
+#[tokio::test]
+async fn approve_and_deny_racing_on_two_replicas_leave_one_decision() {
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    pool.close().await;
+    let setup = Setup::new().await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let extra = format!(
+        "  wait: 0s\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
+        key.display(),
+        db.url
+    );
+    let a = setup.server(&extra, "").await;
+    let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
+    race_approve_and_deny(&setup, &a, &b, || {
+        let mut both = audit_records(&a);
+        both.extend(audit_records(&b));
+        both
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn denied_or_expired_out_of_band_nothing_runs() {
     let setup = Setup::new().await;
