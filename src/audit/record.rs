@@ -297,15 +297,14 @@ pub fn timestamp(at: std::time::SystemTime) -> String {
     humantime::format_rfc3339_micros(at).to_string()
 }
 
-/// The operating-system user of this process, for local sessions: `$USER`, else `$LOGNAME`,
-/// else the name of the process's uid in the user database, else `uid:<n>` (a container
-/// user without a passwd entry).
+/// The operating-system user of this process, for local sessions and the CLI's approver:
+/// the name of its effective uid in the user database, else `uid:<n>` (a container user
+/// without a passwd entry). Never the environment: `$USER` is whatever the caller set.
 pub fn os_user() -> String {
-    ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
-        .or_else(|| whoami::fallible::username().ok().filter(|v| !v.is_empty()))
-        .unwrap_or_else(|| format!("uid:{}", rustix::process::getuid().as_raw()))
+    whoami::fallible::username()
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| format!("uid:{}", rustix::process::geteuid().as_raw()))
 }
 
 /// A new random call id (128 bits, hex).

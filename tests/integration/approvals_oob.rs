@@ -619,6 +619,14 @@ async fn approved_with_the_cli_beside_a_server_auditing_to_postgres_the_call_run
         streams[1].0.starts_with("pod-1.") && streams[1].1 == "approval_decision",
         "{streams:?}"
     );
+    // The CLI's approver is the uid's user, not the $USER it was started with ("ops").
+    let (approver,): (String,) = sqlx_core::query_as::query_as(
+        "SELECT doc ->> 'approver' FROM audit_events WHERE phase = 'approval_decision'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(approver, format!("cli:{}", crate::support::uid_user()));
     let mut cmd = crate::support::querygate_command();
     cmd.arg("--config")
         .arg(&config)

@@ -50,6 +50,17 @@ pub fn querygate_command() -> std::process::Command {
     cmd
 }
 
+/// The name of this process's uid in the user database (`id -un`): who a local session
+/// or the CLI's approver is, whatever `$USER` says.
+pub fn uid_user() -> String {
+    let out = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "id -un failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 pub fn fixture_registry() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/registry")
 }
