@@ -310,6 +310,13 @@ pub trait PendingStore: Send + Sync + std::fmt::Debug {
         record: RecordDecision<'a>,
     ) -> PendingFuture<'a, Result<PendingApproval, Undecided>>;
 
+    /// Records that the approval page's session `session_sha256` was signed out: refused
+    /// until `until_ms` (when its cookie expires anyway), on every replica sharing the store.
+    fn sign_out<'a>(&'a self, session_sha256: &'a str, until_ms: u64) -> PendingFuture<'a, ()>;
+
+    /// Whether the approval page's session `session_sha256` was signed out.
+    fn signed_out<'a>(&'a self, session_sha256: &'a str) -> PendingFuture<'a, bool>;
+
     /// Moves the approval from `from` to `to` if it is in `from` (and, when `from` is
     /// approved, not expired): `true` when this call moved it. `approved → used` is how a
     /// call redeems its approval: exactly one repetition, on any replica, gets `true`.
@@ -340,6 +347,8 @@ pub struct MemoryPendingStore {
     /// Held by a decision from its check to its state change (decisions are rare: one
     /// lock for the store).
     deciding: tokio::sync::Mutex<()>,
+    /// Signed-out sessions of the approval page, each until its cookie expires.
+    signed_out: Mutex<HashMap<String, u64>>,
 }
 
 impl MemoryPendingStore {
@@ -472,6 +481,28 @@ impl PendingStore for MemoryPendingStore {
                 }
             })
         })
+    }
+
+    fn sign_out<'a>(&'a self, session_sha256: &'a str, until_ms: u64) -> PendingFuture<'a, ()> {
+        let result = self
+            .signed_out
+            .lock()
+            .map(|mut signed_out| {
+                let now = now_ms();
+                signed_out.retain(|_, until| *until > now);
+                signed_out.insert(session_sha256.to_owned(), until_ms);
+            })
+            .map_err(|_| StoreError::Poisoned);
+        Box::pin(async move { result })
+    }
+
+    fn signed_out<'a>(&'a self, session_sha256: &'a str) -> PendingFuture<'a, bool> {
+        let result = self
+            .signed_out
+            .lock()
+            .map(|signed_out| signed_out.contains_key(session_sha256))
+            .map_err(|_| StoreError::Poisoned);
+        Box::pin(async move { result })
     }
 
     fn transition<'a>(

@@ -294,6 +294,38 @@ impl PendingStore for PgPendingStore {
         Box::pin(self.set_decision(tenant, id, approve, decided, record))
     }
 
+    fn sign_out<'a>(&'a self, session_sha256: &'a str, until_ms: u64) -> PendingFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = query("DELETE FROM approval_web_signed_out WHERE expires_at < now()")
+                .execute(&self.pool)
+                .await;
+            let until = i64::try_from(until_ms).unwrap_or(i64::MAX);
+            query(
+                "INSERT INTO approval_web_signed_out (session_sha256, expires_at) \
+                 VALUES ($1, to_timestamp($2::double precision / 1000)) \
+                 ON CONFLICT (session_sha256) DO NOTHING",
+            )
+            .bind(session_sha256)
+            .bind(until)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+            Ok(())
+        })
+    }
+
+    fn signed_out<'a>(&'a self, session_sha256: &'a str) -> PendingFuture<'a, bool> {
+        Box::pin(async move {
+            let found: Option<(i32,)> =
+                query_as("SELECT 1 FROM approval_web_signed_out WHERE session_sha256 = $1")
+                    .bind(session_sha256)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db)?;
+            Ok(found.is_some())
+        })
+    }
+
     fn transition<'a>(
         &'a self,
         tenant: &'a str,

@@ -96,6 +96,14 @@ struct Session {
     csrf: String,
 }
 
+impl Session {
+    /// The session's id where signed-out sessions are kept: a digest of its CSRF token
+    /// (random, one per sign-in), so the store never holds the token itself.
+    fn id(&self) -> String {
+        crate::digest::sha256_hex(format!("approval-web-session\u{1f}{}", self.csrf).as_bytes())
+    }
+}
+
 /// The page's routes (no bearer authentication: the session cookie is theirs), or `None`
 /// without `approval.web` or out-of-band approval.
 pub fn routes(
@@ -283,9 +291,20 @@ impl Web {
         self.inner.codec.open_json_with(&sealed, ad).ok()
     }
 
-    /// The signed-in person, if the session cookie opens and its ID token still verifies.
+    /// The signed-in person, if the session cookie opens, was not signed out, and its ID
+    /// token still verifies. A store that cannot answer counts as signed out (fail closed).
     async fn session(&self, headers: &HeaderMap) -> Option<(Principal, Session)> {
         let session: Session = self.open(headers, SESSION, SESSION_AD)?;
+        let signed_out = self
+            .inner
+            .oob
+            .store()
+            .signed_out(&session.id())
+            .await
+            .unwrap_or(true);
+        if signed_out {
+            return None;
+        }
         let principal = self
             .inner
             .verifier
@@ -563,14 +582,27 @@ fn form_encode(text: &str) -> String {
 }
 
 async fn logout(State(web): State<Web>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some((_, session)) = web.session(&headers).await
-        && form(&body).get("csrf") != Some(&session.csrf)
-    {
-        return problem(
-            StatusCode::FORBIDDEN,
-            "approval.csrf",
-            "the form's token does not match this session",
+    if let Some((_, session)) = web.session(&headers).await {
+        if form(&body).get("csrf") != Some(&session.csrf) {
+            return problem(
+                StatusCode::FORBIDDEN,
+                "approval.csrf",
+                "the form's token does not match this session",
+            );
+        }
+        // The cookie is sealed, not stored: clearing it in this browser does not end a copy
+        // of it, so the session is recorded as signed out until it would expire.
+        let until = crate::approval::pending::now_ms().saturating_add(
+            u64::try_from(web.inner.config.session_ttl.as_millis()).unwrap_or(u64::MAX),
         );
+        if let Err(err) = web.inner.oob.store().sign_out(&session.id(), until).await {
+            tracing::warn!("the approval page could not record a sign-out: {err}");
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "policy.approval_unavailable",
+                "the sign-out could not be recorded; try again",
+            );
+        }
     }
     let mut response = page(
         StatusCode::OK,

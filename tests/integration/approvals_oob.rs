@@ -758,3 +758,31 @@ async fn approval_latency_figures() {
     }
     summary("MRTR (accepted at once)", times);
 }
+
+/// The approval page's sign-outs are kept in PostgreSQL when approvals are: a session
+/// signed out through one replica is signed out on every other, until its cookie expires.
+#[tokio::test]
+async fn signed_out_page_sessions_are_shared_by_replicas_through_postgres() {
+    use querygate::approval::{PendingStore, PgPendingStore};
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    let replica_a = PgPendingStore::new(pool.clone());
+    let replica_b = PgPendingStore::new(db.pool(2).await);
+    let session = "a".repeat(64);
+    let other = "b".repeat(64);
+    assert!(!replica_b.signed_out(&session).await.unwrap());
+    let until = querygate::approval::pending::now_ms() + 60_000;
+    replica_a.sign_out(&session, until).await.unwrap();
+    // Twice is once.
+    replica_a.sign_out(&session, until).await.unwrap();
+    assert!(replica_b.signed_out(&session).await.unwrap());
+    assert!(!replica_b.signed_out(&other).await.unwrap());
+    // A sign-out whose cookie has expired anyway is pruned by the next one.
+    replica_b.sign_out(&other, 1).await.unwrap();
+    replica_a.sign_out(&"c".repeat(64), until).await.unwrap();
+    assert!(!replica_a.signed_out(&other).await.unwrap());
+    assert!(replica_a.signed_out(&session).await.unwrap());
+}

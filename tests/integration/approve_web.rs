@@ -267,6 +267,48 @@ async fn a_person_signed_in_with_openid_connect_approves_on_the_page_and_the_cal
     assert_eq!(response.status(), 403);
     assert_eq!(deletes(&server), 0);
 
+    // Signing out ends the session itself, not only this browser's copy of the cookie: the
+    // old cookie, replayed, is signed in no more.
+    let with_cookie = |request: reqwest::RequestBuilder| {
+        request.header("cookie", format!("qg_approve_session={session}"))
+    };
+    let page = with_cookie(http.get(format!("{base}/approve")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page's sign-out form carries its token")
+        .to_owned();
+    let out = with_cookie(http.post(format!("{base}/approve/logout")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 200);
+    let replayed = with_cookie(http.get(format!("{base}/approve")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        replayed.status(),
+        303,
+        "the signed-out cookie still signs in"
+    );
+    let response = with_cookie(http.post(format!("{link}/approve")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("reason=replayed&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(deletes(&server), 0);
+
     // Four eyes: alice, an approver of acme, cannot approve her own call.
     let seen = browser(&dir, &node, &base, "alice", "approve", &id, "mine").await;
     assert_eq!(seen["error"], "approval.not_allowed", "{seen}");
