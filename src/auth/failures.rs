@@ -167,6 +167,35 @@ impl FailureReporter {
         self.emit(Refusal::of(parts, err), suppressed).await;
     }
 
+    /// Counts an ID token refused at the approval page's sign-in (`err`), of a request whose
+    /// `parts` are given; logs and records it as a refused bearer token is, with what the
+    /// token claims (never the token).
+    pub async fn report_id_token(&self, parts: &Parts, token: &str, err: &AuthError) {
+        let reason = err.code();
+        if let Some(counter) = &self.counter {
+            counter.auth_failure(reason);
+        }
+        let Some(suppressed) = self.admit(reason, client_ip(parts), Instant::now()) else {
+            return;
+        };
+        let claims = super::jwt::unverified_claims(token);
+        let claim = |name: &str| {
+            claims
+                .as_ref()
+                .and_then(|c| c.get(name))
+                .and_then(|v| v.as_str())
+                .map(bounded)
+        };
+        let refusal = Refusal {
+            issuer: claim("iss"),
+            subject: claim("sub"),
+            message: bounded(&format!("approval page sign-in: {err}")),
+            fingerprint: None,
+            ..Refusal::of(parts, err)
+        };
+        self.emit(refusal, suppressed).await;
+    }
+
     /// Counts a client certificate refused in the TLS handshake from `client`; logs and
     /// records it as [`HANDSHAKE_REASON`] unless that pair was recorded in this window.
     pub async fn report_handshake(&self, client: IpAddr, why: String) {

@@ -334,6 +334,12 @@ impl Authentication {
         self
     }
 
+    /// Where refusals are reported (counted, logged, audited): also the approval page's
+    /// refused ID tokens.
+    pub fn failure_reporter(&self) -> Arc<failures::FailureReporter> {
+        self.failures.clone()
+    }
+
     /// Whether requests need a credential.
     pub fn enabled(&self) -> bool {
         !self.methods.is_empty()

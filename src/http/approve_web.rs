@@ -27,13 +27,15 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderValue};
+use http::request::Parts;
 use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::approval::{DecideError, Decider, OutOfBand, PendingApproval};
 use crate::audit::Auditor;
+use crate::auth::failures::FailureReporter;
 use crate::auth::jwt::JwtAuthenticator;
-use crate::auth::{AuthSetupError, Principal};
+use crate::auth::{AuthError, AuthSetupError, Principal};
 use crate::config::{Config, WebConfig};
 use crate::safe_text::escape_inline;
 
@@ -69,6 +71,8 @@ struct Inner {
     discovery: tokio::sync::OnceCell<Discovery>,
     /// Whether the listener serves TLS (the cookies are then `Secure`).
     secure: bool,
+    /// Where refused ID tokens are reported (counted, logged, audited).
+    failures: Arc<FailureReporter>,
     redirect_uri: String,
 }
 
@@ -110,6 +114,7 @@ pub fn routes(
     config: &Config,
     oob: Option<Arc<OutOfBand>>,
     audit: Option<Auditor>,
+    failures: Arc<FailureReporter>,
 ) -> Result<Option<Router>, AuthSetupError> {
     let (Some(web), Some(oob), Some(jwt)) = (&config.approval.web, oob, &config.auth.jwt) else {
         return Ok(None);
@@ -138,6 +143,7 @@ pub fn routes(
             client,
             discovery: tokio::sync::OnceCell::new(),
             secure: config.server.tls.is_some(),
+            failures,
         }),
     };
     Ok(Some(
@@ -461,15 +467,12 @@ struct TokenAnswer {
     id_token: Option<String>,
 }
 
-async fn callback(
-    State(web): State<Web>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
+async fn callback(State(web): State<Web>, parts: Parts, RawQuery(query): RawQuery) -> Response {
+    let headers = &parts.headers;
     let query = form(query.unwrap_or_default().as_bytes());
     let refused =
         |message: &str| problem(StatusCode::UNAUTHORIZED, "approval.sign_in_failed", message);
-    let Some(pending) = web.open::<Login>(&headers, LOGIN, LOGIN_AD) else {
+    let Some(pending) = web.open::<Login>(headers, LOGIN, LOGIN_AD) else {
         return refused(
             "no sign-in is under way in this browser (or it took too long): start again at /approve",
         );
@@ -528,9 +531,14 @@ async fn callback(
     else {
         return refused("the OpenID provider's token answer holds no ID token");
     };
+    // A refused ID token is counted, logged and audited as a refused bearer token is.
     let principal = match web.inner.verifier.verify_token(&token).await {
         Ok(principal) => principal,
         Err(err) => {
+            web.inner
+                .failures
+                .report_id_token(&parts, &token, &err)
+                .await;
             return problem(
                 StatusCode::FORBIDDEN,
                 err.code(),
@@ -540,11 +548,20 @@ async fn callback(
     };
     let claims = principal.claims.as_deref();
     let claim = |name: &str| claims.and_then(|c| c.get(name)).and_then(|v| v.as_str());
-    if claim("nonce") != Some(pending.nonce.as_str()) {
-        return refused("the ID token's nonce does not match this sign-in");
-    }
-    if claim("azp").is_some_and(|azp| azp != config.client_id) {
-        return refused("the ID token was issued to another client (azp)");
+    let mismatch = if claim("nonce") != Some(pending.nonce.as_str()) {
+        Some("the ID token's nonce does not match this sign-in")
+    } else if claim("azp").is_some_and(|azp| azp != config.client_id) {
+        Some("the ID token was issued to another client (azp)")
+    } else {
+        None
+    };
+    if let Some(why) = mismatch {
+        let err = AuthError::InvalidToken(why.to_owned());
+        web.inner
+            .failures
+            .report_id_token(&parts, &token, &err)
+            .await;
+        return refused(why);
     }
     let Some(csrf) = random(24) else {
         return problem(

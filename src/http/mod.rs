@@ -78,8 +78,13 @@ pub fn router(
     let settings = &config.server;
     // The approval page signs its users in itself (OpenID Connect): not behind the bearer
     // authentication of `/mcp`.
-    let web = approve_web::routes(config, handler.out_of_band(), handler.auditor())?
-        .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
+    let web = approve_web::routes(
+        config,
+        handler.out_of_band(),
+        handler.auditor(),
+        authentication.failure_reporter(),
+    )?
+    .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
     let authenticated = authentication.enabled();
     let limiter = Arc::new(limits::TenantLimiter::new(
         &config.tenants,

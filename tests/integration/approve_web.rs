@@ -71,6 +71,8 @@ async fn provider(dir: &Path, node: &Path, port: u16, redirect: &str, key_file: 
         "alice": {"tenant": "acme", "groups": ["sre"]},
         "bob": {"tenant": "acme", "groups": ["sre"]},
         "gina": {"tenant": "globex", "groups": []},
+        // Signs in at the provider; querygate has no tenant initech.
+        "mallory": {"tenant": "initech", "groups": ["sre"]},
     });
     let mut child = Command::new(node)
         .arg(script(dir, "provider.mjs"))
@@ -322,6 +324,25 @@ async fn a_person_signed_in_with_openid_connect_approves_on_the_page_and_the_cal
     let seen = browser(&dir, &node, &base, "gina", "approve", &id, "").await;
     assert_eq!(seen["error"], "approval.not_found", "{seen}");
     assert_eq!(deletes(&server), 0);
+    // An ID token querygate refuses at the sign-in is audited like a refused bearer token.
+    let seen = browser(&dir, &node, &base, "mallory", "list", "", "").await;
+    assert_eq!(seen["error"], "auth.unknown_tenant", "{seen}");
+    assert!(seen["session"].is_null(), "{seen}");
+    let refused: Vec<Value> = audit_records(&server)
+        .into_iter()
+        .filter(|r| r["phase"] == "auth_failure")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0]["principal"], "mallory");
+    assert_eq!(refused[0]["issuer"], issuer.as_str());
+    assert_eq!(refused[0]["error_code"], "auth.unknown_tenant");
+    assert!(
+        refused[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("approval page sign-in:"),
+        "{refused:#?}"
+    );
 
     // Bob approves with a reason; the repeated call sends exactly one write.
     let seen = browser(
