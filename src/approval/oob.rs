@@ -2,7 +2,11 @@
 //! (`approval.approvers`, `require_distinct_approver`), the decision (audited before it is
 //! stored), the link and the webhook that announces a new pending approval.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::Value;
 
@@ -137,6 +141,66 @@ pub struct OutOfBand {
 struct Webhook {
     client: reqwest::Client,
     url: String,
+    pacer: Pacer,
+}
+
+/// How many announcements each tenant has sent in its current minute.
+#[derive(Debug)]
+struct Pacer {
+    paced: Mutex<HashMap<String, Pace>>,
+    max_per_minute: u32,
+}
+
+/// One tenant's announcements in the minute that began at `started`.
+#[derive(Debug)]
+struct Pace {
+    started: Instant,
+    sent: u32,
+    skipped: u32,
+}
+
+/// How long one pacing window of the webhook lasts.
+const PACE_WINDOW: Duration = Duration::from_secs(60);
+
+impl Pacer {
+    fn new(max_per_minute: u32) -> Self {
+        Pacer {
+            paced: Mutex::new(HashMap::new()),
+            max_per_minute,
+        }
+    }
+
+    /// Whether an announcement of `tenant` goes out at `now`: `Some(skipped)` (how many of
+    /// the tenant's were left out before it, to say so) while the tenant has sent fewer
+    /// than `max_per_minute` in its window, else `None` (counted as skipped).
+    fn admit(&self, tenant: &str, now: Instant) -> Option<u32> {
+        let Ok(mut paced) = self.paced.lock() else {
+            return Some(0);
+        };
+        paced.retain(|_, p| now.duration_since(p.started) < PACE_WINDOW || p.skipped > 0);
+        let pace = paced.entry(tenant.to_owned()).or_insert(Pace {
+            started: now,
+            sent: 0,
+            skipped: 0,
+        });
+        if now.duration_since(pace.started) >= PACE_WINDOW {
+            pace.started = now;
+            pace.sent = 0;
+        }
+        if pace.sent >= self.max_per_minute {
+            pace.skipped += 1;
+            if pace.skipped == 1 {
+                tracing::warn!(
+                    tenant = %escape_inline(tenant),
+                    "the approval webhook announced {} approvals of this tenant in the last minute (approval.webhook.max_per_minute): further ones are not announced until the minute ends",
+                    pace.sent
+                );
+            }
+            return None;
+        }
+        pace.sent += 1;
+        Some(std::mem::take(&mut pace.skipped))
+    }
 }
 
 impl OutOfBand {
@@ -155,6 +219,7 @@ impl OutOfBand {
                 Some(Webhook {
                     client,
                     url: hook.url.clone(),
+                    pacer: Pacer::new(hook.max_per_minute),
                 })
             }
             None => None,
@@ -201,12 +266,23 @@ impl OutOfBand {
     }
 
     /// Tells the webhook of a new pending approval, in the background: a failure (or a
-    /// timeout, `approval.webhook.timeout`) is logged, never fatal to the call.
+    /// timeout, `approval.webhook.timeout`) is logged, never fatal to the call. At most
+    /// `approval.webhook.max_per_minute` per tenant; the next one sent says how many were
+    /// left out.
     pub fn announce(&self, approval: &PendingApproval) {
         let Some(hook) = &self.webhook else {
             return;
         };
-        let body = serde_json::json!({ "text": slack_text(&announcement(approval, &self.link(&approval.request.id))) });
+        let Some(skipped) = hook.pacer.admit(&approval.request.tenant, Instant::now()) else {
+            return;
+        };
+        let mut text = announcement(approval, &self.link(&approval.request.id));
+        if skipped > 0 {
+            text.push_str(&format!(
+                "\n(and {skipped} more approvals of this tenant requested before this one, not announced: approval.webhook.max_per_minute)"
+            ));
+        }
+        let body = serde_json::json!({ "text": slack_text(&text) });
         let request = hook
             .client
             .post(&hook.url)
@@ -525,7 +601,24 @@ fn decision_record(
 
 #[cfg(test)]
 mod tests {
-    use super::slack_text;
+    use super::*;
+
+    #[test]
+    fn the_webhook_announces_at_most_max_per_minute_per_tenant_and_says_what_it_left_out() {
+        let hook = Pacer::new(2);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(hook.admit("acme", at(0)), Some(0));
+        assert_eq!(hook.admit("acme", at(1)), Some(0));
+        assert_eq!(hook.admit("acme", at(2)), None);
+        assert_eq!(hook.admit("acme", at(3)), None);
+        // Another tenant has its own minute.
+        assert_eq!(hook.admit("globex", at(3)), Some(0));
+        // The next minute: the first one sent says two were left out, once.
+        assert_eq!(hook.admit("acme", at(60)), Some(2));
+        assert_eq!(hook.admit("acme", at(61)), Some(0));
+        assert_eq!(hook.admit("acme", at(62)), None);
+    }
 
     #[test]
     fn slack_control_characters_in_the_webhook_text_are_shown_not_acted_on() {

@@ -267,6 +267,14 @@ pub enum Undecided {
     NotRecorded(String),
 }
 
+/// A new pending approval was not stored: its requester already holds this many pending
+/// approvals in the tenant (`approval.max_pending_per_principal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooMany {
+    /// The requester's pending approvals now.
+    pub pending: u32,
+}
+
 /// What runs while a decision holds its approval, before the state changes: writes the
 /// decision's audit record. An error leaves the approval pending.
 pub type RecordDecision<'a> =
@@ -285,7 +293,14 @@ pub trait PendingStore: Send + Sync + std::fmt::Debug {
 
     /// Stores `request` as pending, unless the call already has a pending one: then that
     /// one is returned (so concurrent calls, on any replica, share one approval).
-    fn create(&self, request: PendingRequest) -> PendingFuture<'_, PendingApproval>;
+    /// With a new one, the requester may hold at most `max_pending` pending, unexpired
+    /// approvals in the tenant: beyond, nothing is stored ([`TooMany`]). Counted under a lock
+    /// (in PostgreSQL: one per requester, across replicas).
+    fn create(
+        &self,
+        request: PendingRequest,
+        max_pending: u32,
+    ) -> PendingFuture<'_, Result<PendingApproval, TooMany>>;
 
     /// The approval `id` of `tenant`.
     fn get<'a>(
@@ -393,7 +408,11 @@ impl PendingStore for MemoryPendingStore {
         Box::pin(async move { result })
     }
 
-    fn create(&self, request: PendingRequest) -> PendingFuture<'_, PendingApproval> {
+    fn create(
+        &self,
+        request: PendingRequest,
+        max_pending: u32,
+    ) -> PendingFuture<'_, Result<PendingApproval, TooMany>> {
         let result = self.with(|approvals| {
             let now = now_ms();
             let keep = u64::try_from(RETENTION.as_millis()).unwrap_or(u64::MAX);
@@ -403,7 +422,19 @@ impl PendingStore for MemoryPendingStore {
                 .values()
                 .find(|a| a.state_at(now) == PendingState::Pending && a.request.key() == key)
             {
-                return existing.clone();
+                return Ok(existing.clone());
+            }
+            let pending = approvals
+                .values()
+                .filter(|a| {
+                    a.state_at(now) == PendingState::Pending
+                        && a.request.tenant == request.tenant
+                        && a.request.requester == request.requester
+                })
+                .count();
+            let pending = u32::try_from(pending).unwrap_or(u32::MAX);
+            if pending >= max_pending {
+                return Err(TooMany { pending });
             }
             let approval = PendingApproval {
                 request,
@@ -414,7 +445,7 @@ impl PendingStore for MemoryPendingStore {
                 (approval.request.tenant.clone(), approval.request.id.clone()),
                 approval.clone(),
             );
-            approval
+            Ok(approval)
         });
         Box::pin(async move { result })
     }
@@ -617,12 +648,24 @@ mod tests {
     #[tokio::test]
     async fn one_pending_per_call_one_decision_one_use() {
         let store = MemoryPendingStore::default();
-        let first = store.create(request("a1", "acme", 60_000)).await.unwrap();
+        let first = store
+            .create(request("a1", "acme", 60_000), 100)
+            .await
+            .unwrap()
+            .unwrap();
         // The same call again: the same approval.
-        let again = store.create(request("a2", "acme", 60_000)).await.unwrap();
+        let again = store
+            .create(request("a2", "acme", 60_000), 100)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(again.request.id, "a1");
         // Another tenant's call is another approval, invisible to acme.
-        store.create(request("g1", "globex", 60_000)).await.unwrap();
+        store
+            .create(request("g1", "globex", 60_000), 100)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(store.get("acme", "g1").await.unwrap().is_none());
         assert_eq!(store.list("acme").await.unwrap().len(), 1);
         assert_eq!(
@@ -688,7 +731,7 @@ mod tests {
                     r.plan_hash,
                     r.sql.clone().unwrap_or_default()
                 );
-                let made = store.create(r).await.unwrap();
+                let made = store.create(r, 100).await.unwrap().unwrap();
                 json += serde_json::to_vec(&made).unwrap().len();
             }
             json
@@ -712,7 +755,11 @@ mod tests {
     #[tokio::test]
     async fn an_expired_approval_cannot_be_decided_or_used() {
         let store = MemoryPendingStore::default();
-        store.create(request("e1", "acme", 0)).await.unwrap();
+        store
+            .create(request("e1", "acme", 0), 100)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             store
                 .decide("acme", "e1", true, decided(), no_record())

@@ -10,7 +10,7 @@ use sqlx_postgres::{PgPool, Postgres};
 
 use super::pending::{
     CallKey, Decided, PendingApproval, PendingFuture, PendingRequest, PendingState, PendingStore,
-    RecordDecision, Undecided, now_ms, parse_state,
+    RecordDecision, TooMany, Undecided, now_ms, parse_state,
 };
 use super::store::StoreError;
 
@@ -84,7 +84,11 @@ impl PgPendingStore {
         found.map(row).transpose()
     }
 
-    async fn insert(&self, request: PendingRequest) -> Result<PendingApproval, StoreError> {
+    async fn insert(
+        &self,
+        request: PendingRequest,
+        max_pending: u32,
+    ) -> Result<Result<PendingApproval, TooMany>, StoreError> {
         if self
             .created
             .fetch_add(1, Ordering::Relaxed)
@@ -97,6 +101,18 @@ impl PgPendingStore {
         }
         let doc =
             serde_json::to_string(&request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let r = &request.requester;
+        // The requester's creations are serialized (on every replica) by a lock held to the
+        // end of the transaction, so the count below is the count the insert sees.
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!(
+                "querygate.approval_requests\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+                request.tenant, r.method, r.issuer, r.subject
+            ))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         // A pending approval of the call that has expired no longer blocks a new one.
         query(
             "UPDATE approval_requests SET state = 'expired' \
@@ -105,45 +121,67 @@ impl PgPendingStore {
                AND state = 'pending' AND expires_at <= now()",
         )
         .bind(&request.tenant)
-        .bind(&request.requester.method)
-        .bind(&request.requester.issuer)
-        .bind(&request.requester.subject)
+        .bind(&r.method)
+        .bind(&r.issuer)
+        .bind(&r.subject)
         .bind(&request.tool)
         .bind(&request.arguments_sha256)
-        .execute(&self.pool)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let (pending,): (i64,) = query_as(
+            "SELECT count(*) FROM approval_requests \
+             WHERE tenant = $1 AND principal_method = $2 AND principal_issuer = $3 \
+               AND principal_subject = $4 AND state = 'pending' AND expires_at > now() \
+               AND NOT (tool = $5 AND arguments_sha256 = $6)",
+        )
+        .bind(&request.tenant)
+        .bind(&r.method)
+        .bind(&r.issuer)
+        .bind(&r.subject)
+        .bind(&request.tool)
+        .bind(&request.arguments_sha256)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
         let inserted = query(
             "INSERT INTO approval_requests (tenant, approval_id, principal_method, principal_issuer, \
                principal_subject, tool, arguments_sha256, request, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, to_timestamp($9 / 1000.0), to_timestamp($10 / 1000.0)) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8::jsonb, to_timestamp($9 / 1000.0), to_timestamp($10 / 1000.0) \
+             WHERE $11 \
              ON CONFLICT DO NOTHING",
         )
         .bind(&request.tenant)
         .bind(&request.id)
-        .bind(&request.requester.method)
-        .bind(&request.requester.issuer)
-        .bind(&request.requester.subject)
+        .bind(&r.method)
+        .bind(&r.issuer)
+        .bind(&r.subject)
         .bind(&request.tool)
         .bind(&request.arguments_sha256)
         .bind(&doc)
         .bind(ms(request.created_at_ms))
         .bind(ms(request.expires_at_ms))
-        .execute(&self.pool)
+        .bind(pending < i64::from(max_pending))
+        .execute(&mut *tx)
         .await
         .map_err(db)?
         .rows_affected()
             == 1;
+        tx.commit().await.map_err(db)?;
         if inserted {
-            return Ok(PendingApproval {
+            return Ok(Ok(PendingApproval {
                 request,
                 state: PendingState::Pending,
                 decision: None,
-            });
+            }));
         }
-        // Another call (here or on another replica) made the pending approval first.
+        // The call's own pending approval (made here or on another replica) is shared.
         match self.current_of(&request.key()).await? {
-            Some(existing) => Ok(existing),
+            Some(existing) if existing.state_now() == PendingState::Pending => Ok(Ok(existing)),
+            _ if pending >= i64::from(max_pending) => Ok(Err(TooMany {
+                pending: u32::try_from(pending).unwrap_or(u32::MAX),
+            })),
+            Some(existing) => Ok(Ok(existing)),
             None => Err(StoreError::Corrupt(
                 "a pending approval of the call was neither inserted nor found".into(),
             )),
@@ -267,8 +305,12 @@ impl PendingStore for PgPendingStore {
         Box::pin(self.current_of(key))
     }
 
-    fn create(&self, request: PendingRequest) -> PendingFuture<'_, PendingApproval> {
-        Box::pin(self.insert(request))
+    fn create(
+        &self,
+        request: PendingRequest,
+        max_pending: u32,
+    ) -> PendingFuture<'_, Result<PendingApproval, TooMany>> {
+        Box::pin(self.insert(request, max_pending))
     }
 
     fn get<'a>(

@@ -55,6 +55,9 @@ pub struct WebhookConfig {
     pub url: String,
     /// How long one delivery may take.
     pub timeout: Duration,
+    /// Announcements per tenant and minute at most; further ones are left out (and the
+    /// next one says how many).
+    pub max_per_minute: u32,
 }
 
 /// Who may decide the pending approvals of a tenant (`approval.approvers[]`). A decider
@@ -156,6 +159,9 @@ pub struct ApprovalConfig {
     pub webhook: Option<WebhookConfig>,
     /// Who may decide out-of-band approvals, per tenant and class.
     pub approvers: Vec<ApproverRule>,
+    /// Pending approvals one principal may hold in a tenant at once; a call that would make
+    /// one more is refused (`limit.exceeded`).
+    pub max_pending_per_principal: u32,
     /// The JWT claim that holds a principal's groups.
     pub groups_claim: String,
     /// Whether the principal that made a call may not approve it (four eyes).
@@ -181,6 +187,12 @@ pub(super) struct RawWebhook {
     url: String,
     #[serde(default = "webhook_timeout", with = "humantime_serde")]
     timeout: Duration,
+    #[serde(default = "webhook_max_per_minute")]
+    max_per_minute: u32,
+}
+
+fn webhook_max_per_minute() -> u32 {
+    20
 }
 
 fn webhook_timeout() -> Duration {
@@ -200,6 +212,7 @@ pub(super) struct RawApproval {
     pub(super) link_base: Option<String>,
     pub(super) webhook: Option<RawWebhook>,
     pub(super) approvers: Vec<ApproverRule>,
+    pub(super) max_pending_per_principal: u32,
     pub(super) groups_claim: String,
     pub(super) require_distinct_approver: bool,
     pub(super) web: Option<RawWeb>,
@@ -217,6 +230,7 @@ impl Default for RawApproval {
             link_base: None,
             webhook: None,
             approvers: Vec::new(),
+            max_pending_per_principal: 10,
             groups_claim: "groups".to_owned(),
             require_distinct_approver: true,
             web: None,
@@ -273,9 +287,16 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
         if w.timeout.is_zero() || w.timeout > Duration::from_secs(60) {
             problems.push("approval.webhook.timeout", "must be between 1ms and 60s");
         }
+        if w.max_per_minute == 0 || w.max_per_minute > 10_000 {
+            problems.push(
+                "approval.webhook.max_per_minute",
+                "must be a whole number from 1 to 10000",
+            );
+        }
         WebhookConfig {
             url: w.url,
             timeout: w.timeout,
+            max_per_minute: w.max_per_minute,
         }
     });
     let mut approvers = raw.approvers;
@@ -293,6 +314,12 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
                 );
             }
         }
+    }
+    if raw.max_pending_per_principal == 0 || raw.max_pending_per_principal > 10_000 {
+        problems.push(
+            "approval.max_pending_per_principal",
+            "must be a whole number from 1 to 10000",
+        );
     }
     if raw.groups_claim.is_empty() {
         problems.push("approval.groups_claim", "must not be empty");
@@ -325,6 +352,7 @@ pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> Appro
         link_base,
         webhook,
         approvers,
+        max_pending_per_principal: raw.max_pending_per_principal,
         groups_claim: raw.groups_claim,
         require_distinct_approver: raw.require_distinct_approver,
         web,

@@ -14,7 +14,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::json;
 
-use crate::mcp_support::{TestServer, call, error_code, error_message, start_yaml, text_of};
+use crate::mcp_support::{
+    Client, TestServer, call, error_code, error_message, start_yaml, text_of,
+};
 use crate::support::gate::{DELETE, route_all};
 use crate::support::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, base_yaml, now};
 use crate::support::wait::eventually;
@@ -404,6 +406,111 @@ async fn approve_and_deny_racing_on_two_replicas_leave_one_decision() {
         both
     })
     .await;
+}
+
+/// `run_mutation_query` of a DELETE of widget `n`: a call of its own.
+async fn delete_widget(client: &Client, n: usize) -> rmcp::model::CallToolResult {
+    let sql = format!("DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'p-{n}'");
+    call(client, "run_mutation_query", json!({"sql": sql})).await
+}
+
+#[tokio::test]
+async fn one_principal_holds_a_bounded_number_of_pending_approvals_and_the_webhook_is_paced() {
+    let setup = Setup::new().await;
+    let hook = Hook::start().await;
+    let server = setup
+        .server(
+            &format!(
+                "  wait: 0s\n  max_pending_per_principal: 3\n  webhook:\n    url: {}\n    max_per_minute: 2\n",
+                hook.url
+            ),
+            "",
+        )
+        .await;
+    route_all(&server.mock);
+    let alice = legacy(&server.url, &setup.token("alice", "acme", &[])).await;
+    let first = pending_id(&delete_widget(&alice, 0).await);
+    for n in 1..3 {
+        pending_id(&delete_widget(&alice, n).await);
+    }
+    // A fourth call would be a fourth pending approval: refused, nothing asked or sent.
+    let refused = delete_widget(&alice, 3).await;
+    assert_eq!(
+        error_code(&refused),
+        "limit.exceeded",
+        "{}",
+        text_of(&refused)
+    );
+    assert!(
+        error_message(&refused).contains("approval.max_pending_per_principal"),
+        "{}",
+        error_message(&refused)
+    );
+    // Repeating a call whose approval is pending still finds it.
+    assert_eq!(pending_id(&delete_widget(&alice, 0).await), first);
+    // Another principal has its own bound.
+    let carol = legacy(&server.url, &setup.token("carol", "acme", &[])).await;
+    pending_id(&delete_widget(&carol, 3).await);
+    let (_, listed) = get(&server, "/approvals", &setup.token("bob", "acme", &["sre"])).await;
+    assert_eq!(
+        listed["approvals"].as_array().map(Vec::len),
+        Some(4),
+        "{listed}"
+    );
+    assert_eq!(deletes(&server), 0);
+    // Four approvals were made within the minute; the webhook was told of two.
+    eventually(
+        "two announcements",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async { (hook.bodies.lock().unwrap().len() >= 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(hook.bodies.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn the_bound_on_pending_approvals_holds_across_replicas_through_postgres() {
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    pool.close().await;
+    let setup = Setup::new().await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let extra = format!(
+        "  wait: 0s\n  max_pending_per_principal: 2\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
+        key.display(),
+        db.url
+    );
+    let a = setup.server(&extra, "").await;
+    let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
+    let token = setup.token("alice", "acme", &[]);
+    let (on_a, on_b) = (legacy(&a.url, &token).await, legacy(&b.url, &token).await);
+    // Two calls at once on each replica: two become pending, two are refused.
+    let (r0, r1, r2, r3) = tokio::join!(
+        delete_widget(&on_a, 0),
+        delete_widget(&on_b, 1),
+        delete_widget(&on_a, 2),
+        delete_widget(&on_b, 3)
+    );
+    let codes: Vec<String> = [&r0, &r1, &r2, &r3].iter().map(|r| error_code(r)).collect();
+    assert_eq!(
+        codes
+            .iter()
+            .filter(|c| *c == "policy.approval_pending")
+            .count(),
+        2,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| *c == "limit.exceeded").count(),
+        2,
+        "{codes:?}"
+    );
 }
 
 #[tokio::test]

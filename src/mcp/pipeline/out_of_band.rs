@@ -72,14 +72,16 @@ where
                 created_at_ms,
                 expires_at_ms: created_at_ms.saturating_add(ttl_ms),
             };
-            match oob.store().create(request).await {
-                Ok(approval) => {
+            let max_pending = oob.config().max_pending_per_principal;
+            match oob.store().create(request, max_pending).await {
+                Ok(Ok(approval)) => {
                     // Announced once: by the call that made it.
                     if approval.request.id == id {
                         oob.announce(&approval);
                     }
                     approval
                 }
+                Ok(Err(too_many)) => return Ok(too_many_pending(&call, too_many.pending)),
                 Err(err) => return Ok(unavailable(&call, err)),
             }
         }
@@ -268,6 +270,20 @@ fn decided_by(approval: &PendingApproval) -> ApprovedBy {
 
 fn at(ms: u64) -> String {
     timestamp(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// The caller holds as many pending approvals as it may: nothing was asked or sent.
+fn too_many_pending(call: &PreparedCall, pending: u32) -> ToolReply {
+    ToolReply::stopped(
+        Decision::RefuseImmediate,
+        Code::LimitExceeded,
+        refusal(
+            call,
+            format!(
+                "this caller already has {pending} pending approvals in the tenant (approval.max_pending_per_principal); nothing was asked or sent: repeat a call whose approval is pending, or this one once some are decided or expired"
+            ),
+        ),
+    )
 }
 
 fn unavailable(call: &PreparedCall, err: impl std::fmt::Display) -> ToolReply {
