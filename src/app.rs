@@ -201,6 +201,7 @@ impl App {
                 "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
             );
         }
+        warn_at_start(&config);
         if config.telemetry.metrics
             && authentication.enabled()
             && config.server.admin_listen.is_none()
@@ -453,6 +454,7 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
     watch_policies(&config);
+    warn_at_start(&config);
     let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
     let audit = open_audit_scoped(
         &config,
@@ -513,6 +515,15 @@ pub fn cli_handler(
     let tenants = Tenants::open(config)?;
     let handler = mcp::build(config, engine, tenants, Transport::Cli, audit.clone())?;
     Ok((handler, audit))
+}
+
+/// Says what the approval settings mean for whoever starts the server (stderr and the
+/// log): [`crate::approval::start_warnings`].
+fn warn_at_start(config: &Config) {
+    for warning in crate::approval::start_warnings(config) {
+        tracing::warn!("{warning}");
+        eprintln!("querygate: warning: {warning}");
+    }
 }
 
 /// [`handler`] whose tool calls and upstream requests are counted in `metrics`.

@@ -14,6 +14,7 @@ pub mod pending;
 mod pending_pg;
 mod postgres;
 mod store;
+mod warnings;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +30,7 @@ pub use pending::{
 pub use pending_pg::PgPendingStore;
 pub use postgres::PostgresStore;
 pub use store::{ApprovalStore, MemoryStore, StoreError, StoreFuture};
+pub use warnings::start_warnings;
 
 use crate::clock::Clock;
 use crate::digest;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::principal_name::{GroupName, PrincipalName};
 use super::problems::Problems;
-use super::{ApprovalConfig, AuthConfig};
+use super::{ApprovalConfig, ApprovalStoreKind, AuthConfig};
 
 /// Checks `approval.approvers[]` against the tenants and `auth.jwt.issuers[]`.
 pub(super) fn check_approvers(
@@ -54,5 +54,25 @@ pub(super) fn check_approvers(
                 Some(_) => {}
             }
         }
+    }
+}
+
+/// Out-of-band approval that nobody could ever decide is refused: without authentication no
+/// caller of the API or the page can, and with the memory store the CLI (another process)
+/// does not see the approvals either.
+pub(super) fn check_deciders(
+    approval: &ApprovalConfig,
+    auth: &AuthConfig,
+    problems: &mut Problems,
+) {
+    let authenticated = auth.jwt.is_some() || auth.mtls.is_some();
+    if approval.out_of_band_enabled()
+        && !authenticated
+        && approval.store == ApprovalStoreKind::Memory
+    {
+        problems.push(
+            "approval.out_of_band",
+            "is on, but nobody could decide: without authentication (auth.jwt or auth.mtls) no caller of the approval API or page is known, and with approval.store: memory `querygate approvals` (another process) cannot see this process's approvals; configure auth, or approval.store: postgres (with database:)",
+        );
     }
 }

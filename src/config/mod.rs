@@ -324,6 +324,7 @@ impl Config {
         let mut auth =
             identity::check_auth(raw.auth, server.tls.as_ref(), &tenant_ids, &mut problems);
         approvers::check_approvers(&approval, &auth, &tenant_ids, &mut problems);
+        approvers::check_deciders(&approval, &auth, &mut problems);
         if let Some(web) = &approval.web {
             // The ID token is verified as a bearer token of that issuer would be: its keys,
             // algorithms and tenants (the tenant mapping of auth.jwt).

@@ -634,3 +634,81 @@ async fn a_person_asked_mid_call_approves_only_the_plan_they_were_shown() {
     assert_eq!(person.prompts.lock().unwrap().len(), 1);
     assert!(mock.requests().is_empty(), "nothing was sent");
 }
+
+/// `querygate --config CONFIG serve`: its stderr up to the line saying it serves (then it
+/// is stopped), or all of it when it exits first; and whether it was serving.
+async fn serve_stderr(config: &std::path::Path) -> (bool, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_querygate"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .arg("--config")
+        .arg(config)
+        .arg("serve")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut said = String::new();
+    let serving = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            said.push_str(&line);
+            said.push('\n');
+            if line.contains("serving MCP at") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("serve starts or stops in time");
+    child.kill().await.ok();
+    (serving, said)
+}
+
+#[tokio::test]
+async fn out_of_band_approval_nobody_could_decide_is_refused_and_what_weakens_it_is_said() {
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Without authentication and with the memory store, nobody could ever decide.
+    let config = test_config(
+        &mock,
+        dir.path(),
+        "safe",
+        "approval:\n  out_of_band: fallback\n",
+    );
+    let (serving, said) = serve_stderr(&config).await;
+    assert!(!serving, "{said}");
+    assert!(
+        said.contains("approval.out_of_band: is on, but nobody could decide"),
+        "{said}"
+    );
+    // With a shared store the CLI can decide: it serves, and says what the settings mean.
+    let Some(db) = crate::support::pg::fresh_database().await else {
+        return;
+    };
+    let config = test_config(
+        &mock,
+        dir.path(),
+        "safe",
+        &format!(
+            "approval:\n  out_of_band: fallback\n  store: postgres\ndatabase:\n  url: {}\n  migrate_on_start: true\n",
+            db.url
+        ),
+    );
+    let (serving, said) = serve_stderr(&config).await;
+    assert!(serving, "{said}");
+    assert!(
+        said.contains("warning: approval.out_of_band is fallback")
+            && said.contains("approves its own call")
+            && said.contains("approval.out_of_band: always"),
+        "{said}"
+    );
+    assert!(
+        said.contains("warning: approval.out_of_band is on without authentication")
+            && said.contains("querygate approvals"),
+        "{said}"
+    );
+    assert!(mock.requests().is_empty());
+}
