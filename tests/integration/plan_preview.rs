@@ -260,3 +260,51 @@ async fn validate_mutation_query_reports_the_errors_a_run_would_and_sends_nothin
         server.mock.paths()
     );
 }
+
+/// A credential value with characters a URL path encodes (`My-Secret Dep`): the path holds
+/// it as `My-Secret%20Dep`, and every view of the plan masks that form too.
+#[tokio::test]
+async fn a_credential_percent_encoded_in_the_url_path_is_masked_in_the_preview_and_the_prompt() {
+    const DEPLOY: &str = "My-Secret Dep";
+    let server = start_yaml(|mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(
+            &env_file,
+            format!("TESTAPI_KEY={SECRET}\nDEPLOY_NAME={DEPLOY}\n"),
+        )
+        .unwrap();
+        format!(
+            "registry:\n  root: {}\nproviders:\n  testapi:\n    base_url: {mock}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: safe\nserver:\n  listen: 127.0.0.1:0\n",
+            crate::support::fixture_registry().display(),
+            env_file.display(),
+            dir.join("audit").display()
+        )
+    })
+    .await;
+    route_all(&server.mock);
+    let approver = Approver::new(Some(ElicitationAction::Decline));
+    let client = approver_client(&server.url, approver.clone()).await;
+    let base = server.mock.url();
+    let sql = format!("DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = '{DEPLOY}'");
+    let verdict = structured(&run(&client, "validate_mutation_query", &sql).await);
+    let preview = only_request(&verdict);
+    assert_eq!(
+        preview["url"],
+        format!("{base}/orgs/acme/widgets/***"),
+        "{verdict}"
+    );
+    let shown = verdict.to_string();
+    assert!(
+        !shown.contains("My-Secret%20Dep") && !shown.contains("My-Secret+Dep"),
+        "{shown}"
+    );
+    // The person asked sees the same masked request.
+    run(&client, "run_mutation_query", &sql).await;
+    let prompt = approver.prompts().pop().expect("the person was asked");
+    let trusted = prompt.split("SQL as the client sent it").next().unwrap();
+    assert!(
+        trusted.contains(&format!("DELETE {base}/orgs/acme/widgets/***")),
+        "{prompt}"
+    );
+    assert!(!trusted.contains("My-Secret"), "{prompt}");
+}

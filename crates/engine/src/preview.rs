@@ -262,6 +262,26 @@ mod tests {
     }
 
     #[test]
+    fn a_credential_percent_encoded_in_a_path_segment_or_query_is_masked() {
+        let store = CredentialStore::fixed([("DEPLOY".to_owned(), "My-Secret Dep/2".to_owned())]);
+        let secrets = Scrubber::new(&AuthParts::default(), &store);
+        // As the url crate writes a path segment (`-` kept, space and `/` encoded), and as
+        // a form or a URI component writes the query.
+        let shown = preview(
+            wire(
+                "https://api.example.com/v1/deployments/My-Secret%20Dep%2F2/scale?copy=My-Secret+Dep%2F2&n=1",
+                None,
+            ),
+            "application/json",
+            &secrets,
+        );
+        assert_eq!(
+            shown.url,
+            "https://api.example.com/v1/deployments/***/scale?copy=***&n=1"
+        );
+    }
+
+    #[test]
     fn query_string_parameters_are_masked_by_name_and_by_value() {
         let shown = preview(
             wire(

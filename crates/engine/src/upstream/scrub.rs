@@ -3,11 +3,13 @@
 //! audit trail see. Before that, every secret value the tenant's credential store holds and
 //! every auth header or query value sent is replaced, in the forms an echo may take: as sent,
 //! without its scheme (`Bearer `), base64 (standard and URL-safe, padded or not),
-//! percent-encoded and JSON-escaped.
+//! percent-encoded as each part of a URL encodes (every non-alphanumeric byte; a path
+//! segment, a path, a query, a URI component; a form, with `+` for a space) and
+//! JSON-escaped.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::AuthParts;
 use crate::credentials::CredentialSource;
@@ -17,6 +19,27 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 
 /// Shorter values are not scrubbed: they would mangle ordinary text and are no secret.
 const MIN_SECRET_LEN: usize = 4;
+
+/// What a URL's query leaves encoded (WHATWG URL: the query percent-encode set).
+const QUERY: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'<').add(b'>');
+
+/// What a URL's path leaves encoded (the path percent-encode set).
+const PATH: &AsciiSet = &QUERY.add(b'?').add(b'`').add(b'{').add(b'}');
+
+/// What one path segment leaves encoded (the url crate's path segment set).
+const PATH_SEGMENT: &AsciiSet = &PATH.add(b'/').add(b'%');
+
+/// What `encodeURIComponent` leaves encoded: all but alphanumerics and `-_.!~*'()`.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
 
 /// The secrets of one request.
 #[derive(Default)]
@@ -62,7 +85,10 @@ impl Scrubber {
             for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
                 needles.push(engine.encode(value));
             }
-            needles.push(utf8_percent_encode(value, NON_ALPHANUMERIC).to_string());
+            for set in [NON_ALPHANUMERIC, PATH_SEGMENT, PATH, QUERY, COMPONENT] {
+                needles.push(utf8_percent_encode(value, set).to_string());
+            }
+            needles.push(url::form_urlencoded::byte_serialize(value.as_bytes()).collect());
             if let Ok(json) = serde_json::to_string(value) {
                 let json = &json[1..json.len() - 1];
                 // Some encoders also escape `/`.
