@@ -139,7 +139,7 @@ async fn a_write_in_read_only_is_refused_and_audited_as_the_gate_decided() {
         (
             "local",
             "local",
-            Some("ops-person"),
+            Some(crate::support::uid_user().as_str()),
             Some("querygate-cli"),
             "read_only",
             Some("mutation_delete"),

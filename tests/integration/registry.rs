@@ -952,7 +952,7 @@ async fn cli_registry_pull_is_audited_with_its_provider() {
         );
         assert_eq!(
             (r.principal.as_str(), r.os_user.as_deref()),
-            ("local", Some("ops-person"))
+            ("local", Some(crate::support::uid_user().as_str()))
         );
     }
 }
