@@ -308,3 +308,51 @@ async fn a_credential_percent_encoded_in_the_url_path_is_masked_in_the_preview_a
     );
     assert!(!trusted.contains("My-Secret"), "{prompt}");
 }
+
+/// `INSERT … SELECT` of literal rows is planned as `VALUES` is: each row's request is
+/// previewed with its body, and the plan hash changes with the rows.
+#[tokio::test]
+async fn insert_select_of_literal_rows_is_previewed_and_hashed_like_values() {
+    let server = start("safe", "").await;
+    route_all(&server.mock);
+    let client = approver_client(&server.url, Approver::new(None)).await;
+    let verdict_of = |sql: String| {
+        let client = &client;
+        async move { structured(&run(client, "validate_mutation_query", &sql).await) }
+    };
+    let select = verdict_of(
+        "INSERT INTO testapi.widgets.widgets (org, name, size) SELECT 'acme', 'a', 1 UNION ALL SELECT 'acme', 'b', 2".to_owned(),
+    )
+    .await;
+    let values = verdict_of(
+        "INSERT INTO testapi.widgets.widgets (org, name, size) VALUES ('acme', 'a', 1), ('acme', 'b', 2)".to_owned(),
+    )
+    .await;
+    let other_rows = verdict_of(
+        "INSERT INTO testapi.widgets.widgets (org, name, size) SELECT 'acme', 'a', 1 UNION ALL SELECT 'acme', 'c', 3".to_owned(),
+    )
+    .await;
+    let bodies = |verdict: &Value| -> Vec<Value> {
+        verdict["writes"][0]["requests"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{verdict}"))
+            .iter()
+            .map(|r| serde_json::from_str(r["body"].as_str().unwrap_or("null")).unwrap())
+            .collect()
+    };
+    assert_eq!(
+        bodies(&select),
+        [
+            json!({"name": "a", "size": 1}),
+            json!({"name": "b", "size": 2})
+        ],
+        "{select}"
+    );
+    assert_eq!(bodies(&select), bodies(&values));
+    assert_eq!(
+        select["plan_hash"], values["plan_hash"],
+        "{select}\n{values}"
+    );
+    assert_ne!(select["plan_hash"], other_rows["plan_hash"]);
+    assert!(server.mock.requests().is_empty());
+}

@@ -2,6 +2,7 @@
 //! statements (`SHOW`, `DESCRIBE`, `EXEC`, `REGISTRY`) through a small parser of ours.
 
 mod columns;
+mod constant_rows;
 mod exec_source;
 mod mutation;
 mod scalar;

@@ -211,7 +211,10 @@ pub(crate) fn insert(insert: Insert) -> Result<Mutation> {
             }
             InsertRows::Values(rows)
         }
-        _ => InsertRows::Query(source),
+        _ => match super::constant_rows::constant_rows(&source) {
+            Some(rows) => InsertRows::Values(rows),
+            None => InsertRows::Query(source),
+        },
     };
     Ok(Mutation {
         verb: SqlVerb::Insert,
@@ -415,8 +418,33 @@ mod tests {
         assert_eq!(rows[0][2], Scalar::Bool(true));
         assert_eq!(m.returning, Some(Returning::All));
 
-        let m = mutation("INSERT INTO p.s.r (a) SELECT 'x'");
-        assert!(matches!(m.insert, Some((_, InsertRows::Query(_)))));
+        // Rows of literals are rows known now, planned as VALUES are.
+        let m = mutation("INSERT INTO p.s.r (a, b) SELECT 'x', 1 UNION ALL SELECT 'y' AS a, -2");
+        let Some((_, InsertRows::Values(rows))) = &m.insert else {
+            panic!("constant rows: {:?}", m.insert)
+        };
+        assert_eq!(
+            rows,
+            &[
+                vec![Scalar::Text("x".into()), Scalar::Number("1".into())],
+                vec![Scalar::Text("y".into()), Scalar::Number("-2".into())]
+            ]
+        );
+        // Anything read, filtered, deduplicated or computed is read at run time.
+        for sql in [
+            "INSERT INTO p.s.r (a) SELECT name FROM q.s.r",
+            "INSERT INTO p.s.r (a) SELECT 'x' WHERE 1 = 0",
+            "INSERT INTO p.s.r (a) SELECT 'x' UNION SELECT 'x'",
+            "INSERT INTO p.s.r (a) SELECT 'x' || 'y'",
+            "INSERT INTO p.s.r (a) SELECT 'x' LIMIT 0",
+            "INSERT INTO p.s.r (a) WITH c AS (SELECT 1) SELECT 'x'",
+            "INSERT INTO p.s.r (a) SELECT DISTINCT 'x'",
+        ] {
+            assert!(
+                matches!(mutation(sql).insert, Some((_, InsertRows::Query(_)))),
+                "{sql}"
+            );
+        }
 
         let m = mutation(
             "UPDATE p.s.r SET description = 'd', size = -3 WHERE owner = 'o' AND repo = 'r'",
