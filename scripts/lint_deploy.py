@@ -2,10 +2,10 @@
 """Checks the Helm chart, its dashboard and the Docker build context (run by scripts/lint-deploy.sh).
 
 Every check below fails the run; nothing here needs a cluster or the network:
-  1. helm lint --strict (Helm's own linter, through helm-python-sdk) with the default values and
-     with helm/querygate/ci/production-values.yaml;
+  1. helm lint --strict (Helm's own linter, through helm-python-sdk) with trial values
+     (allowUnauthenticated) and with every values file under helm/querygate/ci/;
   2. values.schema.json accepts both and refuses a set of values that must be refused;
-  3. the chart renders with the default values, the production example and variants (each
+  3. the chart renders trial values, every values file under helm/querygate/ci/ and variants (each
      registry source, autoscaling, hard affinity, open egress), and every manifest validates
      strictly (unknown fields are errors) against the Kubernetes schemas of the oldest
      (1.30) and newest version kubernetes-validate ships; the ServiceMonitor against the
@@ -17,7 +17,13 @@ Every check below fails the run; nothing here needs a cluster or the network:
      agreeing (probes, Services, NetworkPolicy ingress, the ServiceMonitor scraping a port of a
      Service it selects) and, with adminPort, /metrics scraped on the admin port's own Service;
   5. the rendered querygate configuration is accepted by the querygate binary given with
-     --querygate (paths rebased into a scratch folder);
+     --querygate (paths rebased into a scratch folder); for every values file under
+     helm/querygate/ci/ the rendering is started with generated Secrets in the pod's mounts
+     (scripts/deploy_start.py): the migration Job and the init containers' pulls (from a mock
+     registry) succeed, the server serves HTTPS, refuses a request without credentials and
+     serves one with a token and one with a client certificate, and is ready; the chart
+     refuses to render without authentication and with mounted TLS, client CA or JWT Secrets
+     the configuration never reads;
   6. the image's defaults (Dockerfile ENV, VOLUME, CMD) against docs/deployment.md: the registry
      and audit folders where the docs put them, the audit folder a VOLUME, every `docker run`
      example read-only with each writable path a volume or mount, and able to serve the image's
@@ -42,6 +48,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import deploy_start
 import helm_python as helm
 import jsonschema
 import kubernetes_validate
@@ -50,6 +57,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "querygate"
 PRODUCTION = CHART / "ci" / "production-values.yaml"
+# Values for a trial on a trusted network: the chart refuses to render without authentication
+# unless asked by name.
+TRIAL: dict[str, Any] = {"allowUnauthenticated": True}
 DEPLOYMENT_DOC = ROOT / "docs" / "deployment.md"
 SERVICEMONITOR_SCHEMA = ROOT / "scripts" / "deploy-lint" / "servicemonitor.schema.json"
 KUBE_VERSIONS = ["1.30.0", "1.37.0"]
@@ -731,14 +741,30 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
 
 # Values the schema admits but the chart must refuse to render, and what its message says.
 REFUSED_RENDERS: list[tuple[str, dict[str, Any], str]] = [
-    ("a grace period shorter than the drain", {"terminationGracePeriodSeconds": 100},
+    ("a grace period shorter than the drain", {**TRIAL, "terminationGracePeriodSeconds": 100},
      "must cover lifecycle.preStopSleepSeconds + drain.delaySeconds + drain.timeoutSeconds"),
-    ("a preStop sleep shorter than the drain delay", {"lifecycle": {"preStopSleepSeconds": 2}},
+    ("a preStop sleep shorter than the drain delay", {**TRIAL, "lifecycle": {"preStopSleepSeconds": 2}},
      "must be at least drain.delaySeconds"),
-    ("the admin port on the main port", {"adminPort": 8765}, "adminPort must differ from containerPort"),
+    ("the admin port on the main port", {**TRIAL, "adminPort": 8765}, "adminPort must differ from containerPort"),
     ("approval keys without the postgres approval store",
-     {"approvalKeys": {"secretName": "qg-approval", "keys": ["k1"]}},
+     {**TRIAL, "approvalKeys": {"secretName": "qg-approval", "keys": ["k1"]}},
      "need config.approval.store: postgres"),
+    ("the default values: 0.0.0.0 without authentication", {},
+     "would serve 0.0.0.0 without authentication"),
+    ("allowUnauthenticated false with no auth", {"allowUnauthenticated": False, "tls": {"secretName": "qg-tls"}},
+     "would serve 0.0.0.0 without authentication"),
+    ("a JWT Secret no issuer reads", {"allowUnauthenticated": True, "jwt": {"secretName": "qg-jwt"}},
+     "no config.auth.jwt.issuers[].public_keys names a file in it"),
+    ("a TLS Secret beside other certificate files",
+     {"allowUnauthenticated": True, "tls": {"secretName": "qg-tls"},
+      "config": {"server": {"tls": {"cert_file": "/elsewhere/tls.crt", "key_file": "/elsewhere/tls.key"}}}},
+     "config.server.tls names other files"),
+    ("a client CA Secret without TLS",
+     {"allowUnauthenticated": True, "tls": {"clientCA": {"secretName": "qg-ca"}}}, "tls.clientCA.secretName needs TLS"),
+    ("a client CA Secret beside another CA file",
+     {"allowUnauthenticated": True, "tls": {"secretName": "qg-tls", "clientCA": {"secretName": "qg-ca"}},
+      "config": {"server": {"tls": {"client_ca_file": "/elsewhere/ca.crt"}}}},
+     "config.server.tls.client_ca_file is /elsewhere/ca.crt"),
 ]
 
 
@@ -764,12 +790,14 @@ def main() -> int:
           f"kubernetes-validate {kubernetes_validate.__version__}, Kubernetes schemas {', '.join(KUBE_VERSIONS)}")
     production = yaml.safe_load(PRODUCTION.read_text())
     validation_canary()
-    lint("default values", None)
-    lint("production values", production)
+    examples = [(f"ci/{f.name}", yaml.safe_load(f.read_text())) for f in sorted((CHART / "ci").glob("*.yaml"))]
+    lint("trial values", TRIAL)
+    for name, values in examples:
+        lint(name, values)
     with helm.Chart.load(str(CHART)) as chart:
         schema_checks(chart, production)
-        cases = [("default values", {}), ("production values", production)]
-        cases += [(name, v) for name, v in VARIANTS]
+        cases = [("trial values", TRIAL)] + examples
+        cases += [(name, deep_merge(TRIAL, v)) for name, v in VARIANTS]
         for name, values in cases:
             try:
                 objects, notes = render(chart, values or None)
@@ -783,6 +811,9 @@ def main() -> int:
             check_invariants(name, objects, merged)
             if args.querygate:
                 check_config_with_binary(name, objects, args.querygate)
+                if name.startswith("ci/"):
+                    for problem in deploy_start.start_check(name, objects, args.querygate, ok):
+                        fail(problem)
             if args.render_out:
                 out = args.render_out / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
                 out.mkdir(parents=True, exist_ok=True)

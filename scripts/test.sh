@@ -98,7 +98,15 @@ cargo fmt --all -- --check
 # --workspace: the engine crate (crates/engine) too, whatever the workspace's default members.
 cargo clippy --workspace --all-targets -- -D warnings
 
-# Dockerfile, release build from the image's build context, Helm chart, dashboard.
+# A throwaway PostgreSQL 15 cluster on 127.0.0.1 for the tests that need one (audit,
+# approvals, the chart's start check), unless QUERYGATE_TEST_DATABASE_URL already names a server; stopped at exit.
+if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
+  eval "$(scripts/pg-test-cluster.sh start)"
+  trap 'scripts/pg-test-cluster.sh stop "$QUERYGATE_TEST_PG_DIR"' EXIT
+fi
+
+# Dockerfile, release build from the image's build context, Helm chart (its production example
+# started against the cluster above), dashboard.
 ./scripts/lint-deploy.sh
 if [[ "${CI:-}" == "true" ]]; then
   # The release build's intermediate files (about 2 GB) are not needed by the tests.
@@ -106,12 +114,6 @@ if [[ "${CI:-}" == "true" ]]; then
 fi
 disk_report
 
-# A throwaway PostgreSQL 15 cluster on 127.0.0.1 for the tests that need one (audit,
-# approvals), unless QUERYGATE_TEST_DATABASE_URL already names a server; stopped at exit.
-if [[ -z "${QUERYGATE_TEST_DATABASE_URL:-}" ]]; then
-  eval "$(scripts/pg-test-cluster.sh start)"
-  trap 'scripts/pg-test-cluster.sh stop "$QUERYGATE_TEST_PG_DIR"' EXIT
-fi
 
 cargo test --workspace
 disk_report

@@ -86,6 +86,9 @@ no client certificate), else `http`. Refuses `admin` without an adminPort.
 {{- define "querygate.configDir" -}}/etc/querygate/config{{- end }}
 {{- define "querygate.credentialsDir" -}}/var/run/secrets/querygate/credentials{{- end }}
 {{- define "querygate.approvalKeysDir" -}}/etc/querygate/approval-keys{{- end }}
+{{- define "querygate.tlsDir" -}}/etc/querygate/tls{{- end }}
+{{- define "querygate.clientCADir" -}}/etc/querygate/client-ca{{- end }}
+{{- define "querygate.jwtDir" -}}/etc/querygate/jwt{{- end }}
 {{- define "querygate.databaseDir" -}}/var/run/secrets/querygate/database{{- end }}
 
 {{/*
@@ -172,9 +175,115 @@ audit.file.dir, tenants' credentials.env_file).
 {{- $_ := set $cfg "approval" $approval }}
 {{- end }}
 {{- end }}
+{{- /* TLS from the mounted Secrets: filled in when config does not say, refused when config
+names other files while a Secret is mounted (a mount nobody reads is a misconfiguration). */}}
+{{- $server = get $cfg "server" }}
+{{- if .Values.tls.secretName }}
+{{- $tls := default (dict) (get $server "tls") }}
+{{- $tlsDir := include "querygate.tlsDir" . }}
+{{- if not (hasKey $tls "cert_file") }}
+{{- $_ := set $tls "cert_file" (printf "%s/tls.crt" $tlsDir) }}
+{{- end }}
+{{- if not (hasKey $tls "key_file") }}
+{{- $_ := set $tls "key_file" (printf "%s/tls.key" $tlsDir) }}
+{{- end }}
+{{- if not (and (hasPrefix (printf "%s/" $tlsDir) (toString $tls.cert_file)) (hasPrefix (printf "%s/" $tlsDir) (toString $tls.key_file))) }}
+{{- fail (printf "tls.secretName mounts %s, but config.server.tls names other files (%s, %s): remove config.server.tls.cert_file/key_file (the chart fills them in) or tls.secretName" $tlsDir (toString $tls.cert_file) (toString $tls.key_file)) }}
+{{- end }}
+{{- $_ := set $server "tls" $tls }}
+{{- end }}
+{{- if .Values.tls.clientCA.secretName }}
+{{- $tls := get $server "tls" }}
+{{- if not $tls }}
+{{- fail "tls.clientCA.secretName needs TLS: set tls.secretName (or config.server.tls)" }}
+{{- end }}
+{{- $caDir := include "querygate.clientCADir" . }}
+{{- if not (hasKey $tls "client_ca_file") }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/%s" $caDir .Values.tls.clientCA.key) }}
+{{- end }}
+{{- if not (hasPrefix (printf "%s/" $caDir) (toString $tls.client_ca_file)) }}
+{{- fail (printf "tls.clientCA.secretName mounts %s, but config.server.tls.client_ca_file is %s: remove it (the chart fills it in) or tls.clientCA.secretName" $caDir (toString $tls.client_ca_file)) }}
+{{- end }}
+{{- end }}
+{{- $auth := default (dict) (get $cfg "auth") }}
+{{- if .Values.jwt.secretName }}
+{{- $jwtDir := include "querygate.jwtDir" . }}
+{{- $read := false }}
+{{- range $issuer := (default (list) (get (default (dict) (get $auth "jwt")) "issuers")) }}
+{{- range $file := (default (list) (get $issuer "public_keys")) }}
+{{- if hasPrefix (printf "%s/" $jwtDir) (toString $file) }}
+{{- $read = true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $read }}
+{{- fail (printf "jwt.secretName mounts %s, but no config.auth.jwt.issuers[].public_keys names a file in it: name the issuer's key file there (e.g. %s/<key>) or remove jwt.secretName" $jwtDir $jwtDir) }}
+{{- end }}
+{{- end }}
+{{- /* The pods listen on 0.0.0.0: without authentication only when asked for by name. */}}
+{{- if not (or (get $auth "jwt") (get $auth "mtls")) }}
+{{- if not (or .Values.allowUnauthenticated (eq (toString (get $server "allow_unauthenticated")) "true")) }}
+{{- fail "the pods would serve 0.0.0.0 without authentication: configure config.auth.jwt or config.auth.mtls (docs/identity.md), or set allowUnauthenticated: true for a trusted network (anyone who reaches the Service then acts as tenant default)" }}
+{{- end }}
+{{- $_ := set $server "allow_unauthenticated" true }}
+{{- end }}
 {{- $approvalCfg := default (dict) (get $cfg "approval") }}
 {{- if and (get $approvalCfg "key_files") (ne (toString (get $approvalCfg "store")) "postgres") }}
 {{- fail "approval key files (approvalKeys or config.approval.key_files) need config.approval.store: postgres, so that every replica shares one record of the approvals already used (docs/approval.md)" }}
 {{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The container's volume mounts, the same for the server and the init containers that pull
+providers with its configuration. */}}
+{{- define "querygate.volumeMounts" -}}
+- name: config
+  mountPath: {{ include "querygate.configDir" . }}
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- if ne .Values.registry.source "image" }}
+- name: registry
+  mountPath: {{ .Values.registry.mountPath }}
+  {{- if eq .Values.registry.source "claim" }}
+  readOnly: true
+  {{- end }}
+{{- end }}
+{{- if .Values.audit.volume.enabled }}
+- name: audit
+  mountPath: {{ .Values.audit.volume.mountPath }}
+{{- end }}
+{{- range $i, $c := .Values.credentials.tenants }}
+- name: credentials-{{ $i }}
+  mountPath: {{ include "querygate.credentialsDir" $ }}/{{ $c.tenant }}
+  readOnly: true
+{{- end }}
+{{- if .Values.tls.secretName }}
+- name: tls
+  mountPath: {{ include "querygate.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.tls.clientCA.secretName }}
+- name: client-ca
+  mountPath: {{ include "querygate.clientCADir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.jwt.secretName }}
+- name: jwt
+  mountPath: {{ include "querygate.jwtDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.database.urlSecret.secretName }}
+- name: database-url
+  mountPath: {{ include "querygate.databaseDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.approvalKeys.secretName }}
+- name: approval-keys
+  mountPath: {{ include "querygate.approvalKeysDir" . }}
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
