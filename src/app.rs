@@ -524,6 +524,25 @@ fn warn_at_start(config: &Config) {
         tracing::warn!("{warning}");
         eprintln!("querygate: warning: {warning}");
     }
+    // The provider lock is checked once now; /readyz checks it again while serving.
+    let lock = crate::http::ready::lock_checker(config);
+    match lock.check() {
+        Ok(true) => {
+            tracing::info!(lock_file = %lock.lock_file().display(), "the registry holds what its provider lock says")
+        }
+        Ok(false) => {}
+        Err(err) => {
+            let message = format!(
+                "the registry differs from its provider lock: {}; /readyz answers 503 until it matches",
+                err.0
+            );
+            tracing::error!("{message}");
+            eprintln!(
+                "querygate: error: {}",
+                crate::safe_text::escape_controls(&message)
+            );
+        }
+    }
 }
 
 /// [`handler`] whose tool calls and upstream requests are counted in `metrics`.

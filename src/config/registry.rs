@@ -23,6 +23,8 @@ pub(super) struct RawRegistry {
     pub(super) max_unpacked_bytes: u64,
     pub(super) max_entry_bytes: u64,
     pub(super) max_entries: usize,
+    /// The provider lock; absent: `<root>/providers.lock`.
+    pub(super) lock_file: Option<PathBuf>,
 }
 
 impl Default for RawRegistry {
@@ -37,6 +39,7 @@ impl Default for RawRegistry {
             max_unpacked_bytes: remote.max_unpacked_bytes,
             max_entry_bytes: remote.max_entry_bytes,
             max_entries: remote.max_entries,
+            lock_file: None,
         }
     }
 }
@@ -94,6 +97,13 @@ pub(super) fn check_registry(
     if let Some(url) = &url {
         problems.url("registry.url", url, &["http", "https", "file"]);
     }
+    let lock_file = match raw.lock_file {
+        Some(file) => paths.resolve(&file).unwrap_or_else(|message| {
+            problems.push("registry.lock_file", message);
+            file
+        }),
+        None => root.join(crate::engine::lock::LOCK_FILE_NAME),
+    };
     Registry {
         root,
         document_cache_size: raw.document_cache_size,
@@ -104,6 +114,7 @@ pub(super) fn check_registry(
             max_unpacked_bytes: raw.max_unpacked_bytes,
             max_entry_bytes: raw.max_entry_bytes,
             max_entries: raw.max_entries,
+            lock_file: Some(lock_file),
         },
     }
 }

@@ -1,5 +1,6 @@
 //! `/readyz`: whether this replica should receive traffic. Ready when the registry folder
-//! can be read, the audit sink can write (the file sink's folder takes a probe file; the
+//! can be read and holds what its provider lock says (`registry.lock_file`, when the file
+//! exists: every locked document with its digest, nothing unlocked), the audit sink can write (the file sink's folder takes a probe file; the
 //! PostgreSQL sink's database answers `SELECT 1`; and its last write did not fail: a full
 //! disk still takes an empty probe file), and the approval store answers when it is
 //! PostgreSQL; never while draining.
@@ -50,6 +51,8 @@ struct Inner {
     drain: Drain,
     /// `<registry.root>/src` (absent: an empty registry, which is ready).
     registry: PathBuf,
+    /// Compares the registry with its provider lock.
+    lock: Arc<crate::engine::lock::LockChecker>,
     /// The file sink's folder.
     audit_dir: Option<PathBuf>,
     /// The database of the PostgreSQL audit sink and/or approval store.
@@ -112,6 +115,7 @@ impl Readiness {
             inner: Arc::new(Inner {
                 drain,
                 registry: config.engine.registry_root.join("src"),
+                lock: Arc::new(lock_checker(config)),
                 audit_dir,
                 database,
                 audit_writes,
@@ -177,7 +181,14 @@ impl Readiness {
 
 impl Inner {
     async fn run(&self) -> Checks {
-        let registry = bounded("unreadable", read_registry(self.registry.clone()));
+        let registry = async {
+            match bounded("unreadable", read_registry(self.registry.clone())).await {
+                Ok(()) => {
+                    bounded("differs from providers.lock", check_lock(self.lock.clone())).await
+                }
+                failed => failed,
+            }
+        };
         let audit_file = async {
             match &self.audit_dir {
                 Some(dir) => Some(bounded("not writable", probe_dir(dir.clone())).await),
@@ -234,6 +245,23 @@ where
         ),
     };
     Err(Failure { reason, details })
+}
+
+/// The registry's provider lock checker of `config` (`registry.lock_file`).
+pub fn lock_checker(config: &Config) -> crate::engine::lock::LockChecker {
+    let root = &config.engine.registry_root;
+    let lock_file = config
+        .engine
+        .remote
+        .lock_file
+        .clone()
+        .unwrap_or_else(|| root.join(crate::engine::lock::LOCK_FILE_NAME));
+    crate::engine::lock::LockChecker::new(lock_file, root)
+}
+
+/// The registry holds what its lock says (or has no lock).
+async fn check_lock(lock: Arc<crate::engine::lock::LockChecker>) -> Result<(), String> {
+    blocking(move || lock.check().map(drop).map_err(|err| err.0)).await
 }
 
 /// The registry folder can be listed (or does not exist yet: an empty registry).

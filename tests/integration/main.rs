@@ -67,6 +67,7 @@ mod pagination;
 mod plan_preview;
 mod projection;
 mod provenance;
+mod provider_lock;
 mod provider_rules;
 mod query_scopes;
 mod quota_fleet;

@@ -16,6 +16,7 @@ mod effect;
 mod error;
 mod eval;
 mod inline;
+pub mod lock;
 mod mutate;
 mod observe;
 mod operation;

@@ -199,9 +199,12 @@ fn planned(cx: &ExecContext, prepared: &Prepared, verb: &str) -> Result<PlannedW
         hasher.update((bytes.len() as u64).to_be_bytes());
         hasher.update(bytes);
     };
-    piece(b"querygate-plan/v1");
+    piece(b"querygate-plan/v2");
     piece(resource.as_bytes());
     piece(method.name.as_bytes());
+    // The documents the method was read from: another replica's other documents plan
+    // another digest, even for the same requests.
+    piece(method.documents_sha256.as_bytes());
     let unsigned = AuthParts::default();
     let secrets = Scrubber::new(&unsigned, cx.credentials.as_ref());
     let mut previews = Vec::new();

@@ -49,10 +49,11 @@ pub(crate) fn planned_read(cx: &ExecContext, job: &ReadJob<'_>) -> Result<Planne
         hasher.update((bytes.len() as u64).to_be_bytes());
         hasher.update(bytes);
     };
-    piece(b"querygate-read-plan/v1");
+    piece(b"querygate-read-plan/v2");
     let resource = job.resource.full_name();
     piece(resource.as_bytes());
     piece(job.method.name.as_bytes());
+    piece(job.method.documents_sha256.as_bytes());
     piece(job.method.http_method.as_bytes());
     let mut requests = 1usize;
     let mut first: Vec<(&Param, String)> = Vec::with_capacity(job.params.len());

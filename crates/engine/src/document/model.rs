@@ -416,6 +416,9 @@ pub(crate) struct RowShape {
 #[derive(Debug)]
 pub(crate) struct Method {
     pub(crate) name: String,
+    /// SHA-256 (hex) over the digests of the documents the method was read from
+    /// (`provider.yaml`, the service document, the operation's document): a plan binds to it.
+    pub(crate) documents_sha256: String,
     pub(crate) verb: Option<SqlVerb>,
     pub(crate) http_method: String,
     pub(crate) path: String,
@@ -637,8 +640,19 @@ impl Method {
             &params,
             verb,
         );
+        let documents_sha256 = crate::lock::sha256_hex(
+            [
+                &cx.service.provider.doc.sha256,
+                &cx.service.doc.sha256,
+                &op_doc.sha256,
+            ]
+            .map(String::as_str)
+            .join("\n")
+            .as_bytes(),
+        );
         Ok(Method {
             name: name.to_owned(),
+            documents_sha256,
             verb,
             http_method: http_method.to_ascii_uppercase(),
             path,

@@ -30,6 +30,8 @@ pub(crate) struct Doc {
     pub(crate) rel: String,
     /// The parsed YAML as a JSON value tree.
     pub(crate) value: Value,
+    /// SHA-256 (hex) of the file as read: what a plan's digest binds to.
+    pub(crate) sha256: String,
 }
 
 impl Doc {
@@ -286,6 +288,7 @@ fn parse_file(path: &Path, rel: &str) -> Result<Doc> {
     Ok(Doc {
         rel: rel.to_owned(),
         value,
+        sha256: crate::lock::sha256_hex(text.as_bytes()),
     })
 }
 

@@ -92,6 +92,40 @@ pub(crate) fn stage(
     })
 }
 
+/// Checks the staged package against the provider lock at `lock_file` and records it there
+/// when the lock does not hold its version yet (before it is installed: a package the lock
+/// refuses, or that cannot be recorded, is not installed). Without a lock file, one is made
+/// of what `root` holds already and the package.
+pub(crate) fn lock(
+    root: &Path,
+    lock_file: &Path,
+    folder: &str,
+    version: &str,
+    staged: &Staged,
+) -> Result<()> {
+    use crate::lock::{ProviderLock, digest_dir};
+    let refused = |why: String| {
+        registry_error(format!(
+            "refusing {folder} {version}: {why}; nothing was installed"
+        ))
+    };
+    let digests = digest_dir(&staged.dir).map_err(|err| refused(err.0))?;
+    // The first pull into a registry without a lock locks what it already holds too.
+    let mut lock = match ProviderLock::read(lock_file).map_err(|err| refused(err.0))? {
+        Some(lock) => lock,
+        None => ProviderLock::of_installed(&root.join("src")).map_err(|err| refused(err.0))?,
+    };
+    if lock
+        .admits(folder, version, &digests)
+        .map_err(|err| refused(format!("{} ('{}')", err.0, lock_file.display())))?
+    {
+        lock.record(folder, version, digests);
+        lock.write(lock_file)
+            .map_err(|err| refused(format!("cannot record it in the provider lock: {}", err.0)))?;
+    }
+    Ok(())
+}
+
 impl Staged {
     /// Why this package must not be used by this engine, if it must not: a
     /// `config.minStackQLVersion` newer than the format querygate reads.

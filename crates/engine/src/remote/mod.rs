@@ -41,6 +41,9 @@ pub struct RemoteRegistryConfig {
     pub max_entry_bytes: u64,
     /// Most entries (files and folders) in a package.
     pub max_entries: usize,
+    /// The provider lock a pull checks a package against and records it in
+    /// ([`crate::lock`]); `None`: `<root>/providers.lock`.
+    pub lock_file: Option<PathBuf>,
 }
 
 impl Default for RemoteRegistryConfig {
@@ -51,6 +54,7 @@ impl Default for RemoteRegistryConfig {
             max_unpacked_bytes: 1024 * 1024 * 1024,
             max_entry_bytes: 64 * 1024 * 1024,
             max_entries: 20_000,
+            lock_file: None,
         }
     }
 }
@@ -258,7 +262,12 @@ impl Remote {
         };
         let root = self.root.clone();
         let dest = root.join("src").join(folder).join(version);
-        let (name, version) = (name.to_owned(), version.to_owned());
+        let lock_file = self
+            .config
+            .lock_file
+            .clone()
+            .unwrap_or_else(|| root.join(crate::lock::LOCK_FILE_NAME));
+        let (name, folder, version) = (name.to_owned(), folder.to_owned(), version.to_owned());
         tokio::task::spawn_blocking(move || {
             let staged = install::stage(&root, &name, &version, &tgz, limits)?;
             if let Some(reason) = staged.unusable_reason() {
@@ -275,6 +284,7 @@ impl Remote {
                 signatures_skipped = staged.unpacked.signatures_skipped,
                 "package unpacked"
             );
+            install::lock(&root, &lock_file, &folder, &version, &staged)?;
             staged.commit(&dest)?;
             Ok(Installed::Done)
         })
