@@ -226,6 +226,10 @@ class Start:
         self.case, self.objects, self.querygate, self.ok = case, objects, querygate, ok
         self.problems: list[str] = []
         self.cleanups: list[Callable[[], None]] = []
+        # The providers.lock the init containers' pulls left in the registry folder.
+        self.lock_text: str | None = None
+        # Whether the init containers are expected to be refused (a lock they must not pass).
+        self.expect_refused_pull: str | None = None
 
     def fail(self, message: str) -> None:
         self.problems.append(f"{self.case}: {message}")
@@ -284,6 +288,9 @@ class Start:
         server.setdefault("allowed_hosts", []).append(f"127.0.0.1:{port}")
         config.setdefault("registry", {})["url"] = registry.url
         config_mount = next(m["mountPath"] for m in main["volumeMounts"] if m["name"] == "config")
+        config_map = next(cm for cm in by_kind(self.objects, "ConfigMap") if "config.yaml" in cm.get("data", {}))
+        for key, text in config_map["data"].items():
+            (mounts[config_mount] / key).write_text(text)
         (mounts[config_mount] / "config.yaml").write_text(rebase(yaml.safe_dump(config, sort_keys=False), mounts))
 
         for job in by_kind(self.objects, "Job"):
@@ -294,10 +301,22 @@ class Start:
                 self.fail(f"init container {init['name']} mounts other volumes than the server")
             result = subprocess.run([str(self.querygate), *init["args"]], env=process_env(init, mounts, scratch),
                                     cwd=scratch, capture_output=True, text=True, timeout=120)
+            if self.expect_refused_pull is not None:
+                said = result.stdout + result.stderr
+                if result.returncode != 0 and self.expect_refused_pull in said:
+                    self.ok(f"{self.case}: init container {init['name']} refuses a package that differs from the lock")
+                else:
+                    self.fail(f"init container {init['name']} was not refused as expected (exit {result.returncode}): {said.strip()[-1500:]}")
+                return
             if result.returncode != 0:
                 self.fail(f"init container {init['name']} fails (exit {result.returncode}): {(result.stdout + result.stderr).strip()[-2000:]}")
                 return
             self.ok(f"{self.case}: init container {init['name']} pulls from the mock registry")
+        registry_mount = config.get("registry", {}).get("root")
+        for mount, folder in mounts.items():
+            if registry_mount and rebase(registry_mount, mounts) == str(folder):
+                lock = folder / "providers.lock"
+                self.lock_text = lock.read_text() if lock.exists() else None
         self._serve(main, mounts, scratch, config, material, port, admin_port)
 
     def _fill(self, volume: dict[str, Any], mount: str, target: Path, config: dict[str, Any],
@@ -413,6 +432,13 @@ class Start:
                 self.ok(f"{self.case}: ready")
 
 
-def start_check(case: str, objects: list[dict[str, Any]], querygate: Path, ok: Report) -> list[str]:
-    """Starts the rendering `objects` as described above; the problems found."""
-    return Start(case, objects, querygate.resolve(), ok).run()
+def start_check(case: str, objects: list[dict[str, Any]], querygate: Path, ok: Report,
+                expect_refused_pull: str | None = None) -> tuple[list[str], str | None]:
+    """Starts the rendering `objects` as described above: the problems found, and the
+    providers.lock the init containers' pulls wrote (None without one). With
+    `expect_refused_pull`, the first init container must fail saying that text, and nothing
+    more is started."""
+    start = Start(case, objects, querygate.resolve(), ok)
+    start.expect_refused_pull = expect_refused_pull
+    problems = start.run()
+    return problems, start.lock_text

@@ -768,6 +768,32 @@ REFUSED_RENDERS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+def start_with_lock(chart: helm.Chart, name: str, values: dict[str, Any], objects: list[dict[str, Any]],
+                    querygate: Path) -> None:
+    """Starts the example (scripts/deploy_start.py); then again with the providers.lock its
+    pulls wrote mounted as registry.lock (every replica of a fleet checks its documents
+    against it), and with that lock's first digest changed, which the init containers must
+    refuse."""
+    problems, lock_text = deploy_start.start_check(name, objects, querygate, ok)
+    for problem in problems:
+        fail(problem)
+    if problems or not lock_text or values.get("registry", {}).get("lock"):
+        return
+    locked = deep_merge(values, {"registry": {"lock": lock_text}})
+    problems, _ = deploy_start.start_check(f"{name} with registry.lock", render(chart, locked)[0], querygate, ok)
+    for problem in problems:
+        fail(problem)
+    lock = json.loads(lock_text)
+    first = sorted(lock["providers"])[0]
+    document = sorted(lock["providers"][first]["documents"])[0]
+    lock["providers"][first]["documents"][document] = "sha256:" + "0" * 64
+    tampered = deep_merge(values, {"registry": {"lock": json.dumps(lock, indent=2)}})
+    problems, _ = deploy_start.start_check(f"{name} with a lock its packages differ from", render(chart, tampered)[0],
+                                           querygate, ok, expect_refused_pull=f"{document} has another digest")
+    for problem in problems:
+        fail(problem)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--querygate", type=Path, help="querygate binary that checks the rendered configuration")
@@ -812,8 +838,7 @@ def main() -> int:
             if args.querygate:
                 check_config_with_binary(name, objects, args.querygate)
                 if name.startswith("ci/"):
-                    for problem in deploy_start.start_check(name, objects, args.querygate, ok):
-                        fail(problem)
+                    start_with_lock(chart, name, values, objects, args.querygate)
             if args.render_out:
                 out = args.render_out / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
                 out.mkdir(parents=True, exist_ok=True)

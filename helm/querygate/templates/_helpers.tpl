@@ -125,6 +125,9 @@ audit.file.dir, tenants' credentials.env_file).
 {{- if not (hasKey $registry "root") }}
 {{- $_ := set $registry "root" .Values.registry.mountPath }}
 {{- end }}
+{{- if and .Values.registry.lock (not (hasKey $registry "lock_file")) }}
+{{- $_ := set $registry "lock_file" (printf "%s/providers.lock" (include "querygate.configDir" .)) }}
+{{- end }}
 {{- $_ := set $cfg "registry" $registry }}
 {{- $audit := default (dict) (get $cfg "audit") }}
 {{- if and .Values.audit.volume.enabled (ne (toString (get $audit "sink")) "postgres") }}
