@@ -6,6 +6,7 @@ mod approve;
 mod audit_query;
 mod call;
 mod policy;
+mod registry_lock;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -196,6 +197,14 @@ pub enum RegistryAction {
         /// The version, e.g. v0.3.1.
         version: Option<String>,
     },
+    /// Writes the provider lock of what the local registry holds (`registry.lock_file`,
+    /// default `<registry.root>/providers.lock`): the SHA-256 of every document of each
+    /// installed provider version.
+    Lock {
+        /// Compare the registry with the lock instead (exit 1 naming the first difference).
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 /// `querygate audit` subcommands. Without `--database` or paths they read the configured
@@ -357,6 +366,9 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
             };
             return policy::run(&config, action).await;
         }
+        Command::Registry {
+            action: RegistryAction::Lock { check },
+        } => return registry_lock::run(&config, check),
         Command::Stdio => {
             return match crate::app::run_stdio(config).await {
                 Ok(()) => 0,

@@ -176,3 +176,43 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
     assert!(installed.contains("title: one"), "{installed}");
     assert_eq!(ProviderLock::read(&lock_file).unwrap(), Some(lock));
 }
+
+#[tokio::test]
+async fn registry_lock_writes_the_lock_and_check_names_a_changed_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("registry");
+    copy_tree(&fixture_registry(), &root);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, format!("registry:\n  root: {}\n", root.display())).unwrap();
+    let run = |args: &[&str]| {
+        let out = crate::support::querygate_command()
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, said) = run(&["registry", "lock", "--check"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("there is no provider lock"), "{said}");
+    let (code, said) = run(&["registry", "lock"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("1 provider versions, 3 documents"), "{said}");
+    let (code, said) = run(&["registry", "lock", "--check"]);
+    assert_eq!(code, Some(0), "{said}");
+    std::fs::write(
+        root.join("src/testapi/v1/services/items.yaml"),
+        "changed: true\n",
+    )
+    .unwrap();
+    let (code, said) = run(&["registry", "lock", "--check"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("src/testapi/v1/services/items.yaml has another digest"),
+        "{said}"
+    );
+}
