@@ -32,6 +32,7 @@ use super::render::View;
 use crate::code::Code;
 use crate::config::Mode;
 use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
+use crate::mismatch::Mismatch;
 use crate::policy::QueryClass;
 use crate::tenant::Tenants;
 use crate::thread_priority::BulkPriority;
@@ -309,7 +310,8 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
 ];
 
 /// Parses a tool's arguments into its input type `T` (unknown fields refused, but by
-/// [`NoArguments`]): what goes wrong names the field.
+/// [`NoArguments`]): what goes wrong names the field, and a number of the wrong kind says
+/// what it must be (`row_limit: must be a whole number ≥ 0, got -1`).
 pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
     arguments: &Map<String, Value>,
 ) -> Result<Box<dyn ToolInput>, String> {
@@ -317,10 +319,13 @@ pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
         Ok(input) => Ok(Box::new(input)),
         Err(err) => {
             let path = err.path().to_string();
+            let inner = err.inner().to_string();
+            // A number of the wrong kind says what it must be, not serde's Rust type.
+            let what = Mismatch::of(&inner).map_or(inner, |m| m.to_string());
             Err(if path == "." {
-                err.inner().to_string()
+                what
             } else {
-                format!("{path}: {}", err.inner())
+                format!("{path}: {what}")
             })
         }
     }
@@ -587,7 +592,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn arguments_are_parsed_once_into_the_tools_input_with_the_old_messages() {
+    fn arguments_are_parsed_once_into_the_tools_input_and_errors_name_the_field() {
         let parse = |arguments: Value| {
             let arguments = arguments.as_object().cloned().unwrap_or_default();
             (query::RUN_SELECT_QUERY.parse)(&arguments)
@@ -606,7 +611,11 @@ mod tests {
             (json!({"row_limit": 1}), "missing field `sql`"),
             (
                 json!({"sql": "SELECT 1", "row_limit": -1}),
-                "row_limit: invalid value: integer `-1`, expected u64",
+                "row_limit: must be a whole number ≥ 0, got -1",
+            ),
+            (
+                json!({"sql": "SELECT 1", "row_limit": "ten"}),
+                "row_limit: must be a whole number ≥ 0, got \"ten\"",
             ),
         ] {
             assert_eq!(parse(arguments).unwrap_err(), message);
