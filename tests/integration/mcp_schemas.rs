@@ -272,6 +272,114 @@ fn each_schema(path: &str, schema: &Value, visit: &mut impl FnMut(&str, &Map<Str
     }
 }
 
+/// Keywords whose value is one schema, or a list of schemas.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "items",
+    "contains",
+    "not",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+    "contentSchema",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "prefixItems",
+];
+/// Keywords whose value is an object of schemas by name.
+const SCHEMA_MAP_KEYWORDS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "dependentSchemas",
+    "$defs",
+    "definitions",
+];
+/// Keywords a bare `true` or `false` is meant for (open or closed objects and lists), as MCP
+/// Inspector's `--strict` lint allows them.
+const BOOLEAN_VALUED: &[&str] = &[
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+];
+
+/// What in `schema` (at `path`, under `keyword`) a strict client refuses or falls back on: a
+/// `$ref` or `$defs` (`definitions`), which the OpenAI Agents SDK's strict conversion does not
+/// follow, and a bare `true` or `false` where a schema object belongs, an error to MCP
+/// Inspector's `--strict`.
+fn unportable(path: &str, keyword: Option<&str>, schema: &Value, found: &mut Vec<String>) {
+    let node = match schema {
+        Value::Bool(bare) => {
+            if !keyword.is_some_and(|k| BOOLEAN_VALUED.contains(&k)) {
+                found.push(format!("{path}: a bare `{bare}` subschema"));
+            }
+            return;
+        }
+        Value::Object(node) => node,
+        _ => return,
+    };
+    for key in ["$ref", "$defs", "definitions", "$dynamicRef"] {
+        if node.contains_key(key) {
+            found.push(format!("{path}: {key}"));
+        }
+    }
+    for (key, value) in node {
+        let here = format!("{path}/{key}");
+        match value {
+            Value::Object(map) if SCHEMA_MAP_KEYWORDS.contains(&key.as_str()) => {
+                for (name, schema) in map {
+                    unportable(&format!("{here}/{name}"), Some(key), schema, found);
+                }
+            }
+            Value::Array(schemas) if SCHEMA_KEYWORDS.contains(&key.as_str()) => {
+                for (index, schema) in schemas.iter().enumerate() {
+                    unportable(&format!("{here}/{index}"), Some(key), schema, found);
+                }
+            }
+            schema if SCHEMA_KEYWORDS.contains(&key.as_str()) => {
+                unportable(&here, Some(key), schema, found);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every tool's input and output schema, as a client lists them, is written out whole: no
+/// `$ref` or `$defs` (strict conversions such as the OpenAI Agents SDK's fall back on them,
+/// as they did for `query_library_get`'s input), and no bare `true` or `false` where a schema
+/// object belongs (MCP Inspector's `--strict` reports one as an error, as it did for
+/// `validate_mutation_query`'s `current_rows.rows`); `additionalProperties: false` and
+/// `true` are what those keywords take.
+#[tokio::test]
+async fn no_tool_schema_has_references_or_bare_boolean_subschemas() {
+    let server = start("full_access", "").await;
+    let client = modern_client(&server.url).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), ADVERTISED.len(), "every tool is listed");
+    let mut found = Vec::new();
+    for tool in &tools {
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        let output = Value::Object(
+            tool.output_schema
+                .as_deref()
+                .cloned()
+                .unwrap_or_else(|| panic!("{} declares no outputSchema", tool.name)),
+        );
+        unportable(&format!("{} input", tool.name), None, &input, &mut found);
+        unportable(&format!("{} output", tool.name), None, &output, &mut found);
+    }
+    assert!(
+        found.is_empty(),
+        "unportable schemas:\n{}",
+        found.join("\n")
+    );
+}
+
 /// What strict schema conversions (OpenAI's, the Agents SDK's) and Ajv-based clients (the
 /// TypeScript SDK, the Inspector) need of `tools/list`: every object of an input schema closed
 /// with `additionalProperties: false`, no numeric `format` that JSON Schema does not define

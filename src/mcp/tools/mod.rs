@@ -344,12 +344,17 @@ pub(crate) fn sql_text<'de, D: serde::Deserializer<'de>>(
     }
 }
 
-/// The JSON schema of `T` as an object, for an output: without the `$schema` keyword and the
-/// numeric `format`s schemars writes (`uint64`, `int64`, `double`, …), which JSON Schema does
-/// not define and validators such as Ajv (the TypeScript SDK's, the Inspector's) warn about on
+/// The JSON schema of `T` as an object, for an output: every subschema written where it is
+/// used, never a `$ref` into `$defs` (strict conversions such as the OpenAI Agents SDK's fall
+/// back on schemas with references), without the `$schema` keyword and the numeric
+/// `format`s schemars writes (`uint64`, `int64`, `double`, …), which JSON Schema does not
+/// define and validators such as Ajv (the TypeScript SDK's, the Inspector's) warn about on
 /// every call; `type` and `minimum` already say what they meant.
 pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
-    let mut object = match serde_json::to_value(schemars::schema_for!(T)) {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut object = match serde_json::to_value(generator.into_root_schema_for::<T>()) {
         Ok(Value::Object(object)) => object,
         _ => JsonObject::new(),
     };
