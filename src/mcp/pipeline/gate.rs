@@ -286,8 +286,8 @@ pub(super) fn policy_answer(
 /// Why a statement is not this tool's, naming the tool that runs it.
 fn wrong_tool(call: &PreparedCall) -> String {
     let kind = match &call.statement {
-        Some(Ok(statement)) => crate::mcp::tools::kind_name(statement.kind()),
-        _ => "a statement",
+        Some(Ok(statement)) => crate::mcp::tools::statement_name(statement),
+        _ => "a statement".to_owned(),
     };
     let runs = match call.tool() {
         "run_select_query" => "reads only (SELECT, SHOW, DESCRIBE)",
@@ -305,6 +305,8 @@ fn wrong_tool(call: &PreparedCall) -> String {
             Some(Ok(s)) if s.kind() == crate::engine::StatementKind::RegistryPull => {
                 "use pull_provider".to_owned()
             }
+            Some(Ok(s)) => crate::mcp::tools::nested_writes_advice(s)
+                .unwrap_or_else(|| "no tool runs it".to_owned()),
             _ => "no tool runs it".to_owned(),
         },
     };

@@ -520,6 +520,43 @@ pub(crate) fn kind_name(kind: crate::engine::StatementKind) -> &'static str {
     }
 }
 
+/// A statement for messages: its kind ("a SELECT"), or, when writes are nested inside it,
+/// those writes and where they are ("a DELETE within a query (WITH, a subquery or a set
+/// operation)" for `WITH t AS (SELECT 1) DELETE FROM …`, which parses as a query carrying
+/// the DELETE).
+pub(crate) fn statement_name(statement: &PreparedStatement) -> String {
+    let writes = statement.nested_writes();
+    if writes.is_empty() {
+        return kind_name(statement.kind()).to_owned();
+    }
+    let writes = and_list(writes.into_iter().map(|kind| kind_name(kind).to_owned()));
+    format!("{writes} within a query (WITH, a subquery or a set operation)")
+}
+
+/// What to do instead of a statement that carries writes within a query (see
+/// [`statement_name`]): send them on their own. `None` when it carries none.
+pub(crate) fn nested_writes_advice(statement: &PreparedStatement) -> Option<String> {
+    let writes = statement.nested_writes();
+    if writes.is_empty() {
+        return None;
+    }
+    let writes = and_list(writes.into_iter().map(|kind| format!("the {}", verb(kind))));
+    Some(format!(
+        "no tool runs a write within a query; send {writes} as a statement of its own, \
+         without WITH, to run_mutation_query"
+    ))
+}
+
+/// Names for messages joined with "and": "a DELETE", "an INSERT and an UPDATE".
+pub(crate) fn and_list(names: impl IntoIterator<Item = String>) -> String {
+    let names: Vec<String> = names.into_iter().collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The SQL verb of a statement kind, as Cedar policies see it (`resource.verb`).
 pub(crate) fn verb(kind: crate::engine::StatementKind) -> &'static str {
     use crate::engine::StatementKind;

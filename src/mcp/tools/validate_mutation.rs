@@ -259,6 +259,15 @@ async fn validate(
             | StatementKind::Delete
             | StatementKind::Exec
     );
+    if let Some(advice) = super::nested_writes_advice(&statement) {
+        return invalid(
+            approval_name,
+            format!(
+                "validate_mutation_query checks INSERT, UPDATE, REPLACE, DELETE and EXEC statements, and SELECTs that run a method that is not a read; this statement is {}: {advice}",
+                super::statement_name(&statement)
+            ),
+        );
+    }
     let held_read = statement.kind() == StatementKind::Select && class != QueryClass::Select;
     if !writes_kind && !held_read {
         let use_instead = if statement.kind() == StatementKind::Select {
