@@ -565,3 +565,47 @@ async fn every_mcp_client_gets_a_write_approved_across_three_replicas() {
     );
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The first cells of the Markdown table in `doc` whose header row starts with `header`.
+fn first_cells(doc: &str, header: &str) -> Vec<String> {
+    doc.lines()
+        .skip_while(|line| !line.starts_with(header))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| line.split('|').nth(1))
+        .map(|cell| {
+            cell.split(" (")
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every client of the matrix has its limit on one call and the setting that raises it above
+/// `approval.wait` in docs/approval.md: the OpenAI Agents SDK's 5 s default ends a call that
+/// waits for an approval.
+#[test]
+fn the_approval_doc_gives_every_matrix_client_its_call_timeout_setting() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/approval.md"))
+            .unwrap();
+    let clients = first_cells(&doc, "| client | protocol over HTTP |");
+    assert_eq!(clients.len(), 8, "{clients:?}");
+    let timeouts = first_cells(&doc, "| client | its limit on one call, by default |");
+    for client in &clients {
+        assert!(
+            timeouts.contains(client),
+            "{client} has no timeout row: {timeouts:?}"
+        );
+    }
+    let agents = doc
+        .lines()
+        .find(|line| line.starts_with("| OpenAI Agents SDK") && line.contains("5 s"))
+        .expect("the OpenAI Agents SDK's row of the timeout table");
+    assert!(
+        agents.contains("client_session_timeout_seconds"),
+        "{agents}"
+    );
+}

@@ -57,6 +57,11 @@ async fn every_mode_and_class_without_elicitation() {
                         )),
                         "{message}"
                     );
+                    assert!(
+                        message.contains("ask an operator to set `approval.out_of_band: fallback`")
+                            && !message.contains("change the tenant's mode"),
+                        "{message}"
+                    );
                     assert_eq!(sent, 0, "{mode} × {class}: nothing may reach the upstream");
                 }
             }
@@ -204,6 +209,13 @@ async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
     );
     assert!(
         !message.contains("does not support elicitation"),
+        "{message}"
+    );
+    // What the operator can do for such a client is turn on out-of-band approval, not
+    // weaken the mode.
+    assert!(
+        message.contains("ask an operator to set `approval.out_of_band: fallback`")
+            && !message.contains("change the tenant's mode"),
         "{message}"
     );
     assert!(approver.prompts().is_empty());

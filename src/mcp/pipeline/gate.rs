@@ -500,14 +500,14 @@ where
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
-                "{reason} and the MCP client declared no elicitation capability, so nobody can be asked to approve it. Use a client that supports elicitation (over MCP 2026-07-28, or in a stdio session), or ask an operator to change the tenant's mode if this client is trusted"
+                "{reason} and the MCP client declared no elicitation capability, so nobody can be asked to approve it in the call. Use a client that supports elicitation (over MCP 2026-07-28, or in a stdio session), or ask an operator to {OUT_OF_BAND_ADVICE}"
             ),
         ),
         ApprovalChannel::StatelessLegacy { protocol } => refused(
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
-                "{reason}; this client's protocol (MCP {}) cannot be asked over stateless HTTP: the server keeps no session to send it an elicitation request in the middle of the call, whatever capabilities it declared. Use a client speaking MCP 2026-07-28 with elicitation, connect over stdio, or ask an operator to change the tenant's mode if this client is trusted",
+                "{reason}; this client's protocol (MCP {}) cannot be asked over stateless HTTP: the server keeps no session to send it an elicitation request in the middle of the call, whatever capabilities it declared. Use a client speaking MCP 2026-07-28 with elicitation, connect over stdio, or ask an operator to {OUT_OF_BAND_ADVICE}",
                 crate::safe_text::escape_inline(protocol)
             ),
         ),
@@ -692,6 +692,10 @@ where
     reply.approved_by = Some(by);
     Ok(reply)
 }
+
+/// What a client that cannot be asked in the call is told to ask an operator for, when
+/// out-of-band approval is off: the setting that gets its calls approved, not a weaker mode.
+const OUT_OF_BAND_ADVICE: &str = "set `approval.out_of_band: fallback`: then the call becomes a pending approval (policy.approval_pending, with its id and link) that an approver of the tenant decides, and the same call repeated after the approval runs once";
 
 /// The out-of-band approvals a call needing approval goes to, if it does: with
 /// `approval.out_of_band: always` every call, with `fallback` those whose client cannot be
