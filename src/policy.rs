@@ -4,8 +4,8 @@
 //!
 //! The classes and the decision table are StackQL's (`select`, `mutation_create`,
 //! `mutation_delete`, `lifecycle`, `unknown`; `read_only`, `safe`, `delete_safe`,
-//! `full_access`). Classes come from the engine's parse of the statement that will run, never
-//! from its first word.
+//! `full_access`), but that `unknown` is refused in every mode ([`decide`]). Classes come from
+//! the engine's parse of the statement that will run, never from its first word.
 
 use std::fmt;
 
@@ -214,20 +214,23 @@ impl Verdict {
     }
 }
 
-/// StackQL's decision table:
+/// StackQL's decision table, but that `unknown` is refused in every mode: no tool runs a
+/// statement that cannot be classified (the gate refuses it as no tool's before it asks
+/// this table), so the tools that report the table's verdict (`validate_select_query`,
+/// `validate_mutation_query`) say so too.
 ///
 /// | mode \ class  | select | mutation_create | mutation_delete | lifecycle | unknown |
 /// |---------------|--------|-----------------|-----------------|-----------|---------|
 /// | `read_only`   | allow  | refuse          | refuse          | refuse    | refuse  |
-/// | `safe`        | allow  | approval        | approval        | approval  | approval|
-/// | `delete_safe` | allow  | allow           | approval        | approval  | approval|
-/// | `full_access` | allow  | allow           | allow           | allow     | allow   |
+/// | `safe`        | allow  | approval        | approval        | approval  | refuse  |
+/// | `delete_safe` | allow  | allow           | approval        | approval  | refuse  |
+/// | `full_access` | allow  | allow           | allow           | allow     | refuse  |
 pub fn decide(mode: Mode, class: QueryClass) -> Verdict {
     let reason = Reason { mode };
     match (mode, class) {
-        (_, QueryClass::Select) | (Mode::FullAccess, _) => Verdict::Allow,
-        (Mode::ReadOnly, _) => Verdict::Refuse(reason),
-        (Mode::DeleteSafe, QueryClass::MutationCreate) => Verdict::Allow,
+        (_, QueryClass::Select) => Verdict::Allow,
+        (_, QueryClass::Unknown) | (Mode::ReadOnly, _) => Verdict::Refuse(reason),
+        (Mode::FullAccess, _) | (Mode::DeleteSafe, QueryClass::MutationCreate) => Verdict::Allow,
         (Mode::Safe | Mode::DeleteSafe, _) => Verdict::NeedsApproval(reason),
     }
 }
@@ -261,7 +264,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_mode_and_class_pair_follows_stackqls_table() {
+    fn every_mode_and_class_pair_follows_stackqls_table_but_unknown_is_refused() {
         use QueryClass::*;
         use Verdict::*;
         let allow = Allow;
@@ -274,16 +277,10 @@ mod tests {
                     NeedsApproval(r),
                     NeedsApproval(r),
                     NeedsApproval(r),
-                    NeedsApproval(r),
+                    Refuse(r),
                 ],
-                Mode::DeleteSafe => [
-                    allow,
-                    allow,
-                    NeedsApproval(r),
-                    NeedsApproval(r),
-                    NeedsApproval(r),
-                ],
-                Mode::FullAccess => [allow; 5],
+                Mode::DeleteSafe => [allow, allow, NeedsApproval(r), NeedsApproval(r), Refuse(r)],
+                Mode::FullAccess => [allow, allow, allow, allow, Refuse(r)],
             };
             for (class, want) in [Select, MutationCreate, MutationDelete, Lifecycle, Unknown]
                 .into_iter()

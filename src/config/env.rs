@@ -17,17 +17,52 @@ const PREFIX: &str = "QUERYGATE_";
 /// documents spell them).
 const MIXED_CASE_KEYS: &[&str] = &["keyID", "keyIDenvvar", "valuePrefix"];
 
-/// Applies the `QUERYGATE_<SECTION>__<KEY>` variables of `env` to `tree`; how many there were.
+/// One `QUERYGATE_<SECTION>__<KEY>` variable applied to the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Override {
+    /// The variable, e.g. `QUERYGATE_SERVER__MAX_ROWS`.
+    pub(super) variable: String,
+    /// The key it set, as the configuration spells it: `server.max_rows`.
+    pub(super) key: String,
+    /// Its value, as the environment holds it.
+    pub(super) raw: String,
+}
+
+/// The overrides applied to a configuration, in variable order.
+#[derive(Debug, Default)]
+pub(super) struct Overrides(Vec<Override>);
+
+impl Overrides {
+    /// Whether any variable was applied.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The override that set the key at `path` (`server.max_rows`, `tenants[0].mode`), or a
+    /// key inside it, or the section holding it: the variable a problem at `path` comes from.
+    pub(super) fn at(&self, path: &str) -> Option<&Override> {
+        let within = |inner: &str, outer: &str| {
+            inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        self.0
+            .iter()
+            .find(|o| within(path, &o.key) || within(&o.key, path))
+    }
+}
+
+/// Applies the `QUERYGATE_<SECTION>__<KEY>` variables of `env` to `tree`; which there were.
 pub(super) fn apply_overrides(
     tree: &mut Value,
     env: &HashMap<String, String>,
-) -> Result<usize, ConfigError> {
+) -> Result<Overrides, ConfigError> {
     let mut keys: Vec<&String> = env
         .keys()
         .filter(|k| k.starts_with(PREFIX) && k.contains("__"))
         .collect();
     keys.sort();
-    let applied = keys.len();
+    let mut applied = Vec::with_capacity(keys.len());
     for key in keys {
         let path: Vec<&str> = key[PREFIX.len()..].split("__").collect();
         if path.iter().any(|segment| segment.is_empty()) {
@@ -42,9 +77,14 @@ pub(super) fn apply_overrides(
             Ok(value) => value,
             Err(_) => Value::String(raw.clone()),
         };
-        set(tree, &path, value).map_err(|message| invalid(key, &message))?;
+        let spelled = set(tree, &path, value).map_err(|message| invalid(key, &message))?;
+        applied.push(Override {
+            variable: key.clone(),
+            key: spelled.join("."),
+            raw: raw.clone(),
+        });
     }
-    Ok(applied)
+    Ok(Overrides(applied))
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {
@@ -64,10 +104,12 @@ fn spelling(map: &Map<String, Value>, segment: &str) -> String {
         .map_or_else(|| segment.to_ascii_lowercase(), str::to_owned)
 }
 
-fn set(tree: &mut Value, path: &[&str], value: Value) -> Result<(), String> {
+/// Sets the key at `path` to `value`; the key's segments as spelled in `tree`.
+fn set(tree: &mut Value, path: &[&str], value: Value) -> Result<Vec<String>, String> {
     let Some((last, parents)) = path.split_last() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut spelled = Vec::with_capacity(path.len());
     let mut node = tree;
     for segment in parents {
         if !node.is_object() {
@@ -76,14 +118,16 @@ fn set(tree: &mut Value, path: &[&str], value: Value) -> Result<(), String> {
         let Value::Object(map) = node else {
             return Err("not a section".to_owned());
         };
-        node = map
-            .entry(spelling(map, segment))
-            .or_insert_with(|| Value::Object(Map::new()));
+        let key = spelling(map, segment);
+        spelled.push(key.clone());
+        node = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
     }
     match node {
         Value::Object(map) => {
-            map.insert(spelling(map, last), value);
-            Ok(())
+            let key = spelling(map, last);
+            spelled.push(key.clone());
+            map.insert(key, value);
+            Ok(spelled)
         }
         _ => Err(format!(
             "'{}' is not a section",

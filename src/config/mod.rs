@@ -84,7 +84,11 @@ const MAX_PARSE_ERRORS: usize = 20;
 /// reported (`upstream.timout: unknown field …`) and taken out, and the rest parsed again,
 /// so one run names them all. A key missing only because a key inside it was taken out is
 /// not reported again. The configuration is `None` when what is left still does not parse.
-fn parse_all(mut tree: serde_json::Value) -> (Option<raw::RawConfig>, Vec<String>) {
+/// A key an environment variable set is reported by the variable ([`key_problem`]).
+fn parse_all(
+    mut tree: serde_json::Value,
+    overrides: &env::Overrides,
+) -> (Option<raw::RawConfig>, Vec<String>) {
     let mut failed: Vec<String> = Vec::new();
     let mut errors = Vec::new();
     while errors.len() < MAX_PARSE_ERRORS {
@@ -102,7 +106,7 @@ fn parse_all(mut tree: serde_json::Value) -> (Option<raw::RawConfig>, Vec<String
                 .is_some_and(|rest| rest.starts_with(['.', '[']))
         });
         if !inside_a_failed_key {
-            errors.push(format!("{path}: {}", err.inner()));
+            errors.push(key_problem(&path, &err.inner().to_string(), overrides));
         }
         let segments: Vec<serde_path_to_error::Segment> = err.path().iter().cloned().collect();
         if !remove(&mut tree, &segments) {
@@ -111,6 +115,29 @@ fn parse_all(mut tree: serde_json::Value) -> (Option<raw::RawConfig>, Vec<String
         failed.push(path);
     }
     (None, errors)
+}
+
+/// What is wrong with the key at `path`, serde's `message` about it said as a person would: a
+/// number of the wrong kind says what it must be (`server.max_rows: must be a whole number
+/// ≥ 0, got -3`), and a key an environment variable set names the variable and its value as
+/// written (`QUERYGATE_SERVER__MAX_ROWS (server.max_rows): must be …, got '-3'`).
+fn key_problem(path: &str, message: &str, overrides: &env::Overrides) -> String {
+    let mismatch = crate::mismatch::Mismatch::of(message);
+    let Some(set) = overrides.at(path) else {
+        return match mismatch {
+            Some(mismatch) => format!("{path}: {mismatch}"),
+            None => format!("{path}: {message}"),
+        };
+    };
+    let said = match mismatch {
+        // The value as the variable holds it, not as YAML read it.
+        Some(mismatch) if set.key == path => {
+            format!("must be {}, got '{}'", mismatch.must_be, set.raw)
+        }
+        Some(mismatch) => mismatch.to_string(),
+        None => message.to_owned(),
+    };
+    format!("{} ({path}): {said}", set.variable)
 }
 
 /// Takes the value at `path` out of `tree`; whether there was one.
@@ -244,12 +271,14 @@ impl Config {
         };
         let overrides = env::apply_overrides(&mut tree, &sources.env)?;
         let origin = match &file {
-            Some(path) if overrides > 0 => format!("{} with environment overrides", path.display()),
+            Some(path) if !overrides.is_empty() => {
+                format!("{} with environment overrides", path.display())
+            }
             Some(path) => path.display().to_string(),
             None => "environment".to_owned(),
         };
         let paths = paths::PathResolver::new(&sources.env, file.as_deref());
-        let (raw, mut errors) = parse_all(tree);
+        let (raw, mut errors) = parse_all(tree, &overrides);
         let checked = raw.map(|raw| Config::validate(raw, &sources.env, &paths));
         if errors.is_empty() {
             // Parsed whole: `checked` is there.
@@ -531,6 +560,47 @@ mod tests {
     }
 
     #[test]
+    fn a_number_of_the_wrong_kind_says_what_it_must_be_and_which_variable_set_it() {
+        let err = load("server:\n  max_rows: -3\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.max_rows: must be a whole number ≥ 0, got -3"),
+            "{err}"
+        );
+        assert!(!err.contains("usize"), "{err}");
+        let err = load("", &[("QUERYGATE_SERVER__MAX_ROWS", "-3")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "QUERYGATE_SERVER__MAX_ROWS (server.max_rows): must be a whole number ≥ 0, got '-3'"
+            ),
+            "{err}"
+        );
+        let err = load("", &[("QUERYGATE_UPSTREAM__PAGE_LIMIT", "lots")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "QUERYGATE_UPSTREAM__PAGE_LIMIT (upstream.page_limit): must be a whole number"
+            ),
+            "{err}"
+        );
+        assert!(err.ends_with("got 'lots'"), "{err}");
+        // A variable that makes a number a section: the value YAML got, and the variable.
+        let err = load("", &[("QUERYGATE_SERVER__MAX_ROWS__X", "3")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "QUERYGATE_SERVER__MAX_ROWS__X (server.max_rows): must be a whole number ≥ 0, got a map"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let err = load("upstream:\n  timout: 5s\n", &[])
             .unwrap_err()
@@ -539,7 +609,10 @@ mod tests {
         let err = load("", &[("QUERYGATE_UPSTREAM__NOPE", "1")])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("nope"), "{err}");
+        assert!(
+            err.contains("QUERYGATE_UPSTREAM__NOPE (upstream.nope): unknown field `nope`"),
+            "{err}"
+        );
         let err = load("tenants:\n  - id: a\n    colour: red\n", &[])
             .unwrap_err()
             .to_string();

@@ -813,12 +813,23 @@ fn detail(
             );
         }
     }
-    let _ = write!(
-        body,
-        "<p><a href=\"/approve\">All approvals</a> · API: <code>{}</code></p>",
-        html(&oob.link(&r.id))
-    );
+    let base = oob
+        .config()
+        .web
+        .as_ref()
+        .map_or("", |web| web.base_url.as_str());
+    body.push_str(&footer(base, &r.id));
     body
+}
+
+/// The foot of an approval's page: back to the list, and the same approval in the HTTP API
+/// (`<base_url>/approvals/<id>`, for a bearer token; the page itself is `/approve/<id>`).
+fn footer(base_url: &str, id: &str) -> String {
+    format!(
+        "<p><a href=\"/approve\">All approvals</a> · the same approval in the HTTP API: <code id=\"api\">{}/approvals/{}</code></p>",
+        html(base_url.trim_end_matches('/')),
+        html(id)
+    )
 }
 
 async fn approve(state: State<Web>, headers: HeaderMap, id: Path<String>, body: Bytes) -> Response {
@@ -911,6 +922,14 @@ mod tests {
         assert!(
             html.contains("… and 2 more requests like these, not shown."),
             "{html}"
+        );
+    }
+
+    #[test]
+    fn the_footer_names_the_api_of_the_approval_not_its_page() {
+        assert_eq!(
+            footer("https://qg.example/", "4f<x>"),
+            "<p><a href=\"/approve\">All approvals</a> · the same approval in the HTTP API: <code id=\"api\">https://qg.example/approvals/4f&lt;x&gt;</code></p>"
         );
     }
 

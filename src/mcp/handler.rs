@@ -578,19 +578,27 @@ impl ServerHandler for QuerygateMcp {
                     id,
                     url,
                     message,
-                } => Err(ErrorData::new(
-                    rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
-                    outcome.text,
-                    Some(serde_json::json!({
-                        "elicitations": [{
-                            "mode": "url",
-                            "elicitationId": id,
-                            "url": url,
-                            "message": message,
-                        }],
-                        "error": outcome.structured.as_ref().and_then(|s| s.get("error")),
-                    })),
-                )),
+                } => {
+                    // Every such call, by configuration: not a warning (rmcp's own for the
+                    // error response is left out of the log lines, telemetry::url_elicitation).
+                    tracing::debug!(
+                        approval_id = %id,
+                        "approval pending: URL-mode elicitation (-32042) to the approval page"
+                    );
+                    Err(ErrorData::new(
+                        rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
+                        outcome.text,
+                        Some(serde_json::json!({
+                            "elicitations": [{
+                                "mode": "url",
+                                "elicitationId": id,
+                                "url": url,
+                                "message": message,
+                            }],
+                            "error": outcome.structured.as_ref().and_then(|s| s.get("error")),
+                        })),
+                    ))
+                }
             },
             Err(err @ (CallError::UnknownTool(_) | CallError::InvalidArguments { .. })) => {
                 Err(ErrorData::invalid_params(err.to_string(), None))

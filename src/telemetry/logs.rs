@@ -1,6 +1,7 @@
 //! The process's `tracing` subscriber: log lines on stderr (`log.format` text or JSON,
 //! filtered by `QUERYGATE_LOG`, else `log.level`, without rmcp's reports of clients that went
-//! away: see `client_gone`), plus the OpenTelemetry layer when traces
+//! away, see `client_gone`, nor its warning for each URL-mode elicitation sent, see
+//! `url_elicitation`), plus the OpenTelemetry layer when traces
 //! are on. Installed once, by the CLI, after the configuration is loaded.
 //!
 //! JSON lines carry the call's `trace_id` (when it has one) and the event's fields at the top
@@ -20,6 +21,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::client_gone::DropClientGone;
+use super::url_elicitation::DropUrlElicitationWarning;
 use crate::config::{LogConfig, LogFormat, TracesConfig};
 
 /// Targets whose events are never logged, at any level: `aws_sigv4` traces the canonical
@@ -104,17 +106,21 @@ fn subscriber(
 }
 
 /// The layer that writes log lines in `format` to stderr at `level`, without rmcp's reports
-/// of clients that went away and without secret-bearing targets.
+/// of clients that went away or of URL-mode elicitations sent, and without secret-bearing
+/// targets.
 fn lines(
     format: LogFormat,
     level: EnvFilter,
 ) -> Box<dyn tracing_subscriber::Layer<Registry> + Send + Sync> {
-    let filter = level.and(DropClientGone).and(
-        // No opinion on levels: the level filter's hint stands, so disabled levels are
-        // skipped where they are written.
-        tracing_subscriber::filter::filter_fn(|metadata| loggable_target(metadata.target()))
-            .with_max_level_hint(LevelFilter::TRACE),
-    );
+    let filter = level
+        .and(DropClientGone)
+        .and(DropUrlElicitationWarning)
+        .and(
+            // No opinion on levels: the level filter's hint stands, so disabled levels are
+            // skipped where they are written.
+            tracing_subscriber::filter::filter_fn(|metadata| loggable_target(metadata.target()))
+                .with_max_level_hint(LevelFilter::TRACE),
+        );
     // Colours only for a terminal (not for log files, pipes or a desktop client's log).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

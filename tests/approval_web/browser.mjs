@@ -1,7 +1,7 @@
 // Drives the approval page in Debian's headless Chromium (playwright-core, never a browser
 // download) for tests/integration/approval_web.rs: signs in at the OpenID provider with the
 // login given, then looks at or decides an approval. One JSON line on stdout:
-//   {"url", "tenant", "rows": [ids], "state", "plan", "sql", "decision", "error", "forms", "session"}
+//   {"url", "tenant", "rows": [ids], "state", "plan", "sql", "decision", "api", "error", "forms", "session"}
 // Arguments: one JSON object {"base", "login", "action": "list"|"show"|"approve"|"deny", "id", "reason"}.
 import { chromium } from 'playwright-core';
 
@@ -50,6 +50,7 @@ try {
   out.plan = await text('#plan');
   out.sql = await text('#sql');
   out.decision = await text('#decision');
+  out.api = await text('#api');
   out.error = await page.locator('#error').count() ? await page.locator('#error').getAttribute('data-code') : null;
   out.error_text = await text('#error');
   out.forms = await page.locator('form#approve, form#deny').count();

@@ -14,7 +14,7 @@
 //! Installation (`scripts/test.sh`, or `scripts/clients.sh install`): `QUERYGATE_PYTHON`
 //! (the SDK 2.3 venv), `QUERYGATE_CLIENTS_PYTHON` (SDK 1.30, openai-agents, langchain
 //! adapters) and `QUERYGATE_CLIENTS_DIR` (npm: TypeScript SDK 1.32, TypeScript client 2.4,
-//! Inspector CLI, Node 22). Without them, or without nginx or PostgreSQL, the test says it is
+//! MCP Inspector 2.12's CLI, Node 22). Without them, or without nginx or PostgreSQL, the test says it is
 //! skipped; under `CI=true` it fails instead.
 
 use std::collections::{HashMap, HashSet};
@@ -281,7 +281,8 @@ async fn run(
     results
 }
 
-/// The Inspector CLI: one `tools/call` per process, its JSON output as a `RESULT` line.
+/// The Inspector's CLI (`mcp-inspector --cli`): one `tools/call` per process, the result as
+/// one JSON object (`--format json`: `{"result": …}`); a result with `isError` exits 5.
 async fn inspector(
     clients_dir: &Path,
     node: &str,
@@ -289,14 +290,16 @@ async fn inspector(
     token: &str,
     sqls: &[String],
 ) -> Vec<String> {
-    let cli = clients_dir.join("node_modules/@modelcontextprotocol/inspector-cli/build/index.js");
+    let launcher = clients_dir
+        .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    // Its catalog and client settings live under HOME (`~/.mcp-inspector`): a folder of the
+    // test's own, not the user's.
+    let home = tempfile::tempdir().unwrap();
     let mut results = Vec::new();
     for sql in sqls {
         let output = tokio::process::Command::new(node)
-            .arg(&cli)
-            // The CLI looks for its package.json by a path relative to the working folder
-            // (`fs.existsSync("../package.json")`), so it runs from its build folder.
-            .current_dir(cli.parent().unwrap())
+            .arg(&launcher)
+            .arg("--cli")
             .arg(url)
             .args(["--transport", "http", "--method", "tools/call"])
             .args(["--tool-name", "run_mutation_query"])
@@ -304,6 +307,8 @@ async fn inspector(
             .arg(format!("sql={sql}"))
             .arg("--header")
             .arg(format!("Authorization: Bearer {token}"))
+            .args(["--format", "json"])
+            .env("HOME", home.path())
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output();
@@ -313,17 +318,17 @@ async fn inspector(
             .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "inspector failed:\n{stdout}\n{stderr}"
-        );
         let parsed: Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|err| panic!("inspector output is JSON ({err}):\n{stdout}\n{stderr}"));
-        let outcome = if parsed["isError"] == true {
-            "error"
-        } else {
-            "ok"
-        };
+        let is_error = parsed["result"]["isError"] == true;
+        // 0: a result; 5: a result with isError (anything else failed to call the tool).
+        let expected_status = if is_error { 5 } else { 0 };
+        assert_eq!(
+            output.status.code(),
+            Some(expected_status),
+            "inspector failed:\n{stdout}\n{stderr}"
+        );
+        let outcome = if is_error { "error" } else { "ok" };
         results.push(format!("{outcome} {stdout}"));
     }
     results
@@ -559,4 +564,48 @@ async fn every_mcp_client_gets_a_write_approved_across_three_replicas() {
         started.elapsed()
     );
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The first cells of the Markdown table in `doc` whose header row starts with `header`.
+fn first_cells(doc: &str, header: &str) -> Vec<String> {
+    doc.lines()
+        .skip_while(|line| !line.starts_with(header))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| line.split('|').nth(1))
+        .map(|cell| {
+            cell.split(" (")
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every client of the matrix has its limit on one call and the setting that raises it above
+/// `approval.wait` in docs/approval.md: the OpenAI Agents SDK's 5 s default ends a call that
+/// waits for an approval.
+#[test]
+fn the_approval_doc_gives_every_matrix_client_its_call_timeout_setting() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/approval.md"))
+            .unwrap();
+    let clients = first_cells(&doc, "| client | protocol over HTTP |");
+    assert_eq!(clients.len(), 8, "{clients:?}");
+    let timeouts = first_cells(&doc, "| client | its limit on one call, by default |");
+    for client in &clients {
+        assert!(
+            timeouts.contains(client),
+            "{client} has no timeout row: {timeouts:?}"
+        );
+    }
+    let agents = doc
+        .lines()
+        .find(|line| line.starts_with("| OpenAI Agents SDK") && line.contains("5 s"))
+        .expect("the OpenAI Agents SDK's row of the timeout table");
+    assert!(
+        agents.contains("client_session_timeout_seconds"),
+        "{agents}"
+    );
 }

@@ -254,6 +254,8 @@ async fn a_person_signed_in_with_openid_connect_approves_on_the_page_and_the_cal
         "{seen}"
     );
     assert_eq!(seen["forms"], 2, "{seen}");
+    // Its foot names the approval in the HTTP API, not the page again.
+    assert_eq!(seen["api"], format!("{base}/approvals/{id}"), "{seen}");
     // A POST with his session cookie but not the page's token is refused (CSRF).
     let session = seen["session"]["value"].as_str().unwrap();
     assert_eq!(seen["session"]["httpOnly"], true, "{seen}");
@@ -472,4 +474,57 @@ async fn url_mode_elicitation_points_a_legacy_client_at_the_page_and_the_retry_r
     };
     assert_eq!(again.code.0, -32042);
     assert_eq!(deletes(&server), 1);
+}
+
+/// A URL-mode elicitation is how the served binary answers every such call when configured
+/// to: rmcp's warning for the -32042 error response (with the whole payload, on every call)
+/// is not logged; querygate says it once per call at DEBUG.
+#[tokio::test]
+async fn url_mode_elicitations_are_logged_at_debug_not_as_warnings() {
+    use crate::mcp_support::{install_crypto_provider, legacy_client, test_config};
+    use crate::support::served::{serve_command, spawn_announced};
+    install_crypto_provider();
+    let mock = crate::mock::Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        &mock,
+        dir.path(),
+        "safe",
+        "approval:\n  out_of_band: fallback\n  wait: 0s\n  url_elicitation: true\n  link_base: https://querygate.example/approve\n",
+    );
+    let served = spawn_announced(
+        // rmcp at the default level (warn), querygate's own DEBUG lines too.
+        serve_command(&config).env("QUERYGATE_LOG", "warn,querygate=debug"),
+    )
+    .await;
+    let (mut child, mut stderr) = (served.child, served.stderr);
+    let client = legacy_client(&served.url, rmcp::model::ProtocolVersion::V_2025_11_25).await;
+    for _ in 0..2 {
+        let err = client
+            .call_tool(
+                CallToolRequestParams::new("run_mutation_query")
+                    .with_arguments(json!({"sql": DELETE}).as_object().unwrap().clone()),
+            )
+            .await
+            .expect_err("a URL elicitation, not a result");
+        let rmcp::ServiceError::McpError(error) = err else {
+            panic!("not a JSON-RPC error: {err}");
+        };
+        assert_eq!(error.code.0, -32042, "{error:?}");
+    }
+    // Both answers arrived, so their lines were written: stop the server and read them all.
+    let _ = child.start_kill();
+    let mut lines = Vec::new();
+    while let Ok(Some(line)) = stderr.next_line().await {
+        lines.push(line);
+    }
+    let warnings: Vec<&String> = lines.iter().filter(|l| l.contains("WARN")).collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    let said: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("URL-mode elicitation (-32042)"))
+        .collect();
+    assert_eq!(said.len(), 2, "{lines:#?}");
+    assert!(said.iter().all(|l| l.contains("DEBUG")), "{said:#?}");
+    assert_eq!(mock.requests().len(), 0, "nothing was sent upstream");
 }

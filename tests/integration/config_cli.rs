@@ -465,7 +465,7 @@ async fn every_problem_of_a_config_file_is_reported_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     for key in [
         "upstream.timout: unknown field",
-        "upstream.page_limit: invalid",
+        "upstream.page_limit: must be a whole number",
         "tenants[0].mode: unknown variant `wide_open`",
         "server.max_rows: must be greater than 0",
     ] {

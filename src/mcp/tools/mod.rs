@@ -32,6 +32,7 @@ use super::render::View;
 use crate::code::Code;
 use crate::config::Mode;
 use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
+use crate::mismatch::Mismatch;
 use crate::policy::QueryClass;
 use crate::tenant::Tenants;
 use crate::thread_priority::BulkPriority;
@@ -309,7 +310,8 @@ pub(crate) static CATALOGUE: &[ToolSpec] = &[
 ];
 
 /// Parses a tool's arguments into its input type `T` (unknown fields refused, but by
-/// [`NoArguments`]): what goes wrong names the field.
+/// [`NoArguments`]): what goes wrong names the field, and a number of the wrong kind says
+/// what it must be (`row_limit: must be a whole number ≥ 0, got -1`).
 pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
     arguments: &Map<String, Value>,
 ) -> Result<Box<dyn ToolInput>, String> {
@@ -317,10 +319,13 @@ pub(crate) fn parse<T: ToolInput + DeserializeOwned>(
         Ok(input) => Ok(Box::new(input)),
         Err(err) => {
             let path = err.path().to_string();
+            let inner = err.inner().to_string();
+            // A number of the wrong kind says what it must be, not serde's Rust type.
+            let what = Mismatch::of(&inner).map_or(inner, |m| m.to_string());
             Err(if path == "." {
-                err.inner().to_string()
+                what
             } else {
-                format!("{path}: {}", err.inner())
+                format!("{path}: {what}")
             })
         }
     }
@@ -339,12 +344,17 @@ pub(crate) fn sql_text<'de, D: serde::Deserializer<'de>>(
     }
 }
 
-/// The JSON schema of `T` as an object, for an output: without the `$schema` keyword and the
-/// numeric `format`s schemars writes (`uint64`, `int64`, `double`, …), which JSON Schema does
-/// not define and validators such as Ajv (the TypeScript SDK's, the Inspector's) warn about on
+/// The JSON schema of `T` as an object, for an output: every subschema written where it is
+/// used, never a `$ref` into `$defs` (strict conversions such as the OpenAI Agents SDK's fall
+/// back on schemas with references), without the `$schema` keyword and the numeric
+/// `format`s schemars writes (`uint64`, `int64`, `double`, …), which JSON Schema does not
+/// define and validators such as Ajv (the TypeScript SDK's, the Inspector's) warn about on
 /// every call; `type` and `minimum` already say what they meant.
 pub(crate) fn schema<T: JsonSchema>() -> JsonObject {
-    let mut object = match serde_json::to_value(schemars::schema_for!(T)) {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut object = match serde_json::to_value(generator.into_root_schema_for::<T>()) {
         Ok(Value::Object(object)) => object,
         _ => JsonObject::new(),
     };
@@ -510,6 +520,43 @@ pub(crate) fn kind_name(kind: crate::engine::StatementKind) -> &'static str {
     }
 }
 
+/// A statement for messages: its kind ("a SELECT"), or, when writes are nested inside it,
+/// those writes and where they are ("a DELETE within a query (WITH, a subquery or a set
+/// operation)" for `WITH t AS (SELECT 1) DELETE FROM …`, which parses as a query carrying
+/// the DELETE).
+pub(crate) fn statement_name(statement: &PreparedStatement) -> String {
+    let writes = statement.nested_writes();
+    if writes.is_empty() {
+        return kind_name(statement.kind()).to_owned();
+    }
+    let writes = and_list(writes.into_iter().map(|kind| kind_name(kind).to_owned()));
+    format!("{writes} within a query (WITH, a subquery or a set operation)")
+}
+
+/// What to do instead of a statement that carries writes within a query (see
+/// [`statement_name`]): send them on their own. `None` when it carries none.
+pub(crate) fn nested_writes_advice(statement: &PreparedStatement) -> Option<String> {
+    let writes = statement.nested_writes();
+    if writes.is_empty() {
+        return None;
+    }
+    let writes = and_list(writes.into_iter().map(|kind| format!("the {}", verb(kind))));
+    Some(format!(
+        "no tool runs a write within a query; send {writes} as a statement of its own, \
+         without WITH, to run_mutation_query"
+    ))
+}
+
+/// Names for messages joined with "and": "a DELETE", "an INSERT and an UPDATE".
+pub(crate) fn and_list(names: impl IntoIterator<Item = String>) -> String {
+    let names: Vec<String> = names.into_iter().collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The SQL verb of a statement kind, as Cedar policies see it (`resource.verb`).
 pub(crate) fn verb(kind: crate::engine::StatementKind) -> &'static str {
     use crate::engine::StatementKind;
@@ -587,7 +634,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn arguments_are_parsed_once_into_the_tools_input_with_the_old_messages() {
+    fn arguments_are_parsed_once_into_the_tools_input_and_errors_name_the_field() {
         let parse = |arguments: Value| {
             let arguments = arguments.as_object().cloned().unwrap_or_default();
             (query::RUN_SELECT_QUERY.parse)(&arguments)
@@ -606,7 +653,11 @@ mod tests {
             (json!({"row_limit": 1}), "missing field `sql`"),
             (
                 json!({"sql": "SELECT 1", "row_limit": -1}),
-                "row_limit: invalid value: integer `-1`, expected u64",
+                "row_limit: must be a whole number ≥ 0, got -1",
+            ),
+            (
+                json!({"sql": "SELECT 1", "row_limit": "ten"}),
+                "row_limit: must be a whole number ≥ 0, got \"ten\"",
             ),
         ] {
             assert_eq!(parse(arguments).unwrap_err(), message);

@@ -16,7 +16,7 @@ use super::{
 use crate::code::Code;
 use crate::engine::StatementKind;
 use crate::mcp::render::View;
-use crate::policy;
+use crate::policy::{self, QueryClass};
 
 /// The tool.
 pub(crate) const SPEC: ToolSpec = ToolSpec {
@@ -98,6 +98,15 @@ fn run(mut invocation: Invocation) -> ToolFuture {
         let mut requests = Vec::new();
         let outcome = match parsed {
             Err(err) => Err(err.message().to_owned()),
+            Ok(statement) if statement.nests_statements() => {
+                class = Some(QueryClass::Unknown);
+                let advice = super::nested_writes_advice(&statement)
+                    .map_or_else(String::new, |advice| format!(": {advice}"));
+                Err(format!(
+                    "validate_select_query checks SELECT statements only; this statement is {}{advice}",
+                    super::statement_name(&statement)
+                ))
+            }
             Ok(statement) if statement.kind() == StatementKind::Select => {
                 let classified = super::effects::classify(&invocation, &statement).await;
                 class = Some(classified.class);

@@ -150,11 +150,23 @@ pub(crate) struct CurrentRows {
     /// The columns of the read.
     columns: Vec<String>,
     /// Up to 20 rows, one value per column.
+    #[schemars(schema_with = "rows_schema")]
     rows: Vec<Vec<Value>>,
     /// Present and true when the read returned more rows than shown.
     truncated: Option<bool>,
     /// Why no rows are shown (no matching read, the read failed, …), or what to know.
     note: Option<String>,
+}
+
+/// Rows of cells, each a string, number, boolean or null (what a column of a result holds).
+fn rows_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {
+            "type": "array",
+            "items": {"type": ["string", "number", "boolean", "null"]}
+        }
+    })
 }
 
 impl CurrentRows {
@@ -247,6 +259,15 @@ async fn validate(
             | StatementKind::Delete
             | StatementKind::Exec
     );
+    if let Some(advice) = super::nested_writes_advice(&statement) {
+        return invalid(
+            approval_name,
+            format!(
+                "validate_mutation_query checks INSERT, UPDATE, REPLACE, DELETE and EXEC statements, and SELECTs that run a method that is not a read; this statement is {}: {advice}",
+                super::statement_name(&statement)
+            ),
+        );
+    }
     let held_read = statement.kind() == StatementKind::Select && class != QueryClass::Select;
     if !writes_kind && !held_read {
         let use_instead = if statement.kind() == StatementKind::Select {

@@ -36,6 +36,7 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, TokenizerError};
 
 use super::error::{Error, Result};
+use crate::types::SqlVerb;
 
 /// What a statement asks for.
 #[derive(Debug, Clone)]
@@ -133,22 +134,52 @@ pub(crate) fn split<'a>(sql: &'a str, tokens: &Tokens) -> Vec<&'a str> {
     pieces
 }
 
-/// Whether a statement from sqlparser has other statements nested inside it (DML carried by
-/// a CTE or a set operation, the statement of an EXPLAIN, …).
-fn nests_statements(statement: &SqlStatement) -> bool {
-    let mut seen = 0usize;
-    let _ = sqlparser::ast::visit_statements(statement, |_| {
-        seen += 1;
-        std::ops::ControlFlow::<()>::Continue(())
-    });
-    seen > 1
+/// What is nested inside a statement from sqlparser: other statements (DML carried by a CTE,
+/// a subquery or a set operation, the statement of an EXPLAIN, …) and which writes they are.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Nested {
+    /// Whether any statement is nested inside.
+    pub(crate) any: bool,
+    /// The verbs of the writes among them (INSERT, UPDATE, DELETE), each once, in the
+    /// order they are written: `[Delete]` for `WITH t AS (SELECT 1) DELETE FROM …`.
+    pub(crate) writes: Vec<SqlVerb>,
 }
 
-/// Parses one statement (`tokens` are [`tokenize`]'s of `sql`) and tells whether other
-/// statements are nested inside it. Several statements in one call are refused.
-pub(crate) fn parse_nested(sql: &str, tokens: Tokens) -> Result<(Statement, bool)> {
-    let mut nested = false;
-    let statement = parse_with(sql, tokens, &mut |s| nested |= nests_statements(s))?;
+/// The statements nested inside `statement` (the statement itself is visited first and is
+/// not one of them).
+fn nested_statements(statement: &SqlStatement) -> Nested {
+    let mut nested = Nested::default();
+    let mut outer = true;
+    let _ = sqlparser::ast::visit_statements(statement, |inner| {
+        if std::mem::take(&mut outer) {
+            return std::ops::ControlFlow::<()>::Continue(());
+        }
+        nested.any = true;
+        let verb = match inner {
+            SqlStatement::Insert(_) => Some(SqlVerb::Insert),
+            SqlStatement::Update(_) => Some(SqlVerb::Update),
+            SqlStatement::Delete(_) => Some(SqlVerb::Delete),
+            _ => None,
+        };
+        if let Some(verb) = verb
+            && !nested.writes.contains(&verb)
+        {
+            nested.writes.push(verb);
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    nested
+}
+
+/// Parses one statement (`tokens` are [`tokenize`]'s of `sql`) and tells what is nested
+/// inside it. Several statements in one call are refused.
+pub(crate) fn parse_nested(sql: &str, tokens: Tokens) -> Result<(Statement, Nested)> {
+    let mut nested = Nested::default();
+    let statement = parse_with(sql, tokens, &mut |s| {
+        let inside = nested_statements(s);
+        nested.any |= inside.any;
+        nested.writes.extend(inside.writes);
+    })?;
     Ok((statement, nested))
 }
 
@@ -524,6 +555,40 @@ fn parse_describe(tokens: &[Token]) -> Result<Statement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writes_nested_in_a_query_are_named() {
+        let nested = |sql: &str| parse_nested(sql, tokenize(sql)).unwrap().1;
+        for (sql, writes) in [
+            (
+                "WITH t AS (SELECT 1) DELETE FROM p.s.r WHERE id = 1",
+                vec![SqlVerb::Delete],
+            ),
+            (
+                "WITH d AS (DELETE FROM p.s.r WHERE id = 1 RETURNING *) SELECT * FROM d",
+                vec![SqlVerb::Delete],
+            ),
+            (
+                "WITH t AS (SELECT 1) INSERT INTO p.s.r (a) SELECT 1",
+                vec![SqlVerb::Insert],
+            ),
+            (
+                "select 1 union all (delete from t) union all (update t set a = 1) union all (delete from u)",
+                vec![SqlVerb::Delete, SqlVerb::Update],
+            ),
+        ] {
+            let found = nested(sql);
+            assert!(found.any, "{sql}");
+            assert_eq!(found.writes, writes, "{sql}");
+        }
+        for sql in [
+            "SELECT 1",
+            "WITH t AS (SELECT 1) SELECT * FROM t",
+            "DELETE FROM p.s.r WHERE id = 1",
+        ] {
+            assert_eq!(nested(sql), Nested::default(), "{sql}");
+        }
+    }
 
     #[test]
     fn show_statements_parse() {
