@@ -48,6 +48,15 @@ impl Decider<'_> {
         }
     }
 
+    /// The decider's typed identity: the principal's typed name, `cli:<os user>` for the
+    /// CLI's operator.
+    pub fn typed_name(&self) -> String {
+        match self {
+            Decider::Principal(p) | Decider::Web(p) => p.typed_name(),
+            Decider::Operator(user) => format!("cli:{user}"),
+        }
+    }
+
     /// The authenticated principal deciding, if it is one (not the CLI's operator).
     pub fn principal(&self) -> Option<&Principal> {
         match self {
@@ -430,6 +439,7 @@ impl OutOfBand {
         }
         let decided = Decided {
             by: decider.display(),
+            by_id: decider.typed_name(),
             method: decider.method(),
             reason: reason.to_owned(),
             at_ms: now_ms(),
@@ -593,6 +603,7 @@ fn decision_record(
         sql: request.sql.clone(),
         approval_id: Some(request.id.clone()),
         approver: Some(decided.by.clone()),
+        approver_id: Some(decided.by_id.clone()),
         approval_method: Some(decided.method.as_str().to_owned()),
         approval_reason: Some(decided.reason.clone()),
         ..Default::default()

@@ -217,6 +217,10 @@ impl DecisionMethod {
 pub struct Decided {
     /// The decider as a person reads it (`bob (https://idp.example.com)`, `cli:alice`).
     pub by: String,
+    /// The decider's typed identity (`jwt:https://idp.example.com#bob`, `cli:alice`); empty
+    /// in approvals stored before it was kept.
+    #[serde(default)]
+    pub by_id: String,
     /// Through what.
     pub method: DecisionMethod,
     /// The reason given (may be empty).
@@ -639,6 +643,7 @@ mod tests {
     fn decided() -> Decided {
         Decided {
             by: "bob".into(),
+            by_id: "jwt:https://idp.example#bob".into(),
             method: DecisionMethod::Api,
             reason: "ok".into(),
             at_ms: now_ms(),

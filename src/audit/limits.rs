@@ -58,6 +58,7 @@ pub fn bound(record: &mut AuditRecord) {
         ("query_class", &mut record.query_class),
         ("approval_id", &mut record.approval_id),
         ("approver", &mut record.approver),
+        ("approver_id", &mut record.approver_id),
         ("approval_method", &mut record.approval_method),
         ("approval_reason", &mut record.approval_reason),
         ("error_code", &mut record.error_code),

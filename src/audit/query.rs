@@ -255,13 +255,14 @@ pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matche
 }
 
 /// The filter in SQL: every condition is a bind parameter that is NULL when not filtered on.
+/// It reads the view `audit_records` (the table's rows, for `querygate_auditor` too).
 const SELECT: &str = "\
-SELECT id, seq, prev_hash, record, hash, mac FROM audit_events
+SELECT id, seq, prev_hash, record, hash, mac FROM audit_records
 WHERE ($1::text IS NULL OR at >= $1::text::timestamptz)
   AND ($2::text IS NULL OR at < $2::text::timestamptz)
   AND ($3::text IS NULL OR tenant = $3)
   AND ($4::text IS NULL OR principal = $4)
-  AND ($5::text IS NULL OR doc ->> 'issuer' = $5)
+  AND ($5::text IS NULL OR issuer = $5)
   AND ($6::text IS NULL OR tool = $6)
   AND ($7::text IS NULL OR query_class = $7)
   AND ($8::text IS NULL OR decision = $8)
@@ -319,7 +320,7 @@ pub async fn query_database(pool: &PgPool, filter: &Filter) -> Result<Matches, s
 }
 
 /// The columns of the table format.
-pub const COLUMNS: [&str; 12] = [
+pub const COLUMNS: [&str; 13] = [
     "time",
     "stream#seq",
     "tenant",
@@ -328,6 +329,7 @@ pub const COLUMNS: [&str; 12] = [
     "class",
     "decision",
     "outcome",
+    "approver",
     "ms",
     "rows",
     "code",
@@ -338,22 +340,28 @@ pub const COLUMNS: [&str; 12] = [
 const SQL_SHOWN: usize = 80;
 
 /// One record as a row of the table format: the principal with its issuer, `AUTH_FAILURE`
-/// as the tool of an authentication failure, `intent` as the outcome of an intent, the SQL
-/// on one line and shortened (or `provider=<p>` of a pull). The text is unescaped: the
-/// renderer escapes it.
+/// as the tool of an authentication failure, `APPROVAL_DECISION <tool>` as the tool of an
+/// approval decision (its principal is the decider, its outcome `approved` or `denied`),
+/// `intent` as the outcome of an intent, the approver of an approved call or of a decision,
+/// the SQL on one line and shortened (or `provider=<p>` of a pull). The text is unescaped:
+/// the renderer escapes it.
 pub fn table_row(stored: &Stored) -> Vec<String> {
     let r = &stored.record;
     let principal = match &r.issuer {
         Some(issuer) => format!("{} ({issuer})", r.principal),
         None => r.principal.clone(),
     };
-    let tool = if r.phase == Phase::AuthFailure {
-        "AUTH_FAILURE".to_owned()
-    } else {
-        r.tool.clone()
+    let tool = match r.phase {
+        Phase::AuthFailure => "AUTH_FAILURE".to_owned(),
+        Phase::ApprovalDecision => format!("APPROVAL_DECISION {}", r.tool),
+        _ => r.tool.clone(),
     };
     let outcome = match (r.phase, r.outcome) {
         (Phase::Intent, _) => "intent".to_owned(),
+        (Phase::ApprovalDecision, _) if r.decision == Decision::NeedsApprovalAccepted => {
+            "approved".to_owned()
+        }
+        (Phase::ApprovalDecision, _) => "denied".to_owned(),
         (_, Some(outcome)) => outcome.as_str().to_owned(),
         (_, None) => String::new(),
     };
@@ -389,6 +397,7 @@ pub fn table_row(stored: &Stored) -> Vec<String> {
         r.query_class.clone().unwrap_or_default(),
         r.decision.as_str().to_owned(),
         outcome,
+        r.approver.clone().unwrap_or_default(),
         optional(r.duration_ms),
         optional(r.rows_returned),
         r.error_code.clone().unwrap_or_default(),

@@ -206,7 +206,12 @@ pub struct AuditRecord {
     /// principal asked in the call for elicitation and MRTR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<String>,
-    /// Through what it was decided: `api`, `cli`, `elicitation`, `mrtr`.
+    /// The approver's typed identity: `jwt:<issuer>#<sub>`, `uri:…`/`dns:…`/`cn:…` for a
+    /// client certificate, `cli:<os user>` for the CLI, the caller's own for elicitation and
+    /// MRTR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver_id: Option<String>,
+    /// Through what it was decided: `api`, `web`, `cli`, `elicitation`, `mrtr`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_method: Option<String>,
     /// The reason the decider gave.

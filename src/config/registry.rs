@@ -97,13 +97,12 @@ pub(super) fn check_registry(
     if let Some(url) = &url {
         problems.url("registry.url", url, &["http", "https", "file"]);
     }
-    let lock_file = match raw.lock_file {
-        Some(file) => paths.resolve(&file).unwrap_or_else(|message| {
+    let lock_file = raw.lock_file.map(|file| {
+        paths.resolve(&file).unwrap_or_else(|message| {
             problems.push("registry.lock_file", message);
             file
-        }),
-        None => root.join(crate::engine::lock::LOCK_FILE_NAME),
-    };
+        })
+    });
     Registry {
         root,
         document_cache_size: raw.document_cache_size,
@@ -114,7 +113,7 @@ pub(super) fn check_registry(
             max_unpacked_bytes: raw.max_unpacked_bytes,
             max_entry_bytes: raw.max_entry_bytes,
             max_entries: raw.max_entries,
-            lock_file: Some(lock_file),
+            lock_file,
         },
     }
 }

@@ -67,6 +67,7 @@ fn full_record() -> AuditRecord {
         ),
         approval_id: Some("ap-7".into()),
         approver: None,
+        approver_id: None,
         approval_method: None,
         approval_reason: None,
         outcome: Some(Outcome::Error),

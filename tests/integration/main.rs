@@ -9,6 +9,7 @@ mod approval_fixes;
 mod approvals_oob;
 mod approve_web;
 mod audit_anchor;
+mod audit_auditors;
 mod audit_file;
 mod audit_limits;
 mod audit_pg;

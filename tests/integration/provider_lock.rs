@@ -138,9 +138,13 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("registry");
     copy_tree(&fixture_registry(), &root);
-    let mut config = querygate::engine::EngineConfig::new(&root);
-    config.remote.url = Some(format!("{}/providers", mock.url()));
-    let engine = querygate::engine::Engine::new(config).unwrap();
+    let engine_with = |lock_file: Option<std::path::PathBuf>| {
+        let mut config = querygate::engine::EngineConfig::new(&root);
+        config.remote.url = Some(format!("{}/providers", mock.url()));
+        config.remote.lock_file = lock_file;
+        querygate::engine::Engine::new(config).unwrap()
+    };
+    let engine = engine_with(None);
 
     // The first pull makes the lock, of what the registry held and of the package.
     serve("one");
@@ -164,8 +168,15 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
     assert_eq!(LockChecker::new(lock_file.clone(), &root).check(), Ok(true));
     // The same package again is what the lock holds.
     crate::support::query(&engine, "REGISTRY PULL evil v1").await;
-    // Another package under the locked version is refused, and nothing is installed.
+    // The registry's own lock follows a re-pull of a version that was published anew...
     serve("two");
+    crate::support::query(&engine, "REGISTRY PULL evil v1").await;
+    let lock = ProviderLock::read(&lock_file).unwrap().unwrap();
+    assert_eq!(LockChecker::new(lock_file.clone(), &root).check(), Ok(true));
+    // ...while a lock the configuration names is authoritative: another package under a
+    // version it holds is refused, and nothing is installed.
+    let engine = engine_with(Some(lock_file.clone()));
+    serve("three");
     let err = crate::support::query_err(&engine, "REGISTRY PULL evil v1").await;
     assert!(
         err.message().contains("provider.yaml has another digest")
@@ -173,7 +184,7 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
         "{err}"
     );
     let installed = std::fs::read_to_string(root.join("src/evil/v1/provider.yaml")).unwrap();
-    assert!(installed.contains("title: one"), "{installed}");
+    assert!(installed.contains("title: two"), "{installed}");
     assert_eq!(ProviderLock::read(&lock_file).unwrap(), Some(lock));
 }
 

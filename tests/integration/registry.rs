@@ -183,6 +183,7 @@ async fn pull_newest_usable_version_then_query_it() {
     assert_eq!(
         tree(root.path()),
         [
+            "providers.lock",
             "src",
             "src/googleapis.com",
             "src/googleapis.com/v0.1.2",
@@ -221,7 +222,7 @@ async fn pull_newest_usable_version_then_query_it() {
     assert_eq!(again.version, "v0.1.2");
     assert_eq!(again.skipped.len(), 1);
     assert_eq!(again.skipped[0].version, "v0.2.1");
-    assert_eq!(tree(root.path()).len(), 6);
+    assert_eq!(tree(root.path()).len(), 7);
 }
 
 #[tokio::test]
@@ -648,6 +649,7 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
     assert_eq!(
         tree(root.path()),
         [
+            "providers.lock",
             "src",
             "src/evil",
             "src/evil/v1",

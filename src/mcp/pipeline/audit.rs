@@ -8,7 +8,6 @@
 //! refusals, writes, EXECs and installs always do).
 
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
 
 use tower::{Service, ServiceExt as _};
 
@@ -204,11 +203,8 @@ async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'
 
 /// What every record of a call says: who, what, where from.
 fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
-    let start = SystemTime::now()
-        .checked_sub(call.started.elapsed())
-        .unwrap_or_else(SystemTime::now);
     AuditRecord {
-        timestamp: record::timestamp(start),
+        timestamp: record::timestamp(call.started_at),
         phase: Phase::Outcome,
         call_id: call.call_id.clone(),
         request_id: call.origin.request_id.clone(),
@@ -234,6 +230,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         args: Some(call.arguments.clone()),
         approval_id: call.approval_id.clone(),
         approver: call.approved_by.as_ref().map(|b| b.approver.clone()),
+        approver_id: call.approved_by.as_ref().map(|b| b.approver_id.clone()),
         approval_method: call
             .approved_by
             .as_ref()
@@ -263,6 +260,7 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
     }
     if let Some(by) = &reply.approved_by {
         record.approver = Some(by.approver.clone());
+        record.approver_id = Some(by.approver_id.clone());
         record.approval_method = Some(by.method.as_str().to_owned());
         record.approval_reason = Some(by.reason.clone());
     }

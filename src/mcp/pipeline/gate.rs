@@ -667,6 +667,7 @@ fn input_required(prompt: String, sealed: String, id: String) -> ToolReply {
 fn asked_in_call(call: &PreparedCall, method: DecisionMethod) -> ApprovedBy {
     ApprovedBy {
         approver: call.principal.display_name(),
+        approver_id: call.principal.typed_name(),
         method,
         reason: String::new(),
     }

@@ -104,6 +104,8 @@ pub struct ApprovedBy {
     /// The decider as a person reads it (the principal at the client for elicitation and
     /// MRTR).
     pub approver: String,
+    /// The decider's typed identity (the audit record's `approver_id`).
+    pub approver_id: String,
     /// Through what.
     pub method: crate::approval::DecisionMethod,
     /// The reason given (empty for answers in the call).

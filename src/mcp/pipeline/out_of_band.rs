@@ -256,12 +256,14 @@ fn decided_by(approval: &PendingApproval) -> ApprovedBy {
     match &approval.decision {
         Some(decided) => ApprovedBy {
             approver: decided.by.clone(),
+            approver_id: decided.by_id.clone(),
             method: decided.method,
             reason: decided.reason.clone(),
         },
         // Not reached: a decided approval carries its decision.
         None => ApprovedBy {
             approver: "unknown".to_owned(),
+            approver_id: "unknown".to_owned(),
             method: crate::approval::DecisionMethod::Api,
             reason: String::new(),
         },

@@ -24,6 +24,9 @@ pub struct PreparedCall {
     pub call_id: String,
     /// When the call entered the pipeline.
     pub started: Instant,
+    /// The same moment on the wall clock: every audit record of the call carries it, so
+    /// its intent and its outcome have one call-start timestamp.
+    pub started_at: std::time::SystemTime,
     /// The tool.
     pub(crate) spec: &'static ToolSpec,
     /// Who is calling.
@@ -109,6 +112,7 @@ pub(super) fn prepare(
     cancel: CancellationToken,
 ) -> Result<Call, CallError> {
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let spec = prepare
         .tools
         .get(&call.name)
@@ -160,6 +164,7 @@ pub(super) fn prepare(
     Ok(Box::new(PreparedCall {
         call_id: crate::audit::record::new_call_id(),
         started,
+        started_at,
         spec,
         principal,
         cx,

@@ -94,11 +94,14 @@ pub(crate) fn stage(
 
 /// Checks the staged package against the provider lock at `lock_file` and records it there
 /// when the lock does not hold its version yet (before it is installed: a package the lock
-/// refuses, or that cannot be recorded, is not installed). Without a lock file, one is made
-/// of what `root` holds already and the package.
+/// refuses, or that cannot be recorded, is not installed). With `enforce` (a lock the
+/// configuration names) a package that differs from a locked version is refused; without, it
+/// replaces that version's entry (the registry's own lock follows its pulls). Without a lock
+/// file, one is made of what `root` holds already and the package.
 pub(crate) fn lock(
     root: &Path,
     lock_file: &Path,
+    enforce: bool,
     folder: &str,
     version: &str,
     staged: &Staged,
@@ -115,10 +118,14 @@ pub(crate) fn lock(
         Some(lock) => lock,
         None => ProviderLock::of_installed(&root.join("src")).map_err(|err| refused(err.0))?,
     };
-    if lock
-        .admits(folder, version, &digests)
-        .map_err(|err| refused(format!("{} ('{}')", err.0, lock_file.display())))?
-    {
+    let record = match lock.admits(folder, version, &digests) {
+        Ok(record) => record,
+        Err(err) if enforce => {
+            return Err(refused(format!("{} ('{}')", err.0, lock_file.display())));
+        }
+        Err(_) => true,
+    };
+    if record {
         lock.record(folder, version, digests);
         lock.write(lock_file)
             .map_err(|err| refused(format!("cannot record it in the provider lock: {}", err.0)))?;

@@ -42,7 +42,9 @@ pub struct RemoteRegistryConfig {
     /// Most entries (files and folders) in a package.
     pub max_entries: usize,
     /// The provider lock a pull checks a package against and records it in
-    /// ([`crate::lock`]); `None`: `<root>/providers.lock`.
+    /// ([`crate::lock`]). Set, it is authoritative: a package that differs from a version it
+    /// holds is refused. `None`: the registry keeps its own, `<root>/providers.lock`, in
+    /// which a pull records what it installs (a re-pull of a version replaces its entry).
     pub lock_file: Option<PathBuf>,
 }
 
@@ -262,6 +264,7 @@ impl Remote {
         };
         let root = self.root.clone();
         let dest = root.join("src").join(folder).join(version);
+        let enforce = self.config.lock_file.is_some();
         let lock_file = self
             .config
             .lock_file
@@ -284,7 +287,7 @@ impl Remote {
                 signatures_skipped = staged.unpacked.signatures_skipped,
                 "package unpacked"
             );
-            install::lock(&root, &lock_file, &folder, &version, &staged)?;
+            install::lock(&root, &lock_file, enforce, &folder, &version, &staged)?;
             staged.commit(&dest)?;
             Ok(Installed::Done)
         })
