@@ -23,6 +23,10 @@ pub(super) struct RawRegistry {
     pub(super) max_unpacked_bytes: u64,
     pub(super) max_entry_bytes: u64,
     pub(super) max_entries: usize,
+    /// Verify pulled packages' signatures (StackQL's `nopVerify` is `verify: false`).
+    pub(super) verify: bool,
+    /// PEM files of signing certificates trusted besides StackQL's.
+    pub(super) trusted_certificates: Vec<PathBuf>,
 }
 
 impl Default for RawRegistry {
@@ -37,6 +41,8 @@ impl Default for RawRegistry {
             max_unpacked_bytes: remote.max_unpacked_bytes,
             max_entry_bytes: remote.max_entry_bytes,
             max_entries: remote.max_entries,
+            verify: remote.verify,
+            trusted_certificates: remote.trusted_certificates,
         }
     }
 }
@@ -94,6 +100,11 @@ pub(super) fn check_registry(
     if let Some(url) = &url {
         problems.url("registry.url", url, &["http", "https", "file"]);
     }
+    let trusted_certificates = raw
+        .trusted_certificates
+        .iter()
+        .map(|path| paths.resolve_or_report(path, "registry.trusted_certificates", problems))
+        .collect();
     Registry {
         root,
         document_cache_size: raw.document_cache_size,
@@ -104,6 +115,8 @@ pub(super) fn check_registry(
             max_unpacked_bytes: raw.max_unpacked_bytes,
             max_entry_bytes: raw.max_entry_bytes,
             max_entries: raw.max_entries,
+            verify: raw.verify,
+            trusted_certificates,
         },
     }
 }
@@ -119,4 +132,35 @@ fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
         return home.join(".local/share/querygate/registry");
     }
     PathBuf::from("querygate-registry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_is_on_by_default_and_certificate_paths_resolve() {
+        let env = HashMap::from([("HOME".to_owned(), "/home/u".to_owned())]);
+        let paths = PathResolver::new(&env, Some(std::path::Path::new("/etc/qg/config.yaml")));
+        let mut problems = Problems::default();
+        let registry = check_registry(RawRegistry::default(), &env, &paths, &mut problems);
+        assert!(registry.remote.verify);
+        assert!(registry.remote.trusted_certificates.is_empty());
+
+        let raw: RawRegistry = serde_norway::from_str(
+            "verify: false\ntrusted_certificates: [certs/private.pem, ~/ca.pem, /abs.pem]\n",
+        )
+        .unwrap();
+        let registry = check_registry(raw, &env, &paths, &mut problems);
+        assert!(problems.is_empty(), "{problems}");
+        assert!(!registry.remote.verify);
+        assert_eq!(
+            registry.remote.trusted_certificates,
+            [
+                PathBuf::from("/etc/qg/certs/private.pem"),
+                PathBuf::from("/home/u/ca.pem"),
+                PathBuf::from("/abs.pem")
+            ]
+        );
+    }
 }
