@@ -11,7 +11,8 @@ environment and mounts, each init container's command with its environment and t
 and the server. Checked: the init containers succeed, the server listens with TLS (its
 certificate verified against the CA), refuses an MCP request without credentials (401), serves
 one with a token of the configured issuer and one with a client certificate of a configured
-identity, and is ready.
+identity, and is ready. The mock registry signs its packages as StackQL does, with a key
+made here whose certificate the configuration is given in `registry.trusted_certificates`.
 
 Needs openssl and, for configurations with a database, QUERYGATE_TEST_DATABASE_URL (an admin URL,
 as scripts/pg-test-cluster.sh gives) and QUERYGATE_TEST_PG_BIN (for psql).
@@ -84,6 +85,13 @@ class Material:
             key, cert = work / f"client-{n}.key", work / f"client-{n}.crt"
             self._leaf(key, cert, "client-ca", f"agent-{n}", f"subjectAltName=URI:{uri}")
             self.clients[uri] = (key, cert)
+        # The mock registry's signing key and certificate (Ed25519, as StackQL signs).
+        self.signing_key = work / "signing.key"
+        self.signing_cert = work / "signing.crt"
+        openssl("genpkey", "-algorithm", "ed25519", "-out", str(self.signing_key), cwd=work)
+        openssl("req", "-x509", "-key", str(self.signing_key), "-out", str(self.signing_cert), "-days", "2",
+                "-subj", "/CN=querygate chart check registry", "-addext", "keyUsage=critical,digitalSignature",
+                cwd=work)
         self.jwt_key = work / "jwt.key"
         openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(self.jwt_key), cwd=work)
         self.jwt_public = openssl("pkey", "-in", str(self.jwt_key), "-pubout", cwd=work)
@@ -106,6 +114,20 @@ class Material:
                 "-CAkey", str(self.work / f"{ca}.key"), "-CAcreateserial", "-out", str(cert),
                 "-days", "1", "-extfile", str(ext), cwd=self.work)
 
+    def sign(self, document: bytes) -> bytes:
+        """The `.sig` file of `document` as StackQL's signer writes it: base64 of the signing
+        time (Go's binary time: version 1, seconds since year 1, nanoseconds, UTC) and the
+        Ed25519 signature of the document followed by that time."""
+        now = time.time()
+        seconds, nanos = int(now), int((now % 1) * 1e9)
+        at = bytes([1]) + (seconds + 62135596800).to_bytes(8, "big", signed=True) + \
+            nanos.to_bytes(4, "big", signed=True) + (-1).to_bytes(2, "big", signed=True)
+        message = self.work / "message"
+        message.write_bytes(document + at)
+        signature = openssl("pkeyutl", "-sign", "-inkey", str(self.signing_key), "-rawin", "-in", str(message),
+                            cwd=self.work)
+        return base64.b64encode(at + signature)
+
     def token(self, issuer: str, audience: str, subject: str, tenant: str) -> str:
         now = int(time.time())
         header = b64url(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
@@ -120,13 +142,13 @@ class MockRegistry:
     """A registry in StackQL's layout on 127.0.0.1 publishing each (name, version) asked for, a
     package made of the fixture provider under that name."""
 
-    def __init__(self, packages: list[tuple[str, str]]) -> None:
+    def __init__(self, packages: list[tuple[str, str]], sign: Callable[[bytes], bytes]) -> None:
         self.files: dict[str, bytes] = {}
         index: dict[str, Any] = {"providers": {}}
         for name, version in packages:
             index["providers"].setdefault(name, {"versions": []})["versions"].append(version)
             folder = FOLDER_ALIASES.get(name, name)
-            self.files[f"/providers/dist/{folder}/{version}.tgz"] = package(name, version)
+            self.files[f"/providers/dist/{folder}/{version}.tgz"] = package(name, version, sign)
         self.files["/providers/dist/providers.yaml"] = yaml.safe_dump(index).encode()
         self.requests: list[str] = []
         files, seen = self.files, self.requests
@@ -152,9 +174,9 @@ class MockRegistry:
         self.server.server_close()
 
 
-def package(name: str, version: str) -> bytes:
+def package(name: str, version: str, sign: Callable[[bytes], bytes]) -> bytes:
     """A provider package (`<version>/provider.yaml`, `<version>/services/*.yaml`) of the fixture
-    provider, renamed."""
+    provider, renamed, each document with its `.sig` made by `sign`."""
     provider = yaml.safe_load((FIXTURE_PROVIDER / "provider.yaml").read_text())
     provider["id"] = provider["name"] = name
     provider["version"] = version
@@ -177,10 +199,13 @@ def package(name: str, version: str) -> bytes:
                 info.size, info.mode = len(data), 0o644
                 tar.addfile(info, io.BytesIO(data))
         add(f"{version}/", None)
-        add(f"{version}/provider.yaml", yaml.safe_dump(provider, sort_keys=False).encode())
+        provider_yaml = yaml.safe_dump(provider, sort_keys=False).encode()
+        add(f"{version}/provider.yaml", provider_yaml)
+        add(f"{version}/provider.yaml.sig", sign(provider_yaml))
         add(f"{version}/services/", None)
         for ref, data in services.items():
             add(f"{version}/services/{ref}", data)
+            add(f"{version}/services/{ref}.sig", sign(data))
     return out.getvalue()
 
 
@@ -236,7 +261,11 @@ class Start:
 
     def run(self) -> list[str]:
         try:
-            with tempfile.TemporaryDirectory(prefix="querygate-start-") as scratch:
+            # Not under /tmp: the pod mounts a volume there, and paths under a mount point
+            # are rebased into the scratch space.
+            work = ROOT / "target" / "deploy-start"
+            work.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix="start-", dir=work) as scratch:
                 self._run(Path(scratch))
         except Exception as err:  # a broken step fails the check, with what broke
             self.fail(f"the start check broke: {err}")
@@ -268,7 +297,7 @@ class Start:
             self.cleanups.append(drop)
         providers = [(c["args"][2], c["args"][3]) for c in pod.get("initContainers", [])
                      if c.get("args", [])[:2] == ["registry", "pull"]]
-        registry = MockRegistry(providers)
+        registry = MockRegistry(providers, material.sign)
         self.cleanups.append(registry.close)
 
         # The pod's volumes, as folders holding what the pod would see.
@@ -286,7 +315,10 @@ class Start:
         if "admin_listen" in server:
             server["admin_listen"] = f"127.0.0.1:{admin_port}"
         server.setdefault("allowed_hosts", []).append(f"127.0.0.1:{port}")
+        # The mock registry, and the certificate its packages are signed with (a private
+        # registry's, as registry.trusted_certificates names one).
         config.setdefault("registry", {})["url"] = registry.url
+        config["registry"]["trusted_certificates"] = [str(material.signing_cert)]
         config_mount = next(m["mountPath"] for m in main["volumeMounts"] if m["name"] == "config")
         config_map = next(cm for cm in by_kind(self.objects, "ConfigMap") if "config.yaml" in cm.get("data", {}))
         for key, text in config_map["data"].items():

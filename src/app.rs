@@ -518,9 +518,14 @@ pub fn cli_handler(
 }
 
 /// Says what the approval settings mean for whoever starts the server (stderr and the
-/// log): [`crate::approval::start_warnings`].
+/// log): [`crate::approval::start_warnings`], and what the registry's signature settings
+/// mean ([`crate::engine::RemoteRegistryConfig::start_warnings`]).
 fn warn_at_start(config: &Config) {
-    for warning in crate::approval::start_warnings(config) {
+    let approval = crate::approval::start_warnings(config);
+    for warning in approval
+        .into_iter()
+        .chain(config.engine.remote.start_warnings())
+    {
         tracing::warn!("{warning}");
         eprintln!("querygate: warning: {warning}");
     }

@@ -122,6 +122,11 @@ pub enum Code {
     /// The local or remote registry cannot be used.
     #[serde(rename = "registry.unavailable")]
     RegistryUnavailable,
+    /// A document of the package `pull_provider` fetched is unsigned, or its signature does
+    /// not verify with a trusted certificate (StackQL's scheme; `registry.verify`,
+    /// `registry.trusted_certificates`): nothing was installed.
+    #[serde(rename = "registry.signature_invalid")]
+    RegistrySignatureInvalid,
     /// Something asked for does not exist (a query library entry, …).
     #[serde(rename = "not_found")]
     NotFound,
@@ -152,7 +157,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for documentation and tests.
-    pub const ALL: [Code; 40] = [
+    pub const ALL: [Code; 41] = [
         Code::PolicyRefused,
         Code::PolicyToolNotAllowed,
         Code::PolicyWrongTool,
@@ -186,6 +191,7 @@ impl Code {
         Code::CredentialsUnresolved,
         Code::CredentialsNoSubjectToken,
         Code::RegistryUnavailable,
+        Code::RegistrySignatureInvalid,
         Code::NotFound,
         Code::CallTimeout,
         Code::CallOutcomeUnknown,
@@ -231,6 +237,7 @@ impl Code {
             Code::CredentialsUnresolved => "credentials.unresolved",
             Code::CredentialsNoSubjectToken => "credentials.no_subject_token",
             Code::RegistryUnavailable => "registry.unavailable",
+            Code::RegistrySignatureInvalid => "registry.signature_invalid",
             Code::NotFound => "not_found",
             Code::CallTimeout => "call.timeout",
             Code::CallOutcomeUnknown => "call.outcome_unknown",
@@ -265,6 +272,7 @@ impl From<ErrorKind> for Code {
             ErrorKind::Credentials => Code::CredentialsUnresolved,
             ErrorKind::SubjectTokenMissing => Code::CredentialsNoSubjectToken,
             ErrorKind::Registry => Code::RegistryUnavailable,
+            ErrorKind::RegistrySignature => Code::RegistrySignatureInvalid,
             ErrorKind::Internal => Code::Internal,
         }
     }

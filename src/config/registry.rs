@@ -25,6 +25,10 @@ pub(super) struct RawRegistry {
     pub(super) max_entries: usize,
     /// The provider lock; absent: `<root>/providers.lock`.
     pub(super) lock_file: Option<PathBuf>,
+    /// Verify pulled packages' signatures (StackQL's `nopVerify` is `verify: false`).
+    pub(super) verify: bool,
+    /// PEM files of signing certificates trusted besides StackQL's.
+    pub(super) trusted_certificates: Vec<PathBuf>,
 }
 
 impl Default for RawRegistry {
@@ -40,6 +44,8 @@ impl Default for RawRegistry {
             max_entry_bytes: remote.max_entry_bytes,
             max_entries: remote.max_entries,
             lock_file: None,
+            verify: remote.verify,
+            trusted_certificates: remote.trusted_certificates,
         }
     }
 }
@@ -103,6 +109,11 @@ pub(super) fn check_registry(
             file
         })
     });
+    let trusted_certificates = raw
+        .trusted_certificates
+        .iter()
+        .map(|path| paths.resolve_or_report(path, "registry.trusted_certificates", problems))
+        .collect();
     Registry {
         root,
         document_cache_size: raw.document_cache_size,
@@ -114,6 +125,8 @@ pub(super) fn check_registry(
             max_entry_bytes: raw.max_entry_bytes,
             max_entries: raw.max_entries,
             lock_file,
+            verify: raw.verify,
+            trusted_certificates,
         },
     }
 }
@@ -129,4 +142,35 @@ fn default_registry_root(env: &HashMap<String, String>) -> PathBuf {
         return home.join(".local/share/querygate/registry");
     }
     PathBuf::from("querygate-registry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_is_on_by_default_and_certificate_paths_resolve() {
+        let env = HashMap::from([("HOME".to_owned(), "/home/u".to_owned())]);
+        let paths = PathResolver::new(&env, Some(std::path::Path::new("/etc/qg/config.yaml")));
+        let mut problems = Problems::default();
+        let registry = check_registry(RawRegistry::default(), &env, &paths, &mut problems);
+        assert!(registry.remote.verify);
+        assert!(registry.remote.trusted_certificates.is_empty());
+
+        let raw: RawRegistry = serde_norway::from_str(
+            "verify: false\ntrusted_certificates: [certs/private.pem, ~/ca.pem, /abs.pem]\n",
+        )
+        .unwrap();
+        let registry = check_registry(raw, &env, &paths, &mut problems);
+        assert!(problems.is_empty(), "{problems}");
+        assert!(!registry.remote.verify);
+        assert_eq!(
+            registry.remote.trusted_certificates,
+            [
+                PathBuf::from("/etc/qg/certs/private.pem"),
+                PathBuf::from("/home/u/ca.pem"),
+                PathBuf::from("/abs.pem")
+            ]
+        );
+    }
 }

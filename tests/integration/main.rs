@@ -83,6 +83,8 @@ mod result_cache;
 mod retries;
 mod select;
 mod server_info_sources;
+mod signed_packages;
+mod signing_cost;
 mod sql_errors;
 mod support;
 mod sweep;

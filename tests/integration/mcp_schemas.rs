@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::Reply;
-use crate::support::packages::{good_items, tgz};
+use crate::support::packages::good_items;
+use crate::support::signing::signed_tgz;
 
 /// Arguments per tool: results that succeed, results that report a failure as data, and
 /// tool errors (whose structured content, when present, must fit too).
@@ -132,7 +133,7 @@ async fn every_tool_output_fits_its_declared_output_schema() {
     );
     mock.route(
         "/registry/dist/evil/v1.tgz",
-        Reply::bytes("application/gzip", tgz(good_items("things"))),
+        Reply::bytes("application/gzip", signed_tgz(good_items("things"))),
     );
     let client = modern_client(&server.url).await;
     let tools = client.list_all_tools().await.unwrap();

@@ -53,9 +53,10 @@ pub fn test_config_at(
     std::fs::write(&env_file, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
     // Audit records of `serve`/`stdio` processes go into the test's folder.
     let yaml = format!(
-        "registry:\n  root: {}\n  url: {}/registry\nproviders:\n  testapi:\n    base_url: {}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n{server_extra}",
+        "registry:\n  root: {}\n  url: {}/registry\n  trusted_certificates: [{}]\nproviders:\n  testapi:\n    base_url: {}\ncredentials:\n  env_file: {}\n  process_env: false\naudit:\n  file:\n    dir: {}\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n{server_extra}",
         root.display(),
         mock.url(),
+        crate::support::signing::signer().cert_path().display(),
         mock.url(),
         env_file.display(),
         dir.join("audit").display()

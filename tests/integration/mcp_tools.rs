@@ -476,7 +476,8 @@ fn compat_dist() -> Option<PathBuf> {
     }
 }
 
-/// Serves the compat `dist/` at `<mock>/registry`, the test config's `registry.url`.
+/// Serves the compat `dist/` at `<mock>/registry`, the test config's `registry.url`, its
+/// packages re-signed by the test root the test servers trust.
 fn serve_registry(mock: &Mock, dist: &Path) {
     mock.route(
         "/registry/dist/providers.yaml",
@@ -490,7 +491,9 @@ fn serve_registry(mock: &Mock, dist: &Path) {
             &format!("/registry/dist/googleapis.com/{version}.tgz"),
             Reply::bytes(
                 "application/gzip",
-                std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
+                crate::support::signing::signer().resign_package(
+                    &std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
+                ),
             ),
         );
     }

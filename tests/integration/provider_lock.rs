@@ -119,7 +119,7 @@ async fn a_replica_whose_documents_differ_from_the_lock_is_unready_and_refuses_a
 #[tokio::test]
 async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_differs() {
     use crate::mock::{Mock, Reply};
-    use crate::support::packages::{good_items, tgz};
+    use crate::support::packages::good_items;
     use querygate::engine::lock::{LockChecker, ProviderLock};
     let mock = Mock::start().await;
     let serve = |title: &str| {
@@ -132,7 +132,10 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
         );
         mock.route(
             "/providers/dist/evil/v1.tgz",
-            Reply::bytes("application/gzip", tgz(good_items(title))),
+            Reply::bytes(
+                "application/gzip",
+                crate::support::signing::signed_tgz(good_items(title)),
+            ),
         );
     };
     let dir = tempfile::tempdir().unwrap();
@@ -142,6 +145,8 @@ async fn a_pull_records_what_it_installs_in_the_lock_and_refuses_a_package_that_
         let mut config = querygate::engine::EngineConfig::new(&root);
         config.remote.url = Some(format!("{}/providers", mock.url()));
         config.remote.lock_file = lock_file;
+        config.remote.trusted_certificates =
+            vec![crate::support::signing::signer().cert_path().to_owned()];
         querygate::engine::Engine::new(config).unwrap()
     };
     let engine = engine_with(None);

@@ -1,6 +1,7 @@
 //! The remote registry: listing and pulling from a registry served by the mock on 127.0.0.1.
 //! The real packages come from `QUERYGATE_COMPAT_REGISTRY`'s `dist/` (those tests say so and
-//! pass without it); hostile packages are built here with the `tar` builder.
+//! pass without it), re-signed by the test root every engine here trusts; hostile packages
+//! are built here with the `tar` builder. Signature checks themselves: `signed_packages`.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use querygate::engine::{Engine, EngineConfig, ErrorKind, ProviderSettings};
 use serde_json::json;
 
 use crate::mock::{Mock, Reply};
+use crate::support::signing::{signed_tgz, signer};
 use crate::support::*;
 
 fn dist() -> Option<PathBuf> {
@@ -20,7 +22,8 @@ fn dist() -> Option<PathBuf> {
     }
 }
 
-/// Serves `dist/` as a registry at `<mock>/providers`.
+/// Serves `dist/` as a registry at `<mock>/providers`, its packages re-signed by the test
+/// root.
 fn serve_dist(mock: &Mock, dist: &Path) {
     mock.route(
         "/providers/dist/providers.yaml",
@@ -34,7 +37,9 @@ fn serve_dist(mock: &Mock, dist: &Path) {
             &format!("/providers/dist/googleapis.com/{version}.tgz"),
             Reply::bytes(
                 "application/gzip",
-                std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
+                signer().resign_package(
+                    &std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
+                ),
             ),
         );
     }
@@ -43,6 +48,7 @@ fn serve_dist(mock: &Mock, dist: &Path) {
 fn registry_engine(root: &Path, mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
     let mut config = EngineConfig::new(root);
     config.remote.url = Some(format!("{}/providers", mock.url()));
+    config.remote.trusted_certificates = vec![signer().cert_path().to_owned()];
     config.providers.insert(
         "google".to_owned(),
         ProviderSettings {
@@ -179,7 +185,8 @@ async fn pull_newest_usable_version_then_query_it() {
             .iter()
             .all(|r| r.method == "GET" && r.body_text().is_empty())
     );
-    // Installed under the package folder; signatures skipped; nothing else left behind.
+    // Installed under the package folder with its signatures and the install record;
+    // nothing else left behind.
     assert_eq!(
         tree(root.path()),
         [
@@ -187,9 +194,12 @@ async fn pull_newest_usable_version_then_query_it() {
             "src",
             "src/googleapis.com",
             "src/googleapis.com/v0.1.2",
+            "src/googleapis.com/v0.1.2/.querygate-install.json",
             "src/googleapis.com/v0.1.2/provider.yaml",
+            "src/googleapis.com/v0.1.2/provider.yaml.sig",
             "src/googleapis.com/v0.1.2/services",
             "src/googleapis.com/v0.1.2/services/storage-v1.yaml",
+            "src/googleapis.com/v0.1.2/services/storage-v1.yaml.sig",
         ]
     );
 
@@ -222,7 +232,8 @@ async fn pull_newest_usable_version_then_query_it() {
     assert_eq!(again.version, "v0.1.2");
     assert_eq!(again.skipped.len(), 1);
     assert_eq!(again.skipped[0].version, "v0.2.1");
-    assert_eq!(tree(root.path()).len(), 7);
+    assert_eq!(again.verified_documents, Some(2));
+    assert_eq!(tree(root.path()).len(), 10);
 }
 
 #[tokio::test]
@@ -475,7 +486,7 @@ async fn hostile_packages_are_refused_and_leave_the_root_unchanged() {
         ),
         (
             "no provider.yaml",
-            tgz(vec![Item::File(
+            signed_tgz(vec![Item::File(
                 "v1/services/things.yaml",
                 b"a: 1\n".to_vec(),
             )]),
@@ -483,7 +494,7 @@ async fn hostile_packages_are_refused_and_leave_the_root_unchanged() {
         ),
         (
             "wrong name",
-            tgz(vec![Item::File(
+            signed_tgz(vec![Item::File(
                 "v1/provider.yaml",
                 b"name: other\n".to_vec(),
             )]),
@@ -491,7 +502,7 @@ async fn hostile_packages_are_refused_and_leave_the_root_unchanged() {
         ),
         (
             "bad yaml",
-            tgz(vec![Item::File(
+            signed_tgz(vec![Item::File(
                 "v1/provider.yaml",
                 b"name: [unclosed\n".to_vec(),
             )]),
@@ -533,7 +544,7 @@ async fn reinstall_replaces_atomically_and_a_bad_package_keeps_the_old_one() {
     let mock = Mock::start().await;
     let root = tempfile::tempdir().unwrap();
     let e = registry_engine(root.path(), &mock, small_caps);
-    serve_evil(&mock, tgz(good_items("First")));
+    serve_evil(&mock, signed_tgz(good_items("First")));
     let out = query(&e, "REGISTRY PULL evil v1").await;
     assert_eq!(
         out.messages,
@@ -543,7 +554,7 @@ async fn reinstall_replaces_atomically_and_a_bad_package_keeps_the_old_one() {
     assert!(first.rows.iter().flatten().any(|c| *c == text("First")));
 
     // A new build of the same version is picked up at once (cached documents dropped).
-    serve_evil(&mock, tgz(good_items("Second")));
+    serve_evil(&mock, signed_tgz(good_items("Second")));
     query(&e, "REGISTRY PULL evil").await;
     let second = query(&e, "SHOW SERVICES IN evil").await;
     assert!(second.rows.iter().flatten().any(|c| *c == text("Second")));
@@ -567,7 +578,7 @@ async fn reinstall_replaces_atomically_and_a_bad_package_keeps_the_old_one() {
 #[tokio::test]
 async fn cli_registry_list_and_pull() {
     let mock = Mock::start().await;
-    serve_evil(&mock, tgz(good_items("Cli")));
+    serve_evil(&mock, signed_tgz(good_items("Cli")));
     let root = tempfile::tempdir().unwrap();
     // The CLI's audit goes under XDG_STATE_HOME, never into the working directory.
     let state = tempfile::tempdir().unwrap();
@@ -580,6 +591,10 @@ async fn cli_registry_list_and_pull() {
             .env("XDG_STATE_HOME", &state_path)
             .env("QUERYGATE_REGISTRY__ROOT", &root_path)
             .env("QUERYGATE_REGISTRY__URL", &url)
+            .env(
+                "QUERYGATE_REGISTRY__TRUSTED_CERTIFICATES",
+                format!("[{}]", signer().cert_path().display()),
+            )
             .args(args)
             .output()
             .unwrap()
@@ -631,12 +646,12 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
         "/providers/dist/evil/v2.tgz",
         Reply::bytes(
             "application/gzip",
-            tgz(vec![Item::File("v2/provider.yaml", too_new.into_bytes())]),
+            signed_tgz(vec![Item::File("v2/provider.yaml", too_new.into_bytes())]),
         ),
     );
     mock.route(
         "/providers/dist/evil/v1.tgz",
-        Reply::bytes("application/gzip", tgz(good_items("Old"))),
+        Reply::bytes("application/gzip", signed_tgz(good_items("Old"))),
     );
     let root = tempfile::tempdir().unwrap();
     let e = registry_engine(root.path(), &mock, small_caps);
@@ -653,9 +668,12 @@ async fn newest_usable_version_skips_missing_and_too_new_packages() {
             "src",
             "src/evil",
             "src/evil/v1",
+            "src/evil/v1/.querygate-install.json",
             "src/evil/v1/provider.yaml",
+            "src/evil/v1/provider.yaml.sig",
             "src/evil/v1/services",
             "src/evil/v1/services/things.yaml",
+            "src/evil/v1/services/things.yaml.sig",
         ]
     );
     let err = e
@@ -731,7 +749,7 @@ async fn hand_changes_follow_the_recheck_interval_and_pulls_are_seen_at_once() {
     assert_eq!(err.kind(), ErrorKind::UnknownTable, "{err}");
     assert!(evil_services(&cached).await.unwrap().contains("First"));
 
-    serve_evil(&mock, tgz(good_items("Pulled")));
+    serve_evil(&mock, signed_tgz(good_items("Pulled")));
     query(&cached, "REGISTRY PULL evil v1").await;
     assert!(evil_services(&cached).await.unwrap().contains("Pulled"));
     assert!(evil_services(&fresh).await.unwrap().contains("Pulled"));
@@ -870,7 +888,7 @@ async fn resource_models_follow_their_documents() {
         "v1/services/schemas.yaml",
         row_schemas("label").into_bytes(),
     ));
-    serve_evil(&mock, tgz(package));
+    serve_evil(&mock, signed_tgz(package));
     query(&cached, "REGISTRY PULL evil v1").await;
     assert_eq!(evil_columns(&cached).await, ["id", "label"]);
     let out = query(
@@ -885,7 +903,7 @@ async fn resource_models_follow_their_documents() {
 #[tokio::test]
 async fn cli_registry_pull_is_audited_with_its_provider() {
     let mock = Mock::start().await;
-    serve_evil(&mock, tgz(good_items("Audited")));
+    serve_evil(&mock, signed_tgz(good_items("Audited")));
     let root = tempfile::tempdir().unwrap();
     let audit = tempfile::tempdir().unwrap();
     let (root_path, audit_path) = (root.path().to_owned(), audit.path().to_owned());
@@ -897,6 +915,10 @@ async fn cli_registry_pull_is_audited_with_its_provider() {
             .env("USER", "ops-person")
             .env("QUERYGATE_REGISTRY__ROOT", &root_path)
             .env("QUERYGATE_REGISTRY__URL", &url)
+            .env(
+                "QUERYGATE_REGISTRY__TRUSTED_CERTIFICATES",
+                format!("[{}]", signer().cert_path().display()),
+            )
             .env("QUERYGATE_AUDIT__FILE__DIR", &audit_path)
             .args(["registry", "pull", "evil", "v1"])
             .output()

@@ -8,8 +8,9 @@
 //! packages; `pg`: PostgreSQL for tests; `pipeline`: tool calls handed to the pipeline
 //! directly; `ports`: ports for servers that restart on the same port; `quota_calls`: raw
 //! SQL calls and their error codes; `raw`: raw `tools/call` requests over HTTP; `served`: the
-//! binary as a served process; `sigv4`: SigV4 checked; `stdio`: the server as a raw stdio
-//! process; `wait`: bounded waits for events.
+//! binary as a served process; `signing`: signing roots made at test time, which sign
+//! registry packages; `sigv4`: SigV4 checked; `stdio`: the server as a raw stdio process;
+//! `wait`: bounded waits for events.
 
 pub mod audited;
 pub mod corpus;
@@ -25,6 +26,7 @@ pub mod ports;
 pub mod quota_calls;
 pub mod raw;
 pub mod served;
+pub mod signing;
 pub mod sigv4;
 pub mod stdio;
 pub mod wait;

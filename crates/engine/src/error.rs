@@ -36,8 +36,12 @@ pub enum ErrorKind {
     /// A provider whose tenant exchanges the caller's bearer token for an upstream token
     /// was called without one (stdio, the command line, mTLS, no authentication).
     SubjectTokenMissing,
-    /// The local registry is unreadable.
+    /// The local registry is unreadable, or the remote registry or a package from it failed.
     Registry,
+    /// A pulled package's document is unsigned, or its signature does not verify with a
+    /// trusted certificate (StackQL's scheme): nothing was installed. The message names the
+    /// document.
+    RegistrySignature,
     /// A bug or an invariant broken inside the engine.
     Internal,
 }

@@ -63,6 +63,8 @@ pub use self::preview::{PREVIEW_REQUESTS, PREVIEW_TEXT_BYTES};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,
 };
+#[cfg(any(test, feature = "test-support"))]
+pub use self::remote::{sign_document, verify_folder};
 pub use self::requests::{ParamValues, PlannedParam, PlannedRequest};
 pub use self::slots::{EvalSlot, EvalSlots};
 pub use self::types::{
@@ -255,7 +257,7 @@ impl Engine {
             config.remote.clone(),
             upstream.client().clone(),
             config.registry_root.clone(),
-        );
+        )?;
         Ok(Engine {
             inner: Arc::new(Inner {
                 config,

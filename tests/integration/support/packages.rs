@@ -1,4 +1,5 @@
-//! Registry packages built in the test: provider tarballs, good and hostile.
+//! Registry packages built in the test: provider tarballs, good and hostile. They are
+//! unsigned; `support::signing` signs them.
 
 use std::io::Write;
 
@@ -74,7 +75,6 @@ pub fn good_items(title: &str) -> Vec<Item> {
             "v1/provider.yaml",
             PROVIDER_YAML.replace("TITLE", title).into_bytes(),
         ),
-        Item::File("v1/provider.yaml.sig", b"signature".to_vec()),
         Item::File(
             "v1/services/things.yaml",
             b"openapi: 3.0.0\ninfo: {title: t, version: v1}\npaths: {}\ncomponents:\n  x-stackQL-resources: {}\n".to_vec(),

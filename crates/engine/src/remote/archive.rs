@@ -4,8 +4,8 @@
 //! package's `<version>/` folder, and sizes are bounded: entries counted, each file's size
 //! checked against its header and while it is written, and the whole decompressed stream
 //! (headers included) capped, so a decompression bomb stops early. File modes, owners and
-//! times in the archive are ignored. `.sig` signature files are skipped: querygate does not
-//! verify package signatures.
+//! times in the archive are ignored. `.sig` signature files are unpacked like any file:
+//! `verify` checks them before the package is used.
 
 use std::cell::Cell;
 use std::io::Read;
@@ -86,8 +86,8 @@ pub(crate) struct Unpacked {
     pub(crate) files: usize,
     /// Bytes written.
     pub(crate) bytes: u64,
-    /// `.sig` files skipped.
-    pub(crate) signatures_skipped: usize,
+    /// Of the files, `.sig` signature files.
+    pub(crate) signatures: usize,
 }
 
 /// Unpacks `tgz`, whose entries must all lie under `folder/`, into `dest` (created; must not
@@ -157,10 +157,6 @@ pub(crate) fn unpack(
                         limit: limits.max_entry_bytes,
                     });
                 }
-                if raw_path.ends_with(".sig") {
-                    done.signatures_skipped += 1;
-                    continue;
-                }
                 let written = write_file(&mut entry, &target, &raw_path, limits).map_err(
                     |err| match err {
                         WriteFailure::Read(err) => corrupt(err),
@@ -169,6 +165,9 @@ pub(crate) fn unpack(
                 )?;
                 done.files += 1;
                 done.bytes += written;
+                if raw_path.ends_with(".sig") {
+                    done.signatures += 1;
+                }
             }
             other => {
                 return Err(ArchiveError::NotRegular {

@@ -1,6 +1,8 @@
 //! Installs a downloaded package: unpack into a temporary folder inside the registry root,
-//! check it, then move it into `src/<folder>/<version>/` with a rename, so no reader ever
-//! sees half a provider. A failed install leaves the registry root as it was.
+//! verify its signatures (unless `registry.verify` is false), check it, then move it into
+//! `src/<folder>/<version>/` with a rename, so no reader ever sees half a provider, nor a
+//! provider whose documents failed verification. A failed install leaves the registry root
+//! as it was.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +10,9 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::archive::{self, Limits, Unpacked};
+use super::record::{self, Checked, RECORD_FILE};
+use super::signing_policy::SignaturePolicy;
+use super::verify;
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::compare_versions;
 
@@ -26,20 +31,24 @@ pub(crate) struct Staged {
     provider: Value,
     /// What was unpacked.
     pub(crate) unpacked: Unpacked,
+    /// How its signatures were checked.
+    pub(crate) checked: Checked,
 }
 
 fn registry_error(message: String) -> Error {
     Error::new(ErrorKind::Registry, message)
 }
 
-/// Unpacks `tgz` (the package of `name` at `version`) into a temporary folder under `root`
-/// and checks that it holds a parseable `provider.yaml` naming `name`.
+/// Unpacks `tgz` (the package of `name` at `version`) into a temporary folder under `root`,
+/// verifies every document's signature as `signatures` says (before anything in the package
+/// is read), and checks that it holds a parseable `provider.yaml` naming `name`.
 pub(crate) fn stage(
     root: &Path,
     name: &str,
     version: &str,
     tgz: &[u8],
     limits: Limits,
+    signatures: SignaturePolicy<'_>,
 ) -> Result<Staged> {
     std::fs::create_dir_all(root).map_err(|err| {
         registry_error(format!(
@@ -62,12 +71,33 @@ pub(crate) fn stage(
             "refusing package {name} {version} from the registry: {err}"
         ))
     })?;
-    let doc_path = dir.join("provider.yaml");
     let invalid = |what: String| {
         registry_error(format!(
             "refusing package {name} {version} from the registry: {what}"
         ))
     };
+    if std::fs::symlink_metadata(dir.join(RECORD_FILE)).is_ok() {
+        return Err(invalid(format!(
+            "it holds '{version}/{RECORD_FILE}', a name querygate keeps for its install record"
+        )));
+    }
+    let checked = match signatures {
+        SignaturePolicy::Verify { trust, now } => {
+            let found = verify::package(&dir, version, trust, now).map_err(|refusal| {
+                let kind = match refusal {
+                    verify::Refusal::Read { .. } => ErrorKind::Registry,
+                    _ => ErrorKind::RegistrySignature,
+                };
+                Error::new(
+                    kind,
+                    format!("refusing package {name} {version} from the registry: {refusal}"),
+                )
+            })?;
+            Checked::Verified(found)
+        }
+        SignaturePolicy::Skip => Checked::Skipped,
+    };
+    let doc_path = dir.join("provider.yaml");
     if !doc_path.is_file() {
         return Err(invalid(format!("it has no '{version}/provider.yaml'")));
     }
@@ -89,6 +119,7 @@ pub(crate) fn stage(
         dir,
         provider,
         unpacked,
+        checked,
     })
 }
 
@@ -150,10 +181,16 @@ impl Staged {
         }
     }
 
-    /// Moves the package to `dest` (`<root>/src/<folder>/<version>`). An existing folder
-    /// there is first moved aside into the temporary folder, restored if the move fails, and
-    /// deleted with the temporary folder otherwise.
-    pub(crate) fn commit(self, dest: &Path) -> Result<()> {
+    /// Writes the install record (see `record`) into the package, then moves the package to
+    /// `dest` (`<root>/src/<folder>/<version>`). An existing folder there is first moved
+    /// aside into the temporary folder, restored if the move fails, and deleted with the
+    /// temporary folder otherwise.
+    pub(crate) fn commit(self, dest: &Path, record: &serde_json::Value) -> Result<()> {
+        record::write(&self.dir, record).map_err(|err| {
+            registry_error(format!(
+                "cannot write the install record {RECORD_FILE}: {err}"
+            ))
+        })?;
         let parent = dest
             .parent()
             .ok_or_else(|| Error::internal("install destination has no parent folder"))?;

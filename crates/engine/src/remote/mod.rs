@@ -1,14 +1,21 @@
 //! The remote registry: lists the providers a registry in StackQL's layout publishes
 //! (`<url>/dist/providers.yaml`) and pulls one (`<url>/dist/<folder>/<version>.tgz`) into the
 //! local registry root. Everything received is untrusted: downloads are size-capped and
-//! time-limited, archives are checked entry by entry (see `archive`), and a package becomes
-//! visible only once it is unpacked and validated (see `install`).
+//! time-limited, archives are checked entry by entry (see `archive`), every document's
+//! signature is verified with StackQL's scheme (see `signature`, `trust`, `verify`), and a
+//! package becomes visible only once it is unpacked, verified and validated (see `install`).
 
 mod archive;
 mod index;
 mod install;
+mod record;
+mod signature;
+mod signing_policy;
+mod trust;
+mod verify;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use serde::Serialize;
@@ -16,10 +23,16 @@ use tokio::sync::Mutex;
 use url::Url;
 
 use self::index::Index;
+use self::record::Checked;
+use self::signing_policy::{SignaturePolicy, VERIFY_OFF_WARNING};
+use self::trust::TrustedCertificates;
 use super::error::{Error, ErrorKind, Result};
 use super::registry::{LocalRegistry, is_safe_name};
 use super::sql::RegistryCommand;
 use super::types::{Cell, ExecContext, QueryOutput};
+
+#[cfg(any(test, feature = "test-support"))]
+pub use self::{signature::sign_document, verify::verify_folder};
 
 /// StackQL's public registry (its default): `…/providers/dist/providers.yaml` is the index.
 pub const DEFAULT_REGISTRY_URL: &str = "https://registry.stackql.app/providers";
@@ -46,6 +59,13 @@ pub struct RemoteRegistryConfig {
     /// holds is refused. `None`: the registry keeps its own, `<root>/providers.lock`, in
     /// which a pull records what it installs (a re-pull of a version replaces its entry).
     pub lock_file: Option<PathBuf>,
+    /// Whether every document of a pulled package is verified against its `.sig` file with
+    /// StackQL's scheme before the package is installed (`registry.verify`). `false` installs
+    /// packages unverified: for local development only.
+    pub verify: bool,
+    /// PEM files of signing certificates trusted besides StackQL's own
+    /// (`registry.trusted_certificates`), for private registries.
+    pub trusted_certificates: Vec<PathBuf>,
 }
 
 impl Default for RemoteRegistryConfig {
@@ -57,6 +77,8 @@ impl Default for RemoteRegistryConfig {
             max_entry_bytes: 64 * 1024 * 1024,
             max_entries: 20_000,
             lock_file: None,
+            verify: true,
+            trusted_certificates: Vec::new(),
         }
     }
 }
@@ -91,6 +113,9 @@ pub struct PullOutcome {
     pub message: String,
     /// Newer versions passed over when no version was asked for.
     pub skipped: Vec<SkippedVersion>,
+    /// How many documents of the package had their signatures verified; `None` when
+    /// `registry.verify` is false.
+    pub verified_documents: Option<usize>,
 }
 
 /// The remote registry client: the engine's HTTP client, the local root it installs into,
@@ -98,6 +123,9 @@ pub struct PullOutcome {
 #[derive(Debug)]
 pub(crate) struct Remote {
     config: RemoteRegistryConfig,
+    /// The certificates documents are verified against; `None` when `registry.verify` is
+    /// false.
+    trust: Option<Arc<TrustedCertificates>>,
     client: reqwest::Client,
     root: PathBuf,
     pulls: Mutex<()>,
@@ -114,18 +142,22 @@ fn registry_error(message: impl Into<String>) -> Error {
 }
 
 impl Remote {
-    /// A client for `config.url` installing into `root` (the local registry root).
+    /// A client for `config.url` installing into `root` (the local registry root). Fails
+    /// when a file of `config.trusted_certificates` cannot be read or holds a certificate
+    /// that cannot verify documents.
     pub(crate) fn new(
         config: RemoteRegistryConfig,
         client: reqwest::Client,
         root: PathBuf,
-    ) -> Self {
-        Remote {
+    ) -> Result<Self> {
+        let trust = signing_policy::trust_of(&config)?;
+        Ok(Remote {
             config,
+            trust,
             client,
             root,
             pulls: Mutex::new(()),
-        }
+        })
     }
 
     /// Providers in the index, or one provider's entry.
@@ -214,18 +246,23 @@ impl Remote {
                 }
             };
             let installed = self
-                .install(&name, &folder, &candidate, tgz, version.is_some())
+                .install(&name, &folder, &candidate, tgz, version.is_some(), &url)
                 .await?;
             match installed {
-                Installed::Done => {
+                Installed::Done(checked) => {
                     registry.forget(&format!("{folder}/{candidate}/"));
-                    let message = outcome_message(&name, &candidate, &skipped);
-                    tracing::info!(provider = %name, version = %candidate, "provider installed");
+                    let verified_documents = match &checked {
+                        Checked::Verified(found) => Some(found.documents),
+                        Checked::Skipped => None,
+                    };
+                    let message = outcome_message(&name, &candidate, &skipped, verified_documents);
+                    tracing::info!(provider = %name, version = %candidate, verified_documents, "provider installed");
                     return Ok(PullOutcome {
                         provider: name,
                         version: candidate,
                         message,
                         skipped,
+                        verified_documents,
                     });
                 }
                 Installed::Unusable(reason) => skipped.push(SkippedVersion {
@@ -248,7 +285,8 @@ impl Remote {
         )))
     }
 
-    /// Unpacks, checks and moves one package into place (on a blocking thread).
+    /// Unpacks, verifies, checks and moves one package (fetched from `url`) into place (on
+    /// a blocking thread).
     async fn install(
         &self,
         name: &str,
@@ -256,6 +294,7 @@ impl Remote {
         version: &str,
         tgz: Vec<u8>,
         asked: bool,
+        url: &Url,
     ) -> Result<Installed> {
         let limits = archive::Limits {
             max_unpacked_bytes: self.config.max_unpacked_bytes,
@@ -271,8 +310,14 @@ impl Remote {
             .clone()
             .unwrap_or_else(|| root.join(crate::lock::LOCK_FILE_NAME));
         let (name, folder, version) = (name.to_owned(), folder.to_owned(), version.to_owned());
+        let trust = self.trust.clone();
+        let package = shown_url(url);
+        if trust.is_none() {
+            tracing::warn!(provider = %name, version = %version, "{VERIFY_OFF_WARNING}");
+        }
         tokio::task::spawn_blocking(move || {
-            let staged = install::stage(&root, &name, &version, &tgz, limits)?;
+            let signatures = SignaturePolicy::now(trust.as_deref());
+            let staged = install::stage(&root, &name, &version, &tgz, limits, signatures)?;
             if let Some(reason) = staged.unusable_reason() {
                 if asked {
                     return Err(registry_error(format!(
@@ -284,12 +329,14 @@ impl Remote {
             tracing::debug!(
                 files = staged.unpacked.files,
                 bytes = staged.unpacked.bytes,
-                signatures_skipped = staged.unpacked.signatures_skipped,
+                signatures = staged.unpacked.signatures,
                 "package unpacked"
             );
             install::lock(&root, &lock_file, enforce, &folder, &version, &staged)?;
-            staged.commit(&dest)?;
-            Ok(Installed::Done)
+            let checked = staged.checked.clone();
+            let record = record::record(&name, &version, &package, &checked, trust.as_deref());
+            staged.commit(&dest, &record)?;
+            Ok(Installed::Done(checked))
         })
         .await
         .map_err(|err| Error::internal(format!("registry install task failed: {err}")))?
@@ -475,9 +522,10 @@ pub(crate) fn check_pull_allowed(cx: &ExecContext, provider: &str) -> Result<()>
     Ok(())
 }
 
-/// Whether a staged package was installed or passed over.
+/// Whether a staged package was installed (and how its signatures were checked) or passed
+/// over.
 enum Installed {
-    Done,
+    Done(Checked),
     Unusable(String),
 }
 
@@ -501,8 +549,16 @@ fn shown_url(url: &Url) -> String {
     shown.to_string()
 }
 
-fn outcome_message(name: &str, version: &str, skipped: &[SkippedVersion]) -> String {
+fn outcome_message(
+    name: &str,
+    version: &str,
+    skipped: &[SkippedVersion],
+    verified_documents: Option<usize>,
+) -> String {
     let mut message = format!("{name} provider, version '{version}' successfully installed");
+    if verified_documents.is_none() {
+        message.push_str(" without verifying its signatures (registry.verify is false)");
+    }
     for skip in skipped {
         message.push_str(&format!(
             "; skipped newer version '{}': {}",

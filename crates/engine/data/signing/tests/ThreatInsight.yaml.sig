@@ -1,0 +1,1 @@
+AQAAAA7Z1EsnEsRtmAKUm7T2GDJbh8Ro+uqny+GoW3z3uxr9dAieIT9Gzzjs5p5JnPxZE9jV09ro75xzaGWOrZX/lcvXWteGmEzoihbpDQ==
