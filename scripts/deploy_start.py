@@ -261,11 +261,7 @@ class Start:
 
     def run(self) -> list[str]:
         try:
-            # Not under /tmp: the pod mounts a volume there, and paths under a mount point
-            # are rebased into the scratch space.
-            work = ROOT / "target" / "deploy-start"
-            work.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix="start-", dir=work) as scratch:
+            with tempfile.TemporaryDirectory(prefix="querygate-start-") as scratch:
                 self._run(Path(scratch))
         except Exception as err:  # a broken step fails the check, with what broke
             self.fail(f"the start check broke: {err}")
@@ -315,15 +311,17 @@ class Start:
         if "admin_listen" in server:
             server["admin_listen"] = f"127.0.0.1:{admin_port}"
         server.setdefault("allowed_hosts", []).append(f"127.0.0.1:{port}")
-        # The mock registry, and the certificate its packages are signed with (a private
-        # registry's, as registry.trusted_certificates names one).
         config.setdefault("registry", {})["url"] = registry.url
-        config["registry"]["trusted_certificates"] = [str(material.signing_cert)]
         config_mount = next(m["mountPath"] for m in main["volumeMounts"] if m["name"] == "config")
         config_map = next(cm for cm in by_kind(self.objects, "ConfigMap") if "config.yaml" in cm.get("data", {}))
         for key, text in config_map["data"].items():
             (mounts[config_mount] / key).write_text(text)
-        (mounts[config_mount] / "config.yaml").write_text(rebase(yaml.safe_dump(config, sort_keys=False), mounts))
+        rebased = yaml.safe_load(rebase(yaml.safe_dump(config, sort_keys=False), mounts))
+        # The certificate the mock registry signs its packages with (a private registry's, as
+        # registry.trusted_certificates names one): outside the pod's mounts, added after the
+        # rebase.
+        rebased["registry"]["trusted_certificates"] = [str(material.signing_cert)]
+        (mounts[config_mount] / "config.yaml").write_text(yaml.safe_dump(rebased, sort_keys=False))
 
         for job in by_kind(self.objects, "Job"):
             if not self._job(job, scratch, database_url):
