@@ -481,16 +481,23 @@ async fn url_mode_elicitation_points_a_legacy_client_at_the_page_and_the_retry_r
 /// is not logged; querygate says it once per call at DEBUG.
 #[tokio::test]
 async fn url_mode_elicitations_are_logged_at_debug_not_as_warnings() {
-    use crate::mcp_support::{install_crypto_provider, legacy_client, test_config};
+    use crate::mcp_support::{install_crypto_provider, test_config};
     use crate::support::served::{serve_command, spawn_announced};
     install_crypto_provider();
+    use crate::support::identity::{ISSUER, JwksServer, RESOURCE, SigningKey, claims};
     let mock = crate::mock::Mock::start().await;
     let dir = tempfile::tempdir().unwrap();
+    // Authenticated callers: out-of-band approval nobody could decide is refused at load.
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(json!({"keys": [key.jwk()]})).await;
     let config = test_config(
         &mock,
         dir.path(),
         "safe",
-        "approval:\n  out_of_band: fallback\n  wait: 0s\n  url_elicitation: true\n  link_base: https://querygate.example/approve\n",
+        &format!(
+            "auth:\n  resource: {RESOURCE}\n  jwt:\n    issuers:\n      - issuer: {ISSUER}\n        jwks_url: {}\n        algorithms: [ES256]\n        tenants: [default]\napproval:\n  out_of_band: fallback\n  wait: 0s\n  url_elicitation: true\n  link_base: https://querygate.example/approve\n",
+            jwks.url
+        ),
     );
     let served = spawn_announced(
         // rmcp at the default level (warn), querygate's own DEBUG lines too.
@@ -498,7 +505,7 @@ async fn url_mode_elicitations_are_logged_at_debug_not_as_warnings() {
     )
     .await;
     let (mut child, mut stderr) = (served.child, served.stderr);
-    let client = legacy_client(&served.url, rmcp::model::ProtocolVersion::V_2025_11_25).await;
+    let client = crate::support::oob::legacy(&served.url, &key.sign(&claims("default"))).await;
     for _ in 0..2 {
         let err = client
             .call_tool(
