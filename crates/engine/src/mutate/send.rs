@@ -1,0 +1,201 @@
+//! Sending a prepared write: each request once (writes are never retried), the messages,
+//! the awaited operations and the rows `RETURNING` (or EXEC) asks for.
+
+use super::*;
+
+pub(super) async fn send_all(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    prepared: &Prepared,
+    returning: Option<&Returning>,
+    verb: &str,
+    awaiting: bool,
+) -> Result<QueryOutput> {
+    let resource = &prepared.resource;
+    let method = prepared.method();
+    if awaiting {
+        crate::operation::check_awaitable(&inner.store, method)?;
+    }
+    let auth = resolve_auth(
+        &inner.upstream,
+        &resource.provider,
+        &prepared.auth,
+        &cx.credentials,
+        cx.caller(),
+    )
+    .await?;
+    let total = prepared.requests.len();
+    let mut messages = Vec::with_capacity(total);
+    let mut bodies = Vec::new();
+    let mut targets = false;
+    // The status of the last write the upstream acknowledged: an error after it may leave
+    // the side effect done.
+    let mut acknowledged: Option<u16> = None;
+    let after_write = |err: Error, acknowledged: Option<u16>| match acknowledged {
+        Some(status) => err.after_write(status),
+        None => err,
+    };
+    for (index, request) in prepared.requests.iter().enumerate() {
+        let leg = Leg {
+            method,
+            base_url: prepared.base_url.as_deref(),
+            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            body: None,
+            auth: &auth,
+            credentials: cx.credentials.as_ref(),
+            tenant: &cx.tenant,
+            deadline: cx.deadline,
+            admission: None,
+        };
+        let body = request
+            .body
+            .as_ref()
+            .map(|b| (prepared.media_type.as_str(), Bytes::from(b.to_string())));
+        let (status, response) = match inner.upstream.call(&leg, body).await {
+            Ok(done) => done,
+            Err(err) if total > 1 => {
+                return Err(after_write(
+                    err.with_note(&format!(
+                        "request {} of {total} failed; the {index} before it succeeded and are not undone",
+                        index + 1
+                    )),
+                    acknowledged,
+                ));
+            }
+            Err(err) => return Err(err),
+        };
+        acknowledged = Some(status);
+        tracing::info!(
+            tenant = %cx.tenant,
+            resource = %resource.full_name(),
+            method = %method.name,
+            status,
+            "write request succeeded"
+        );
+        let (response, awaited) = if awaiting {
+            let done = crate::operation::await_operation(
+                &inner.upstream,
+                &inner.config.upstream.await_operations,
+                &leg,
+                &response,
+                returning.is_some(),
+            )
+            .await
+            .map_err(|err| {
+                let err = err.after_write(status);
+                if total > 1 {
+                    err.with_note(&format!(
+                        "awaiting request {} of {total}; the {index} before it completed and are not undone",
+                        index + 1
+                    ))
+                } else {
+                    err
+                }
+            })?;
+            messages.push(format!(
+                "{verb} {}: {}.{} answered {status}; operation {} completed",
+                resource.full_name(),
+                resource.name,
+                method.name,
+                done.name.as_deref().unwrap_or("(unnamed)")
+            ));
+            targets |= done.is_target;
+            (done.body, true)
+        } else {
+            (response, false)
+        };
+        if !awaited {
+            messages.push(format!(
+                "{verb} {}: {}.{} answered {status}; the operation was despatched successfully",
+                resource.full_name(),
+                resource.name,
+                method.name
+            ));
+        }
+        if returning.is_some() && !response.iter().all(u8::is_ascii_whitespace) {
+            bodies.push(response);
+        }
+    }
+    let mut output = match returning {
+        // The awaited operations' targets: one row each, columns from the data.
+        Some(returning) if targets => {
+            let locator = Arc::new(RowLocator::Path(Vec::new()));
+            returned_rows(
+                locator,
+                Vec::new(),
+                bodies,
+                returning,
+                inner.config.max_result_rows,
+                Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
+            )
+            .await
+            .map_err(|err| after_write(err, acknowledged))?
+        }
+        Some(returning) if !bodies.is_empty() => returned_rows(
+            prepared.locator.clone(),
+            prepared.columns.clone(),
+            bodies,
+            returning,
+            inner.config.max_result_rows,
+            Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
+        )
+        .await
+        .map_err(|err| after_write(err, acknowledged))?,
+        _ => QueryOutput::default(),
+    };
+    output.messages = messages;
+    output.upstream_status = acknowledged;
+    output.timestamp =
+        Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
+    Ok(output)
+}
+
+/// Rows of the responses, located and typed as the method's select rows would be, then
+/// projected to the `RETURNING` columns, in `db`.
+async fn returned_rows(
+    locator: Arc<RowLocator>,
+    mut columns: Vec<String>,
+    bodies: Vec<Bytes>,
+    returning: &Returning,
+    max_rows: usize,
+    db: Database,
+) -> Result<QueryOutput> {
+    for body in &bodies {
+        // A body that is not JSON carries no rows; the messages still report success.
+        let Ok(found) = db.discover(body.clone(), locator.clone()).await else {
+            return Ok(QueryOutput::default());
+        };
+        for name in found {
+            if !columns.iter().any(|c| c.eq_ignore_ascii_case(&name)) {
+                columns.push(name);
+            }
+        }
+    }
+    if columns.is_empty() {
+        return Ok(QueryOutput::default());
+    }
+    const TABLE: &str = "__qg_returning";
+    db.create_table(TABLE, columns.clone(), &[])?;
+    for body in bodies {
+        let load = db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new());
+        settled(load.await?).await?;
+    }
+    let projection = match returning {
+        Returning::All => "*".to_owned(),
+        Returning::Columns(wanted) => {
+            let mut quoted = Vec::new();
+            for name in wanted {
+                if !columns.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                    return Err(Error::invalid_sql(format!(
+                        "RETURNING '{name}': the response has no such field (fields: {})",
+                        columns.join(", ")
+                    )));
+                }
+                quoted.push(format!("\"{}\"", name.replace('"', "\"\"")));
+            }
+            quoted.join(", ")
+        }
+    };
+    db.query(format!("SELECT {projection} FROM {TABLE}"), max_rows)
+        .await
+}
