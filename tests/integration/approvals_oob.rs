@@ -110,6 +110,27 @@ impl Setup {
     }
 }
 
+/// A fresh, migrated database and a shared approval key for replicas: the `approval:` keys
+/// (`more` first) that make them share approvals through PostgreSQL. The database and the
+/// key's folder live as long as the returned guards.
+async fn replicated(
+    more: &str,
+) -> Option<(crate::support::pg::TestDatabase, tempfile::TempDir, String)> {
+    let db = crate::support::pg::fresh_database().await?;
+    let pool = db.pool(2).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    pool.close().await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let extra = format!(
+        "  wait: 0s\n{more}  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
+        key.display(),
+        db.url
+    );
+    Some((db, keys, extra))
+}
+
 use crate::support::oob::*;
 
 #[tokio::test]
@@ -383,21 +404,10 @@ async fn approve_and_deny_racing_leave_one_decision_on_one_replica() {
 
 #[tokio::test]
 async fn approve_and_deny_racing_on_two_replicas_leave_one_decision() {
-    let Some(db) = crate::support::pg::fresh_database().await else {
+    let Some((_db, _keys, extra)) = replicated("").await else {
         return;
     };
-    let pool = db.pool(2).await;
-    querygate::db::migrate(&pool).await.unwrap();
-    pool.close().await;
     let setup = Setup::new().await;
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("k1");
-    std::fs::write(&key, "k".repeat(48)).unwrap();
-    let extra = format!(
-        "  wait: 0s\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
-        key.display(),
-        db.url
-    );
     let a = setup.server(&extra, "").await;
     let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
     race_approve_and_deny(&setup, &a, &b, || {
@@ -471,21 +481,10 @@ async fn one_principal_holds_a_bounded_number_of_pending_approvals_and_the_webho
 
 #[tokio::test]
 async fn the_bound_on_pending_approvals_holds_across_replicas_through_postgres() {
-    let Some(db) = crate::support::pg::fresh_database().await else {
+    let Some((_db, _keys, extra)) = replicated("  max_pending_per_principal: 2\n").await else {
         return;
     };
-    let pool = db.pool(2).await;
-    querygate::db::migrate(&pool).await.unwrap();
-    pool.close().await;
     let setup = Setup::new().await;
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("k1");
-    std::fs::write(&key, "k".repeat(48)).unwrap();
-    let extra = format!(
-        "  wait: 0s\n  max_pending_per_principal: 2\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
-        key.display(),
-        db.url
-    );
     let a = setup.server(&extra, "").await;
     let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
     let token = setup.token("alice", "acme", &[]);
@@ -607,21 +606,10 @@ async fn an_approval_given_while_the_call_waits_runs_it_in_that_call() {
 
 #[tokio::test]
 async fn with_postgres_one_replica_asks_and_another_runs_it_once() {
-    let Some(db) = crate::support::pg::fresh_database().await else {
+    let Some((_db, _keys, extra)) = replicated("").await else {
         return;
     };
-    let pool = db.pool(2).await;
-    querygate::db::migrate(&pool).await.unwrap();
-    pool.close().await;
     let setup = Setup::new().await;
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("k1");
-    std::fs::write(&key, "k".repeat(48)).unwrap();
-    let extra = format!(
-        "  wait: 0s\n  store: postgres\n  key_files: [{}]\ndatabase:\n  url: {}\n",
-        key.display(),
-        db.url
-    );
     let a = setup.server(&extra, "").await;
     // Both replicas send to one upstream: the plan (its URLs) is the same on both.
     let b = setup.server_over(&extra, "", Some(a.mock.url())).await;
