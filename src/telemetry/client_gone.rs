@@ -8,12 +8,11 @@
 //! recorded (`call.cancelled` in the audit and in the tool call's span), so these events are
 //! left out of the log lines: an ERROR line stays something an operator should look at.
 
-use std::fmt::Write as _;
-
-use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
+
+use super::event_fields::Fields;
 
 /// The target rmcp's per-request service logs under.
 const TARGET: &str = "rmcp::service";
@@ -56,31 +55,6 @@ fn is_client_gone(event: &Event<'_>) -> bool {
     let mut fields = Fields::default();
     event.record(&mut fields);
     fields.error == CLOSED && MESSAGES.contains(&fields.message.as_str())
-}
-
-/// The `message` and `error` fields of an event, as text.
-#[derive(Default)]
-struct Fields {
-    message: String,
-    error: String,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "message" => self.message.push_str(value),
-            "error" => self.error.push_str(value),
-            _ => {}
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let _ = match field.name() {
-            "message" => write!(self.message, "{value:?}"),
-            "error" => write!(self.error, "{value:?}"),
-            _ => Ok(()),
-        };
-    }
 }
 
 #[cfg(test)]

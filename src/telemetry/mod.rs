@@ -15,6 +15,7 @@
 //! observer traits, which [`metrics::Metrics`] implements.
 
 pub mod client_gone;
+mod event_fields;
 pub mod export;
 pub mod logs;
 pub mod metrics;

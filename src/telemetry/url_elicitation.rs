@@ -10,12 +10,11 @@
 //! outcome is in the audit (`needs_approval_requested`, `policy.approval_pending`).
 //! rmcp's warnings about other error responses are kept.
 
-use std::fmt::Write as _;
-
-use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
+
+use super::event_fields::Fields;
 
 /// The target rmcp's per-request service logs under.
 const TARGET: &str = "rmcp::service";
@@ -56,31 +55,6 @@ fn is_url_elicitation_warning(event: &Event<'_>) -> bool {
     let mut fields = Fields::default();
     event.record(&mut fields);
     fields.message == MESSAGE && fields.error.contains(URL_ELICITATION_REQUIRED)
-}
-
-/// The `message` and `error` fields of an event, as text.
-#[derive(Default)]
-struct Fields {
-    message: String,
-    error: String,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "message" => self.message.push_str(value),
-            "error" => self.error.push_str(value),
-            _ => {}
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let _ = match field.name() {
-            "message" => write!(self.message, "{value:?}"),
-            "error" => write!(self.error, "{value:?}"),
-            _ => Ok(()),
-        };
-    }
 }
 
 #[cfg(test)]
