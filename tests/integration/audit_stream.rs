@@ -302,8 +302,8 @@ fn verify_query_and_tail_of_200k_records_in_bounded_memory() {
 }
 
 /// Writes about 1 GB of audit files and prints each command's peak RSS (`/usr/bin/time`).
-/// `QUERYGATE_STREAM_BYTES` sets the size; `QUERYGATE_BIN` another binary to measure (the
-/// one before, say).
+/// `QUERYGATE_STREAM_BYTES` sets the size, `QUERYGATE_STREAM_DIR` where the files go, and
+/// `QUERYGATE_BIN` the binaries to measure (`:`-separated; the one before, say).
 #[test]
 #[ignore = "writes about 1 GB; prints figures"]
 fn peak_memory_over_a_gigabyte() {
@@ -320,25 +320,25 @@ fn peak_memory_over_a_gigabyte() {
     let (_, count) = write_set(dir.path(), target / 400, 8, false);
     let bytes = size_of(dir.path());
     let dir_arg = dir.path().to_str().unwrap();
-    let bin = std::env::var("QUERYGATE_BIN")
+    let bins = std::env::var("QUERYGATE_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_querygate").to_owned());
-    println!(
-        "{count} records, {} MiB in 8 files, binary {bin}",
-        bytes / (1024 * 1024)
-    );
-    for args in [
-        vec!["audit", "verify", dir_arg],
-        vec!["audit", "query", "--tool", "server_info", dir_arg],
-        vec!["audit", "query", "--format", "json", dir_arg],
-        vec!["audit", "tail", "-n", "20", dir_arg],
-    ] {
+    println!("{count} records, {} MiB in 8 files", bytes / (1024 * 1024));
+    for (bin, args) in bins.split(':').flat_map(|bin| {
+        [
+            vec!["audit", "verify", dir_arg],
+            vec!["audit", "query", "--tool", "server_info", dir_arg],
+            vec!["audit", "query", "--format", "json", dir_arg],
+            vec!["audit", "tail", "-n", "20", dir_arg],
+        ]
+        .map(|args| (bin, args))
+    }) {
         let report = tempfile::NamedTempFile::new().unwrap();
         let status = std::process::Command::new("/usr/bin/time")
             .arg("-f")
             .arg("%M KiB peak, %e s")
             .arg("-o")
             .arg(report.path())
-            .arg(&bin)
+            .arg(bin)
             .args(&args)
             .stdout(std::process::Stdio::null())
             .status()
