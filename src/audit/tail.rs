@@ -218,8 +218,12 @@ fn last_lines(file: &Path, n: usize) -> std::io::Result<(VecDeque<String>, u64)>
         if line.torn {
             break;
         }
-        let text = std::str::from_utf8(line.bytes)
-            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?;
+        // A line too long to be a record is shown as one that is not (it is not held).
+        let text = match line.oversized {
+            Some(_) => "(oversized)",
+            None => std::str::from_utf8(line.bytes)
+                .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?,
+        };
         let text = text.strip_suffix('\r').unwrap_or(text);
         if n > 0 && !text.trim().is_empty() {
             if last.len() == n {

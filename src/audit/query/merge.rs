@@ -77,6 +77,8 @@ pub struct FileMatches {
     /// The reorder window.
     window: BinaryHeap<Reverse<Pending>>,
     window_bytes: usize,
+    /// The window's size ([`WINDOW_BYTES`]).
+    window_limit: usize,
     /// The latest key given.
     given: Option<Key>,
     count: usize,
@@ -120,6 +122,7 @@ impl FileMatches {
             next: BinaryHeap::new(),
             window: BinaryHeap::new(),
             window_bytes: 0,
+            window_limit: WINDOW_BYTES,
             given: None,
             count: 0,
             started: false,
@@ -196,7 +199,7 @@ impl FileMatches {
                 }
             }
         }
-        while self.window_bytes <= WINDOW_BYTES {
+        while self.window_bytes <= self.window_limit {
             let Some(Reverse(pending)) = self.next.pop() else {
                 break;
             };
@@ -231,5 +234,79 @@ impl Iterator for FileMatches {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.advance().transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::chain::{ChainHead, link};
+    use crate::audit::record::AuditRecord;
+
+    /// Lines of one stream whose calls started at the given seconds past 11:00.
+    fn lines(starts: &[u32]) -> Vec<String> {
+        let mut head = ChainHead::genesis();
+        starts
+            .iter()
+            .map(|s| {
+                let record = AuditRecord {
+                    timestamp: format!("2026-11-30T11:00:{s:02}.000000Z"),
+                    tool: format!("t{s}"),
+                    ..Default::default()
+                };
+                let linked = link("r1", &head, &record, None).unwrap();
+                head = linked.head();
+                linked.line()
+            })
+            .collect()
+    }
+
+    fn tools(found: &mut FileMatches) -> Vec<String> {
+        found
+            .by_ref()
+            .map(|f| f.unwrap().stored.record.tool)
+            .collect()
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_named_and_the_rest_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let l = lines(&[1, 2]);
+        let mut bytes = format!("{}\n", l[0]).into_bytes();
+        bytes.extend_from_slice(b"{\"v\":2,\xff}\n");
+        bytes.extend_from_slice(format!("{}\n", l[1]).as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let mut found = FileMatches::open(&[path], &Filter::default()).unwrap();
+        assert_eq!(tools(&mut found), ["t1", "t2"]);
+        assert_eq!(found.unreadable.len(), 1);
+        assert!(
+            found.unreadable[0].ends_with("a.log:2: not UTF-8: byte 0xff at column 8 (a record cannot hold it; the line was edited)"),
+            "{:?}",
+            found.unreadable
+        );
+    }
+
+    #[test]
+    fn files_merge_by_start_and_a_record_later_than_the_window_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.log");
+        let b = dir.path().join("b.log");
+        std::fs::write(&a, format!("{}\n", lines(&[1, 4, 5, 3]).join("\n"))).unwrap();
+        std::fs::write(&b, format!("{}\n", lines(&[2, 4, 6]).join("\n"))).unwrap();
+        let files = [a, b];
+        let mut found = FileMatches::open(&files, &Filter::default()).unwrap();
+        assert_eq!(
+            tools(&mut found),
+            ["t1", "t2", "t3", "t4", "t4", "t5", "t6"]
+        );
+        assert_eq!(found.out_of_order, 0);
+        // A window of one record cannot put t3 back before t4 and t5: it comes late,
+        // counted.
+        let mut small = FileMatches::open(&files, &Filter::default()).unwrap();
+        small.window_limit = 1;
+        let given = tools(&mut small);
+        assert_eq!(given.len(), 7);
+        assert_eq!(small.out_of_order, 1, "{given:?}");
     }
 }

@@ -251,6 +251,64 @@ fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::chain::{ChainHead, link};
+    use crate::audit::head::{Head, HeadFile};
+    use crate::audit::record::AuditRecord;
+
+    /// Two streams whose files come in opposite orders: each stream's files are read in its
+    /// own order (a pass each), and a break in the later-named stream is the one reported
+    /// only when the earlier-named stream has none.
+    #[test]
+    fn streams_whose_files_disagree_are_walked_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for stream in ["r1", "r2"] {
+            let mut head = ChainHead::genesis();
+            for i in 0..6 {
+                let record = AuditRecord {
+                    tool: format!("tool{i}"),
+                    ..Default::default()
+                };
+                let linked = link(stream, &head, &record, None).unwrap();
+                head = linked.head();
+                lines.entry(stream).or_default().push(linked.line());
+            }
+            HeadFile::open(dir.path(), stream)
+                .unwrap()
+                .write(&Head::new(stream, &head, None))
+                .unwrap();
+        }
+        let write = |name: &str, parts: [&[String]; 2]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("{}\n", parts.concat().join("\n"))).unwrap();
+            path
+        };
+        let a = write("a.log", [&lines["r1"][3..], &lines["r2"][..3]]);
+        let b = write("b.log", [&lines["r1"][..3], &lines["r2"][3..]]);
+        let report = super::super::verify_files(&[a.clone(), b.clone()]).unwrap();
+        assert!(report.ok(), "{}", report.render());
+        assert_eq!(report.records, 12);
+        assert_eq!(report.streams.len(), 2);
+
+        // r2 broken in a.log (first in the files), r1 in b.log: r1's break is reported.
+        let mut r2 = lines["r2"].clone();
+        r2.remove(1);
+        let a = write("a.log", [&lines["r1"][3..], &r2[..2]]);
+        let mut r1 = lines["r1"].clone();
+        r1.swap(0, 1);
+        let b = write("b.log", [&r1[..3], &lines["r2"][3..]]);
+        let report = super::super::verify_files(&[a.clone(), b.clone()]).unwrap();
+        let found = report.first_break.clone().unwrap();
+        assert!(found.location.ends_with("b.log:1"), "{found:?}");
+        assert_eq!(report.records, 0, "{}", report.render());
+        // With r1 intact, r2's break, after r1's records.
+        let b = write("b.log", [&lines["r1"][..3], &lines["r2"][3..]]);
+        let report = super::super::verify_files(&[a, b]).unwrap();
+        let found = report.first_break.clone().unwrap();
+        assert!(found.location.ends_with("a.log:5"), "{found:?}");
+        assert!(found.reason.contains("seq 3 follows seq 1"), "{found:?}");
+        assert_eq!(report.records, 7, "{}", report.render());
+    }
 
     #[test]
     fn one_order_follows_every_stream_or_none() {
