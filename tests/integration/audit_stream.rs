@@ -345,7 +345,7 @@ fn peak_memory_over_a_gigabyte() {
             .unwrap();
         let figure = std::fs::read_to_string(report.path()).unwrap();
         println!(
-            "querygate {} -> {status}: {}",
+            "{bin} {} -> {status}: {}",
             args.join(" ").replace(dir_arg, "<dir>"),
             figure.trim()
         );
