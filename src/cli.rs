@@ -4,6 +4,7 @@
 mod approvals_cli;
 mod approve;
 mod audit_query;
+mod audit_table;
 mod call;
 mod policy;
 mod registry_lock;

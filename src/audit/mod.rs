@@ -17,7 +17,8 @@
 //! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
 //! - [`redact`]: HMAC of SQL string literals.
 //! - [`limits`]: every field's size limit, the SQL stored once, digests of what is cut.
-//! - [`verify`], [`tail`] and [`query`]: `querygate audit verify`, `tail` and `query`.
+//! - [`verify`], [`tail`] and [`query`]: `querygate audit verify`, `tail` and `query`;
+//!   [`lines`]: how they read a file, one line at a time, whatever its size.
 //!
 //! This module knows nothing of MCP, HTTP or the engine: it takes primitive fields.
 
@@ -31,6 +32,7 @@ pub mod file;
 mod group;
 pub mod head;
 pub mod limits;
+pub mod lines;
 pub mod location;
 pub mod memory;
 pub mod open;

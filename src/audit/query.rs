@@ -4,7 +4,9 @@
 //! the order they were written).
 //!
 //! Files are read through the chain's line parser, so only intact records (their content
-//! matching their hash) are returned; a line that is not one is reported, never shown. In
+//! matching their hash) are returned; a line that is not one is reported, never shown.
+//! They are read a line at a time and merged in call-start order through a bounded window
+//! (`query/merge.rs`), so memory does not grow with their size. In
 //! PostgreSQL the filter is one fixed statement with bind parameters over the indexed
 //! columns (`tenant`, `principal`, `tool`, `decision`, `query_class`, `at`), ordered by
 //! `at` so that each `(column, at)` index yields the records in order and a `--limit` stops
@@ -19,6 +21,10 @@ use sqlx_postgres::{PgPool, Postgres};
 
 use super::chain::{self, Linked, Stored};
 use super::record::{Decision, Outcome, Phase, class};
+
+mod merge;
+
+pub use merge::{FileMatches, WINDOW_BYTES};
 
 /// Why a filter value is not acceptable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -217,41 +223,22 @@ pub struct Matches {
     /// Lines that are not intact records (`file:line: reason`); an incomplete last line of
     /// a file (a write a crash cut short, never acknowledged) is not counted.
     pub unreadable: Vec<String>,
+    /// Records of files given after one of a later start: their call outlasted more
+    /// matching records than the reorder window holds ([`WINDOW_BYTES`]).
+    pub out_of_order: u64,
 }
 
 /// The matching records of `files`, by their calls' start (records of one start in the
-/// order of the files given and of their lines).
+/// order of the files given and of their lines), all at once: [`FileMatches`] gives them
+/// one at a time, in bounded memory.
 pub fn query_files(files: &[PathBuf], filter: &Filter) -> std::io::Result<Matches> {
-    let mut matches = Matches::default();
-    for file in files {
-        let text = std::fs::read_to_string(file)?;
-        let torn = !text.is_empty() && !text.ends_with('\n');
-        let count = text.lines().count();
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            match chain::parse_line(line) {
-                Ok(parsed) if filter.matches(&parsed.stored) => matches.records.push(Found {
-                    line: line.trim_end_matches('\r').to_owned(),
-                    stored: parsed.stored,
-                }),
-                Ok(_) => {}
-                Err(_) if torn && n + 1 == count => {}
-                Err(err) => matches
-                    .unreadable
-                    .push(format!("{}:{}: {err}", file.display(), n + 1)),
-            }
-        }
-    }
-    // A stable sort: one start keeps the written order; an unreadable timestamp sorts first.
-    matches
-        .records
-        .sort_by_cached_key(|found| humantime::parse_rfc3339(&found.stored.record.timestamp).ok());
-    if let Some(limit) = filter.limit {
-        matches.records.truncate(limit);
-    }
-    Ok(matches)
+    let mut found = FileMatches::open(files, filter)?;
+    let records = found.by_ref().collect::<std::io::Result<Vec<_>>>()?;
+    Ok(Matches {
+        records,
+        unreadable: std::mem::take(&mut found.unreadable),
+        out_of_order: found.out_of_order,
+    })
 }
 
 /// The filter in SQL: every condition is a bind parameter that is NULL when not filtered on.

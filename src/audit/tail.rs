@@ -1,14 +1,16 @@
 //! `querygate audit tail`: the latest records, one line each, for a person at a terminal;
 //! with `--follow`, new records as they are written (across rotations).
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::collections::VecDeque;
+use std::io::{Read as _, Seek as _, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sqlx_core::query_as::query_as;
 use sqlx_postgres::{PgPool, Postgres};
 
 use super::chain::{self, Stored};
+use super::lines::FileLines;
 use super::location::{self, FileLocation};
 use super::record::Phase;
 
@@ -93,6 +95,8 @@ pub fn format_record(stored: &Stored) -> String {
 
 /// Prints the last `n` records of the newest files of `location`; with `follow`, keeps
 /// printing new ones (and moves to a newer file when one appears) until `stop` resolves.
+/// Files are read a line at a time, holding the last `n` lines, and `follow` reads only
+/// what was appended: memory does not grow with the files.
 pub async fn tail_files(
     location: &FileLocation,
     n: usize,
@@ -101,27 +105,27 @@ pub async fn tail_files(
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let files = location::files_of(location)?;
-    let mut lines: Vec<String> = Vec::new();
-    for file in files.iter().rev() {
-        let text = std::fs::read_to_string(file)?;
-        let mut these: Vec<String> = complete_lines(&text).map(str::to_owned).collect();
-        these.append(&mut lines);
-        lines = these;
-        if lines.len() >= n {
+    // The last `n` lines, newest file first, each file read a line at a time.
+    let mut lines: VecDeque<String> = VecDeque::new();
+    let mut offset = 0;
+    for (i, file) in files.iter().rev().enumerate() {
+        if i > 0 && lines.len() >= n {
             break;
         }
+        let (mut these, complete) = last_lines(file, n - lines.len())?;
+        if i == 0 {
+            offset = complete;
+        }
+        these.append(&mut lines);
+        lines = these;
     }
-    for line in &lines[lines.len().saturating_sub(n)..] {
+    for line in &lines {
         print_line(out, line)?;
     }
     if !follow {
         return Ok(());
     }
     let mut current: Option<PathBuf> = files.last().cloned();
-    let mut offset = current
-        .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .map_or(0, |t| complete_len(&t));
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -129,14 +133,12 @@ pub async fn tail_files(
             _ = tokio::time::sleep(POLL) => {}
         }
         if let Some(file) = &current {
-            let text = std::fs::read_to_string(file).unwrap_or_default();
-            if text.len() > offset {
-                let end = complete_len(&text);
-                for line in complete_lines(&text[offset..end]) {
-                    print_line(out, line)?;
-                }
-                offset = end;
+            let text = read_from(file, offset).unwrap_or_default();
+            let end = complete_len(&text);
+            for line in complete_lines(&text[..end]) {
+                print_line(out, line)?;
             }
+            offset += end as u64;
         }
         let newest = location::files_of(location)?.last().cloned();
         if newest.is_some() && newest != current {
@@ -204,6 +206,46 @@ fn print_line(out: &mut (dyn Write + Send), line: &str) -> std::io::Result<()> {
     };
     writeln!(out, "{text}")?;
     out.flush()
+}
+
+/// The last `n` complete, non-empty lines of `file` (a line at a time: never the whole
+/// file), and the length of its complete lines.
+fn last_lines(file: &Path, n: usize) -> std::io::Result<(VecDeque<String>, u64)> {
+    let mut lines = FileLines::open(file)?;
+    let mut last = VecDeque::with_capacity(n.min(1024));
+    let mut complete = 0;
+    while let Some(line) = lines.next_line()? {
+        if line.torn {
+            break;
+        }
+        // A line too long to be a record is shown as one that is not (it is not held).
+        let text = match line.oversized {
+            Some(_) => "(oversized)",
+            None => std::str::from_utf8(line.bytes)
+                .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?,
+        };
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if n > 0 && !text.trim().is_empty() {
+            if last.len() == n {
+                last.pop_front();
+            }
+            last.push_back(text.to_owned());
+        }
+        complete = lines.consumed();
+    }
+    Ok((last, complete))
+}
+
+/// What `file` holds after `offset` (nothing when it is shorter).
+fn read_from(file: &Path, offset: u64) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(file)?;
+    if file.metadata()?.len() <= offset {
+        return Ok(String::new());
+    }
+    file.seek(SeekFrom::Start(offset))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 fn complete_len(text: &str) -> usize {

@@ -31,6 +31,7 @@ use super::head::{self, Head, HeadTrust};
 use super::record::{Phase, Pruned};
 
 mod mac;
+mod stream;
 
 pub use mac::Anchors;
 
@@ -464,10 +465,6 @@ impl<'k> Walker<'k> {
     }
 }
 
-/// One stream's records in one file: the first seq, the file's index, and the records
-/// with their `file:line`.
-type FileGroup = (u64, usize, Vec<(String, ParsedLine)>);
-
 /// [`verify_files_with`] without an audit key.
 pub fn verify_files(files: &[PathBuf]) -> std::io::Result<VerifyReport> {
     verify_files_with(files, None)
@@ -476,7 +473,8 @@ pub fn verify_files(files: &[PathBuf]) -> std::io::Result<VerifyReport> {
 /// Checks a set of files, MACs under `key` when given, and each stream against its head
 /// (in `.querygate_heads` of the files' folders). Each stream's records are followed in the
 /// order of their files (by the first sequence number of the stream in each file) and of
-/// the lines within a file.
+/// the lines within a file. The files are read a line at a time, in memory that does not
+/// grow with their size (`verify/stream.rs`).
 pub fn verify_files_with(files: &[PathBuf], key: Option<&MacKey>) -> std::io::Result<VerifyReport> {
     verify_files_against(files, Anchors::key(key))
 }
@@ -502,76 +500,7 @@ pub fn verify_files_against(
             }
         }
     }
-    let mut groups: BTreeMap<String, Vec<FileGroup>> = BTreeMap::new();
-    for (index, file) in files.iter().enumerate() {
-        let bytes = std::fs::read(file)?;
-        let torn = !bytes.is_empty() && !bytes.ends_with(b"\n");
-        let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-        let lines: Vec<&[u8]> = if body.is_empty() {
-            Vec::new()
-        } else {
-            body.split(|b| *b == b'\n').collect()
-        };
-        let mut per_stream: BTreeMap<String, Vec<(String, ParsedLine)>> = BTreeMap::new();
-        for (n, raw) in lines.iter().enumerate() {
-            let location = format!("{}:{}", file.display(), n + 1);
-            let last_torn = torn && n + 1 == lines.len();
-            let line = match std::str::from_utf8(raw) {
-                Ok(line) => line,
-                Err(err) if !last_torn => {
-                    let at = err.valid_up_to();
-                    walker.fail(
-                        &location,
-                        format!(
-                            "not UTF-8: byte 0x{:02x} at column {} (a record cannot hold it; the line was edited)",
-                            raw.get(at).copied().unwrap_or_default(),
-                            at + 1
-                        ),
-                    );
-                    return Ok(walker.report);
-                }
-                Err(_) => "",
-            };
-            if line.trim().is_empty() && !last_torn {
-                walker.fail(&location, "an empty line".to_owned());
-                return Ok(walker.report);
-            }
-            match chain::parse_line(line) {
-                Ok(parsed) => {
-                    walker.collect_prune(&location, &parsed);
-                    per_stream
-                        .entry(parsed.stored.stream.clone())
-                        .or_default()
-                        .push((location, parsed));
-                }
-                Err(_) if last_torn => walker.report.notes.push(format!(
-                    "{location}: an incomplete last line (a write cut short); it was acknowledged only if a stream's head names it, which is checked below"
-                )),
-                Err(err) => {
-                    walker.fail(&location, err.to_string());
-                    return Ok(walker.report);
-                }
-            }
-        }
-        for (stream, records) in per_stream {
-            let first = records.first().map_or(0, |(_, p)| p.stored.seq);
-            groups
-                .entry(stream)
-                .or_default()
-                .push((first, index, records));
-        }
-    }
-    for (_, mut file_groups) in groups {
-        file_groups.sort_by_key(|(first, index, _)| (*first, *index));
-        for (_, _, records) in &file_groups {
-            for (location, parsed) in records {
-                if !walker.step(location, parsed) {
-                    return Ok(walker.report);
-                }
-            }
-        }
-    }
-    walker.finish("head file (.querygate_heads)");
+    stream::verify(&mut walker, files)?;
     Ok(walker.report)
 }
 

@@ -17,6 +17,7 @@ mod audit_pipeline;
 mod audit_query;
 mod audit_records;
 mod audit_sessions;
+mod audit_stream;
 mod audit_unsigned;
 mod auth;
 mod auth_failures;
