@@ -22,6 +22,10 @@
 //!                ├─ db       (PostgreSQL pool from `database:`, migrations/ embedded, `migrate`)
 //!                ├─ audit    (records of every tool call: JSONL files or PostgreSQL, hash-chained)
 //!                ├─ telemetry (Prometheus /metrics, log format, OpenTelemetry traces over OTLP)
+//!                ├─ quota    (calls per window by query class, per tenant and principal)
+//!                ├─ clock    (the injected time source of duration-driven behaviour; tests step it)
+//!                ├─ digest   (SHA-256 digests and random ids as lower-case hex)
+//!                ├─ safe_text (untrusted text made safe to print: control characters escaped)
 //!                ├─ concurrency (documentation: every thread, pool, blocking hop and priority change)
 //!                └─ engine   (re-export of the querygate-engine crate, crates/engine: the facade,
 //!                             Engine + the types it re-exports; also thread_priority, bulk
@@ -84,14 +88,33 @@
 //!   rows          response bytes → rows, decoded straight into SQLite binds (no Value tree)
 //!   eval/         embedded SQLite on a dedicated thread per query; StackQL's SQL functions
 //!   discovery     providers, services, resources, methods, columns, method contracts
+//!   effect/       what a method does upstream (read, write, delete, other) and the evidence
+//!   requests      what a statement would send, planned without sending (for the gate)
+//!   read_plan     what a held SELECT would send, as its approver sees it and as it is bound
+//!   preview       a write's requests as an approver sees them, secrets masked, size bounded
+//!   request_body  JSON request bodies from a statement's values (base, default, typed fields)
+//!   operation     `/*+ AWAIT */`: polling the long-running operation a write or EXEC starts
+//!   pushdown      OData `$filter` / `$orderby` / `$top` push-down of a single-table SELECT
+//!   views         resource views (`config.views.select`): run, described and listed
+//!   transform     a method's `response.transform`, run before rows are read
+//!   template/     Go `text/template` as StackQL's response transforms use it
+//!   xml/          XML bodies: any-sdk's tree, schema-driven rows, mxj maps, AWS error bodies
+//!   inline        planning on the calling thread when models and documents are cached
+//!   slots         evaluation slots bounding a statement's local CPU and memory work
+//!   observe       the upstream-request observer the composition root hands in (metrics)
+//!   lock          the provider lock (`providers.lock`): versions and documents' SHA-256
+//!   types         the facade's types: results, discovery records, ExecContext
+//!   error         the engine's one error type: a closed ErrorKind, a message, the status
 //! ```
 //!
 //! ## Dependency rules
 //!
 //! Arrows point down only: `cli → app → http → auth, mcp → approval, policy, config, tenant →
-//! engine`. `auth` reads only `config` (and `tenant` re-exports its `Principal`); `policy`
-//! does no I/O. `clock` is a leaf: the components above the engine whose behaviour is a
-//! duration read the time from `Config::clock`. The engine knows nothing about MCP, HTTP
+//! engine`. `auth` reads `config`, `clock` and `audit` (to record refused credentials; `tenant`
+//! re-exports its `Principal`); `policy` does no I/O. `clock` is a leaf: the behaviours
+//! `src/clock.rs` lists (the JWKS refetch floor, request rates, approval lifetimes, the result
+//! cache's TTL, `/readyz` reuse) read the time from `Config::clock`; the rest (timeouts,
+//! rotation, the verified-token cache) read the system clock. The engine knows nothing about MCP, HTTP
 //! serving, authentication or audit; the layers above it (the MCP surface, the tool-call
 //! pipeline with its mode gate) use only what `engine` re-exports, and none parses SQL a
 //! second time. The engine being a crate of its own (`crates/engine`), Cargo holds it to
