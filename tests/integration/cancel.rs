@@ -10,11 +10,10 @@ use querygate::audit::chain::{Stored, parse_line};
 use querygate::audit::{FileLocation, location};
 use serde_json::json;
 
-use crate::mcp_support::{
-    collect_lines, install_crypto_provider, spawn_serve, start, terminate, test_config,
-};
+use crate::mcp_support::{install_crypto_provider, start, terminate, test_config};
 use crate::mock::{Mock, Reply};
 use crate::support::raw::RawCall;
+use crate::support::served;
 use crate::support::stdio::{INITIALIZE, INITIALIZED, Raw};
 
 /// How long the second page takes: far longer than any wait below.
@@ -134,9 +133,23 @@ async fn a_served_process_logs_no_error_when_an_http_client_goes_away() {
     let dir = tempfile::tempdir().unwrap();
     let drain = "  drain:\n    delay: 0s\n";
     let config = test_config(&mock, dir.path(), "read_only", drain);
-    let (url, child, stderr) = spawn_serve(&config).await;
-    let lines = collect_lines(stderr);
-    let client = post_select(&url);
+    // The default level, plus rmcp's INFO line that ends each request's service: it comes
+    // after rmcp has tried to hand the response over (and reported it if that failed), so
+    // the test knows the report it checks for had its chance to be written.
+    let served = served::spawn_announced(
+        served::serve_command(&config)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("QUERYGATE_LOG", "warn,rmcp::service=info"),
+    )
+    .await;
+    let (child, mut stderr) = (served.child, served.stderr);
+    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let client = post_select(&served.url);
     eventually("the second page is requested", || {
         page_requested(&mock, "pageToken=t2")
     })
@@ -148,11 +161,25 @@ async fn a_served_process_logs_no_error_when_an_http_client_goes_away() {
         cancelled_select(&audit)
     })
     .await;
-    // The response rmcp could not hand over is reported by then; give its task a moment.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut lines = Vec::new();
+    tokio::time::timeout(LIMIT, async {
+        while let Some(line) = lines_rx.recv().await {
+            let finished = line.contains("serve finished");
+            lines.push(line);
+            if finished {
+                return;
+            }
+        }
+        panic!("the process's log ended before the request's service finished: {lines:#?}");
+    })
+    .await
+    .expect("rmcp ends the abandoned request's service");
     terminate(&child);
-    let lines = tokio::time::timeout(LIMIT, lines).await.unwrap().unwrap();
-    // The process's log at its default level: a client that went away is not an error.
+    tokio::time::timeout(LIMIT, reader).await.unwrap().unwrap();
+    while let Ok(line) = lines_rx.try_recv() {
+        lines.push(line);
+    }
+    // A client that went away is not an error.
     let errors: Vec<&String> = lines.iter().filter(|l| l.contains("ERROR")).collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }

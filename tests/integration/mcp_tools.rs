@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::*;
 use crate::mock::{Mock, Reply};
-use crate::support::{SECRET, context, engine};
+use crate::support::{SECRET, compat_registry, context, engine};
 
 fn structured(result: &rmcp::model::CallToolResult) -> Value {
     result
@@ -466,14 +466,10 @@ async fn engine_validate_checks_credentials_without_fetching() {
     assert!(mock.requests().is_empty());
 }
 
+/// The compat registry's `dist/` (its packages); `None` only outside CI without it (under
+/// CI a missing registry fails the test: [`compat_registry`]).
 fn compat_dist() -> Option<PathBuf> {
-    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
-        Ok(root) if !root.is_empty() => Some(PathBuf::from(root).join("dist")),
-        _ => {
-            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping the registry tool test");
-            None
-        }
-    }
+    compat_registry().map(|root| root.join("dist"))
 }
 
 /// Serves the compat `dist/` at `<mock>/registry`, the test config's `registry.url`, its

@@ -1,6 +1,6 @@
 //! The remote registry: listing and pulling from a registry served by the mock on 127.0.0.1.
-//! The real packages come from `QUERYGATE_COMPAT_REGISTRY`'s `dist/` (those tests say so and
-//! pass without it), re-signed by the test root every engine here trusts; hostile packages
+//! The real packages come from `QUERYGATE_COMPAT_REGISTRY`'s `dist/` (required under CI;
+//! outside it those tests skip without it), re-signed by the test root every engine here trusts; hostile packages
 //! are built here with the `tar` builder. Signature checks themselves: `signed_packages`.
 
 use std::path::{Path, PathBuf};
@@ -12,14 +12,10 @@ use crate::mock::{Mock, Reply};
 use crate::support::signing::{signed_tgz, signer};
 use crate::support::*;
 
+/// The compat registry's `dist/` (its packages); `None` only outside CI without it (under
+/// CI a missing registry fails the test: [`compat_registry`]).
 fn dist() -> Option<PathBuf> {
-    match std::env::var("QUERYGATE_COMPAT_REGISTRY") {
-        Ok(root) if !root.is_empty() => Some(PathBuf::from(root).join("dist")),
-        _ => {
-            eprintln!("QUERYGATE_COMPAT_REGISTRY is not set: skipping registry test");
-            None
-        }
-    }
+    compat_registry().map(|root| root.join("dist"))
 }
 
 /// Serves `dist/` as a registry at `<mock>/providers`, its packages re-signed by the test

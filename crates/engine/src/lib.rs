@@ -273,10 +273,11 @@ impl Engine {
         })
     }
 
-    /// Runs one statement: SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
+    #[cfg(any(test, feature = "test-support"))]
+    /// Parses and runs one statement (tests' shorthand for [`Engine::run`]): SELECT (over API tables and/or plain SQL), SHOW, DESCRIBE,
     /// INSERT, UPDATE, REPLACE, DELETE or EXEC (writes are sent once, never retried), or
     /// `REGISTRY LIST [provider]` / `REGISTRY PULL provider [version]` (see
-    /// [`Engine::registry_list`] and [`Engine::registry_pull_for`]; a pull is refused for a
+    /// [`Engine::registry_list_rows`] and [`Engine::registry_pull_for`]; a pull is refused for a
     /// provider the tenant may not use).
     pub async fn execute(&self, cx: &ExecContext, sql: &str) -> Result<QueryOutput> {
         self.run(cx, PreparedStatement::parse(sql)?).await
@@ -324,6 +325,7 @@ impl Engine {
         }
     }
 
+    #[cfg(any(test, feature = "test-support"))]
     /// Providers (with their published versions, oldest first) in the remote registry
     /// (`registry.url`), or only `provider`'s entry. Distinct from [`Engine::providers`],
     /// which lists what is installed. A provider name with characters other than letters,
@@ -332,7 +334,7 @@ impl Engine {
         self.inner.remote.list(provider).await
     }
 
-    /// [`Engine::registry_list`] as the rows of `REGISTRY LIST`: `provider, versions`, or
+    /// The remote registry's providers (`registry.url`) as the rows of `REGISTRY LIST`: `provider, versions`, or
     /// with `provider` one `provider, version` row per version.
     pub async fn registry_list_rows(&self, provider: Option<&str>) -> Result<QueryOutput> {
         let listed = self.inner.remote.list(provider).await?;
@@ -490,11 +492,8 @@ impl Engine {
         blocking(move || select::planned_reads(&inner, &cx, query)).await
     }
 
-    /// Checks a SELECT without running it and without any upstream call: it parses, its
-    /// tables, methods and required parameters resolve, the credential material of every
-    /// provider it reads is present, and SQLite accepts the statement over the planned
-    /// columns. The error is the one running it would have reported first. Statements
-    /// other than SELECT fail with `UnsupportedStatement`.
+    #[cfg(any(test, feature = "test-support"))]
+    /// Parses `sql` and checks it as [`Engine::check`] does (tests' shorthand).
     pub async fn validate(&self, cx: &ExecContext, sql: &str) -> Result<()> {
         self.check(cx, PreparedStatement::parse(sql)?).await
     }
@@ -537,7 +536,11 @@ impl Engine {
         }
     }
 
-    /// [`Engine::validate`] for a statement already parsed.
+    /// Checks a parsed SELECT without running it and without any upstream call: its tables,
+    /// methods and required parameters resolve, the credential material of every provider it
+    /// reads is present, and SQLite accepts the statement over the planned columns. The error
+    /// is the one running it would have reported first. Statements other than SELECT fail
+    /// with `UnsupportedStatement`.
     pub async fn check(&self, cx: &ExecContext, statement: PreparedStatement) -> Result<()> {
         match statement.statement {
             sql::Statement::Query(query) => select::check(&self.inner, cx, query).await,
