@@ -34,17 +34,6 @@ pub enum AppError {
     /// The MCP surface could not be built (an allowlist names something unknown, …).
     #[error(transparent)]
     Mcp(#[from] StartError),
-    /// `server.listen` is not an address.
-    #[error("server.listen '{0}' is not an address such as 127.0.0.1:8765 or localhost:8765")]
-    Listen(String),
-    /// `server.admin_listen` is not an address.
-    #[error("server.admin_listen '{0}' is not an address such as 127.0.0.1:9090 or localhost:9090")]
-    AdminListen(String),
-    /// A non-loopback address without authentication, not explicitly allowed.
-    #[error(
-        "{0} is not a loopback address and no authentication is configured (auth.mtls or auth.jwt); set server.allow_unauthenticated: true to serve it anyway"
-    )]
-    Unauthenticated(SocketAddr),
     /// Authentication cannot be set up (unreadable keys, …).
     #[error(transparent)]
     Auth(#[from] AuthSetupError),
@@ -54,8 +43,8 @@ pub enum AppError {
     /// The listen address could not be bound.
     #[error("cannot listen on {listen}: {source}")]
     Bind {
-        /// `server.listen`.
-        listen: String,
+        /// `server.listen` or `server.admin_listen`.
+        listen: SocketAddr,
         /// The I/O error.
         source: std::io::Error,
     },
@@ -89,9 +78,6 @@ impl AppError {
             AppError::Engine(_) => "start.engine",
             AppError::Tenant(_) => "start.tenant",
             AppError::Mcp(err) => err.code(),
-            AppError::Listen(_) => "start.listen",
-            AppError::AdminListen(_) => "start.admin_listen",
-            AppError::Unauthenticated(_) => "start.unauthenticated",
             AppError::Auth(err) => err.code(),
             AppError::Tls(_) => "start.tls",
             AppError::Bind { .. } => "start.bind",
@@ -108,9 +94,6 @@ impl AppError {
             AppError::Engine(_)
             | AppError::Tenant(_)
             | AppError::Mcp(_)
-            | AppError::Listen(_)
-            | AppError::AdminListen(_)
-            | AppError::Unauthenticated(_)
             | AppError::Auth(_)
             | AppError::Tls(_) => 2,
             AppError::Bind { .. }
@@ -179,8 +162,7 @@ impl App {
         audit: Option<crate::audit::Auditor>,
         pool: Option<crate::db::PgPool>,
     ) -> Result<App, AppError> {
-        let listen: SocketAddr = crate::config::resolve_listen(&config.server.listen)
-            .ok_or_else(|| AppError::Listen(config.server.listen.clone()))?;
+        let listen = config.server.listen;
         let authentication = Authentication::from_config(&config)?;
         let tls = config
             .server
@@ -189,13 +171,9 @@ impl App {
             .map(crate::http::tls::build)
             .transpose()?;
         watch_policies(&config);
-        let mtls_required = config.server.tls.as_ref().is_some_and(|t| {
-            t.client_ca_file.is_some() && t.client_auth == crate::config::ClientAuth::Required
-        });
-        if !authentication.enabled() && !mtls_required && !listen.ip().is_loopback() {
-            if !config.server.allow_unauthenticated {
-                return Err(AppError::Unauthenticated(listen));
-            }
+        // Loading refused this without `server.allow_unauthenticated`.
+        if crate::config::exposed_unauthenticated(listen, &config.auth, config.server.tls.as_ref())
+        {
             tracing::warn!("serving {listen} without authentication");
             eprintln!(
                 "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
@@ -242,14 +220,10 @@ impl App {
         )?;
         let listener = TcpListener::bind(listen)
             .await
-            .map_err(|source| AppError::Bind {
-                listen: config.server.listen.clone(),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| AppError::Bind {
-            listen: config.server.listen.clone(),
-            source,
-        })?;
+            .map_err(|source| AppError::Bind { listen, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| AppError::Bind { listen, source })?;
         let streams = CancellationToken::new();
         let drain = Drain::new();
         let readiness = Readiness::new(
@@ -264,7 +238,7 @@ impl App {
                 .map(crate::audit::Auditor::health),
         );
         let admin = match &config.server.admin_listen {
-            Some(admin) => Some(bind_admin(admin, readiness.clone(), metrics.clone()).await?),
+            Some(admin) => Some(bind_admin(*admin, readiness.clone(), metrics.clone()).await?),
             None => None,
         };
         let router = crate::http::router(
@@ -421,22 +395,16 @@ impl App {
 /// Binds `server.admin_listen` and builds its router: the probes of `readiness` and
 /// [`admin_routes`].
 async fn bind_admin(
-    listen: &str,
+    listen: SocketAddr,
     readiness: Readiness,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
 ) -> Result<AdminListener, AppError> {
-    let addr: SocketAddr = crate::config::resolve_listen(listen)
-        .ok_or_else(|| AppError::AdminListen(listen.to_owned()))?;
-    let listener = TcpListener::bind(addr)
+    let listener = TcpListener::bind(listen)
         .await
-        .map_err(|source| AppError::Bind {
-            listen: listen.to_owned(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| AppError::Bind {
-        listen: listen.to_owned(),
-        source,
-    })?;
+        .map_err(|source| AppError::Bind { listen, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| AppError::Bind { listen, source })?;
     let router = crate::http::admin::router(readiness, admin_routes(metrics));
     Ok(AdminListener {
         listener,

@@ -318,7 +318,17 @@ pub async fn run(cli: Cli) -> i32 {
         // Needs no configuration: the files are checked as they are.
         return policy::check(*schema, files);
     }
-    let config = match Config::load(&Sources::from_process(cli.config.clone())) {
+    let flags = match &cli.command {
+        Command::Serve {
+            listen: Some(listen),
+        } => vec![crate::config::Flag {
+            option: "--listen",
+            key: "server.listen",
+            value: listen.clone(),
+        }],
+        _ => Vec::new(),
+    };
+    let config = match Config::load_with_flags(&Sources::from_process(cli.config.clone()), &flags) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("error: {err}");
@@ -354,7 +364,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
         return 1;
     }
     match cli.command {
-        Command::Serve { listen } => return serve(config, listen).await,
+        Command::Serve { .. } => return serve(config).await,
         Command::Query {
             explain: true, sql, ..
         } => {
@@ -527,10 +537,7 @@ fn said(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// `querygate serve`: builds the [`App`](crate::app::App) and serves until Ctrl-C or SIGTERM,
 /// then drains (a second signal cuts the drain short).
-async fn serve(mut config: Config, listen: Option<String>) -> i32 {
-    if let Some(listen) = listen {
-        config.server.listen = listen;
-    }
+async fn serve(config: Config) -> i32 {
     let app = match crate::app::App::build(config).await {
         Ok(app) => app,
         Err(err) => {

@@ -17,10 +17,11 @@ const PREFIX: &str = "QUERYGATE_";
 /// documents spell them).
 const MIXED_CASE_KEYS: &[&str] = &["keyID", "keyIDenvvar", "valuePrefix"];
 
-/// One `QUERYGATE_<SECTION>__<KEY>` variable applied to the configuration.
+/// One `QUERYGATE_<SECTION>__<KEY>` variable (or command-line [`Flag`]) applied to the
+/// configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Override {
-    /// The variable, e.g. `QUERYGATE_SERVER__MAX_ROWS`.
+    /// The variable, e.g. `QUERYGATE_SERVER__MAX_ROWS`, or the option, e.g. `--listen`.
     pub(super) variable: String,
     /// The key it set, as the configuration spells it: `server.max_rows`.
     pub(super) key: String,
@@ -33,6 +34,11 @@ pub(super) struct Override {
 pub(super) struct Overrides(Vec<Override>);
 
 impl Overrides {
+    /// The override that set exactly the key at `path`.
+    pub(super) fn set_exactly(&self, path: &str) -> Option<&Override> {
+        self.0.iter().rev().find(|o| o.key == path)
+    }
+
     /// Whether any variable was applied.
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -85,6 +91,42 @@ pub(super) fn apply_overrides(
         });
     }
     Ok(Overrides(applied))
+}
+
+/// A command-line option that sets a configuration key (`serve --listen` sets
+/// `server.listen`), applied over the file and the environment before validation, so its
+/// value is checked as the file's would be and a problem with it names the option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flag {
+    /// The option as typed, e.g. `--listen`.
+    pub option: &'static str,
+    /// The key it sets, e.g. `server.listen`.
+    pub key: &'static str,
+    /// Its value, taken as a string.
+    pub value: String,
+}
+
+/// Applies `flags` to `tree` after the environment's overrides, recording each in `overrides`.
+pub(super) fn apply_flags(
+    tree: &mut Value,
+    flags: &[Flag],
+    overrides: &mut Overrides,
+) -> Result<(), ConfigError> {
+    for flag in flags {
+        let path: Vec<&str> = flag.key.split('.').collect();
+        let spelled = set(tree, &path, Value::String(flag.value.clone())).map_err(|message| {
+            ConfigError::Invalid {
+                origin: "command line".to_owned(),
+                message: format!("{}: {message}", flag.option),
+            }
+        })?;
+        overrides.0.push(Override {
+            variable: flag.option.to_owned(),
+            key: spelled.join("."),
+            raw: flag.value.clone(),
+        });
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {

@@ -530,20 +530,27 @@ pub(super) fn check_tenant_limits(
     }
 }
 
+/// Whether `listen` would serve callers beyond this machine with nobody authenticated: a
+/// non-loopback address with neither `auth:` nor required client certificates.
+pub fn exposed_unauthenticated(
+    listen: std::net::SocketAddr,
+    auth: &AuthConfig,
+    tls: Option<&TlsConfig>,
+) -> bool {
+    let mtls_required =
+        tls.is_some_and(|t| t.client_ca_file.is_some() && t.client_auth == ClientAuth::Required);
+    !listen.ip().is_loopback() && !auth.enabled() && !mtls_required
+}
+
 /// Binding a non-loopback address with no authentication needs `allow_unauthenticated`.
 pub(super) fn check_exposure(
-    listen: &str,
+    listen: std::net::SocketAddr,
     auth: &AuthConfig,
     tls: Option<&TlsConfig>,
     allow_unauthenticated: bool,
     problems: &mut Problems,
 ) {
-    let Some(addr) = super::server::resolve_listen(listen) else {
-        return;
-    };
-    let mtls_required =
-        tls.is_some_and(|t| t.client_ca_file.is_some() && t.client_auth == ClientAuth::Required);
-    if !addr.ip().is_loopback() && !auth.enabled() && !mtls_required && !allow_unauthenticated {
+    if exposed_unauthenticated(listen, auth, tls) && !allow_unauthenticated {
         problems.push_line(format!(
             "server.listen {listen} is not a loopback address and no authentication is configured (auth.mtls or auth.jwt); set server.allow_unauthenticated: true to serve it anyway"
         ));

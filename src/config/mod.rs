@@ -35,9 +35,10 @@ pub use approval::{
     ApprovalConfig, ApprovalStoreKind, ApproverRule, OutOfBand, WebConfig, WebhookConfig,
 };
 pub use database::{DatabaseConfig, DatabaseUrl, SecretUrl, check_url as check_database_url};
+pub use env::Flag;
 pub use identity::{
     AuthConfig, CertIdentity, ClientAuth, IssuerConfig, JWT_ALGORITHMS, JwtConfig, KeySource,
-    MtlsConfig, TenantLimits, TlsConfig,
+    MtlsConfig, TenantLimits, TlsConfig, exposed_unauthenticated,
 };
 pub use limits::AdmissionLimits;
 pub use principal_name::{GroupName, PrincipalName};
@@ -46,7 +47,7 @@ pub use quotas::{
     ClassQuotas, Quota, QuotaClass, QuotaConfig, QuotaStoreKind, StoreFailure, TenantQuotas,
 };
 pub use raw::Render;
-pub use server::{DrainConfig, ServerConfig, resolve_listen};
+pub use server::{DEFAULT_LISTEN, DrainConfig, ServerConfig};
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
 pub use tenants::TenantCache;
 
@@ -261,6 +262,13 @@ pub struct Config {
 impl Config {
     /// Loads defaults < YAML file < environment overrides, then validates.
     pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
+        Config::load_with_flags(sources, &[])
+    }
+
+    /// Loads defaults < YAML file < environment overrides < command-line `flags`, then
+    /// validates the result as a whole (a flag's value is checked like the file's, and a
+    /// problem with it names the option).
+    pub fn load_with_flags(sources: &Sources, flags: &[Flag]) -> Result<Self, ConfigError> {
         let file = sources
             .file
             .as_deref()
@@ -269,9 +277,11 @@ impl Config {
             Some(path) => read_yaml(path)?,
             None => serde_json::Value::Object(Default::default()),
         };
-        let overrides = env::apply_overrides(&mut tree, &sources.env)?;
+        let mut overrides = env::apply_overrides(&mut tree, &sources.env)?;
+        let from_environment = !overrides.is_empty();
+        env::apply_flags(&mut tree, flags, &mut overrides)?;
         let origin = match &file {
-            Some(path) if !overrides.is_empty() => {
+            Some(path) if from_environment => {
                 format!("{} with environment overrides", path.display())
             }
             Some(path) => path.display().to_string(),
@@ -279,7 +289,20 @@ impl Config {
         };
         let paths = paths::PathResolver::new(&sources.env, file.as_deref());
         let (raw, mut errors) = parse_all(tree, &overrides);
-        let checked = raw.map(|raw| Config::validate(raw, &sources.env, &paths));
+        let checked = raw.map(|raw| {
+            Config::validate(raw, &sources.env, &paths).map_err(|err| match err {
+                ConfigError::Validation(mut problems) => {
+                    // A value an override set is named by where it came from.
+                    problems.relabel(|key| {
+                        overrides
+                            .set_exactly(key)
+                            .map(|set| format!("{} ({key})", set.variable))
+                    });
+                    ConfigError::Validation(problems)
+                }
+                other => other,
+            })
+        });
         if errors.is_empty() {
             // Parsed whole: `checked` is there.
             return checked.unwrap_or_else(|| Err(ConfigError::Validation(Problems::default())));
@@ -391,7 +414,7 @@ impl Config {
             }
         }
         identity::check_exposure(
-            &server.listen,
+            server.listen,
             &auth,
             server.tls.as_ref(),
             server.allow_unauthenticated,
@@ -530,7 +553,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("registry.recheck_interval: 1h 1m is more than the longest allowed, 1h"),
+            err.contains(
+                "QUERYGATE_REGISTRY__RECHECK_INTERVAL (registry.recheck_interval): 1h 1m is more than the longest allowed, 1h"
+            ),
             "{err}"
         );
     }
@@ -794,7 +819,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            config.server.admin_listen.as_deref(),
+            config.server.admin_listen.map(|a| a.to_string()).as_deref(),
             Some("127.0.0.1:9090")
         );
         assert_eq!(config.server.drain.delay, Some(std::time::Duration::ZERO));

@@ -42,6 +42,16 @@ impl Problems {
         }
     }
 
+    /// Renames the keys `label` gives a new name for (a key set on the command line is
+    /// named by its option).
+    pub(super) fn relabel(&mut self, label: impl Fn(&str) -> Option<String>) {
+        for problem in &mut self.0 {
+            if let Some(named) = label(&problem.key) {
+                problem.key = named;
+            }
+        }
+    }
+
     /// Whether nothing was found.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

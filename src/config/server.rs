@@ -56,7 +56,7 @@ impl Default for RawDrain {
 impl Default for RawServer {
     fn default() -> Self {
         RawServer {
-            listen: "127.0.0.1:8765".to_owned(),
+            listen: DEFAULT_LISTEN.to_string(),
             allowed_hosts: None,
             allowed_origins: Vec::new(),
             max_request_bytes: 4 * 1024 * 1024,
@@ -84,8 +84,9 @@ impl Default for RawServer {
 /// starts (an unknown name is an error there).
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// `host:port` for `querygate serve`.
-    pub listen: String,
+    /// The address `querygate serve` binds, resolved when the configuration is loaded (a
+    /// host name such as `localhost:8765` becomes its address; port 0 picks a free port).
+    pub listen: std::net::SocketAddr,
     /// `Host` header values accepted; `None`: loopback names with the listen port.
     pub allowed_hosts: Option<Vec<String>>,
     /// `Origin` header values accepted (browsers); empty: requests with an `Origin` header
@@ -122,9 +123,9 @@ pub struct ServerConfig {
     pub body_read_timeout: std::time::Duration,
     /// Requests handled at once over all connections; more wait.
     pub max_in_flight: usize,
-    /// `host:port` of the admin listener (plain HTTP, no authentication: `/healthz`,
-    /// `/readyz`); `None`: no admin listener.
-    pub admin_listen: Option<String>,
+    /// The address of the admin listener (plain HTTP, no authentication: `/healthz`,
+    /// `/readyz`), resolved at load; `None`: no admin listener.
+    pub admin_listen: Option<std::net::SocketAddr>,
     /// What SIGTERM does.
     pub drain: DrainConfig,
 }
@@ -177,10 +178,14 @@ const MAX_DRAIN: Duration = Duration::from_secs(HOUR.as_secs());
 /// The largest `server.max_rows`.
 const MAX_ROWS: u64 = 1_000_000;
 
+/// `server.listen` when none is given.
+pub const DEFAULT_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8765);
+
 /// A listen address: `ip:port` (`[::1]:8765` for IPv6), or `host:port` with the host name
 /// resolved (`localhost:8765`), taking its first IPv4 address, else its first address. `None`
 /// when it is neither.
-pub fn resolve_listen(listen: &str) -> Option<std::net::SocketAddr> {
+fn resolve_listen(listen: &str) -> Option<std::net::SocketAddr> {
     if let Ok(addr) = listen.parse() {
         return Some(addr);
     }
@@ -216,7 +221,8 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
     ] {
         problems.duration_in_range(key, value, MAX_CALL_TIMEOUT);
     }
-    if resolve_listen(&raw.listen).is_none() {
+    let listen = resolve_listen(&raw.listen);
+    if listen.is_none() {
         problems.push(
             "server.listen",
             format!(
@@ -225,7 +231,7 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
             ),
         );
     }
-    if let Some(admin) = &raw.admin_listen {
+    let admin_listen = raw.admin_listen.as_deref().and_then(|admin| {
         match resolve_listen(admin) {
             None => problems.push(
                 "server.admin_listen",
@@ -234,17 +240,16 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
                     admin.escape_debug()
                 ),
             ),
-            Some(addr) if resolve_listen(&raw.listen).is_some_and(|listen| overlaps(listen, addr)) => {
-                problems.push(
-                    "server.admin_listen",
-                    format!(
-                        "'{admin}' is the address of server.listen; the admin listener needs a port of its own"
-                    ),
-                )
-            }
-            Some(_) => {}
+            Some(addr) if listen.is_some_and(|listen| overlaps(listen, addr)) => problems.push(
+                "server.admin_listen",
+                format!(
+                    "'{admin}' is the address of server.listen; the admin listener needs a port of its own"
+                ),
+            ),
+            Some(addr) => return Some(addr),
         }
-    }
+        None
+    });
     if let Some(delay) = raw.drain.delay
         && delay > MAX_DRAIN
     {
@@ -269,7 +274,8 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
         problems.url("server.query_library_url", url, &["http", "https"]);
     }
     ServerConfig {
-        listen: raw.listen,
+        // With a problem recorded the configuration is refused; the value is never used.
+        listen: listen.unwrap_or(DEFAULT_LISTEN),
         allowed_hosts: raw.allowed_hosts,
         allowed_origins: raw.allowed_origins,
         max_request_bytes: raw.max_request_bytes,
@@ -287,7 +293,7 @@ pub(super) fn check_server(mut raw: RawServer, problems: &mut Problems) -> Serve
         header_read_timeout: raw.header_read_timeout,
         body_read_timeout: raw.body_read_timeout,
         max_in_flight: raw.max_in_flight,
-        admin_listen: raw.admin_listen,
+        admin_listen,
         drain: DrainConfig {
             delay: raw.drain.delay,
             timeout: raw.drain.timeout,

@@ -180,8 +180,7 @@ pub fn build_observed(
     // approval: a shared approval store, or an address beyond this machine (a load
     // balancer may be in front). A loopback server or stdio is one process.
     let shared = config.approval.store == ApprovalStoreKind::Postgres
-        || crate::config::resolve_listen(&config.server.listen)
-            .is_some_and(|addr| !addr.ip().is_loopback());
+        || !config.server.listen.ip().is_loopback();
     if config.approval.key_files.is_empty() && transport == Transport::Http && shared {
         tracing::warn!(
             "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"

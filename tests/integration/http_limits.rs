@@ -166,7 +166,24 @@ fn a_bad_listen_address_is_a_configuration_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("'also-nonsense'"), "{stderr}");
+    // The option is checked with the rest of the configuration and named.
+    assert!(
+        stderr.contains("--listen (server.listen): 'also-nonsense' is not an address"),
+        "{stderr}"
+    );
+
+    // `--listen` to a public address is held to the same rule as the file's `listen`.
+    let out = querygate_command()
+        .args(["serve", "--listen", "0.0.0.0:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--listen (server.listen): 0.0.0.0:0 is not a loopback address"),
+        "{stderr}"
+    );
 
     // A public address without authentication needs allow_unauthenticated.
     std::fs::write(&config, format!("{base}server:\n  listen: 0.0.0.0:0\n")).unwrap();
