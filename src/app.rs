@@ -170,7 +170,8 @@ impl App {
             .as_ref()
             .map(crate::http::tls::build)
             .transpose()?;
-        watch_policies(&config);
+        let tenants = Tenants::open(&config)?;
+        tenants.watch_policies();
         // Loading refused this without `server.allow_unauthenticated`.
         if crate::config::exposed_unauthenticated(listen, &config.auth, config.server.tls.as_ref())
         {
@@ -213,6 +214,7 @@ impl App {
         });
         let handler = observed_handler(
             &config,
+            tenants,
             Transport::Http,
             audit.clone(),
             metrics.clone(),
@@ -421,7 +423,8 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
 
 /// Serves one MCP session on stdin/stdout for `config`.
 pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    watch_policies(&config);
+    let tenants = Tenants::open(&config)?;
+    tenants.watch_policies();
     warn_at_start(&config);
     let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
     let audit = open_audit_scoped(
@@ -431,21 +434,18 @@ pub async fn run_stdio(config: Config) -> Result<(), AppError> {
         crate::audit::open::Scope::Local,
     )
     .await?;
-    let handler = observed_handler(&config, Transport::Stdio, audit.clone(), None, pool)?;
+    let handler = observed_handler(
+        &config,
+        tenants,
+        Transport::Stdio,
+        audit.clone(),
+        None,
+        pool,
+    )?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
     served?;
     Ok(())
-}
-
-/// Reloads each tenant's Cedar policies when their files change, for as long as they are
-/// in use (`tenants[].policy_reload_interval`).
-fn watch_policies(config: &Config) {
-    for tenant in &config.tenants {
-        if let Some(policies) = &tenant.policies {
-            policies.watch();
-        }
-    }
 }
 
 /// The handler of `querygate policy explain`: the pipeline's tenants, engine and gate,
@@ -463,7 +463,8 @@ pub fn handler(
     audit: Option<crate::audit::Auditor>,
 ) -> Result<QuerygateMcp, AppError> {
     let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
-    observed_handler(config, transport, audit, None, pool)
+    let tenants = Tenants::open(config)?;
+    observed_handler(config, tenants, transport, audit, None, pool)
 }
 
 /// The handler `querygate query` and `querygate registry pull` run their one call through
@@ -521,6 +522,7 @@ fn warn_at_start(config: &Config) {
 /// [`handler`] whose tool calls and upstream requests are counted in `metrics`.
 fn observed_handler(
     config: &Config,
+    tenants: Tenants,
     transport: Transport,
     audit: Option<crate::audit::Auditor>,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
@@ -530,7 +532,6 @@ fn observed_handler(
         Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
         None => Engine::new(config.engine.clone())?,
     };
-    let tenants = Tenants::open(config)?;
     Ok(mcp::build_observed(
         config, engine, tenants, transport, audit, metrics, pool,
     )?)

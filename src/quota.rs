@@ -459,7 +459,8 @@ mod tests {
             quotas,
             aws_roles: std::collections::BTreeMap::new(),
             token_exchanges: std::collections::BTreeMap::new(),
-            policies: None,
+            policy_files: Vec::new(),
+            policy_reload_interval: std::time::Duration::from_secs(5),
         }
     }
 

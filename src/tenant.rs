@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cedar::TenantPolicies;
 use crate::config::{Config, Mode, TenantConfig};
 use crate::engine::{CredentialStore, ExecContext};
 
@@ -14,6 +15,13 @@ pub use crate::auth::Principal;
 /// Why a principal cannot be served.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TenantError {
+    /// A tenant's Cedar policy files do not load or do not validate: each problem with its
+    /// file and position.
+    #[error("{}", problems.join("; "))]
+    Policies {
+        /// `tenants[<i>].policy_files: <file>:<line>:<column>: <what>`, one per problem.
+        problems: Vec<String>,
+    },
     /// The principal names a tenant the configuration does not have.
     #[error("unknown tenant '{0}'")]
     Unknown(String),
@@ -27,19 +35,49 @@ pub enum TenantError {
     },
 }
 
-/// The configured tenants and their credential stores.
+/// The configured tenants, their credential stores and their Cedar policies.
 #[derive(Debug, Clone)]
 pub struct Tenants {
-    tenants: HashMap<String, (TenantConfig, Arc<CredentialStore>)>,
+    tenants: HashMap<String, Tenant>,
+}
+
+/// One tenant as the server runs it.
+#[derive(Debug, Clone)]
+struct Tenant {
+    config: TenantConfig,
+    credentials: Arc<CredentialStore>,
+    /// `None`: no `policy_files`, nothing asked.
+    policies: Option<Arc<TenantPolicies>>,
 }
 
 impl Tenants {
     /// Opens every tenant's credential store: its env file (created empty with mode 0600
     /// when absent) and, for the tenant that opts in (`default` by default), the process
-    /// environment. No tenant can read another's store.
+    /// environment. No tenant can read another's store. Loads and validates each tenant's
+    /// Cedar policy files: a problem in any fails the whole, naming every problem.
     pub fn open(config: &Config) -> Result<Self, TenantError> {
         let mut tenants = HashMap::new();
-        for tenant in &config.tenants {
+        let mut problems = Vec::new();
+        for (index, tenant) in config.tenants.iter().enumerate() {
+            let policies = if tenant.policy_files.is_empty() {
+                None
+            } else {
+                match TenantPolicies::open(
+                    &tenant.id,
+                    tenant.policy_files.clone(),
+                    tenant.policy_reload_interval,
+                ) {
+                    Ok(policies) => Some(Arc::new(policies)),
+                    Err(found) => {
+                        problems.extend(
+                            found
+                                .iter()
+                                .map(|p| format!("tenants[{index}].policy_files: {p}")),
+                        );
+                        None
+                    }
+                }
+            };
             let store = match &tenant.env_file {
                 Some(file) => CredentialStore::open(file, tenant.process_env).map_err(|err| {
                     TenantError::Credentials {
@@ -52,14 +90,41 @@ impl Tenants {
             }
             .with_aws_roles(tenant.aws_roles.clone())
             .with_token_exchanges(tenant.token_exchanges.clone());
-            tenants.insert(tenant.id.clone(), (tenant.clone(), Arc::new(store)));
+            tenants.insert(
+                tenant.id.clone(),
+                Tenant {
+                    config: tenant.clone(),
+                    credentials: Arc::new(store),
+                    policies,
+                },
+            );
+        }
+        if !problems.is_empty() {
+            return Err(TenantError::Policies { problems });
         }
         Ok(Tenants { tenants })
     }
 
+    /// Reloads each tenant's Cedar policies when their files change, for as long as they
+    /// are in use (`tenants[].policy_reload_interval`). Needs a tokio runtime.
+    pub fn watch_policies(&self) {
+        for policies in self.tenants.values().filter_map(|t| t.policies.as_ref()) {
+            policies.watch();
+        }
+    }
+
+    /// A tenant's Cedar policies; `None` when it has none (or is unknown).
+    pub fn policies(&self, tenant: &str) -> Option<&Arc<TenantPolicies>> {
+        self.tenants.get(tenant)?.policies.as_ref()
+    }
+
     /// The engine context for a principal's calls.
     pub fn context(&self, principal: &Principal) -> Result<ExecContext, TenantError> {
-        let (config, credentials) = self
+        let Tenant {
+            config,
+            credentials,
+            ..
+        } = self
             .tenants
             .get(&principal.tenant)
             .ok_or_else(|| TenantError::Unknown(principal.tenant.clone()))?;
@@ -82,8 +147,9 @@ impl Tenants {
 
     /// What the tenant's `allowed_tools` and the credential's scopes say about `tool`.
     pub fn tool_access(&self, principal: &Principal, tool: &str) -> ToolAccess {
-        let tenant_allows = self.tenants.get(&principal.tenant).is_some_and(|(c, _)| {
-            c.allowed_tools
+        let tenant_allows = self.tenants.get(&principal.tenant).is_some_and(|t| {
+            t.config
+                .allowed_tools
                 .as_ref()
                 .is_none_or(|tools| tools.contains(tool))
         });
@@ -98,12 +164,12 @@ impl Tenants {
 
     /// A tenant's mode.
     pub fn mode(&self, tenant: &str) -> Option<Mode> {
-        self.tenants.get(tenant).map(|(c, _)| c.mode)
+        self.tenants.get(tenant).map(|t| t.config.mode)
     }
 
     /// A tenant's settings.
     pub fn config(&self, tenant: &str) -> Option<&TenantConfig> {
-        self.tenants.get(tenant).map(|(c, _)| c)
+        self.tenants.get(tenant).map(|t| &t.config)
     }
 }
 

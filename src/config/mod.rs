@@ -224,9 +224,11 @@ pub struct TenantConfig {
     /// Token exchanges the tenant's calls use, by provider
     /// (`tenants[].providers.<name>.token_exchange`).
     pub token_exchanges: std::collections::BTreeMap<String, crate::engine::TokenExchange>,
-    /// The tenant's Cedar policies (`policy_files`), reloaded when the files change;
-    /// `None`: no policies, nothing asked.
-    pub policies: Option<std::sync::Arc<crate::cedar::TenantPolicies>>,
+    /// The tenant's Cedar policy files (`policy_files`), resolved; empty: no policies, nothing
+    /// asked. The composition root loads them ([`crate::tenant::Tenants::open`]).
+    pub policy_files: Vec<std::path::PathBuf>,
+    /// How often the policy files are checked for changes (`policy_reload_interval`).
+    pub policy_reload_interval: std::time::Duration,
 }
 
 /// Validated configuration.

@@ -306,25 +306,22 @@ struct RoleFields {
 /// How often a tenant's policy files are checked for changes, unless configured.
 const DEFAULT_POLICY_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `tenants[].policy_files`: each path resolved, the policies loaded and validated (a
-/// problem in them is a configuration problem, with its file and position).
+/// `tenants[].policy_files`: each path resolved, and the reload interval; the policies
+/// themselves are loaded and validated where the tenants are opened
+/// ([`crate::tenant::Tenants::open`]).
 fn check_policies(
     key: &str,
-    tenant: &str,
     files: Vec<PathBuf>,
     interval: Option<std::time::Duration>,
     paths: &PathResolver,
     problems: &mut Problems,
-) -> Option<std::sync::Arc<crate::cedar::TenantPolicies>> {
+) -> (Vec<PathBuf>, std::time::Duration) {
     let interval = interval.unwrap_or(DEFAULT_POLICY_RELOAD_INTERVAL);
     if interval.is_zero() {
         problems.push(
             format!("{key}.policy_reload_interval"),
             "must be greater than 0",
         );
-    }
-    if files.is_empty() {
-        return None;
     }
     let mut resolved = Vec::new();
     for (index, file) in files.into_iter().enumerate() {
@@ -333,15 +330,7 @@ fn check_policies(
             Err(message) => problems.push(format!("{key}.policy_files[{index}]"), message),
         }
     }
-    match crate::cedar::TenantPolicies::open(tenant, resolved, interval) {
-        Ok(policies) => Some(std::sync::Arc::new(policies)),
-        Err(found) => {
-            for problem in found {
-                problems.push(format!("{key}.policy_files"), problem.to_string());
-            }
-            None
-        }
-    }
+    (resolved, interval)
 }
 
 /// One value of a pinned parameter: text, or a number or boolean as YAML reads it.
@@ -497,9 +486,8 @@ pub(super) fn check_tenants(
             problems,
         );
         let (aws_roles, token_exchanges) = check_roles(&key, tenant.providers, problems);
-        let policies = check_policies(
+        let (policy_files, policy_reload_interval) = check_policies(
             &key,
-            &tenant.id,
             tenant.policy_files,
             tenant.policy_reload_interval,
             paths,
@@ -526,7 +514,8 @@ pub(super) fn check_tenants(
             quotas,
             aws_roles,
             token_exchanges,
-            policies,
+            policy_files,
+            policy_reload_interval,
         });
     }
     if !tenants.iter().any(|t| t.id == "default") {
@@ -552,7 +541,8 @@ pub(super) fn check_tenants(
                 quotas: super::TenantQuotas::default(),
                 aws_roles: BTreeMap::new(),
                 token_exchanges: BTreeMap::new(),
-                policies: None,
+                policy_files: Vec::new(),
+                policy_reload_interval: DEFAULT_POLICY_RELOAD_INTERVAL,
             },
         );
     }

@@ -270,7 +270,7 @@ forbid(principal in Querygate::Group::"jwt:https://idp.test#contractors", action
 }
 
 #[tokio::test]
-async fn bad_policies_stop_the_configuration_naming_the_file_and_position() {
+async fn bad_policies_stop_the_start_naming_the_file_and_position() {
     let (policies, file) = policy_dir(
         "@id(\"ok\")\npermit(principal, action, resource);\n\npermit(principal, action, resource)\nwhen { resource.colour == \"red\" };\n",
     );
@@ -281,16 +281,25 @@ async fn bad_policies_stop_the_configuration_naming_the_file_and_position() {
         config_yaml("http://127.0.0.1:9", dir.path(), policies.path()),
     )
     .unwrap();
-    let err = querygate::config::Config::load(&querygate::config::Sources {
-        file: Some(config),
-        env: Default::default(),
-    })
-    .unwrap_err()
-    .to_string();
+    // The server does not start: exit code 2, every problem with its file and position.
+    let out = crate::support::querygate_command()
+        .args(["--config", config.to_str().unwrap(), "serve"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
     let at = format!("{}:5:", file.display());
     assert!(err.contains("tenants[0].policy_files"), "{err}");
     assert!(err.contains(&at), "{err}");
     assert!(err.contains("colour"), "{err}");
+    assert!(!err.contains("serving MCP"), "{err}");
+    // Nor does a command that runs a statement.
+    let out = crate::support::querygate_command()
+        .args(["--config", config.to_str().unwrap(), "query", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&at));
 }
 
 #[tokio::test]

@@ -240,7 +240,7 @@ pub(super) fn policy_answer(
     call: &PreparedCall,
 ) -> Option<Result<crate::cedar::Answer, Box<ToolReply>>> {
     let tenant = gate.tenants.config(&call.cx.tenant)?;
-    let policies = tenant.policies.as_ref()?.current();
+    let policies = gate.tenants.policies(&call.cx.tenant)?.current();
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
     let Some(requests) = &call.requests else {

@@ -580,8 +580,10 @@ impl Pipeline {
             Some(Err(_)) | None => None,
         };
         let tenant = intake.gate.tenants.config(&prepared.cx.tenant);
-        let policies = tenant
-            .and_then(|t| t.policies.as_ref())
+        let policies = intake
+            .gate
+            .tenants
+            .policies(&prepared.cx.tenant)
             .map(|p| p.current().len());
         let default_rules = crate::governance::TenantRules::default();
         let rules = tenant.map_or(&default_rules, |t| &t.rules);

@@ -355,7 +355,7 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
     if let Err(pinned) = crate::governance::check_pins(&requests, rules) {
         return CurrentRows::unavailable(format!("not read: {pinned}"));
     }
-    if tenant.is_some_and(|t| t.policies.is_some()) {
+    if invocation.services.tenants.policies(&cx.tenant).is_some() {
         return CurrentRows::unavailable(
             "not read: the tenant's Cedar policies decide each read per caller; run the SELECT with run_select_query to see the rows",
         );
