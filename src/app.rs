@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthSetupError, Authentication};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::drain::Drain;
@@ -135,23 +136,63 @@ struct AdminListener {
     router: Router,
 }
 
+/// How an [`App`] is built: from its configuration, with the parts a caller hands in
+/// instead of the ones the configuration describes (tests: a clock they step, an audit
+/// sink of their own).
+#[derive(Debug)]
+pub struct AppBuilder {
+    config: Config,
+    clock: Clock,
+    /// `Some`: the audit given (`Some(None)`: none); `None`: opened from `audit:`.
+    audit: Option<Option<crate::audit::Auditor>>,
+}
+
+impl AppBuilder {
+    /// The clock the components keeping time read (approval lifetimes, the result cache's
+    /// TTL, request rates, JWKS refetch floors, `/readyz` reuse); the system clock unless set.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The audit of tool calls, instead of the one `audit:` describes; `None` serves
+    /// without audit.
+    pub fn audit(mut self, audit: Option<crate::audit::Auditor>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// Builds everything and binds `server.listen` (port 0 picks a free port;
+    /// [`App::local_addr`] tells which).
+    pub async fn build(self) -> Result<App, AppError> {
+        let AppBuilder {
+            config,
+            clock,
+            audit,
+        } = self;
+        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
+        let audit = match audit {
+            Some(audit) => audit,
+            None => open_audit_on(&config, pool.clone(), true).await?,
+        };
+        App::assemble(config, clock, audit, pool).await
+    }
+}
+
 impl App {
+    /// The builder of an app for `config`.
+    pub fn builder(config: Config) -> AppBuilder {
+        AppBuilder {
+            config,
+            clock: Clock::system(),
+            audit: None,
+        }
+    }
+
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
     /// port; [`App::local_addr`] tells which).
     pub async fn build(config: Config) -> Result<App, AppError> {
-        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
-        let audit = open_audit_on(&config, pool.clone(), true).await?;
-        App::assemble(config, audit, pool).await
-    }
-
-    /// [`App::build`] with the audit of tool calls given (tests inject their own sink);
-    /// `None` serves without audit.
-    pub async fn build_with(
-        config: Config,
-        audit: Option<crate::audit::Auditor>,
-    ) -> Result<App, AppError> {
-        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
-        App::assemble(config, audit, pool).await
+        App::builder(config).build().await
     }
 
     /// Builds the server over `audit` and `pool`, the process's one PostgreSQL pool
@@ -159,11 +200,12 @@ impl App {
     /// `/readyz` share with the audit sink.
     async fn assemble(
         config: Config,
+        clock: Clock,
         audit: Option<crate::audit::Auditor>,
         pool: Option<crate::db::PgPool>,
     ) -> Result<App, AppError> {
         let listen = config.server.listen;
-        let authentication = Authentication::from_config(&config)?;
+        let authentication = Authentication::from_config(&config, &clock)?;
         let tls = config
             .server
             .tls
@@ -219,6 +261,7 @@ impl App {
             audit.clone(),
             metrics.clone(),
             pool.clone(),
+            clock.clone(),
         )?;
         let listener = TcpListener::bind(listen)
             .await
@@ -238,19 +281,23 @@ impl App {
                 .as_ref()
                 .filter(|a| a.failure_mode() != crate::audit::FailureMode::BestEffort)
                 .map(crate::audit::Auditor::health),
+            clock.clone(),
         );
         let admin = match &config.server.admin_listen {
             Some(admin) => Some(bind_admin(*admin, readiness.clone(), metrics.clone()).await?),
             None => None,
         };
         let router = crate::http::router(
-            handler,
             &config,
-            authentication,
-            addr,
-            streams.clone(),
-            readiness,
-            metrics,
+            crate::http::Surface {
+                handler,
+                authentication,
+                addr,
+                shutdown: streams.clone(),
+                readiness,
+                metrics,
+                clock,
+            },
         )?;
         if let Some(tls) = &tls {
             tls.certificate.watch();
@@ -441,6 +488,7 @@ pub async fn run_stdio(config: Config) -> Result<(), AppError> {
         audit.clone(),
         None,
         pool,
+        Clock::system(),
     )?;
     let served = mcp::stdio::serve(handler).await;
     close_audit(audit).await;
@@ -464,7 +512,15 @@ pub fn handler(
 ) -> Result<QuerygateMcp, AppError> {
     let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
     let tenants = Tenants::open(config)?;
-    observed_handler(config, tenants, transport, audit, None, pool)
+    observed_handler(
+        config,
+        tenants,
+        transport,
+        audit,
+        None,
+        pool,
+        Clock::system(),
+    )
 }
 
 /// The handler `querygate query` and `querygate registry pull` run their one call through
@@ -527,13 +583,23 @@ fn observed_handler(
     audit: Option<crate::audit::Auditor>,
     metrics: Option<Arc<crate::telemetry::Metrics>>,
     pool: Option<crate::db::PgPool>,
+    clock: Clock,
 ) -> Result<QuerygateMcp, AppError> {
     let engine = match &metrics {
         Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
         None => Engine::new(config.engine.clone())?,
     };
     Ok(mcp::build_observed(
-        config, engine, tenants, transport, audit, metrics, pool,
+        config,
+        mcp::Parts {
+            engine,
+            tenants,
+            transport,
+            audit,
+            metrics,
+            pool,
+            clock,
+        },
     )?)
 }
 /// Opens the audit of a server's tool calls from `audit:` (and `database:` for the

@@ -1,7 +1,7 @@
 //! The time read by the components whose behaviour is a duration: the JWKS refetch floor and
 //! key-set age, the per-tenant request rate, the lifetime of approvals, the result cache's
 //! TTL and the reuse of `/readyz` results. The server reads the system clock; a test hands
-//! the composition root ([`crate::config::Config::clock`]) a [`TestClock`] and steps past
+//! the composition root ([`crate::app::AppBuilder::clock`]) a [`TestClock`] and steps past
 //! a duration with [`TestClock::advance`] instead of sleeping through it.
 //!
 //! The monotonic reading is tokio's [`Instant`], so a component tested on its own under

@@ -113,7 +113,7 @@
 //! engine`. `auth` reads `config`, `clock` and `audit` (to record refused credentials; `tenant`
 //! re-exports its `Principal`); `policy` does no I/O. `clock` is a leaf: the behaviours
 //! `src/clock.rs` lists (the JWKS refetch floor, request rates, approval lifetimes, the result
-//! cache's TTL, `/readyz` reuse) read the time from `Config::clock`; the rest (timeouts,
+//! cache's TTL, `/readyz` reuse) read the time from the clock the composition root hands them (`AppBuilder::clock`); the rest (timeouts,
 //! rotation, the verified-token cache) read the system clock. The engine knows nothing about MCP, HTTP
 //! serving, authentication or audit; the layers above it (the MCP surface, the tool-call
 //! pipeline with its mode gate) use only what `engine` re-exports, and none parses SQL a

@@ -304,8 +304,12 @@ pub struct Authentication {
 }
 
 impl Authentication {
-    /// The methods `config.auth` configures; none: every request is anonymous.
-    pub fn from_config(config: &Config) -> Result<Self, AuthSetupError> {
+    /// The methods `config.auth` configures; none: every request is anonymous. Key-set ages
+    /// and refetch floors are measured on `clock`.
+    pub fn from_config(
+        config: &Config,
+        clock: &crate::clock::Clock,
+    ) -> Result<Self, AuthSetupError> {
         let tenants: BTreeSet<String> = config.tenants.iter().map(|t| t.id.clone()).collect();
         let mut methods: Vec<Box<dyn Authenticator>> = Vec::new();
         if let Some(mtls) = &config.auth.mtls {
@@ -313,11 +317,7 @@ impl Authentication {
         }
         let mut challenge = None;
         if let Some(jwt) = &config.auth.jwt {
-            methods.push(Box::new(jwt::JwtAuthenticator::new(
-                jwt,
-                tenants,
-                &config.clock,
-            )?));
+            methods.push(Box::new(jwt::JwtAuthenticator::new(jwt, tenants, clock)?));
             challenge = metadata::metadata_url(&config.auth)
                 .map(|url| format!("Bearer resource_metadata=\"{url}\""));
         }

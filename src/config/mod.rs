@@ -256,9 +256,6 @@ pub struct Config {
     pub admission: AdmissionLimits,
     /// Where quota counters live and how they are leased (`quotas:`).
     pub quotas: QuotaConfig,
-    /// The clock the components keeping time read (not configurable: the system clock; a
-    /// test replaces it before building the server).
-    pub clock: crate::clock::Clock,
 }
 
 impl Config {
@@ -446,7 +443,6 @@ impl Config {
             telemetry,
             admission,
             quotas,
-            clock: crate::clock::Clock::system(),
         })
     }
 

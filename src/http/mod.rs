@@ -53,6 +53,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{AuthLayer, Authentication};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::mcp::QuerygateMcp;
 use crate::telemetry::Metrics;
@@ -61,20 +62,40 @@ use crate::telemetry::Metrics;
 /// body, the JSON-RPC handling around the call, writing the answer) before it gets 408.
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
-/// The public HTTP surface for `handler`, bound to `addr`: `/mcp` behind authentication, and
-/// the public `/healthz`, `/readyz` (of `readiness`), protected resource metadata and, while
-/// authentication is off, `/metrics` (with `metrics`), all behind the HTTP-level middleware.
-/// `shutdown` ends rmcp's streams. With `approval.web`, the approval page too; its sign-in
-/// verifier is the one error.
-pub fn router(
-    handler: QuerygateMcp,
-    config: &Config,
-    authentication: Arc<Authentication>,
-    addr: SocketAddr,
-    shutdown: CancellationToken,
-    readiness: ready::Readiness,
-    metrics: Option<Arc<Metrics>>,
-) -> Result<Router, crate::auth::AuthSetupError> {
+/// What the public HTTP surface serves, besides the configuration: the parts the
+/// composition root built.
+#[derive(Debug)]
+pub struct Surface {
+    /// The MCP handler behind `/mcp`.
+    pub handler: QuerygateMcp,
+    /// How callers of `/mcp` and the approval API are authenticated.
+    pub authentication: Arc<Authentication>,
+    /// The bound address (for the `Host` checks).
+    pub addr: SocketAddr,
+    /// Ends rmcp's streams.
+    pub shutdown: CancellationToken,
+    /// The `/readyz` checks.
+    pub readiness: ready::Readiness,
+    /// The metrics `/metrics` renders (served here only while authentication is off).
+    pub metrics: Option<Arc<Metrics>>,
+    /// What the per-tenant request rates are measured on.
+    pub clock: Clock,
+}
+
+/// The public HTTP surface of `surface`: `/mcp` behind authentication, and the public
+/// `/healthz`, `/readyz`, protected resource metadata and, while authentication is off,
+/// `/metrics`, all behind the HTTP-level middleware. With `approval.web`, the approval page
+/// too; its sign-in verifier is the one error.
+pub fn router(config: &Config, surface: Surface) -> Result<Router, crate::auth::AuthSetupError> {
+    let Surface {
+        handler,
+        authentication,
+        addr,
+        shutdown,
+        readiness,
+        metrics,
+        clock,
+    } = surface;
     let settings = &config.server;
     // The approval page signs its users in itself (OpenID Connect): not behind the bearer
     // authentication of `/mcp`.
@@ -86,10 +107,7 @@ pub fn router(
     )?
     .map(|web| web.route_layer(RequestBodyLimitLayer::new(16 * 1024)));
     let authenticated = authentication.enabled();
-    let limiter = Arc::new(limits::TenantLimiter::new(
-        &config.tenants,
-        config.clock.clone(),
-    ));
+    let limiter = Arc::new(limits::TenantLimiter::new(&config.tenants, clock));
     // The approval API, behind the same authentication and limits as `/mcp`.
     let approvals = handler.out_of_band().map(|oob| {
         approvals::routes(oob, handler.auditor())

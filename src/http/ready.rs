@@ -60,7 +60,7 @@ struct Inner {
     /// Whether the audit's last write failed.
     audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
     last: tokio::sync::Mutex<Option<(Instant, Checks)>>,
-    /// What [`CACHE_FOR`] is measured on (`config.clock`).
+    /// What [`CACHE_FOR`] is measured on (the composition root's clock).
     clock: Clock,
 }
 
@@ -90,6 +90,7 @@ impl Readiness {
         pool: Option<PgPool>,
         drain: Drain,
         audit_writes: Option<Arc<crate::audit::auditor::WriteHealth>>,
+        clock: Clock,
     ) -> Readiness {
         let audit_dir = match &config.audit.sink {
             SinkSettings::File { location, .. } if config.audit.enabled => Some(match location {
@@ -120,7 +121,7 @@ impl Readiness {
                 database,
                 audit_writes,
                 last: tokio::sync::Mutex::new(None),
-                clock: config.clock.clone(),
+                clock,
             }),
         }
     }

@@ -123,21 +123,52 @@ pub fn build(
     audit: Option<Auditor>,
 ) -> Result<QuerygateMcp, StartError> {
     let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
-    build_observed(config, engine, tenants, transport, audit, None, pool)
+    build_observed(
+        config,
+        Parts {
+            engine,
+            tenants,
+            transport,
+            audit,
+            metrics: None,
+            pool,
+            clock: crate::clock::Clock::system(),
+        },
+    )
 }
 
-/// [`build`], counting the tool calls in `metrics`, over `pool`: the process's one
-/// PostgreSQL pool ([`crate::db::shared_pool`]), which the approval store, the pending
-/// approvals and the quota windows use when `config` keeps them there.
-pub fn build_observed(
-    config: &Config,
-    engine: Engine,
-    tenants: Tenants,
-    transport: Transport,
-    audit: Option<Auditor>,
-    metrics: Option<Arc<crate::telemetry::Metrics>>,
-    pool: Option<crate::db::PgPool>,
-) -> Result<QuerygateMcp, StartError> {
+/// What the MCP handler is built from, besides the configuration: the parts the composition
+/// root made once.
+#[derive(Debug)]
+pub struct Parts {
+    /// The engine every call runs on.
+    pub engine: Engine,
+    /// The tenants, their credential stores and policies.
+    pub tenants: Tenants,
+    /// HTTP, stdio or the command line.
+    pub transport: Transport,
+    /// The audit of tool calls (`None` records nothing).
+    pub audit: Option<Auditor>,
+    /// Where tool calls and quota decisions are counted.
+    pub metrics: Option<Arc<crate::telemetry::Metrics>>,
+    /// The process's one PostgreSQL pool ([`crate::db::shared_pool`]), which the approval
+    /// store, the pending approvals and the quota windows use when `config` keeps them there.
+    pub pool: Option<crate::db::PgPool>,
+    /// What approval lifetimes and the result cache's TTL are measured on.
+    pub clock: crate::clock::Clock,
+}
+
+/// [`build`] from the composition root's `parts`.
+pub fn build_observed(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> {
+    let Parts {
+        engine,
+        tenants,
+        transport,
+        audit,
+        metrics,
+        pool,
+        clock,
+    } = parts;
     let content = Content::embedded()?;
     let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
     content.check_tools(&all)?;
@@ -214,7 +245,7 @@ pub fn build_observed(
             .clone()
             .map(|m| m as Arc<dyn crate::quota::QuotaObserver>),
     );
-    let approvals = Approvals::new(&keys, config.approval.ttl, store, config.clock.clone())?;
+    let approvals = Approvals::new(&keys, config.approval.ttl, store, clock.clone())?;
     // `querygate query` asks at its terminal (or takes --yes): never out of band.
     let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
         Some(Arc::new(
@@ -264,7 +295,7 @@ pub fn build_observed(
                     tenant.token_exchanges.keys().cloned().collect(),
                 )
             }),
-            config.clock.clone(),
+            clock,
         )),
         quotas: Arc::new(quotas),
     });

@@ -68,7 +68,9 @@ async fn a_sink_that_cannot_write_takes_the_replica_out_of_readiness_until_it_wr
     .unwrap();
     let sink = Arc::new(MemorySink::new("r1"));
     let auditor = querygate::audit::Auditor::new(sink.clone(), FailureMode::Strict, "r1", None);
-    let app = querygate::app::App::build_with(config, Some(auditor))
+    let app = querygate::app::App::builder(config)
+        .audit(Some(auditor))
+        .build()
         .await
         .unwrap();
     let url = app.mcp_url();

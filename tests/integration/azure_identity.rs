@@ -488,7 +488,9 @@ async fn through_the_app_failures_stay_secret_free_and_request_ids_are_audited()
     })
     .unwrap();
     let (auditor, _sink) = file_auditor(&audit_dir, FailureMode::Strict);
-    let app = querygate::app::App::build_with(config, Some(auditor))
+    let app = querygate::app::App::builder(config)
+        .audit(Some(auditor))
+        .build()
         .await
         .unwrap();
     let url = app.mcp_url();

@@ -693,7 +693,9 @@ async fn a_swapped_env_file_is_used_without_reload_through_the_app() {
     })
     .unwrap();
     let (auditor, _sink) = file_auditor(&audit_dir, FailureMode::Strict);
-    let app = querygate::app::App::build_with(config, Some(auditor))
+    let app = querygate::app::App::builder(config)
+        .audit(Some(auditor))
+        .build()
         .await
         .unwrap();
     let url = app.mcp_url();

@@ -211,14 +211,17 @@ pub async fn start_yaml(yaml: impl FnOnce(&str, &std::path::Path) -> String) -> 
 /// Starts `querygate serve` in-process (through [`App`], as the CLI does) for the
 /// configuration in `file`.
 async fn serve(file: PathBuf, mock: Mock, dir: tempfile::TempDir) -> TestServer {
-    let mut config = Config::load(&Sources {
+    let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
     })
     .unwrap();
     let clock = TestClock::new();
-    config.clock = clock.clock();
-    let app = App::build(config).await.unwrap();
+    let app = App::builder(config)
+        .clock(clock.clock())
+        .build()
+        .await
+        .unwrap();
     let url = app.mcp_url();
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();

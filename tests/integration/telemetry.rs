@@ -787,7 +787,9 @@ async fn failed_audit_writes_are_counted_by_sink() {
     let sink = Arc::new(MemorySink::new("r1"));
     // best_effort: the call goes on without its record; the failure is only counted.
     let auditor = Auditor::new(sink.clone(), FailureMode::BestEffort, "r1", None);
-    let app = querygate::app::App::build_with(config, Some(auditor))
+    let app = querygate::app::App::builder(config)
+        .audit(Some(auditor))
+        .build()
         .await
         .unwrap();
     let url = app.mcp_url();

@@ -37,7 +37,9 @@ pub async fn start(mode: &str, server_extra: &str, auditor: Auditor) -> AuditedS
         env: Default::default(),
     })
     .unwrap();
-    let app = querygate::app::App::build_with(config, Some(auditor))
+    let app = querygate::app::App::builder(config)
+        .audit(Some(auditor))
+        .build()
         .await
         .unwrap();
     let url = app.mcp_url();
