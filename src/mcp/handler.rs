@@ -14,11 +14,11 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use super::Transport;
 use super::content::{Content, INSTRUCTIONS_RESOURCE, PromptDoc, ResourceDoc};
 use super::pipeline::response_bytes::ResponseSlot;
 use super::pipeline::{ApprovalChannel, CallError, CallOrigin, Pipeline, ReplyBody, ToolCall};
 use super::tools::OfferedTools;
+use super::transport::Transport;
 use crate::approval::OutOfBand;
 use crate::audit::Auditor;
 use crate::tenant::{Principal, Tenants};

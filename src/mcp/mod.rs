@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod render;
 pub mod stdio;
 mod tools;
+pub mod transport;
 
 use std::sync::Arc;
 
@@ -44,27 +45,7 @@ use crate::config::{ApprovalStoreKind, Config};
 use crate::engine::Engine;
 use crate::tenant::Tenants;
 
-/// Which transport serves the calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// Streamable HTTP.
-    Http,
-    /// Newline-delimited JSON-RPC on stdin/stdout.
-    Stdio,
-    /// `querygate query` and `querygate registry pull`: one call of the local user.
-    Cli,
-}
-
-impl Transport {
-    /// `http` or `stdio`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Http => "http",
-            Transport::Stdio => "stdio",
-            Transport::Cli => "cli",
-        }
-    }
-}
+pub use transport::Transport;
 
 /// Why the MCP server cannot start.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use super::{Call, CallError, PreparedCall, ReplyBody, ToolOutcome, ToolReply};
 use crate::audit::Auditor;
 use crate::audit::record::{self, AuditRecord, Decision, Outcome, Phase};
 use crate::code::Code;
-use crate::mcp::Transport;
+use crate::mcp::transport::Transport;
 use crate::tenant::Principal;
 
 /// The outcome record of every call.

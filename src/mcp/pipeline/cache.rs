@@ -37,8 +37,8 @@ use super::{Call, CallError, PreparedCall, ToolOutcome, ToolReply};
 use crate::clock::Clock;
 use crate::config::{Render, TenantCache};
 use crate::engine::{CredentialSource as _, PlannedRequest, StatementKind};
-use crate::mcp::Transport;
 use crate::mcp::tools::Effect;
+use crate::mcp::transport::Transport;
 use crate::policy::QueryClass;
 
 /// Every tenant's result cache.

@@ -15,8 +15,9 @@ use super::{Call, CallError, ToolOutcome, ToolReply, response_bytes};
 use crate::code::Code;
 use crate::config::Render;
 use crate::mcp::offload::RenderPool;
+use crate::mcp::render;
 use crate::mcp::tools::{Invocation, ToolError, ToolResult, ToolServices};
-use crate::mcp::{Transport, render};
+use crate::mcp::transport::Transport;
 use crate::thread_priority::BulkPriority;
 
 /// Runs tools.

@@ -57,9 +57,9 @@ use tower::util::BoxCloneSyncService;
 pub use approver::{ApprovalAnswer, ApprovalPrompt, Approver};
 pub use prepare::PreparedCall;
 
-use super::Transport;
 use super::offload::RenderPool;
 use super::tools::{OfferedTools, ToolServices};
+use super::transport::Transport;
 use crate::approval::{Approvals, OutOfBand};
 use crate::audit::{Auditor, Decision};
 use crate::code::Code;

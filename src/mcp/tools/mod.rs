@@ -25,10 +25,10 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::Transport;
 use super::library::Library;
 use super::offload::RenderPool;
 use super::render::View;
+use super::transport::Transport;
 use crate::code::Code;
 use crate::config::Mode;
 use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
