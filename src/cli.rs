@@ -16,8 +16,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Sources};
-use crate::engine::{Cell, Engine, QueryOutput};
-use crate::tenant::{Principal, Tenants};
+use crate::engine::{Cell, QueryOutput};
 
 /// SQL over cloud and SaaS APIs.
 #[derive(Debug, Parser)]
@@ -381,7 +380,7 @@ async fn run_loaded(cli: Cli, config: Config) -> i32 {
             action: RegistryAction::Lock { check },
         } => return registry_lock::run(&config, check),
         Command::Stdio => {
-            return match crate::app::run_stdio(config).await {
+            return match crate::app::App::builder(config).run_stdio().await {
                 Ok(()) => 0,
                 Err(err) => {
                     eprintln!("error: {err}");
@@ -464,24 +463,11 @@ async fn local_command(
     config: &Config,
     command: Command,
 ) -> Result<(crate::engine::Result<QueryOutput>, Output), i32> {
-    let engine = match Engine::new(config.engine.clone()) {
-        Ok(engine) => engine,
+    let (engine, cx) = match crate::app::App::builder(config.clone()).local() {
+        Ok(local) => local,
         Err(err) => {
             eprintln!("error: {err}");
-            return Err(2);
-        }
-    };
-    for name in engine.unmatched_provider_settings() {
-        tracing::warn!(
-            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
-            name.escape_debug()
-        );
-    }
-    let cx = match Tenants::open(config).and_then(|tenants| tenants.context(&Principal::local())) {
-        Ok(cx) => cx,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Err(2);
+            return Err(err.exit_code());
         }
     };
     match command {

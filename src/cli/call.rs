@@ -52,7 +52,8 @@ impl Failure {
 
 /// Runs `command` through the pipeline and returns the engine's output.
 pub(super) async fn run(config: &Config, command: Command) -> Result<QueryOutput, Failure> {
-    let (handler, audit) = crate::app::cli_handler(config)
+    let (handler, audit) = crate::app::App::builder(config.clone())
+        .cli_handler()
         .map_err(|err| Failure::new(err.to_string(), err.exit_code()))?;
     let result = Box::pin(handler.pipeline().call(tool_call(command))).await;
     crate::app::close_audit(audit).await;

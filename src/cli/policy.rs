@@ -56,7 +56,8 @@ pub(super) async fn run(config: &Config, action: PolicyAction) -> i32 {
     else {
         return 2;
     };
-    let handler = match crate::app::explain_handler(config) {
+    let handler = match crate::app::App::builder(config.clone()).handler(crate::mcp::Transport::Cli)
+    {
         Ok(handler) => handler,
         Err(err) => {
             eprintln!("error: {err}");

@@ -8,7 +8,7 @@
 //! cli (`querygate query`, `registry pull`) → the same pipeline, Transport::Cli
 //! ```
 //!
-//! [`build_observed`] makes the server's parts once (tenants, approvals, caches, quotas,
+//! [`build`] makes the server's parts once (tenants, approvals, caches, quotas,
 //! admission, the render threads, what the tools use) and hands them out: the pipeline's
 //! steps get what each uses ([`pipeline::Pipeline`]'s build), the tools a `ToolServices`,
 //! and the handler what it lists and serves besides tool calls. Nothing holds the whole.
@@ -93,31 +93,6 @@ impl StartError {
     }
 }
 
-/// Builds the MCP handler for `transport` over an engine and tenants, auditing its tool
-/// calls with `audit` (opened from `config.audit` by the caller; `None` records nothing),
-/// with a PostgreSQL pool of its own where `config` keeps state there.
-pub fn build(
-    config: &Config,
-    engine: Engine,
-    tenants: Tenants,
-    transport: Transport,
-    audit: Option<Auditor>,
-) -> Result<QuerygateMcp, StartError> {
-    let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
-    build_observed(
-        config,
-        Parts {
-            engine,
-            tenants,
-            transport,
-            audit,
-            metrics: None,
-            pool,
-            clock: crate::clock::Clock::system(),
-        },
-    )
-}
-
 /// What the MCP handler is built from, besides the configuration: the parts the composition
 /// root made once.
 #[derive(Debug)]
@@ -139,8 +114,9 @@ pub struct Parts {
     pub clock: crate::clock::Clock,
 }
 
-/// [`build`] from the composition root's `parts`.
-pub fn build_observed(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> {
+/// Builds the MCP handler for `config` from the composition root's `parts`
+/// ([`crate::app::AppBuilder`]).
+pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> {
     let Parts {
         engine,
         tenants,

@@ -447,16 +447,9 @@ async fn every_answer_of_a_person_asked_mid_call_ends_as_it_says() {
         env: Default::default(),
     })
     .unwrap();
-    let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
-    let tenants = querygate::tenant::Tenants::open(&config).unwrap();
-    let handler = querygate::mcp::build(
-        &config,
-        engine,
-        tenants,
-        querygate::mcp::Transport::Stdio,
-        None,
-    )
-    .unwrap();
+    let handler = querygate::app::App::builder(config)
+        .handler(querygate::mcp::Transport::Stdio)
+        .unwrap();
     let pipeline = handler.pipeline();
     // (answer, code, text, upstream requests)
     let cases = [
@@ -594,16 +587,9 @@ async fn a_person_asked_mid_call_approves_only_the_plan_they_were_shown() {
         env: Default::default(),
     })
     .unwrap();
-    let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
-    let tenants = querygate::tenant::Tenants::open(&config).unwrap();
-    let handler = querygate::mcp::build(
-        &config,
-        engine,
-        tenants,
-        querygate::mcp::Transport::Stdio,
-        None,
-    )
-    .unwrap();
+    let handler = querygate::app::App::builder(config)
+        .handler(querygate::mcp::Transport::Stdio)
+        .unwrap();
     // While the prompt is open, the delete method becomes another operation.
     let document = root.join("src/testapi/v1/services/widgets.yaml");
     let mut person = Scripted::new(ApprovalAnswer::Accept);

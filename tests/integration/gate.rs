@@ -552,16 +552,9 @@ async fn a_call_without_a_principal_is_refused_before_any_layer() {
         env: Default::default(),
     })
     .unwrap();
-    let engine = querygate::engine::Engine::new(config.engine.clone()).unwrap();
-    let tenants = querygate::tenant::Tenants::open(&config).unwrap();
-    let handler = querygate::mcp::build(
-        &config,
-        engine,
-        tenants,
-        querygate::mcp::Transport::Http,
-        None,
-    )
-    .unwrap();
+    let handler = querygate::app::App::builder(config)
+        .handler(querygate::mcp::Transport::Http)
+        .unwrap();
     let call = |principal| tool_call("run_select_query", json!({"sql": SELECT}), principal);
     let refused = handler.pipeline().call(call(None)).await.unwrap_err();
     assert_eq!(refused, CallError::Unauthenticated);

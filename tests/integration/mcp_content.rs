@@ -1,9 +1,7 @@
 //! Instructions, prompts and resources through rmcp clients, and the allowlists.
 
 use querygate::config::{Config, Sources};
-use querygate::engine::Engine;
-use querygate::mcp::{self, Transport};
-use querygate::tenant::Tenants;
+use querygate::mcp::Transport;
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams};
 use serde_json::{Map, Value, json};
 
@@ -276,9 +274,8 @@ async fn unknown_allowlist_names_stop_the_build() {
             env: Default::default(),
         })
         .unwrap();
-        let engine = Engine::new(config.engine.clone()).unwrap();
-        let tenants = Tenants::open(&config).unwrap();
-        let err = mcp::build(&config, engine, tenants, Transport::Http, None)
+        let err = querygate::app::App::builder(config)
+            .handler(Transport::Http)
             .expect_err("an unknown name is refused")
             .to_string();
         assert!(err.contains(key), "{err}");

@@ -178,7 +178,9 @@ async fn without_http_a_missing_scope_is_a_tool_error_with_its_code() {
         env: Default::default(),
     })
     .unwrap();
-    let handler = querygate::app::handler(&config, querygate::mcp::Transport::Stdio, None).unwrap();
+    let handler = querygate::app::App::builder(config.clone())
+        .handler(querygate::mcp::Transport::Stdio)
+        .unwrap();
     let principal = Principal {
         query_scopes: Some(std::sync::Arc::new(["querygate:read".to_owned()].into())),
         ..Principal::anonymous()

@@ -337,7 +337,9 @@ async fn a_call_without_a_bearer_token_fails_closed() {
         env: Default::default(),
     })
     .unwrap();
-    let handler = querygate::app::handler(&config, querygate::mcp::Transport::Stdio, None).unwrap();
+    let handler = querygate::app::App::builder(config.clone())
+        .handler(querygate::mcp::Transport::Stdio)
+        .unwrap();
     // A principal of acme with no bearer token (as mTLS or a local caller has).
     let principal = Principal {
         subject: "agent-a".to_owned(),

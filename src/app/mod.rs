@@ -1,6 +1,9 @@
 //! The composition root: builds the engine, the tenants, the MCP handler and the HTTP stage
-//! from a validated [`Config`], and runs them. The CLI, the integration tests and the load
-//! benchmark all start servers through [`App`], so they run the same wiring.
+//! from a validated [`Config`], and runs them. Every entry point asks [`App::builder`] for
+//! what it needs: `serve`, the integration tests and the load benchmark an [`App`],
+//! `stdio` a session ([`AppBuilder::run_stdio`]), the command line a handler
+//! ([`AppBuilder::cli_handler`], [`AppBuilder::handler`]) or the engine alone
+//! ([`AppBuilder::local`]), so they run the same wiring.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,8 +23,17 @@ use crate::http::ready::Readiness;
 use crate::http::server::ConnectionLimits;
 use crate::http::tls::{Tls, TlsError};
 use crate::mcp::stdio::StdioError;
-use crate::mcp::{self, QuerygateMcp, StartError, Transport};
+use crate::mcp::{self, StartError, Transport};
 use crate::tenant::{TenantError, Tenants};
+
+mod audit_open;
+mod builder;
+
+pub use audit_open::{
+    AuditOpenError, close_audit, open_audit, open_audit_deferred, open_local_audit,
+};
+pub use builder::AppBuilder;
+use builder::Wiring;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -58,17 +70,6 @@ pub enum AppError {
     /// The audit location cannot be written or its database reached.
     #[error(transparent)]
     Audit(#[from] AuditOpenError),
-}
-
-/// Why the audit could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum AuditOpenError {
-    /// The database of the PostgreSQL sink cannot be reached.
-    #[error("audit: {0}")]
-    Database(#[from] crate::db::DbError),
-    /// The sink cannot be started (an unwritable location, an unreadable HMAC key, …).
-    #[error("audit: {0}")]
-    Sink(#[from] crate::audit::AuditError),
 }
 
 impl AppError {
@@ -136,57 +137,10 @@ struct AdminListener {
     router: Router,
 }
 
-/// How an [`App`] is built: from its configuration, with the parts a caller hands in
-/// instead of the ones the configuration describes (tests: a clock they step, an audit
-/// sink of their own).
-#[derive(Debug)]
-pub struct AppBuilder {
-    config: Config,
-    clock: Clock,
-    /// `Some`: the audit given (`Some(None)`: none); `None`: opened from `audit:`.
-    audit: Option<Option<crate::audit::Auditor>>,
-}
-
-impl AppBuilder {
-    /// The clock the components keeping time read (approval lifetimes, the result cache's
-    /// TTL, request rates, JWKS refetch floors, `/readyz` reuse); the system clock unless set.
-    pub fn clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The audit of tool calls, instead of the one `audit:` describes; `None` serves
-    /// without audit.
-    pub fn audit(mut self, audit: Option<crate::audit::Auditor>) -> Self {
-        self.audit = Some(audit);
-        self
-    }
-
-    /// Builds everything and binds `server.listen` (port 0 picks a free port;
-    /// [`App::local_addr`] tells which).
-    pub async fn build(self) -> Result<App, AppError> {
-        let AppBuilder {
-            config,
-            clock,
-            audit,
-        } = self;
-        let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
-        let audit = match audit {
-            Some(audit) => audit,
-            None => open_audit_on(&config, pool.clone(), true).await?,
-        };
-        App::assemble(config, clock, audit, pool).await
-    }
-}
-
 impl App {
     /// The builder of an app for `config`.
     pub fn builder(config: Config) -> AppBuilder {
-        AppBuilder {
-            config,
-            clock: Clock::system(),
-            audit: None,
-        }
+        AppBuilder::new(config)
     }
 
     /// Builds everything `config` describes and binds `server.listen` (port 0 picks a free
@@ -198,7 +152,7 @@ impl App {
     /// Builds the server over `audit` and `pool`, the process's one PostgreSQL pool
     /// ([`crate::db::shared_pool`]), which the approval store, the quota windows and
     /// `/readyz` share with the audit sink.
-    async fn assemble(
+    pub(super) async fn assemble(
         config: Config,
         clock: Clock,
         audit: Option<crate::audit::Auditor>,
@@ -254,15 +208,19 @@ impl App {
             refusals: Some(refusals),
             ..tls
         });
-        let handler = observed_handler(
-            &config,
+        let engine = match &metrics {
+            Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
+            None => Engine::new(config.engine.clone())?,
+        };
+        let handler = Wiring {
             tenants,
-            Transport::Http,
-            audit.clone(),
-            metrics.clone(),
-            pool.clone(),
-            clock.clone(),
-        )?;
+            transport: Transport::Http,
+            audit: audit.clone(),
+            metrics: metrics.clone(),
+            pool: pool.clone(),
+            clock: clock.clone(),
+        }
+        .handler(&config, engine)?;
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| AppError::Bind { listen, source })?;
@@ -468,84 +426,10 @@ fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
     metrics.map(crate::http::metrics_route).unwrap_or_default()
 }
 
-/// Serves one MCP session on stdin/stdout for `config`.
-pub async fn run_stdio(config: Config) -> Result<(), AppError> {
-    let tenants = Tenants::open(&config)?;
-    tenants.watch_policies();
-    warn_at_start(&config);
-    let pool = crate::db::shared_pool(&config).map_err(StartError::Database)?;
-    let audit = open_audit_scoped(
-        &config,
-        pool.clone(),
-        true,
-        crate::audit::open::Scope::Local,
-    )
-    .await?;
-    let handler = observed_handler(
-        &config,
-        tenants,
-        Transport::Stdio,
-        audit.clone(),
-        None,
-        pool,
-        Clock::system(),
-    )?;
-    let served = mcp::stdio::serve(handler).await;
-    close_audit(audit).await;
-    served?;
-    Ok(())
-}
-
-/// The handler of `querygate policy explain`: the pipeline's tenants, engine and gate,
-/// without audit (explaining runs nothing).
-pub fn explain_handler(config: &Config) -> Result<QuerygateMcp, AppError> {
-    let engine = Engine::new(config.engine.clone())?;
-    let tenants = Tenants::open(config)?;
-    Ok(mcp::build(config, engine, tenants, Transport::Cli, None)?)
-}
-
-/// The MCP handler for `transport`: engine, tenants and content from `config`.
-pub fn handler(
-    config: &Config,
-    transport: Transport,
-    audit: Option<crate::audit::Auditor>,
-) -> Result<QuerygateMcp, AppError> {
-    let pool = crate::db::shared_pool(config).map_err(StartError::Database)?;
-    let tenants = Tenants::open(config)?;
-    observed_handler(
-        config,
-        tenants,
-        transport,
-        audit,
-        None,
-        pool,
-        Clock::system(),
-    )
-}
-
-/// The handler `querygate query` and `querygate registry pull` run their one call through
-/// (`Transport::Cli`), and its audit, opened at the first record ([`open_audit_deferred`]):
-/// close it with [`close_audit`] after the call.
-pub fn cli_handler(
-    config: &Config,
-) -> Result<(QuerygateMcp, Option<crate::audit::Auditor>), AppError> {
-    let audit = open_audit_deferred(config)?;
-    let engine = Engine::new(config.engine.clone())?;
-    for name in engine.unmatched_provider_settings() {
-        tracing::warn!(
-            "providers.{} in the configuration names no installed provider; its settings apply to nothing",
-            name.escape_debug()
-        );
-    }
-    let tenants = Tenants::open(config)?;
-    let handler = mcp::build(config, engine, tenants, Transport::Cli, audit.clone())?;
-    Ok((handler, audit))
-}
-
 /// Says what the approval settings mean for whoever starts the server (stderr and the
 /// log): [`crate::approval::start_warnings`], and what the registry's signature settings
 /// mean ([`crate::engine::RemoteRegistryConfig::start_warnings`]).
-fn warn_at_start(config: &Config) {
+pub(super) fn warn_at_start(config: &Config) {
     let approval = crate::approval::start_warnings(config);
     for warning in approval
         .into_iter()
@@ -572,136 +456,6 @@ fn warn_at_start(config: &Config) {
                 crate::safe_text::escape_controls(&message)
             );
         }
-    }
-}
-
-/// [`handler`] whose tool calls and upstream requests are counted in `metrics`.
-fn observed_handler(
-    config: &Config,
-    tenants: Tenants,
-    transport: Transport,
-    audit: Option<crate::audit::Auditor>,
-    metrics: Option<Arc<crate::telemetry::Metrics>>,
-    pool: Option<crate::db::PgPool>,
-    clock: Clock,
-) -> Result<QuerygateMcp, AppError> {
-    let engine = match &metrics {
-        Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
-        None => Engine::new(config.engine.clone())?,
-    };
-    Ok(mcp::build_observed(
-        config,
-        mcp::Parts {
-            engine,
-            tenants,
-            transport,
-            audit,
-            metrics,
-            pool,
-            clock,
-        },
-    )?)
-}
-/// Opens the audit of a server's tool calls from `audit:` (and `database:` for the
-/// PostgreSQL sink); an unwritable location or an unreachable database stops the start.
-pub async fn open_audit(
-    config: &Config,
-    announce: bool,
-) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    let pool = crate::db::shared_pool(config)?;
-    open_audit_on(config, pool, announce).await
-}
-
-/// [`open_audit`] over `pool`, the process's shared pool.
-async fn open_audit_on(
-    config: &Config,
-    pool: Option<crate::db::PgPool>,
-    announce: bool,
-) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    open_audit_scoped(config, pool, announce, crate::audit::open::Scope::Server).await
-}
-
-/// [`open_audit`] for a local process (`querygate stdio`, the command line): in files, a
-/// stream of its own, as several may write one folder at once.
-pub async fn open_local_audit(
-    config: &Config,
-    announce: bool,
-) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    let pool = crate::db::shared_pool(config)?;
-    open_audit_scoped(config, pool, announce, crate::audit::open::Scope::Local).await
-}
-
-/// Opens the audit over `pool` (`None` when nothing is kept in PostgreSQL); the PostgreSQL
-/// sink does not start while its database cannot be reached.
-async fn open_audit_scoped(
-    config: &Config,
-    pool: Option<crate::db::PgPool>,
-    announce: bool,
-    scope: crate::audit::open::Scope,
-) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    use crate::audit::SinkSettings;
-    let needs_database =
-        config.audit.enabled && matches!(config.audit.sink, SinkSettings::Postgres { .. });
-    let pool = match pool {
-        Some(pool) if needs_database => {
-            crate::db::check_reachable(&pool, &config.database).await?;
-            Some(pool)
-        }
-        _ => None,
-    };
-    let audit = crate::audit::open::open_scoped(&config.audit, pool, scope).await?;
-    match &audit {
-        _ if !announce => {}
-        Some(auditor) => eprintln!(
-            "querygate: audit records go to {} (failure_mode {})",
-            auditor.sink().describe(),
-            auditor.failure_mode().as_str()
-        ),
-        None => eprintln!("querygate: audit is off (audit.enabled: false)"),
-    }
-    Ok(audit)
-}
-
-/// The audit of one CLI command: its sink (and database connection) is opened at the
-/// first record, so a command that writes none leaves no trace; failing to open it fails
-/// that write, under `audit.failure_mode`.
-pub fn open_audit_deferred(
-    config: &Config,
-) -> Result<Option<crate::audit::Auditor>, AuditOpenError> {
-    use crate::audit::deferred::DeferredSink;
-    use crate::audit::{AuditError, SinkSettings};
-    if !config.audit.enabled {
-        return Ok(None);
-    }
-    let settings = config.audit.clone();
-    let database = config.database.clone();
-    let kind = match settings.sink {
-        SinkSettings::File { .. } => "file",
-        SinkSettings::Postgres { .. } => "postgres",
-    };
-    let opener = Box::new(move || {
-        let settings = settings.clone();
-        let database = database.clone();
-        Box::pin(async move {
-            let pool = match settings.sink {
-                SinkSettings::Postgres { .. } => Some(
-                    crate::db::connect(&database)
-                        .await
-                        .map_err(|err| AuditError::Unavailable(err.to_string()))?,
-                ),
-                SinkSettings::File { .. } => None,
-            };
-            crate::audit::open::start_sink(&settings, pool, crate::audit::open::Scope::Local).await
-        }) as futures::future::BoxFuture<'static, _>
-    });
-    let sink = Arc::new(DeferredSink::new(kind, opener));
-    Ok(Some(crate::audit::open::auditor_over(&config.audit, sink)?))
-}
-
-/// Writes the records still queued before the process ends.
-pub async fn close_audit(audit: Option<crate::audit::Auditor>) {
-    if let Some(auditor) = audit {
-        auditor.sink().close().await;
     }
 }
 
