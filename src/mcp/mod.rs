@@ -20,11 +20,13 @@ mod elicit;
 mod handler;
 mod library;
 mod malformed;
+mod offer;
 mod offload;
 mod output_schema;
 pub mod pipeline;
 pub mod render;
 pub mod stdio;
+mod stores;
 mod tools;
 pub mod transport;
 
@@ -36,10 +38,6 @@ pub use library::LibrarySetupError;
 use self::content::{Content, ContentError};
 use self::handler::HandlerState;
 use self::tools::{CATALOGUE, OfferedTools, ToolServices};
-use crate::approval::{
-    ApprovalStore, Approvals, KeyRing, MemoryPendingStore, MemoryStore, OutOfBand, PendingStore,
-    PgPendingStore, PostgresStore,
-};
 use crate::audit::Auditor;
 use crate::config::{ApprovalStoreKind, Config};
 use crate::engine::Engine;
@@ -127,29 +125,8 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         clock,
     } = parts;
     let content = Content::embedded()?;
-    let all: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
-    content.check_tools(&all)?;
     let server = config.server.clone();
-    check_allowlist(
-        "enabled_tools",
-        "tools",
-        server.enabled_tools.as_deref(),
-        &all,
-    )?;
-    let prompts: Vec<&str> = content.prompts.iter().map(|p| p.name.as_str()).collect();
-    check_allowlist(
-        "enabled_prompts",
-        "prompts",
-        server.enabled_prompts.as_deref(),
-        &prompts,
-    )?;
-    let resources: Vec<&str> = content.resources.iter().map(|r| r.name.as_str()).collect();
-    check_allowlist(
-        "enabled_resources",
-        "resources",
-        server.enabled_resources.as_deref(),
-        &resources,
-    )?;
+    offer::check_offered(&content, &server)?;
     let tools = Arc::new(OfferedTools::new(server.enabled_tools.as_deref()));
     let registry_description = format!(
         "{} (remote: {})",
@@ -163,56 +140,14 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
     );
     let library = library::Library::new(&content.files, server.query_library_url.as_deref())
         .map_err(StartError::Library)?;
-    let keys = KeyRing::from_files(&config.approval.key_files)?;
-    // A per-process key matters only where another replica could be asked to redeem an
-    // approval: a shared approval store, or an address beyond this machine (a load
-    // balancer may be in front). A loopback server or stdio is one process.
-    let shared = config.approval.store == ApprovalStoreKind::Postgres
-        || !config.server.listen.ip().is_loopback();
-    if config.approval.key_files.is_empty() && transport == Transport::Http && shared {
-        tracing::warn!(
-            "approval.key_files is empty: approvals are sealed with a random key made at start and work on this replica only"
-        );
-    }
     // State kept in PostgreSQL never falls back to memory: without the pool, fail the start.
     let needs_pool = config.approval.store == ApprovalStoreKind::Postgres
         || config.quotas.store == crate::config::QuotaStoreKind::Postgres;
     if needs_pool && pool.is_none() {
         return Err(StartError::Database(crate::db::DbError::NotConfigured));
     }
-    let (store, pending): (Arc<dyn ApprovalStore>, Arc<dyn PendingStore>) =
-        match (config.approval.store, &pool) {
-            (ApprovalStoreKind::Postgres, Some(pool)) => (
-                Arc::new(PostgresStore::new(pool.clone())),
-                Arc::new(PgPendingStore::new(pool.clone())),
-            ),
-            _ => (
-                Arc::new(MemoryStore::default()),
-                Arc::new(MemoryPendingStore::default()),
-            ),
-        };
-    let quotas = match (config.quotas.store, &pool) {
-        (crate::config::QuotaStoreKind::Postgres, Some(pool)) => {
-            crate::quota::Quotas::postgres(config.quotas.clone(), &config.tenants, pool.clone())
-        }
-        _ => crate::quota::Quotas::in_memory(config.quotas.clone(), &config.tenants),
-    }
-    .observed(
-        metrics
-            .clone()
-            .map(|m| m as Arc<dyn crate::quota::QuotaObserver>),
-    );
-    let approvals = Approvals::new(&keys, config.approval.ttl, store, clock.clone())?;
-    // `querygate query` asks at its terminal (or takes --yes): never out of band.
-    let out_of_band = if config.approval.out_of_band_enabled() && transport != Transport::Cli {
-        Some(Arc::new(
-            OutOfBand::new(&config.approval, pending)
-                .and_then(|oob| oob.with_session_keys(&keys))
-                .map_err(StartError::OutOfBand)?,
-        ))
-    } else {
-        None
-    };
+    let (approvals, out_of_band) = stores::approvals(config, transport, pool.as_ref(), &clock)?;
+    let quotas = stores::quotas(config, pool.as_ref(), metrics.clone());
     let tenants = Arc::new(tenants);
     let admission = Arc::new(pipeline::admission::Admission::new(
         config.admission.clone(),
@@ -270,23 +205,4 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
 /// The names of every tool of the catalogue (the values the `tool` metric label may take).
 pub fn tool_names() -> impl Iterator<Item = &'static str> {
     CATALOGUE.iter().map(|t| t.name)
-}
-
-fn check_allowlist(
-    list: &'static str,
-    kind: &'static str,
-    names: Option<&[String]>,
-    known: &[&str],
-) -> Result<(), StartError> {
-    for name in names.unwrap_or_default() {
-        if !known.contains(&name.as_str()) {
-            return Err(StartError::UnknownName {
-                list,
-                name: name.clone(),
-                kind,
-                known: known.join(", "),
-            });
-        }
-    }
-    Ok(())
 }
