@@ -74,13 +74,8 @@ pub(super) async fn run(config: &Config, command: Command) -> Result<QueryOutput
             return Err(Failure::new("the call asked for a resumable approval", 1));
         }
     };
-    if outcome.is_error() {
-        let message = outcome
-            .structured
-            .as_ref()
-            .and_then(|s| s["error"]["message"].as_str())
-            .map_or_else(|| outcome.text.clone(), str::to_owned);
-        return Err(Failure::new(message, 1));
+    if let Some(failure) = outcome.error {
+        return Err(Failure::new(failure.message, 1));
     }
     outcome
         .output

@@ -429,7 +429,7 @@ fn call_with(channel: ApprovalChannel) -> ToolCall {
 }
 
 fn code_of(reply: &ToolReply) -> Option<&'static str> {
-    reply.outcome().and_then(|o| o.code).map(|c| c.as_str())
+    reply.outcome().and_then(|o| o.code()).map(|c| c.as_str())
 }
 
 fn text(reply: &ToolReply) -> String {

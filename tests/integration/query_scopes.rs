@@ -196,7 +196,7 @@ async fn without_http_a_missing_scope_is_a_tool_error_with_its_code() {
         .unwrap();
     let outcome = reply.outcome().unwrap();
     assert_eq!(
-        outcome.code.map(|c| c.as_str()),
+        outcome.code().map(|c| c.as_str()),
         Some("auth.insufficient_scope")
     );
     assert!(

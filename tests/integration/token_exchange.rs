@@ -357,7 +357,7 @@ async fn a_call_without_a_bearer_token_fails_closed() {
         .unwrap();
     let outcome = reply.outcome().unwrap();
     assert_eq!(
-        outcome.code.map(|c| c.as_str()),
+        outcome.code().map(|c| c.as_str()),
         Some("credentials.no_subject_token")
     );
     assert!(outcome.text.contains("token_exchange"), "{}", outcome.text);

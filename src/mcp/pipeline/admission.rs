@@ -531,7 +531,7 @@ mod tests {
     fn the_busy_error_names_the_limit_and_the_retry_delay() {
         let slots = admission(3, 2);
         let outcome = slots.busy("run_select_query", "acme", Busy::Tenant);
-        assert_eq!(outcome.code, Some(Code::ServerBusy));
+        assert_eq!(outcome.code(), Some(Code::ServerBusy));
         let error = &outcome.structured.as_ref().unwrap()["error"];
         assert_eq!(error["code"], "server.busy");
         assert_eq!(error["retry_after_seconds"], 1);

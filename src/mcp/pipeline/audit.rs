@@ -93,7 +93,7 @@ impl Step for Audit {
             }
             let intent_refused = matches!(
                 &result,
-                Ok(reply) if reply.outcome().and_then(|o| o.code) == Some(Code::AuditUnavailable)
+                Ok(reply) if reply.outcome().and_then(ToolOutcome::code) == Some(Code::AuditUnavailable)
             );
             match auditor.record(record).await {
                 Ok(_) => result,
@@ -268,37 +268,19 @@ fn fill_outcome(record: &mut AuditRecord, reply: &ToolReply) {
         // An approval prompt went back: the call has not run (yet).
         return;
     };
-    record.outcome = Some(match outcome.code {
+    record.outcome = Some(match outcome.code() {
         None => Outcome::Ok,
         Some(Code::CallOutcomeUnknown) => Outcome::Unknown,
         // The upstream had acknowledged a write: what it did is not known.
         Some(_) if outcome.acknowledged => Outcome::Unknown,
         Some(_) => Outcome::Error,
     });
-    record.error_code = outcome.code.map(|c| c.as_str().to_owned());
-    if outcome.code.is_some() {
-        record.error = Some(
-            outcome
-                .structured
-                .as_ref()
-                .and_then(|s| s["error"]["message"].as_str())
-                .unwrap_or(&outcome.text)
-                .to_owned(),
-        );
-    }
-    if outcome.code == Some(Code::PolicyDenied) {
-        record.policies = Some(
-            outcome
-                .structured
-                .as_ref()
-                .and_then(|s| s["error"]["policies"].as_array())
-                .map(|ids| {
-                    ids.iter()
-                        .filter_map(|id| id.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        );
+    if let Some(failure) = &outcome.error {
+        record.error_code = Some(failure.code.as_str().to_owned());
+        record.error = Some(failure.message.clone());
+        if failure.code == Code::PolicyDenied {
+            record.policies = Some(failure.policies.clone());
+        }
     }
     record.rows_returned = outcome.rows.and_then(|n| u64::try_from(n).ok());
     record.upstream_status = outcome.upstream_status;

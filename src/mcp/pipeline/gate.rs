@@ -215,20 +215,15 @@ fn ask_policies(gate: &ModeGate, call: &PreparedCall) -> Option<Result<(), Box<T
     Some(
         policy_answer(gate, call)?.and_then(|answer| match answer.denied() {
             None => Ok(()),
-            Some(denied) => {
-                let mut fields = serde_json::Map::new();
-                fields.insert("policies".into(), answer.policy_ids().into());
-                Err(Box::new(ToolReply {
-                    body: super::ReplyBody::Complete(super::ToolOutcome::error_with(
-                        Code::PolicyDenied,
-                        format!("{}; nothing was sent", refusal(call, denied.why_denied())),
-                        fields,
-                    )),
-                    decision: Decision::RefuseImmediate,
-                    approval_id: None,
-                    approved_by: None,
-                }))
-            }
+            Some(denied) => Err(Box::new(ToolReply {
+                body: super::ReplyBody::Complete(super::ToolOutcome::denied(
+                    format!("{}; nothing was sent", refusal(call, denied.why_denied())),
+                    answer.policy_ids(),
+                )),
+                decision: Decision::RefuseImmediate,
+                approval_id: None,
+                approved_by: None,
+            })),
         }),
     )
 }

@@ -209,8 +209,8 @@ pub struct ToolOutcome {
     pub structured: Option<Value>,
     /// The text content.
     pub text: String,
-    /// The error code of a tool error (`isError: true`); `None` on success.
-    pub code: Option<Code>,
+    /// The tool error (`isError: true`), typed; `None` on success.
+    pub error: Option<ToolFailure>,
     /// Rows returned, for results that carry rows.
     pub rows: Option<usize>,
     /// The upstream HTTP status: of an upstream error, of the write a failed call had
@@ -236,13 +236,26 @@ pub struct ToolOutcome {
     pub cache_age: Option<u64>,
 }
 
+/// A tool error as the pipeline's readers (the audit, the CLI, `policy explain`) take it:
+/// the same code and message `structuredContent.error` carries, without reading them back
+/// out of the JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolFailure {
+    /// The stable error code.
+    pub code: Code,
+    /// The message, as written before escaping for the text content.
+    pub message: String,
+    /// With `policy.denied`: the ids of the tenant's Cedar policies that denied the call.
+    pub policies: Vec<String>,
+}
+
 impl ToolOutcome {
     /// A successful outcome with nothing in it yet.
     pub(crate) fn empty() -> Self {
         ToolOutcome {
             structured: None,
             text: String::new(),
-            code: None,
+            error: None,
             rows: None,
             upstream_status: None,
             upstream_request_ids: Vec::new(),
@@ -275,14 +288,35 @@ impl ToolOutcome {
             structured: Some(serde_json::json!({ "error": error })),
             // Messages quote upstream bodies (the engine escapes those): shown, never acted on.
             text: crate::safe_text::escape_controls(&format!("{message} [{code}]")).into_owned(),
-            code: Some(code),
+            error: Some(ToolFailure {
+                code,
+                message,
+                policies: Vec::new(),
+            }),
             ..ToolOutcome::empty()
         }
     }
 
+    /// The refusal of the tenant's Cedar policies `policies`: [`ToolOutcome::error`] with
+    /// code `policy.denied`, and the ids in `structuredContent.error.policies`.
+    pub(crate) fn denied(message: impl Into<String>, policies: Vec<String>) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("policies".into(), policies.clone().into());
+        let mut outcome = Self::error_with(Code::PolicyDenied, message, fields);
+        if let Some(failure) = &mut outcome.error {
+            failure.policies = policies;
+        }
+        outcome
+    }
+
     /// Whether this is a tool error.
     pub fn is_error(&self) -> bool {
-        self.code.is_some()
+        self.error.is_some()
+    }
+
+    /// The error code of a tool error; `None` on success.
+    pub fn code(&self) -> Option<Code> {
+        self.error.as_ref().map(|e| e.code)
     }
 }
 
@@ -596,14 +630,10 @@ impl Pipeline {
         let verdict = match gate::check(&intake.gate, &prepared) {
             Ok(verdict) => Ok(verdict),
             Err(reply) => Err(match reply.outcome() {
-                Some(outcome) => (
-                    outcome.code.unwrap_or(Code::Internal),
-                    outcome
-                        .structured
-                        .as_ref()
-                        .and_then(|s| s["error"]["message"].as_str())
-                        .map_or_else(|| outcome.text.clone(), str::to_owned),
-                ),
+                Some(outcome) => match &outcome.error {
+                    Some(failure) => (failure.code, failure.message.clone()),
+                    None => (Code::Internal, outcome.text.clone()),
+                },
                 None => (Code::Internal, "the gate asked for input".to_owned()),
             }),
         };

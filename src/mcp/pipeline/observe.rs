@@ -102,7 +102,7 @@ fn summary(
         Ok(reply) => reply,
         Err(err) => return (Decision::RefuseImmediate, err.code().as_str(), None),
     };
-    let code = reply.outcome().and_then(|o| o.code);
+    let code = reply.outcome().and_then(super::ToolOutcome::code);
     let approval = match (reply.decision, code) {
         (Decision::NeedsApprovalRequested, _) => Some(ApprovalOutcome::Requested),
         (Decision::NeedsApprovalAccepted, _) => Some(ApprovalOutcome::Accepted),
