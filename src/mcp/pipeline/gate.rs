@@ -379,14 +379,11 @@ where
     S::Future: Send,
 {
     let approvals = &gate.approvals;
-    // `prepare` digests the arguments of every call `policy::decide` holds for approval.
-    let Some(arguments_sha256) = call.arguments_sha256.as_deref() else {
-        return Ok(ToolReply::stopped(
-            Decision::RefuseImmediate,
-            Code::Internal,
-            refusal(&call, "its arguments were not digested for an approval"),
-        ));
-    };
+    // The approval is bound to the call's arguments (without `format`, which only changes
+    // how the result is rendered), digested here, for the calls that are held only.
+    let arguments_sha256 = &crate::digest::sha256_hex(
+        crate::digest::canonical_json_object(&call.arguments).as_bytes(),
+    );
     let binding = Binding {
         tenant: &call.cx.tenant,
         method: call.principal.method.as_str(),

@@ -11,10 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalChannel, Call, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
-use crate::digest;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
 use crate::mcp::tools::{Effect, OfferedTools, ToolInput, ToolSpec};
-use crate::policy::{self, Mode, QueryClass, Verdict};
+use crate::policy::{self, Mode, QueryClass};
 use crate::tenant::{Principal, Tenants, ToolAccess};
 
 /// A call ready for the layers.
@@ -45,10 +44,6 @@ pub struct PreparedCall {
     pub arguments: Map<String, Value>,
     /// The arguments parsed into the tool's input type, for the tool.
     pub(crate) input: Box<dyn ToolInput>,
-    /// SHA-256 of the canonical JSON of every argument sent, when the mode may hold the
-    /// call for approval: its class needs it, or it is a read and the mode holds EXECs
-    /// (approvals are bound to it; other calls need none).
-    pub arguments_sha256: Option<String>,
     /// The SQL text, for tools that take one.
     pub sql: Option<String>,
     /// The statement that will run, parsed once (SQL tools only).
@@ -150,14 +145,6 @@ pub(super) fn prepare(
         }
         None => (None, None, 0, QueryClass::Select),
     };
-    // Only a call the mode may hold for approval is bound to its arguments: a read too when
-    // the mode holds EXECs, as `bind` classes each statement by the effects of its requests
-    // (a SELECT that runs a method that is not a read is held as an EXEC is).
-    let held = |class| matches!(policy::decide(mode, class), Verdict::NeedsApproval(_));
-    let needs_approval =
-        matches!(spec.effect, Effect::Sql(_)) && (held(class) || held(QueryClass::Lifecycle));
-    let arguments_sha256 = needs_approval
-        .then(|| digest::sha256_hex(digest::canonical_json_object(&arguments).as_bytes()));
     let render = render_of(prepare.render, spec, input.take_format());
     // The record keeps what the tool got: the arguments without `format`.
     arguments.remove("format");
@@ -174,7 +161,6 @@ pub(super) fn prepare(
         render,
         arguments,
         input,
-        arguments_sha256,
         sql,
         statement,
         statement_count,
