@@ -11,21 +11,19 @@ mod azure;
 mod exchange;
 mod google;
 mod oauth2;
-mod service_account;
-mod sigv4;
 mod static_keys;
 mod template;
 mod token;
 
+pub(crate) use aws::sigv4::session_token_var;
 pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use exchange::source_name as exchange_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
-pub(crate) use sigv4::session_token_var;
 
 use serde_json::Value;
 
-use self::sigv4::Signer;
+use self::aws::sigv4::Signer;
 use super::Upstream;
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, ErrorKind, Result};

@@ -16,8 +16,8 @@ use aws_sigv4::sign::v4;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::aws::AwsCredentials;
-use super::{credential_error, field};
+use super::super::{credential_error, field};
+use super::credentials::AwsCredentials;
 use crate::error::{Error, Result};
 
 /// The session-token variable read when the auth config names none (as StackQL does).
@@ -50,7 +50,7 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// A signer for `auth` with `credentials` (resolved by the AWS credential chain).
-    pub(super) fn new(provider: &str, auth: &Value, credentials: AwsCredentials) -> Self {
+    pub(crate) fn new(provider: &str, auth: &Value, credentials: AwsCredentials) -> Self {
         Signer {
             provider: provider.to_owned(),
             key_id: credentials.key_id,
@@ -81,7 +81,7 @@ impl Signer {
     }
 
     /// Signs `request` as it will be sent, now.
-    pub(super) fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
+    pub(crate) fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
         self.sign_at(request, SystemTime::now())
     }
 

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue};
 use url::Url;
 
+use super::sigv4::Signer;
 use super::{Attempt, AwsCredentials, Caller, UNSET, all_or_none, loopback_or_https};
 use crate::credentials::{AwsRole, CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::auth::sigv4::Signer;
 use crate::upstream::auth::{AuthParts, credential_error, token};
 use crate::upstream::{Upstream, describe};
 use crate::xml;
