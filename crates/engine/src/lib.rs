@@ -307,19 +307,19 @@ impl Engine {
             sql::Statement::Show { what, like } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
-                let _slot = slots::slot(&cx).await;
+                let _slot = cx.slot().await;
                 blocking(move || discovery::show(&inner, &cx, &what, like.as_deref())).await
             }
             sql::Statement::Describe { target } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
-                let _slot = slots::slot(&cx).await;
+                let _slot = cx.slot().await;
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
             sql::Statement::Registry(command) => {
                 // Mostly downloading: it runs without a slot (one set aside for the
                 // statement goes back at once).
-                drop(slots::slot(cx).await);
+                drop(cx.slot().await);
                 remote::statement(&self.inner.remote, &self.inner.registry, cx, command).await
             }
         }

@@ -21,7 +21,6 @@ use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::request_body;
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
-use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
@@ -99,12 +98,12 @@ async fn run_planned(
         Some(planned) => {
             // The call's first slot is its planning slot: the plan was made before, so that
             // slot is handed back at once, before any request waits on the upstream.
-            drop(slots::slot(cx).await);
+            drop(cx.slot().await);
             (planned.sql, planned.jobs, query)
         }
         None => {
             let original = query.clone();
-            let planning = slots::slot(cx).await;
+            let planning = cx.slot().await;
             let (sql, jobs) = plan(inner, cx, query).await?;
             drop(planning);
             (sql, jobs, original)
@@ -231,7 +230,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 /// the planned columns (skipped when a table's columns come only from data).
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
     let original = query.clone();
-    let planning = slots::slot(cx).await;
+    let planning = cx.slot().await;
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
     for job in &jobs {

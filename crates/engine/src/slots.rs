@@ -19,9 +19,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-
-use super::types::ExecContext;
-
 /// Hands out evaluation slots (see the module docs); the engine's caller decides how many
 /// there are and who waits for them.
 pub trait EvalSlots: Send + Sync + fmt::Debug {
@@ -48,13 +45,5 @@ impl EvalSlot {
 impl fmt::Debug for EvalSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("EvalSlot")
-    }
-}
-
-/// A slot from `cx`'s slots, or none when the context has none (no bound).
-pub(crate) async fn slot(cx: &ExecContext) -> Option<EvalSlot> {
-    match &cx.slots {
-        Some(slots) => Some(slots.acquire().await),
-        None => None,
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::credentials::CredentialStore;
-use super::slots::EvalSlots;
+use super::slots::{EvalSlot, EvalSlots};
 
 /// A SQL verb a provider method can be bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -228,6 +228,15 @@ impl ExecContext {
             tenant: &self.tenant,
             principal: &self.principal,
             subject_token: self.subject_token.as_ref(),
+        }
+    }
+
+    /// A slot from this context's slots (see [`EvalSlots`]), or none when it has none (no
+    /// bound).
+    pub(crate) async fn slot(&self) -> Option<EvalSlot> {
+        match &self.slots {
+            Some(slots) => Some(slots.acquire().await),
+            None => None,
         }
     }
 
