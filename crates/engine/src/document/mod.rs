@@ -1,6 +1,7 @@
 //! Provider documents: loading, caching and the model read from them.
 
 mod cache;
+mod json;
 mod model;
 mod pagination;
 mod param;

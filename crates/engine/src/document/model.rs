@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::json::{escape_pointer, ref_of, str_field, unescape_pointer};
 use super::pagination::{Pagination, parse_pagination};
 use super::param::{Param, ParamLocation, Server, parse_param, server_variables, to_snake};
 use super::retry::DocumentRetry;
@@ -951,21 +952,4 @@ fn follow_schema(
         return current.items(store);
     }
     Ok(Some(current))
-}
-
-pub(crate) fn str_field(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
-}
-
-fn ref_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key)?.get("$ref")?.as_str()
-}
-
-/// `~1` → `/`, `~0` → `~` (JSON pointer token unescaping).
-pub(crate) fn unescape_pointer(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
-fn escape_pointer(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }
