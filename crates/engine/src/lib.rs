@@ -33,6 +33,7 @@ mod rows;
 mod select;
 mod slots;
 mod sql;
+mod statement_requests;
 mod template;
 mod transform;
 mod types;
@@ -447,12 +448,12 @@ impl Engine {
         statement: &PreparedStatement,
     ) -> Result<Vec<PlannedRequest>> {
         if let Some(planned) =
-            inline::cached_only(|| requests::plan(&self.inner, cx, &statement.statement))
+            inline::cached_only(|| statement_requests::plan(&self.inner, cx, &statement.statement))
         {
             return planned;
         }
         let (inner, cx, statement) = (self.inner.clone(), cx.clone(), statement.statement.clone());
-        blocking(move || requests::plan(&inner, &cx, &statement)).await
+        blocking(move || statement_requests::plan(&inner, &cx, &statement)).await
     }
 
     /// [`Engine::requests`], keeping a SELECT's plan in `statement`: [`Engine::run`] then
