@@ -11,8 +11,6 @@ use serde_json::Value;
 use sqlparser::ast::Query;
 use tokio::sync::Semaphore;
 
-use super::Inner;
-use super::discovery::{open_provider, provider_resource};
 use super::document::{Param, ParamLocation};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, near_word, settled};
@@ -22,6 +20,8 @@ use super::request_body;
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
+use super::state::Inner;
+use super::state::{open_provider, provider_resource};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
 use super::upstream::{

@@ -3,9 +3,9 @@
 //! HTTP method, and the value the statement gives each of its parameters. The tool-call
 //! gate decides on this; it never reads the SQL itself.
 
-use super::Inner;
 use super::error::Result;
 use super::requests::PlannedRequest;
+use super::state::Inner;
 use super::types::ExecContext;
 use super::{mutate, select, sql};
 

@@ -13,8 +13,6 @@ use bytes::Bytes;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::Inner;
-use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
@@ -23,6 +21,8 @@ use super::request_body::{BodyTemplate, set_path};
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
+use super::state::Inner;
+use super::state::open_resource;
 use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, RequestPreview, SqlVerb};
 use super::upstream::{
     AuthParts, Leg, Scrubber, check_provider_material, credential_error, resolve_auth,

@@ -140,7 +140,7 @@ pub(crate) struct Caller<'a> {
     pub(crate) tenant: &'a str,
     pub(crate) principal: &'a str,
     /// The caller's bearer token, for token exchange.
-    pub(crate) subject_token: Option<&'a crate::SubjectToken>,
+    pub(crate) subject_token: Option<&'a crate::credentials::SubjectToken>,
 }
 
 /// The variables of the environment source: the auth's, else the SDKs' names.
