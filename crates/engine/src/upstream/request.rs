@@ -134,6 +134,15 @@ pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Resul
 }
 
 pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
+    let mut url = request_url(leg)?;
+    append_query(leg, &mut url);
+    let headers = request_headers(leg)?;
+    Ok((url, headers))
+}
+
+/// The URL of a leg without its query: the server (the configured base URL, else the
+/// document's first) with its variables, then the path with its parameters.
+fn request_url(leg: &Leg<'_>) -> Result<Url> {
     let method = leg.method;
     let server = match leg.base_url {
         Some(base) => base.to_owned(),
@@ -167,7 +176,7 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
         server.trim_end_matches('/'),
         path.trim_start_matches('/')
     );
-    let mut url = Url::parse(&joined).map_err(|err| {
+    let url = Url::parse(&joined).map_err(|err| {
         Error::bad_document(format!(
             "{}: request URL '{joined}' is invalid: {err}",
             method.location
@@ -179,11 +188,13 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             method.location
         )));
     }
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        reqwest::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
+    Ok(url)
+}
+
+/// Appends a leg's query parameters to `url` (AWS's canonical members when the method asks
+/// for them), dropping `__` names when the method's wire translation says so.
+fn append_query(leg: &Leg<'_>, url: &mut Url) {
+    let method = leg.method;
     {
         let query: Vec<(&str, &str)> = leg
             .values
@@ -224,6 +235,17 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             url.query_pairs_mut().extend_pairs(kept);
         }
     }
+}
+
+/// A leg's headers: `Accept`, the declared header parameters (given, else defaulted), then
+/// header values given for undeclared names.
+fn request_headers(leg: &Leg<'_>) -> Result<HeaderMap> {
+    let method = leg.method;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
     // Declared header parameters: the statement's value, else the document's default (or
     // the one value a required header's enum allows), as any-sdk fills them
     // (`X-Amz-Target: CloudApiService.ListResources`).
@@ -257,7 +279,7 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             set_header(&mut headers, &param.name, value)?;
         }
     }
-    Ok((url, headers))
+    Ok(headers)
 }
 
 /// A request as it goes on the wire.

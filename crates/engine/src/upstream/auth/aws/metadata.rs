@@ -163,81 +163,89 @@ pub(super) async fn instance(
         )));
     }
     let key = token::cache_key(provider, &[b"aws", b"imds", base.as_str().as_bytes()]);
-    let value = token::single_flight(store, key, || async {
-        let join = |path: &str| {
-            base.join(path)
-                .map_err(|_| Error::internal("IMDS paths join onto a base URL"))
-        };
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            HeaderName::from_static("x-aws-ec2-metadata-token-ttl-seconds"),
-            HeaderValue::from_static(IMDS_TOKEN_TTL),
-        );
-        let session = get(
-            upstream,
-            provider,
-            &reqwest::Method::PUT,
-            &join("/latest/api/token")?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let session = String::from_utf8(session.to_vec())
-            .ok()
-            .and_then(|s| HeaderValue::from_str(s.trim()).ok())
-            .map(|mut v| {
-                v.set_sensitive(true);
-                v
-            })
-            .ok_or_else(|| {
-                credential_error(
-                    provider,
-                    "IMDS answered with a session token that is not text",
-                )
-            })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(HeaderName::from_static("x-aws-ec2-metadata-token"), session);
-        let roles = get(
-            upstream,
-            provider,
-            &reqwest::Method::GET,
-            &join("/latest/meta-data/iam/security-credentials/")?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let role = String::from_utf8_lossy(&roles)
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned)
-            .filter(|r| {
-                r.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
-            })
-            .ok_or_else(|| {
-                credential_error(
-                    provider,
-                    "IMDS names no instance profile role (is one attached to the instance?)",
-                )
-            })?;
-        let body = get(
-            upstream,
-            provider,
-            &reqwest::Method::GET,
-            &join(&format!(
-                "/latest/meta-data/iam/security-credentials/{role}"
-            ))?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let (found, lifetime) =
-            parse_json(&body).map_err(|c| credential_error(provider, &format!("IMDS {c}")))?;
-        Ok((found.encode(), lifetime))
-    })
-    .await?;
+    let value =
+        token::single_flight(store, key, || imds_credentials(upstream, provider, &base)).await?;
     Ok(Attempt::Found(AwsCredentials::decode(&value)?))
+}
+
+/// Credentials from IMDSv2 at `base`: a session token, the instance profile's role, then
+/// the role's credentials, in their cache form with their lifetime.
+async fn imds_credentials(
+    upstream: &Upstream,
+    provider: &str,
+    base: &Url,
+) -> Result<(String, Duration)> {
+    let join = |path: &str| {
+        base.join(path)
+            .map_err(|_| Error::internal("IMDS paths join onto a base URL"))
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HeaderName::from_static("x-aws-ec2-metadata-token-ttl-seconds"),
+        HeaderValue::from_static(IMDS_TOKEN_TTL),
+    );
+    let session = get(
+        upstream,
+        provider,
+        &reqwest::Method::PUT,
+        &join("/latest/api/token")?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let session = String::from_utf8(session.to_vec())
+        .ok()
+        .and_then(|s| HeaderValue::from_str(s.trim()).ok())
+        .map(|mut v| {
+            v.set_sensitive(true);
+            v
+        })
+        .ok_or_else(|| {
+            credential_error(
+                provider,
+                "IMDS answered with a session token that is not text",
+            )
+        })?;
+    let mut headers = HeaderMap::new();
+    headers.insert(HeaderName::from_static("x-aws-ec2-metadata-token"), session);
+    let roles = get(
+        upstream,
+        provider,
+        &reqwest::Method::GET,
+        &join("/latest/meta-data/iam/security-credentials/")?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let role = String::from_utf8_lossy(&roles)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+        .filter(|r| {
+            r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
+        })
+        .ok_or_else(|| {
+            credential_error(
+                provider,
+                "IMDS names no instance profile role (is one attached to the instance?)",
+            )
+        })?;
+    let body = get(
+        upstream,
+        provider,
+        &reqwest::Method::GET,
+        &join(&format!(
+            "/latest/meta-data/iam/security-credentials/{role}"
+        ))?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let (found, lifetime) =
+        parse_json(&body).map_err(|c| credential_error(provider, &format!("IMDS {c}")))?;
+    Ok((found.encode(), lifetime))
 }
 
 /// One request to a metadata endpoint: its body, or an error naming `what` and the status.
