@@ -174,6 +174,10 @@ impl App {
     /// Builds the server over `audit` and `pool`, the process's one PostgreSQL pool
     /// ([`crate::db::shared_pool`]), which the approval store, the quota windows and
     /// `/readyz` share with the audit sink.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the composition root: every component is built here, in the order each needs the others"
+    )]
     async fn assemble(
         config: Config,
         audit: Option<crate::audit::Auditor>,

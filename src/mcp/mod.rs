@@ -129,6 +129,10 @@ pub fn build(
 /// [`build`], counting the tool calls in `metrics`, over `pool`: the process's one
 /// PostgreSQL pool ([`crate::db::shared_pool`]), which the approval store, the pending
 /// approvals and the quota windows use when `config` keeps them there.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the MCP composition: each pipeline step built from configuration, in pipeline order"
+)]
 pub fn build_observed(
     config: &Config,
     engine: Engine,
