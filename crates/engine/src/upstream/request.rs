@@ -8,7 +8,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
-use super::Leg;
+use super::{Leg, Outgoing};
 use crate::document::{Method, ParamLocation, WireTranslate, find_closing_brace};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -98,22 +98,27 @@ pub(crate) struct UnsignedWire {
     pub(crate) body: Option<Bytes>,
 }
 
-/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
-/// on the wire, before auth.
-pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] sends it,
+/// before auth, with the HTTP method and URL it was built with (they name it in errors).
+pub(super) fn call_wire(
+    leg: &Leg<'_>,
+    body: Option<&(&str, Bytes)>,
+) -> Result<(reqwest::Method, Url, Wire)> {
     let (url, mut headers) = build_request(leg)?;
     let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
         .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
-    if let Some((content_type, _)) = &body {
+    if let Some((content_type, _)) = body {
         set_content_type(&mut headers, leg.method, content_type)?;
     }
-    let wire = on_the_wire(
-        leg.method,
-        &method,
-        &url,
-        &headers,
-        body.as_ref().map(|(_, bytes)| bytes),
-    )?;
+    let sent = body.map(|(_, bytes)| bytes);
+    let wire = on_the_wire(leg.method, Outgoing::new(&method, &url, &headers, sent))?;
+    Ok((method, url, wire))
+}
+
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
+/// on the wire, before auth.
+pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+    let (_, _, wire) = call_wire(leg, body.as_ref())?;
     let mut headers: Vec<(String, String)> = wire
         .headers
         .iter()
@@ -290,6 +295,13 @@ pub(super) struct Wire {
     pub(super) body: Option<Bytes>,
 }
 
+impl Wire {
+    /// The request to send.
+    pub(super) fn outgoing(&self) -> Outgoing<'_> {
+        Outgoing::new(&self.method, &self.url, &self.headers, self.body.as_ref())
+    }
+}
+
 /// `config.requestTranslate` `get_query_to_post_form_utf_8`'s form media type.
 pub(super) const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=utf-8";
 
@@ -297,21 +309,15 @@ pub(super) const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=
 /// `request.transform`, then `config.requestTranslate` `get_query_to_post_form_utf_8`
 /// (the query string as the body of a POST, as any-sdk's translator does; a request that
 /// already has a body cannot be translated and fails before anything is sent).
-pub(super) fn on_the_wire(
-    method: &Method,
-    verb: &reqwest::Method,
-    url: &Url,
-    headers: &HeaderMap,
-    body: Option<&Bytes>,
-) -> Result<Wire> {
-    let body = match (body, &method.request.transform) {
+pub(super) fn on_the_wire(method: &Method, request: Outgoing<'_>) -> Result<Wire> {
+    let body = match (request.body, &method.request.transform) {
         (Some(body), Some(template)) => Some(transform_request_body(method, template, body)?),
         (body, _) => body.cloned(),
     };
     let mut wire = Wire {
-        method: verb.clone(),
-        url: url.clone(),
-        headers: headers.clone(),
+        method: request.method.clone(),
+        url: request.url.clone(),
+        headers: request.headers.clone(),
         body,
     };
     if method.request.wire == WireTranslate::QueryToPostForm {

@@ -11,7 +11,7 @@ use super::{Attempt, AwsCredentials, UNSET, sts};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
 use crate::upstream::auth::{AuthParts, credential_error, token};
-use crate::upstream::{Upstream, describe};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// ECS's credentials host, which `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` is relative to.
 const ECS_HOST: &str = "http://169.254.170.2";
@@ -258,7 +258,10 @@ async fn get(
     what: &str,
 ) -> Result<bytes::Bytes> {
     let (status, _, body) = upstream
-        .send_as(method, url, headers, None, &AuthParts::default())
+        .send_as(
+            Outgoing::new(method, url, headers, None),
+            &AuthParts::default(),
+        )
         .await
         .map_err(|err| {
             Error::new(

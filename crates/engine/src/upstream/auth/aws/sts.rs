@@ -13,7 +13,7 @@ use super::{Attempt, AwsCredentials, Caller, UNSET, all_or_none, loopback_or_htt
 use crate::credentials::{AwsRole, CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
 use crate::upstream::auth::{AuthParts, credential_error, token};
-use crate::upstream::{Upstream, describe};
+use crate::upstream::{Outgoing, Upstream, describe};
 use crate::xml;
 
 const VERSION: &str = "2011-06-15";
@@ -251,7 +251,10 @@ async fn post(
         ..AuthParts::default()
     };
     let (status, _, answer) = upstream
-        .send_as(&method, url, &headers, Some(&Bytes::from(body)), &auth)
+        .send_as(
+            Outgoing::new(&method, url, &headers, Some(&Bytes::from(body))),
+            &auth,
+        )
         .await
         .map_err(|err| {
             Error::new(

@@ -10,7 +10,7 @@ use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::Result;
 use crate::upstream::auth::token;
 use crate::upstream::auth::{AuthParts, credential_error};
-use crate::upstream::{Upstream, describe};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// The variable overriding the metadata server's address.
 pub(super) const HOST_VAR: &str = "GCE_METADATA_HOST";
@@ -67,7 +67,7 @@ pub(super) async fn token(
             HeaderValue::from_static("Google"),
         );
         let (status, answer_headers, body) = upstream
-            .send_as(&method, &url, &headers, None, &AuthParts::default())
+            .send_as(Outgoing::new(&method, &url, &headers, None), &AuthParts::default())
             .await
             .map_err(|err| {
                 credential_error(
