@@ -16,6 +16,7 @@ mod document;
 mod effect;
 mod error;
 mod eval;
+mod identity;
 mod inline;
 pub mod lock;
 mod mutate;

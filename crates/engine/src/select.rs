@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use super::document::{Param, ParamLocation};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, near_word, settled};
+use super::identity::{check_provider_material, credential_error, resolve as resolve_auth};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::request_body;
@@ -24,9 +25,7 @@ use super::state::Inner;
 use super::state::{open_provider, provider_resource};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
-use super::upstream::{
-    AuthParts, Leg, LegBody, LegEnd, check_provider_material, credential_error, resolve_auth,
-};
+use super::upstream::{AuthParts, Leg, LegBody, LegEnd};
 
 /// A planned table plus what calling its provider needs.
 struct TableJob {

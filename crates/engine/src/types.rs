@@ -223,8 +223,8 @@ impl ExecContext {
     }
 
     /// Who the call is for, as role sessions name it.
-    pub(crate) fn caller(&self) -> crate::upstream::Caller<'_> {
-        crate::upstream::Caller {
+    pub(crate) fn caller(&self) -> crate::identity::Caller<'_> {
+        crate::identity::Caller {
             tenant: &self.tenant,
             principal: &self.principal,
             subject_token: self.subject_token.as_ref(),

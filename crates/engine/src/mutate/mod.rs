@@ -16,6 +16,7 @@ use sha2::{Digest as _, Sha256};
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
+use super::identity::{check_provider_material, credential_error, resolve as resolve_auth};
 use super::preview::{self, MASK, PREVIEW_REQUESTS, is_secret_name};
 use super::request_body::{BodyTemplate, set_path};
 use super::requests::{ParamValues, PlannedRequest, request};
@@ -24,10 +25,7 @@ use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
 use super::state::Inner;
 use super::state::open_resource;
 use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, RequestPreview, SqlVerb};
-use super::upstream::{
-    AuthParts, Leg, Scrubber, check_provider_material, credential_error, resolve_auth,
-    unsigned_request, unsigned_wire,
-};
+use super::upstream::{AuthParts, Leg, Scrubber, unsigned_request, unsigned_wire};
 
 mod planned;
 mod prepare;

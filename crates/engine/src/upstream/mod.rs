@@ -3,7 +3,7 @@
 //! statuses into typed errors. 404 on a read is "no rows" for that request.
 
 mod admission;
-mod auth;
+mod auth_parts;
 mod body;
 mod outgoing;
 mod pacing;
@@ -20,11 +20,7 @@ use request::*;
 pub(crate) use request::{UnsignedWire, unsigned_request, unsigned_wire};
 pub(crate) use scrub::Scrubber;
 
-pub(crate) use auth::{
-    AuthParts, Caller, aws_source, azure_default_source, check_provider_material, credential_error,
-    exchange_source, google_material, google_source, resolve as resolve_auth,
-    session_token_var as aws_session_token_var,
-};
+pub(crate) use auth_parts::{AuthParts, RequestSigner};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -404,7 +400,7 @@ impl Upstream {
     /// Sends one request, once, unpaced (token requests), and reads its body within the
     /// size limit; in a span (`upstream_request`: provider, method, status), reported to the
     /// observer.
-    async fn send_as(
+    pub(crate) async fn send_as(
         &self,
         request: Outgoing<'_>,
         auth: &AuthParts,
@@ -699,7 +695,7 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// `GET http://host/path` — never the query string, which may carry credentials.
-fn describe(method: &reqwest::Method, url: &Url) -> String {
+pub(crate) fn describe(method: &reqwest::Method, url: &Url) -> String {
     let mut shown = url.clone();
     shown.set_query(None);
     let _ = shown.set_username("");

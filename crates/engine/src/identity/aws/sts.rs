@@ -12,8 +12,8 @@ use super::sigv4::Signer;
 use super::{Attempt, AwsCredentials, Caller, UNSET, all_or_none, loopback_or_https};
 use crate::credentials::{AwsRole, CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::auth::{AuthParts, credential_error, token};
-use crate::upstream::{Outgoing, Upstream, describe};
+use crate::identity::{AuthParts, credential_error, token};
+use crate::upstream::{Outgoing, RequestSigner, Upstream, describe};
 use crate::xml;
 
 const VERSION: &str = "2011-06-15";
@@ -247,7 +247,7 @@ async fn post(
     let url = &endpoint.url;
     let shown = format!("STS {action} at {}", describe(&method, url));
     let auth = AuthParts {
-        signer,
+        signer: signer.map(|signer| Box::new(signer) as Box<dyn RequestSigner>),
         ..AuthParts::default()
     };
     let (status, _, answer) = upstream

@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::super::{credential_error, field};
 use super::credentials::AwsCredentials;
 use crate::error::{Error, Result};
+use crate::upstream::RequestSigner;
 
 /// The session-token variable read when the auth config names none (as StackQL does).
 const DEFAULT_SESSION_TOKEN_VAR: &str = "AWS_SESSION_TOKEN";
@@ -71,18 +72,6 @@ impl Signer {
             region: Some(region.to_owned()),
             service: Some("sts".to_owned()),
         }
-    }
-
-    /// The secret key and session token (to scrub them from upstream error bodies).
-    pub(crate) fn secrets(&self) -> Vec<String> {
-        let mut secrets = vec![self.secret.clone()];
-        secrets.extend(self.session_token.clone());
-        secrets
-    }
-
-    /// Signs `request` as it will be sent, now.
-    pub(crate) fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
-        self.sign_at(request, SystemTime::now())
     }
 
     /// Signs `request` at `time`: adds `x-amz-date`, `authorization` (and
@@ -207,6 +196,20 @@ fn looks_like_region(label: &str) -> bool {
         && parts
             .last()
             .is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+impl RequestSigner for Signer {
+    /// Signs `request` as it will be sent, now.
+    fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
+        self.sign_at(request, SystemTime::now())
+    }
+
+    /// The secret key and session token (to scrub them from upstream error bodies).
+    fn secrets(&self) -> Vec<String> {
+        let mut secrets = vec![self.secret.clone()];
+        secrets.extend(self.session_token.clone());
+        secrets
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use url::Url;
 use super::{Attempt, AwsCredentials, UNSET, sts};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::auth::{AuthParts, credential_error, token};
+use crate::identity::{AuthParts, credential_error, token};
 use crate::upstream::{Outgoing, Upstream, describe};
 
 /// ECS's credentials host, which `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` is relative to.
@@ -156,7 +156,7 @@ pub(super) async fn instance(
                 "variable AWS_EC2_METADATA_SERVICE_ENDPOINT is not an http(s) URL",
             )
         })?;
-    if !crate::upstream::auth::metadata_reachable(&base).await {
+    if !crate::identity::metadata_reachable(&base).await {
         return Ok(Attempt::Unavailable(format!(
             "{UNSET} (no instance metadata service answers at {})",
             base.as_str().trim_end_matches('/')

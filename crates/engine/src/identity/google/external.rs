@@ -17,8 +17,8 @@ use url::Url;
 use super::{DEFAULT_SCOPE, secure_url};
 use crate::credentials::{CredentialStore, read_credential_file};
 use crate::error::Result;
-use crate::upstream::auth::token::{self, TokenRequest};
-use crate::upstream::auth::{AuthParts, credential_error};
+use crate::identity::token::{self, TokenRequest};
+use crate::identity::{AuthParts, credential_error};
 use crate::upstream::{Outgoing, Upstream, describe};
 
 /// Google's STS, when the file names no `token_url`.

@@ -8,8 +8,8 @@ use url::Url;
 
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::Result;
-use crate::upstream::auth::token;
-use crate::upstream::auth::{AuthParts, credential_error};
+use crate::identity::token;
+use crate::identity::{AuthParts, credential_error};
 use crate::upstream::{Outgoing, Upstream, describe};
 
 /// The variable overriding the metadata server's address.
@@ -55,7 +55,7 @@ pub(super) async fn token(
         &[b"service_account", b"gce_metadata", url.as_str().as_bytes()],
     );
     token::single_flight(credentials, key, || async {
-        if !crate::upstream::auth::metadata_reachable(&url).await {
+        if !crate::identity::metadata_reachable(&url).await {
             return Err(credential_error(
                 provider,
                 &format!("service_account found no credential: no GCE metadata server answers at {shown}"),
