@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::cascade::ConfigCascade;
 use super::json::{escape_pointer, ref_of, str_field, unescape_pointer};
-use super::operation::{Located, locate, params_and_servers, response_spec};
+use super::operation::{Located, ResponseSpec, locate, params_and_servers, response_spec};
 use super::pagination::{Pagination, parse_pagination};
 use super::param::{Param, ParamLocation, Server, to_snake};
 use super::retry::DocumentRetry;
@@ -379,19 +379,6 @@ fn method_effect(
             .and_then(Value::as_str),
         sql_verbs: &verbs,
     })
-}
-
-/// The method's response: where rows are and which schema describes them.
-#[derive(Debug, Clone)]
-pub(crate) struct ResponseSpec {
-    pub(crate) media_type: Option<String>,
-    pub(crate) doc_key: Option<String>,
-    pub(crate) object_key: Option<String>,
-    /// `response.transform`, when it is one this engine applies.
-    pub(crate) transform: Option<Arc<crate::transform::ResponseTransform>>,
-    /// `response.schema_override`: the schema of the (transformed) response, in place of the
-    /// operation's response schema.
-    pub(crate) schema_override: Option<Value>,
 }
 
 /// A column of a resource, from the response schema or a parameter.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::json::{str_field, unescape_pointer};
-use super::model::ResponseSpec;
 use super::param::{Param, Server, parse_param, server_variables};
 use super::schema::deref;
 use super::store::{Doc, DocumentStore};
@@ -16,6 +15,19 @@ use crate::error::{Error, Result};
 const HTTP_METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
+
+/// The method's response: where rows are and which schema describes them.
+#[derive(Debug, Clone)]
+pub(crate) struct ResponseSpec {
+    pub(crate) media_type: Option<String>,
+    pub(crate) doc_key: Option<String>,
+    pub(crate) object_key: Option<String>,
+    /// `response.transform`, when it is one this engine applies.
+    pub(crate) transform: Option<Arc<crate::transform::ResponseTransform>>,
+    /// `response.schema_override`: the schema of the (transformed) response, in place of the
+    /// operation's response schema.
+    pub(crate) schema_override: Option<Value>,
+}
 
 /// An operation found in its document.
 pub(super) struct Located<'d> {
