@@ -333,6 +333,10 @@ pub fn load(paths: &[PathBuf]) -> Result<LoadedPolicies, Vec<PolicyProblem>> {
 }
 
 /// Parses and validates policy texts (`(file, text)` pairs).
+#[expect(
+    clippy::too_many_lines,
+    reason = "parses, validates and links every policy text against the schema, collecting every problem before failing"
+)]
 pub fn parse_sources(
     sources: Vec<(PathBuf, String)>,
 ) -> Result<LoadedPolicies, Vec<PolicyProblem>> {

@@ -70,7 +70,9 @@
 //! crates/engine/src/ (the querygate-engine crate; Cargo enforces that it uses none of the above)
 //!   lib.rs        facade: Engine, ExecContext, QueryOutput, discovery types. Nothing else is
 //!                 public but thread_priority and client_tls (and, with the test-support
-//!                 feature, the helpers tests use).
+//!                 feature, the helpers tests use). No module imports from it.
+//!   config        EngineConfig and its parts (per-provider settings, upstream limits)
+//!   state         the state every call shares (Inner) and opening providers/resources
 //!   registry      local registry folder (src/<provider>/<version>/…): providers, versions
 //!   remote/       remote registry: index (list), bounded download, checked tar.gz unpacking,
 //!                 validated all-or-nothing install into the local registry (pull)
@@ -84,12 +86,16 @@
 //!   credentials/  per-tenant stores (dotenv file + process env for default), token cache
 //!   credential_report  the reload report (status, SHA-256 change detection)
 //!   reload        reload_credentials: re-source → drop derived auth state → report
-//!   upstream/     reqwest calls: URL building, auth, pagination, read retries, typed HTTP errors
+//!   source_cache  the credential-source summaries of `server_info`, kept per tenant
+//!   identity/     cloud identity: config.auth → AuthParts; AWS, Google, Azure chains, tokens
+//!   upstream/     reqwest calls: URL building, applying AuthParts, pagination, read retries,
+//!                 typed HTTP errors; one Outgoing value per request sent
 //!   rows          response bytes → rows, decoded straight into SQLite binds (no Value tree)
 //!   eval/         embedded SQLite on a dedicated thread per query; StackQL's SQL functions
 //!   discovery     providers, services, resources, methods, columns, method contracts
 //!   effect/       what a method does upstream (read, write, delete, other) and the evidence
-//!   requests      what a statement would send, planned without sending (for the gate)
+//!   requests      the planned-request types (PlannedRequest, PlannedParam, ParamValues)
+//!   statement_requests  what a statement would send, planned without sending (for the gate)
 //!   read_plan     what a held SELECT would send, as its approver sees it and as it is bound
 //!   preview       a write's requests as an approver sees them, secrets masked, size bounded
 //!   request_body  JSON request bodies from a statement's values (base, default, typed fields)
@@ -119,7 +125,10 @@
 //! pipeline with its mode gate) use only what `engine` re-exports, and none parses SQL a
 //! second time. The engine being a crate of its own (`crates/engine`), Cargo holds it to
 //! that: it has no dependency on this crate or on the crates of MCP, HTTP serving or audit.
-//! Every engine call
+//! Inside the engine no two modules import each other, directly or round a circle, and none
+//! imports from its `lib.rs`: `statement_requests` calls `select` and `mutate`, which both
+//! make the leaf types of `requests`; `identity` uses `upstream` (token requests), never the
+//! reverse. Every engine call
 //! takes an [`engine::ExecContext`] built for one tenant: the tenant's provider allowlist and
 //! credential source travel with the call, never through globals.
 

@@ -168,34 +168,8 @@ impl App {
             .transpose()?;
         let tenants = Tenants::open(&config)?;
         tenants.watch_policies();
-        // Loading refused this without `server.allow_unauthenticated`.
-        if crate::config::exposed_unauthenticated(listen, &config.auth, config.server.tls.as_ref())
-        {
-            tracing::warn!("serving {listen} without authentication");
-            eprintln!(
-                "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
-            );
-        }
-        warn_at_start(&config);
-        if config.telemetry.metrics
-            && authentication.enabled()
-            && config.server.admin_listen.is_none()
-        {
-            tracing::warn!(
-                "/metrics is not served: with authentication on it is served on server.admin_listen only, which is not set"
-            );
-        }
-        let metrics = config.telemetry.metrics.then(|| {
-            let tenants = config.tenants.iter().map(|t| t.id.as_str());
-            crate::telemetry::Metrics::new(mcp::tool_names(), tenants)
-        });
-        let audit = match (audit, &metrics) {
-            (Some(auditor), Some(metrics)) => {
-                metrics.watch_audit_sink(auditor.sink().kind());
-                Some(auditor.observed(metrics.clone()))
-            }
-            (audit, _) => audit,
-        };
+        warn_at_serve(&config, authentication.enabled());
+        let (metrics, audit) = observed(&config, audit);
         // Refusals of the auth layer and of the TLS handshake: counted, logged, audited.
         let refusals = Arc::new(crate::auth::failures::FailureReporter::new(
             audit.clone(),
@@ -209,9 +183,9 @@ impl App {
             ..tls
         });
         let engine = match &metrics {
-            Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone())?,
-            None => Engine::new(config.engine.clone())?,
-        };
+            Some(metrics) => Engine::with_observer(config.engine.clone(), metrics.clone()),
+            None => Engine::new(config.engine.clone()),
+        }?;
         let handler = Wiring {
             tenants,
             transport: Transport::Http,
@@ -424,6 +398,47 @@ async fn bind_admin(
 /// metrics are on.
 fn admin_routes(metrics: Option<Arc<crate::telemetry::Metrics>>) -> Router {
     metrics.map(crate::http::metrics_route).unwrap_or_default()
+}
+
+/// The server's metrics (`telemetry.metrics`), and `audit` counted in them.
+fn observed(
+    config: &Config,
+    audit: Option<crate::audit::Auditor>,
+) -> (
+    Option<Arc<crate::telemetry::Metrics>>,
+    Option<crate::audit::Auditor>,
+) {
+    let metrics = config.telemetry.metrics.then(|| {
+        let tenants = config.tenants.iter().map(|t| t.id.as_str());
+        crate::telemetry::Metrics::new(mcp::tool_names(), tenants)
+    });
+    let audit = match (audit, &metrics) {
+        (Some(auditor), Some(metrics)) => {
+            metrics.watch_audit_sink(auditor.sink().kind());
+            Some(auditor.observed(metrics.clone()))
+        }
+        (audit, _) => audit,
+    };
+    (metrics, audit)
+}
+
+/// Says what a server's settings mean for whoever starts it: an address served without
+/// authentication, [`warn_at_start`], and `/metrics` served nowhere.
+fn warn_at_serve(config: &Config, authenticated: bool) {
+    let listen = config.server.listen;
+    // Loading refused this without `server.allow_unauthenticated`.
+    if crate::config::exposed_unauthenticated(listen, &config.auth, config.server.tls.as_ref()) {
+        tracing::warn!("serving {listen} without authentication");
+        eprintln!(
+            "querygate: warning: serving {listen} without authentication (server.allow_unauthenticated); anyone who reaches it acts as tenant 'default'"
+        );
+    }
+    warn_at_start(config);
+    if config.telemetry.metrics && authenticated && config.server.admin_listen.is_none() {
+        tracing::warn!(
+            "/metrics is not served: with authentication on it is served on server.admin_listen only, which is not set"
+        );
+    }
 }
 
 /// Says what the approval settings mean for whoever starts the server (stderr and the

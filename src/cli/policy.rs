@@ -103,6 +103,10 @@ pub(super) async fn run(config: &Config, action: PolicyAction) -> i32 {
 }
 
 /// The explanation as text, one fact a line.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one line per fact of the explanation, in the order they are printed"
+)]
 pub(super) fn render(e: &Explanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tenant:    {} (mode {})", e.tenant, e.mode);

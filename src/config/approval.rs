@@ -247,6 +247,10 @@ fn http_url(value: &str) -> bool {
 }
 
 /// Checks the section, pushing each problem with its key.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one check per key of the approval section, each pushing its own problem"
+)]
 pub(super) fn check_approval(raw: RawApproval, problems: &mut Problems) -> ApprovalConfig {
     if raw.ttl.is_zero() {
         problems.push("approval.ttl", "must be greater than 0");

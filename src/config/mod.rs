@@ -318,6 +318,10 @@ impl Config {
     }
 
     /// Checks every section, collecting every problem before failing.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "runs each section's check in order, collecting every problem before failing"
+    )]
     fn validate(
         raw: raw::RawConfig,
         env: &HashMap<String, String>,

@@ -414,6 +414,10 @@ fn check_rules(
 
 /// Checks `tenants:` with the top-level `credentials:` (the default tenant's store); adds a
 /// `default` tenant when the list names none.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one check per key of a tenant entry, each pushing its own problem"
+)]
 pub(super) fn check_tenants(
     raw: Vec<RawTenant>,
     default_credentials: RawCredentials,

@@ -467,6 +467,10 @@ struct TokenAnswer {
     id_token: Option<String>,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the OIDC callback's checks in the order the flow needs them, each answering its own refusal"
+)]
 async fn callback(State(web): State<Web>, parts: Parts, RawQuery(query): RawQuery) -> Response {
     let headers = &parts.headers;
     let query = form(query.unwrap_or_default().as_bytes());

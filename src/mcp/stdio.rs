@@ -62,6 +62,10 @@ pub async fn serve(handler: QuerygateMcp) -> Result<(), StdioError> {
 }
 
 /// Serves one session over any byte streams (stdin/stdout in production, pipes in tests).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one session's select loop over stdin, the writer and rmcp, whose arms share the session's state"
+)]
 pub async fn serve_io<R, W>(handler: QuerygateMcp, input: R, output: W) -> Result<(), StdioError>
 where
     R: AsyncRead + Send + Unpin + 'static,

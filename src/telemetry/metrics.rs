@@ -173,6 +173,10 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// The metrics for a server offering `tools` to the configured `tenants`.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "registers every metric family with its name and help text, one registration each"
+    )]
     pub fn new<'a>(
         tools: impl IntoIterator<Item = &'static str>,
         tenants: impl IntoIterator<Item = &'a str>,

@@ -2,6 +2,10 @@
 //! MCP clients against a mock upstream on 127.0.0.1 (and the real provider documents of `QUERYGATE_COMPAT_REGISTRY`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+#![expect(
+    clippy::too_many_lines,
+    reason = "an integration test tells one client scenario from start to end; its steps stay where they are checked"
+)]
 
 mod admission;
 mod approval_clients;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::credentials::{CredentialSource, CredentialStore};
-use crate::upstream::{
+use crate::identity::{
     aws_session_token_var, aws_source, azure_default_source, check_provider_material,
     exchange_source, google_material, google_source,
 };

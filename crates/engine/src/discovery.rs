@@ -1,54 +1,14 @@
 //! Discovery from the documents: providers, services, resources, methods, columns and
 //! method contracts, as engine API and as `SHOW` / `DESCRIBE` results.
 
-use std::sync::Arc;
-
-use super::Inner;
-use super::document::{ParamLocation, Provider, Resource};
-use super::error::{Error, ErrorKind, Result};
+use super::document::ParamLocation;
+use super::error::{Error, Result};
 use super::sql::ShowWhat;
+use super::state::{Inner, open_provider, open_resource};
 use super::types::{
     Cell, ColumnInfo, ExecContext, MethodContract, MethodInfo, ParamInfo, ProviderInfo,
     QueryOutput, ResourceInfo, ServiceInfo, SqlVerb,
 };
-
-/// Opens a provider the tenant may use.
-pub(crate) fn open_provider(inner: &Inner, cx: &ExecContext, name: &str) -> Result<Arc<Provider>> {
-    if !cx.allows(name) {
-        return Err(Error::new(
-            ErrorKind::ProviderNotAllowed,
-            format!(
-                "provider '{name}' is not allowed for tenant '{}'",
-                cx.tenant
-            ),
-        ));
-    }
-    inner.registry.open(name)
-}
-
-/// Opens `provider.service.resource`.
-pub(crate) fn open_resource(
-    inner: &Inner,
-    cx: &ExecContext,
-    names: &[String; 3],
-) -> Result<Arc<Resource>> {
-    let [provider, service, resource] = names;
-    let provider = open_provider(inner, cx, provider)?;
-    provider_resource(inner, &provider, service, resource)
-}
-
-/// Opens `service.resource` of an opened provider: the model built for an earlier
-/// statement while its documents are unchanged, else built now.
-pub(crate) fn provider_resource(
-    inner: &Inner,
-    provider: &Arc<Provider>,
-    service: &str,
-    resource: &str,
-) -> Result<Arc<Resource>> {
-    inner
-        .models
-        .resource(&inner.store, provider, service, resource)
-}
 
 pub(crate) fn providers(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderInfo>> {
     Ok(inner

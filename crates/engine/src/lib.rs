@@ -8,6 +8,7 @@
 
 #![warn(unreachable_pub)]
 
+mod config;
 mod credential_report;
 mod credentials;
 mod discovery;
@@ -15,6 +16,7 @@ mod document;
 mod effect;
 mod error;
 mod eval;
+mod identity;
 mod inline;
 pub mod lock;
 mod mutate;
@@ -32,7 +34,10 @@ mod requests;
 mod rows;
 mod select;
 mod slots;
+mod source_cache;
 mod sql;
+mod state;
+mod statement_requests;
 mod template;
 mod transform;
 mod types;
@@ -43,11 +48,11 @@ mod xml;
 pub mod client_tls;
 pub mod thread_priority;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
+pub use self::config::{
+    AwaitLimits, DEFAULT_REGISTRY_RECHECK, EngineConfig, ProviderSettings, UpstreamLimits,
+};
 pub use self::credential_report::{
     CredentialReport, CredentialStatus, ProviderCredentials, ProviderSource,
 };
@@ -74,146 +79,12 @@ pub use self::types::{
 pub use self::upstream::RetryPolicy;
 pub use self::upstream::provenance::collecting as collect_upstream_request_ids;
 
-use self::document::{DocumentStore, ModelCache};
-use self::registry::LocalRegistry;
-use self::remote::Remote;
-use self::upstream::{Upstream, UpstreamSettings};
-
-/// Per-provider settings from configuration.
-#[derive(Debug, Clone, Default)]
-pub struct ProviderSettings {
-    /// Replaces the documents' `servers` URL (for proxies and tests). May contain the
-    /// server's `{variables}`.
-    pub base_url: Option<String>,
-    /// Pins an installed version instead of the newest.
-    pub version: Option<String>,
-    /// Replaces the provider document's `config.auth` (same fields, e.g.
-    /// `{type: bearer, credentialsenvvar: MY_TOKEN}` or `{type: null_auth}`).
-    pub auth: Option<serde_json::Value>,
-}
-
-/// Limits on upstream traffic.
-#[derive(Debug, Clone)]
-pub struct UpstreamLimits {
-    /// Per upstream request, including reading the body.
-    pub timeout: Duration,
-    /// For establishing a connection.
-    pub connect_timeout: Duration,
-    /// Pages followed per request; 0 = unlimited.
-    pub page_limit: u32,
-    /// Upstream requests in flight per statement.
-    pub max_concurrency: usize,
-    /// Upstream requests (first pages; fan-out legs) one statement may make.
-    pub max_requests_per_statement: usize,
-    /// Largest response body accepted.
-    pub max_response_bytes: usize,
-    /// Retries of reads (GET/HEAD) on 408/429/502/503/504 and connection failures.
-    pub retry: RetryPolicy,
-    /// Polling of long-running operations for `/*+ AWAIT */`.
-    pub await_operations: AwaitLimits,
-    /// Requests per second each tenant may send to a provider, by provider SQL name
-    /// (`providers.<p>.max_requests_per_second`); a provider not named is not paced but by
-    /// its own `Retry-After`.
-    pub max_requests_per_second: HashMap<String, f64>,
-}
-
-/// How `/*+ AWAIT */` polls an operation (StackQL polls every 10 s).
-#[derive(Debug, Clone)]
-pub struct AwaitLimits {
-    /// Wait between polls of the operation's `selfLink`.
-    pub poll_interval: Duration,
-    /// The statement fails once the operation has been awaited this long (the operation
-    /// itself goes on upstream).
-    pub max_wait: Duration,
-}
-
-impl Default for AwaitLimits {
-    fn default() -> Self {
-        AwaitLimits {
-            poll_interval: Duration::from_secs(10),
-            max_wait: Duration::from_secs(600),
-        }
-    }
-}
-
-impl Default for UpstreamLimits {
-    fn default() -> Self {
-        UpstreamLimits {
-            timeout: Duration::from_secs(45),
-            connect_timeout: Duration::from_secs(10),
-            page_limit: 50,
-            max_concurrency: 8,
-            max_requests_per_statement: 100,
-            max_response_bytes: 64 * 1024 * 1024,
-            retry: RetryPolicy::default(),
-            await_operations: AwaitLimits::default(),
-            max_requests_per_second: HashMap::new(),
-        }
-    }
-}
-
-/// The default of [`EngineConfig::registry_recheck`] (`registry.recheck_interval`).
-pub const DEFAULT_REGISTRY_RECHECK: Duration = Duration::from_secs(2);
-
-/// What the engine needs to run.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// The local registry folder (holding `src/<provider>/<version>/…`).
-    pub registry_root: PathBuf,
-    /// Settings by provider SQL name.
-    pub providers: HashMap<String, ProviderSettings>,
-    /// Upstream limits.
-    pub upstream: UpstreamLimits,
-    /// Parsed provider documents kept in memory.
-    pub document_cache_size: usize,
-    /// How long a loaded provider document (and a resolved provider) is used without
-    /// looking at the registry folder; zero looks on every statement.
-    pub registry_recheck: Duration,
-    /// Rows a statement may return.
-    pub max_result_rows: usize,
-    /// Bounds on a statement's local SQLite evaluation.
-    pub eval: EvalLimits,
-    /// The remote registry providers are listed and pulled from, and its download bounds.
-    pub remote: RemoteRegistryConfig,
-}
-
-impl EngineConfig {
-    /// Defaults over a registry folder.
-    pub fn new(registry_root: impl Into<PathBuf>) -> Self {
-        EngineConfig {
-            registry_root: registry_root.into(),
-            providers: HashMap::new(),
-            upstream: UpstreamLimits::default(),
-            document_cache_size: 64,
-            registry_recheck: DEFAULT_REGISTRY_RECHECK,
-            max_result_rows: 100_000,
-            eval: EvalLimits::default(),
-            remote: RemoteRegistryConfig::default(),
-        }
-    }
-}
+use self::state::Inner;
 
 /// The engine: cheap to clone, shared by every request.
 #[derive(Debug, Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    config: EngineConfig,
-    store: Arc<DocumentStore>,
-    /// Opened resource models, reused while their documents are unchanged.
-    models: ModelCache,
-    registry: LocalRegistry,
-    upstream: Upstream,
-    remote: Remote,
-    /// Providers already warned about running without settings (warned once each).
-    warned_unconfigured: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// The threads statements move to when they outgrow the calling thread.
-    sqlite_threads: Arc<eval::SqliteThreads>,
-    /// The credential-source summaries of `server_info`, by tenant.
-    sources: reload::SourceCache,
 }
 
 impl Engine {
@@ -231,45 +102,8 @@ impl Engine {
     }
 
     fn build(config: EngineConfig, observer: Option<Arc<dyn UpstreamObserver>>) -> Result<Self> {
-        let store = Arc::new(DocumentStore::new(
-            config.registry_root.join("src"),
-            config.document_cache_size,
-            config.registry_recheck,
-        ));
-        let pins = config
-            .providers
-            .iter()
-            .filter_map(|(name, p)| Some((name.clone(), p.version.clone()?)))
-            .collect();
-        let registry = LocalRegistry::new(store.clone(), pins);
-        // As many resource models as documents: a model keeps its operations' documents.
-        let models = ModelCache::new(config.document_cache_size);
-        let upstream = Upstream::new(UpstreamSettings {
-            timeout: config.upstream.timeout,
-            connect_timeout: config.upstream.connect_timeout,
-            page_limit: config.upstream.page_limit,
-            max_response_bytes: config.upstream.max_response_bytes,
-            retry: config.upstream.retry.clone(),
-            max_requests_per_second: config.upstream.max_requests_per_second.clone(),
-        })?
-        .observed(observer);
-        let remote = Remote::new(
-            config.remote.clone(),
-            upstream.client().clone(),
-            config.registry_root.clone(),
-        )?;
         Ok(Engine {
-            inner: Arc::new(Inner {
-                config,
-                store,
-                models,
-                registry,
-                upstream,
-                remote,
-                warned_unconfigured: Default::default(),
-                sqlite_threads: Arc::default(),
-                sources: Default::default(),
-            }),
+            inner: Arc::new(Inner::new(config, observer)?),
         })
     }
 
@@ -307,19 +141,19 @@ impl Engine {
             sql::Statement::Show { what, like } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
-                let _slot = slots::slot(&cx).await;
+                let _slot = cx.slot().await;
                 blocking(move || discovery::show(&inner, &cx, &what, like.as_deref())).await
             }
             sql::Statement::Describe { target } => {
                 let inner = self.inner.clone();
                 let cx = cx.clone();
-                let _slot = slots::slot(&cx).await;
+                let _slot = cx.slot().await;
                 blocking(move || discovery::describe(&inner, &cx, &target)).await
             }
             sql::Statement::Registry(command) => {
                 // Mostly downloading: it runs without a slot (one set aside for the
                 // statement goes back at once).
-                drop(slots::slot(cx).await);
+                drop(cx.slot().await);
                 remote::statement(&self.inner.remote, &self.inner.registry, cx, command).await
             }
         }
@@ -447,12 +281,12 @@ impl Engine {
         statement: &PreparedStatement,
     ) -> Result<Vec<PlannedRequest>> {
         if let Some(planned) =
-            inline::cached_only(|| requests::plan(&self.inner, cx, &statement.statement))
+            inline::cached_only(|| statement_requests::plan(&self.inner, cx, &statement.statement))
         {
             return planned;
         }
         let (inner, cx, statement) = (self.inner.clone(), cx.clone(), statement.statement.clone());
-        blocking(move || requests::plan(&inner, &cx, &statement)).await
+        blocking(move || statement_requests::plan(&inner, &cx, &statement)).await
     }
 
     /// [`Engine::requests`], keeping a SELECT's plan in `statement`: [`Engine::run`] then
@@ -733,58 +567,6 @@ impl ParsedSql {
                 "expected exactly one statement, found {n}"
             ))),
         }
-    }
-}
-
-impl Inner {
-    fn unmatched_provider_settings(&self) -> Vec<String> {
-        let installed: Vec<String> = match self.registry.installed() {
-            Ok(installed) => installed.into_iter().map(|p| p.name).collect(),
-            Err(_) => return Vec::new(),
-        };
-        let mut unmatched: Vec<String> = self
-            .config
-            .providers
-            .keys()
-            .filter(|name| !installed.contains(name))
-            .cloned()
-            .collect();
-        unmatched.sort();
-        unmatched
-    }
-
-    /// The auth a provider's requests use: the configured override, else the document's
-    /// `config.auth`, else `null`. A provider without settings while some settings name no
-    /// installed provider (a typo would send the real API the real credentials) is warned
-    /// about, once per provider: the registry is listed for it only then.
-    fn effective_auth(&self, provider: &document::Provider) -> serde_json::Value {
-        let warned = || {
-            self.warned_unconfigured
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-        };
-        // The warning lists the registry's providers: not on an async thread (the run is
-        // done again off it, and warns there). Once given, it refuses nothing.
-        if !self.config.providers.is_empty()
-            && !self.config.providers.contains_key(&provider.name)
-            && !warned().contains(&provider.name)
-            && !inline::refused()
-            && warned().insert(provider.name.clone())
-        {
-            for name in self.unmatched_provider_settings() {
-                tracing::warn!(
-                    "'{}' runs without configured settings while providers.{} names no installed provider: is it a typo?",
-                    provider.name,
-                    name.escape_debug()
-                );
-            }
-        }
-        self.config
-            .providers
-            .get(&provider.name)
-            .and_then(|p| p.auth.clone())
-            .or_else(|| provider.config().get("auth").cloned())
-            .unwrap_or(serde_json::Value::Null)
     }
 }
 

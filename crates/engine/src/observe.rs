@@ -1,6 +1,6 @@
 //! What the engine reports about its upstream requests to whoever is interested (metrics),
 //! without knowing who that is: the composition root hands an [`UpstreamObserver`] to
-//! [`Engine::with_observer`](super::Engine::with_observer).
+//! `Engine::with_observer`.
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::AwaitLimits;
+use super::config::AwaitLimits;
 use super::document::{DocumentStore, Method};
 use super::error::{Error, ErrorKind, Result};
 use super::upstream::{Leg, Upstream};

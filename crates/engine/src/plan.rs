@@ -98,14 +98,8 @@ fn plan_one(
         .collect();
     // A literal beats a link to another table for the same parameter.
     bindings.sort_by_key(|b| b.source.depends_on().is_some());
-    let binding = |method: &Method, param: &Param| -> Option<&Binding> {
-        bindings
-            .iter()
-            .find(|b| method.answers_to(&param.name, &b.column))
-            .copied()
-    };
     let bound = |method: &Method, param: &Param| -> Option<&Source> {
-        binding(method, param).map(|b| &b.source)
+        binding_for(&bindings, method, param).map(|b| &b.source)
     };
 
     // StackQL's choice: the first method, in the verb's order, whose required parameters
@@ -122,26 +116,7 @@ fn plan_one(
         method.required_params().all(|p| bound(method, p).is_some()) && body_given(method)
     });
     // `org LIKE 'ac%'` on a required parameter: name it before anything is fetched.
-    let filtered_param = analysis
-        .filters
-        .iter()
-        .filter(|f| f.occurrence == index)
-        .filter(|f| {
-            !bindings
-                .iter()
-                .any(|b| b.column.eq_ignore_ascii_case(&f.column))
-        })
-        .find_map(|f| {
-            let needing: Vec<&str> = candidates
-                .iter()
-                .filter(|m| {
-                    m.required_params()
-                        .any(|p| m.answers_to(&p.name, &f.column))
-                })
-                .map(|m| m.name.as_str())
-                .collect();
-            (!needing.is_empty()).then_some((f, needing))
-        });
+    let filtered_param = filtered_required_param(analysis, index, &bindings, &candidates);
     let Some(chosen) = chosen else {
         if let Some(broken) = resource.broken_for(SqlVerb::Select) {
             return Err(broken);
@@ -159,52 +134,12 @@ fn plan_one(
         .position(|m| std::ptr::eq(m, method))
         .ok_or_else(|| Error::internal("chosen method not found in its resource"))?;
 
-    let mut params = Vec::new();
-    let mut depends_on = Vec::new();
-    let mut consumed = Vec::new();
-    let mut take = |binding: &Binding, param: Param| {
-        let source = &binding.source;
-        match source.depends_on() {
-            Some(occurrence) if !depends_on.contains(&occurrence) => {
-                depends_on.push(occurrence);
-            }
-            Some(_) => {}
-            // Values from the statement itself: each request asks for exactly them.
-            None => consumed.extend(
-                binding
-                    .conjunct
-                    .clone()
-                    .map(|c| (c, binding.column.clone())),
-            ),
-        }
-        params.push((param, source.clone()));
-    };
-    for param in &method.params {
-        if let Some(binding) = binding(method, param) {
-            take(binding, param.clone());
-        }
-    }
-    // Request-body fields given in WHERE go in the body (a parameter of the same name
-    // takes the value first).
     let body = BodyTemplate::for_method(store, method)?.map(Arc::new);
-    if body.is_some() {
-        for field in body_fields(store, method)? {
-            if method
-                .params
-                .iter()
-                .any(|p| method.answers_to(&p.name, &field.wire))
-            {
-                continue;
-            }
-            let Some(found) = bindings
-                .iter()
-                .find(|b| gives_field(method, &field, &b.column))
-            else {
-                continue;
-            };
-            take(found, body_param(&field, &found.column));
-        }
-    }
+    let Bound {
+        params,
+        depends_on,
+        consumed,
+    } = bind_params(store, method, &bindings, body.is_some())?;
 
     let shape = method.row_shape(store)?;
     let boolean_columns = shape
@@ -226,9 +161,143 @@ fn plan_one(
     {
         return Err(filter_error(&resource, filter, &needing, None));
     }
-    let mut columns = schema_columns.clone();
+    let columns = table_columns(method, &params, &schema_columns);
     // StackQL's rule: `SELECT *` is the response schema's properties, never the parameters.
     let star_columns = schema_columns;
+    Ok(TablePlan {
+        local: occurrence.local.clone(),
+        resource,
+        method: method_index,
+        columns,
+        star_columns,
+        boolean_columns,
+        dynamic_columns,
+        locator: shape.locator.clone(),
+        params,
+        depends_on,
+        pushdown: Vec::new(),
+        consumed,
+        body,
+    })
+}
+
+/// A filter of occurrence `index` that no binding gives (`org LIKE 'ac%'`) on a parameter
+/// some of the `candidates` require, with the names of those methods.
+fn filtered_required_param<'a>(
+    analysis: &'a Analysis,
+    index: usize,
+    bindings: &[&Binding],
+    candidates: &[&'a Method],
+) -> Option<(&'a Filter, Vec<&'a str>)> {
+    analysis
+        .filters
+        .iter()
+        .filter(|f| f.occurrence == index)
+        .filter(|f| {
+            !bindings
+                .iter()
+                .any(|b| b.column.eq_ignore_ascii_case(&f.column))
+        })
+        .find_map(|f| {
+            let needing: Vec<&str> = candidates
+                .iter()
+                .filter(|m| {
+                    m.required_params()
+                        .any(|p| m.answers_to(&p.name, &f.column))
+                })
+                .map(|m| m.name.as_str())
+                .collect();
+            (!needing.is_empty()).then_some((f, needing))
+        })
+}
+
+/// The binding that gives `method`'s parameter `param` (the first: literals come first).
+fn binding_for<'a>(
+    bindings: &[&'a Binding],
+    method: &Method,
+    param: &Param,
+) -> Option<&'a Binding> {
+    bindings
+        .iter()
+        .find(|b| method.answers_to(&param.name, &b.column))
+        .copied()
+}
+
+/// The parameters a chosen method gets from a statement's bindings, with their sources.
+struct Bound {
+    params: Vec<(Param, Source)>,
+    depends_on: Vec<usize>,
+    consumed: Vec<(Conjunct, String)>,
+}
+
+/// Binds `method`'s parameters, then (when it takes a request body) the body fields given
+/// in WHERE, from `bindings` (literals first).
+fn bind_params(
+    store: &DocumentStore,
+    method: &Method,
+    bindings: &[&Binding],
+    has_body: bool,
+) -> Result<Bound> {
+    let mut params = Vec::new();
+    let mut depends_on = Vec::new();
+    let mut consumed = Vec::new();
+    let mut take = |binding: &Binding, param: Param| {
+        let source = &binding.source;
+        match source.depends_on() {
+            Some(occurrence) if !depends_on.contains(&occurrence) => {
+                depends_on.push(occurrence);
+            }
+            Some(_) => {}
+            // Values from the statement itself: each request asks for exactly them.
+            None => consumed.extend(
+                binding
+                    .conjunct
+                    .clone()
+                    .map(|c| (c, binding.column.clone())),
+            ),
+        }
+        params.push((param, source.clone()));
+    };
+    for param in &method.params {
+        if let Some(binding) = binding_for(bindings, method, param) {
+            take(binding, param.clone());
+        }
+    }
+    // Request-body fields given in WHERE go in the body (a parameter of the same name
+    // takes the value first).
+    if has_body {
+        for field in body_fields(store, method)? {
+            if method
+                .params
+                .iter()
+                .any(|p| method.answers_to(&p.name, &field.wire))
+            {
+                continue;
+            }
+            let Some(found) = bindings
+                .iter()
+                .find(|b| gives_field(method, &field, &b.column))
+            else {
+                continue;
+            };
+            take(found, body_param(&field, &found.column));
+        }
+    }
+    Ok(Bound {
+        params,
+        depends_on,
+        consumed,
+    })
+}
+
+/// A table's columns: the row schema's properties, then the method's parameters and the
+/// body fields given, then (with a native casing) each parameter's snake_case alias.
+fn table_columns(
+    method: &Method,
+    params: &[(Param, Source)],
+    schema_columns: &[String],
+) -> Vec<String> {
+    let mut columns = schema_columns.to_vec();
     let body_columns = params
         .iter()
         .filter(|(p, _)| p.location == ParamLocation::Body)
@@ -246,21 +315,7 @@ fn plan_one(
             columns.push(alias);
         }
     }
-    Ok(TablePlan {
-        local: occurrence.local.clone(),
-        resource,
-        method: method_index,
-        columns,
-        star_columns,
-        boolean_columns,
-        dynamic_columns,
-        locator: shape.locator.clone(),
-        params,
-        depends_on,
-        pushdown: Vec::new(),
-        consumed,
-        body,
-    })
+    columns
 }
 
 /// Whether the statement's column `column` gives the body field `field`: its `data__`

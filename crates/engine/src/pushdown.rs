@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 use sqlparser::ast::{
-    BinaryOperator, Expr, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query, SelectItem,
-    SetExpr,
+    BinaryOperator, Expr, GroupByExpr, LimitClause, OrderBy, OrderByKind, OrderBySort, Query,
+    Select, SelectItem, SetExpr,
 };
 
 use super::document::{Param, ParamLocation};
@@ -132,30 +132,18 @@ pub(crate) fn odata_params(
     }
 
     // $orderby: every ORDER BY term a plain supported column.
-    let mut order_pushed = true;
-    if let Some(order_by) = &query.order_by {
-        order_pushed = false;
-        if let (OrderByKind::Expressions(terms), Some(capability)) = (
-            &order_by.kind,
-            Capability::of(pushdown, "orderBy", "$orderby"),
-        ) {
-            let parts: Option<Vec<String>> = terms
-                .iter()
-                .map(|term| {
-                    let column = column_of(&term.expr).filter(|c| capability.supports(c))?;
-                    match term.options.sort {
-                        Some(OrderBySort::Desc) => Some(format!("{column} desc")),
-                        Some(OrderBySort::Using(_)) => None,
-                        _ => Some(format!("{column} asc")),
-                    }
-                })
-                .collect();
-            if let Some(parts) = parts {
-                out.push((capability.param(), parts.join(",")));
-                order_pushed = true;
-            }
+    let order_pushed = match query
+        .order_by
+        .as_ref()
+        .map(|o| orderby(pushdown, o, &column_of))
+    {
+        None => true,
+        Some(None) => false,
+        Some(Some(pushed)) => {
+            out.push(pushed);
+            true
         }
-    }
+    };
 
     // $select: every column the statement reads, when all are plain columns.
     let plain_projection = select.projection.iter().all(|item| match item {
@@ -164,41 +152,11 @@ pub(crate) fn odata_params(
         }
         _ => false,
     });
-    if plain_projection && let Some(capability) = Capability::of(pushdown, "select", "$select") {
-        let mut referenced: Vec<String> = Vec::new();
-        let mut plain = true;
-        let mut note = |expr: &Expr| {
-            let _ = sqlparser::ast::visit_expressions(expr, |e| {
-                match e {
-                    Expr::Identifier(_) | Expr::CompoundIdentifier(_) => match column_of(e) {
-                        Some(c) if !referenced.contains(&c) => referenced.push(c),
-                        Some(_) => {}
-                        None => plain = false,
-                    },
-                    Expr::Subquery(_) | Expr::Exists { .. } => plain = false,
-                    _ => {}
-                }
-                std::ops::ControlFlow::<()>::Continue(())
-            });
-        };
-        for item in &select.projection {
-            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
-                note(e);
-            }
-        }
-        if let Some(selection) = &select.selection {
-            note(selection);
-        }
-        if let Some(order_by) = &query.order_by
-            && let OrderByKind::Expressions(terms) = &order_by.kind
-        {
-            for term in terms {
-                note(&term.expr);
-            }
-        }
-        if plain && referenced.iter().all(|c| capability.supports(c)) {
-            out.push((capability.param(), referenced.join(",")));
-        }
+    if plain_projection
+        && let Some(capability) = Capability::of(pushdown, "select", "$select")
+        && let Some(pushed) = select_option(&capability, query, select, &column_of)
+    {
+        out.push(pushed);
     }
 
     // $top: only when no later step can drop or reorder rows before the LIMIT.
@@ -225,23 +183,90 @@ pub(crate) fn odata_params(
     }
 
     out.into_iter()
-        .map(|(name, value)| {
-            (
-                Param {
-                    name,
-                    location: ParamLocation::Query,
-                    required: false,
-                    default: None,
-                    allowed: Vec::new(),
-                    env_var: None,
-                    type_name: Some("string".to_owned()),
-                    description: None,
-                    body_path: Vec::new(),
-                },
-                value,
-            )
-        })
+        .map(|(name, value)| (query_param(name), value))
         .collect()
+}
+
+/// An optional string query parameter named `name` (an OData query option).
+fn query_param(name: String) -> Param {
+    Param {
+        name,
+        location: ParamLocation::Query,
+        required: false,
+        default: None,
+        allowed: Vec::new(),
+        env_var: None,
+        type_name: Some("string".to_owned()),
+        description: None,
+        body_path: Vec::new(),
+    }
+}
+
+/// `$orderby` for `order_by`, when every term is a plain column the capability supports.
+fn orderby(
+    pushdown: &Value,
+    order_by: &OrderBy,
+    column_of: &dyn Fn(&Expr) -> Option<String>,
+) -> Option<(String, String)> {
+    let OrderByKind::Expressions(terms) = &order_by.kind else {
+        return None;
+    };
+    let capability = Capability::of(pushdown, "orderBy", "$orderby")?;
+    let parts: Option<Vec<String>> = terms
+        .iter()
+        .map(|term| {
+            let column = column_of(&term.expr).filter(|c| capability.supports(c))?;
+            match term.options.sort {
+                Some(OrderBySort::Desc) => Some(format!("{column} desc")),
+                Some(OrderBySort::Using(_)) => None,
+                _ => Some(format!("{column} asc")),
+            }
+        })
+        .collect();
+    Some((capability.param(), parts?.join(",")))
+}
+
+/// `$select` for a query whose projection is plain columns: every column the statement
+/// reads (projection, WHERE, ORDER BY), when all are plain columns the capability supports.
+fn select_option(
+    capability: &Capability<'_>,
+    query: &Query,
+    select: &Select,
+    column_of: &dyn Fn(&Expr) -> Option<String>,
+) -> Option<(String, String)> {
+    let mut referenced: Vec<String> = Vec::new();
+    let mut plain = true;
+    let mut note = |expr: &Expr| {
+        let _ = sqlparser::ast::visit_expressions(expr, |e| {
+            match e {
+                Expr::Identifier(_) | Expr::CompoundIdentifier(_) => match column_of(e) {
+                    Some(c) if !referenced.contains(&c) => referenced.push(c),
+                    Some(_) => {}
+                    None => plain = false,
+                },
+                Expr::Subquery(_) | Expr::Exists { .. } => plain = false,
+                _ => {}
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    };
+    for item in &select.projection {
+        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+            note(e);
+        }
+    }
+    if let Some(selection) = &select.selection {
+        note(selection);
+    }
+    if let Some(order_by) = &query.order_by
+        && let OrderByKind::Expressions(terms) = &order_by.kind
+    {
+        for term in terms {
+            note(&term.expr);
+        }
+    }
+    (plain && referenced.iter().all(|c| capability.supports(c)))
+        .then(|| (capability.param(), referenced.join(",")))
 }
 
 /// One `$filter` term for `column op literal` (either way round), or `startswith(column,

@@ -4,24 +4,22 @@
 //! same before and after a provider's first query.
 //!
 //! The credential-source summary `server_info` shows ([`credential_sources`]) is kept per
-//! tenant ([`SourceCache`]): which providers are installed, their auth and the source the
+//! tenant (`SourceCache`, in `source_cache.rs`): which providers are installed, their auth and the source the
 //! tenant's values select are read once, then reused until the credentials are reloaded, a
 //! provider is pulled, or the registry's recheck interval has passed (a provider folder
 //! changed by hand is seen then, as a provider opened for a query is). The source of a
 //! cached token and its expiry are looked up on every call.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-use super::Inner;
-use super::credential_report::{
-    self, CredentialReport, ProviderCredentials, ProviderSource, SourceSummary,
-};
+use super::credential_report::{self, CredentialReport, ProviderCredentials, ProviderSource};
 use super::credentials::CredentialStore;
-use super::discovery::{open_provider, providers};
+use super::discovery::providers;
 use super::error::{Error, ErrorKind, Result};
+use super::source_cache::SummaryRow;
+use super::state::Inner;
+use super::state::open_provider;
 use super::types::ExecContext;
 
 pub(crate) fn reload_credentials(
@@ -99,7 +97,7 @@ pub(crate) fn reload_credentials(
 /// registry folder and the documents (off the async threads) and keeps the summary for
 /// [`cached_sources`].
 pub(crate) fn credential_sources(inner: &Inner, cx: &ExecContext) -> Result<Vec<ProviderSource>> {
-    let stamp = inner.sources.stamp(inner);
+    let stamp = inner.sources.stamp(&inner.registry);
     let store = cx.credentials.as_ref();
     store.reread_env_file_if_changed();
     let mut rows = Vec::new();
@@ -122,7 +120,9 @@ pub(crate) fn credential_sources(inner: &Inner, cx: &ExecContext) -> Result<Vec<
 /// [`credential_sources`] from the kept summary, when one is current for `cx` (no file is
 /// read: fit for an async thread).
 pub(crate) fn cached_sources(inner: &Inner, cx: &ExecContext) -> Option<Vec<ProviderSource>> {
-    let rows = inner.sources.get(inner, cx)?;
+    let rows = inner
+        .sources
+        .get(&inner.registry, inner.store.recheck(), cx)?;
     Some(in_force(&rows, cx.credentials.as_ref()))
 }
 
@@ -135,85 +135,4 @@ fn in_force(rows: &[SummaryRow], store: &CredentialStore) -> Vec<ProviderSource>
             token_expires_at: credential_report::token_expires_at(&row.provider, store),
         })
         .collect()
-}
-
-/// One provider of a kept summary.
-#[derive(Debug)]
-struct SummaryRow {
-    provider: String,
-    auth_type: String,
-    source: SourceSummary,
-}
-
-/// The kept credential-source summaries, by tenant.
-#[derive(Debug, Default)]
-pub(crate) struct SourceCache {
-    entries: Mutex<HashMap<String, Summary>>,
-    /// Bumped by every [`SourceCache::clear`]: a summary built across a clear is not kept.
-    epoch: AtomicU64,
-}
-
-/// When a summary was started: the cache's epoch and the registry's generation then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    epoch: u64,
-    generation: u64,
-}
-
-#[derive(Debug)]
-struct Summary {
-    /// The tenant's store it was built with (a new store is a new configuration).
-    store: Weak<CredentialStore>,
-    allowed: Option<BTreeSet<String>>,
-    stamp: Stamp,
-    built: Instant,
-    rows: Arc<[SummaryRow]>,
-}
-
-impl SourceCache {
-    /// Forgets every summary (the credentials were reloaded).
-    pub(crate) fn clear(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        self.lock().clear();
-    }
-
-    fn stamp(&self, inner: &Inner) -> Stamp {
-        Stamp {
-            epoch: self.epoch.load(Ordering::SeqCst),
-            generation: inner.registry.generation(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Summary>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn get(&self, inner: &Inner, cx: &ExecContext) -> Option<Arc<[SummaryRow]>> {
-        let now = self.stamp(inner);
-        let entries = self.lock();
-        let summary = entries.get(&cx.tenant)?;
-        let current = summary.stamp == now
-            && std::ptr::eq(summary.store.as_ptr(), Arc::as_ptr(&cx.credentials))
-            && summary.allowed == cx.allowed_providers
-            && summary.built.elapsed() < inner.store.recheck();
-        current.then(|| summary.rows.clone())
-    }
-
-    fn put(&self, cx: &ExecContext, stamp: Stamp, rows: Arc<[SummaryRow]>) {
-        let mut entries = self.lock();
-        // Checked under the lock: a clear after the summary was started wins.
-        if self.epoch.load(Ordering::SeqCst) != stamp.epoch {
-            return;
-        }
-        entries.insert(
-            cx.tenant.clone(),
-            Summary {
-                store: Arc::downgrade(&cx.credentials),
-                allowed: cx.allowed_providers.clone(),
-                stamp,
-                built: Instant::now(),
-                rows,
-            },
-        );
-    }
 }

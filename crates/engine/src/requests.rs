@@ -1,18 +1,13 @@
-//! What a statement would send upstream, planned as running it plans it but without sending
-//! anything: for each request (or fan-out of requests), the method it runs, that method's
-//! HTTP method, and the value the statement gives each of its parameters. The tool-call
-//! gate decides on this; it never reads the SQL itself.
+//! The planned-request types (what one upstream request of a statement would be: its
+//! method, HTTP method, parameter values and effect) and how one is made from a method;
+//! select and mutate both make them.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::Inner;
 use super::document::{Method, Param, Resource};
 use super::effect::{AWS_TARGET_HEADER, Effect, EffectSource, MethodEffect};
-use super::error::Result;
-use super::sql;
-use super::types::ExecContext;
 
 /// One upstream request a statement would make, or one group of requests that differ only
 /// in the values of fanned-out parameters (`IN` lists, one request per value).
@@ -87,31 +82,6 @@ pub enum ParamValues {
     /// Not given: the request carries the document's default, a value from the
     /// credentials, or none.
     Omitted,
-}
-
-/// The requests of `statement` for the tenant of `cx`. SHOW, DESCRIBE and REGISTRY
-/// statements call no provider API: none.
-pub(crate) fn plan(
-    inner: &Inner,
-    cx: &ExecContext,
-    statement: &sql::Statement,
-) -> Result<Vec<PlannedRequest>> {
-    match statement {
-        sql::Statement::Query(query) => super::select::requests(inner, cx, query.clone()),
-        sql::Statement::QueryOverExec { query, execs } => {
-            let mut out = Vec::new();
-            for exec in execs {
-                out.extend(super::mutate::exec_requests(inner, cx, exec)?);
-            }
-            out.extend(super::select::requests(inner, cx, query.clone())?);
-            Ok(out)
-        }
-        sql::Statement::Mutation(mutation) => super::mutate::mutation_requests(inner, cx, mutation),
-        sql::Statement::Exec(exec) => super::mutate::exec_requests(inner, cx, exec),
-        sql::Statement::Show { .. }
-        | sql::Statement::Describe { .. }
-        | sql::Statement::Registry(_) => Ok(Vec::new()),
-    }
 }
 
 /// A planned request of `method` of `resource`, each parameter's values from `values`.

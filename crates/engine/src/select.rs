@@ -11,23 +11,21 @@ use serde_json::Value;
 use sqlparser::ast::Query;
 use tokio::sync::Semaphore;
 
-use super::Inner;
-use super::discovery::{open_provider, provider_resource};
 use super::document::{Param, ParamLocation};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, PendingLoad, near_word, settled};
+use super::identity::{check_provider_material, credential_error, resolve as resolve_auth};
 use super::inline;
 use super::plan::{TablePlan, consumed_conjuncts, contains_ci, plan_tables};
 use super::request_body;
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
-use super::slots;
 use super::sql::{Source, analyse, drop_conjuncts, expand_wildcards, referenced};
+use super::state::Inner;
+use super::state::{open_provider, provider_resource};
 use super::transform;
 use super::types::{Cell, ExecContext, QueryOutput};
-use super::upstream::{
-    AuthParts, Leg, LegBody, LegEnd, check_provider_material, credential_error, resolve_auth,
-};
+use super::upstream::{AuthParts, Leg, LegBody, LegEnd};
 
 /// A planned table plus what calling its provider needs.
 struct TableJob {
@@ -99,12 +97,12 @@ async fn run_planned(
         Some(planned) => {
             // The call's first slot is its planning slot: the plan was made before, so that
             // slot is handed back at once, before any request waits on the upstream.
-            drop(slots::slot(cx).await);
+            drop(cx.slot().await);
             (planned.sql, planned.jobs, query)
         }
         None => {
             let original = query.clone();
-            let planning = slots::slot(cx).await;
+            let planning = cx.slot().await;
             let (sql, jobs) = plan(inner, cx, query).await?;
             drop(planning);
             (sql, jobs, original)
@@ -231,7 +229,7 @@ async fn load_output(db: &Database, table: &str, output: QueryOutput) -> Result<
 /// the planned columns (skipped when a table's columns come only from data).
 pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query>) -> Result<()> {
     let original = query.clone();
-    let planning = slots::slot(cx).await;
+    let planning = cx.slot().await;
     let (sql, jobs) = plan(inner, cx, query).await?;
     drop(planning);
     for job in &jobs {

@@ -7,21 +7,17 @@
 //! SQLite, running SQL; see `eval`). It holds none while it waits for an upstream API, and
 //! none for the small SQLite work done on the async threads, which their number bounds.
 //!
-//! A statement that loads more than [`EvalLimits::INLINE_BYTES`] of response pages into its
+//! A statement that loads more than `EvalLimits::INLINE_BYTES` of response pages into its
 //! database (its SQLite work then moves to a thread of its own) also holds a bulk permit,
 //! from the page that takes it past them until its SQLite work has ended: its data and its
 //! thread's memory stay all that time, waits for upstream pages included, so the number of
 //! permits bounds the memory of large statements. It is asked for holding no slot, so slot
 //! holders never wait for a permit holder.
 //!
-//! [`EvalLimits::INLINE_BYTES`]: crate::EvalLimits::INLINE_BYTES
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-
-use super::types::ExecContext;
-
 /// Hands out evaluation slots (see the module docs); the engine's caller decides how many
 /// there are and who waits for them.
 pub trait EvalSlots: Send + Sync + fmt::Debug {
@@ -48,13 +44,5 @@ impl EvalSlot {
 impl fmt::Debug for EvalSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("EvalSlot")
-    }
-}
-
-/// A slot from `cx`'s slots, or none when the context has none (no bound).
-pub(crate) async fn slot(cx: &ExecContext) -> Option<EvalSlot> {
-    match &cx.slots {
-        Some(slots) => Some(slots.acquire().await),
-        None => None,
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::credentials::CredentialStore;
-use super::slots::EvalSlots;
+use super::slots::{EvalSlot, EvalSlots};
 
 /// A SQL verb a provider method can be bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -100,7 +100,7 @@ impl fmt::Display for Cell {
 }
 
 /// One write a statement would make, resolved against the provider documents without
-/// sending anything (see [`Engine::preflight`](super::Engine::preflight)).
+/// sending anything (see `Engine::preflight`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PlannedWrite {
     /// `INSERT`, `UPDATE`, `REPLACE`, `DELETE` or `EXEC`.
@@ -120,7 +120,7 @@ pub struct PlannedWrite {
     /// unless the documents, the provider settings or the tenant's variables changed it.
     pub digest: String,
     /// What a person is shown of the first requests (at most
-    /// [`PREVIEW_REQUESTS`](super::PREVIEW_REQUESTS) of [`requests`](Self::requests)), in
+    /// `PREVIEW_REQUESTS` of [`requests`](Self::requests)), in
     /// order, secrets masked; the digest is over the requests as sent, unmasked.
     pub previews: Vec<RequestPreview>,
 }
@@ -145,7 +145,7 @@ pub fn plan_hash(planned: &[PlannedWrite]) -> String {
 /// go on the wire before auth is added (no `Authorization` header, signature or auth query
 /// parameter is part of it), with every value the tenant's credential material holds and
 /// every secret-looking parameter, header or body field shown as `***`, the URL and the
-/// body cut at [`PREVIEW_TEXT_BYTES`](super::PREVIEW_TEXT_BYTES) with a marker.
+/// body cut at `PREVIEW_TEXT_BYTES` with a marker.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestPreview {
     /// The HTTP method (`POST`).
@@ -202,7 +202,7 @@ pub struct ExecContext {
     /// The bearer token the caller authenticated with, for providers whose tenant
     /// settings exchange it for an upstream token; `None` (stdio, the command line, mTLS,
     /// no authentication): such providers refuse the call.
-    pub subject_token: Option<crate::SubjectToken>,
+    pub subject_token: Option<crate::credentials::SubjectToken>,
 }
 
 impl ExecContext {
@@ -223,11 +223,20 @@ impl ExecContext {
     }
 
     /// Who the call is for, as role sessions name it.
-    pub(crate) fn caller(&self) -> crate::upstream::Caller<'_> {
-        crate::upstream::Caller {
+    pub(crate) fn caller(&self) -> crate::identity::Caller<'_> {
+        crate::identity::Caller {
             tenant: &self.tenant,
             principal: &self.principal,
             subject_token: self.subject_token.as_ref(),
+        }
+    }
+
+    /// A slot from this context's slots (see [`EvalSlots`]), or none when it has none (no
+    /// bound).
+    pub(crate) async fn slot(&self) -> Option<EvalSlot> {
+        match &self.slots {
+            Some(slots) => Some(slots.acquire().await),
+            None => None,
         }
     }
 

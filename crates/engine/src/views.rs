@@ -5,11 +5,11 @@
 
 use sqlparser::ast::{Expr, Query, SetExpr, TableFactor};
 
-use super::Inner;
-use super::discovery::{open_provider, open_resource, provider_resource};
 use super::document::Resource;
 use super::error::Result;
 use super::sql::{ViewSet, expand_views, parse_view_ddl, view_projection};
+use super::state::Inner;
+use super::state::{open_provider, open_resource, provider_resource};
 use super::types::{ColumnInfo, ExecContext, MethodInfo, SqlVerb};
 
 /// The name SHOW METHODS gives a view (any-sdk's `ViewMethodName`).

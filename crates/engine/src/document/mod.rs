@@ -1,7 +1,10 @@
 //! Provider documents: loading, caching and the model read from them.
 
 mod cache;
+mod cascade;
+mod json;
 mod model;
+mod operation;
 mod pagination;
 mod param;
 mod request;

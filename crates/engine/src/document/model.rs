@@ -6,8 +6,11 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::cascade::ConfigCascade;
+use super::json::{escape_pointer, ref_of, str_field, unescape_pointer};
+use super::operation::{Located, ResponseSpec, locate, params_and_servers, response_spec};
 use super::pagination::{Pagination, parse_pagination};
-use super::param::{Param, ParamLocation, Server, parse_param, server_variables, to_snake};
+use super::param::{Param, ParamLocation, Server, to_snake};
 use super::retry::DocumentRetry;
 use super::schema::{SchemaAt, deref};
 use super::store::{Doc, DocumentStore, Reads, split_ref};
@@ -378,19 +381,6 @@ fn method_effect(
     })
 }
 
-/// The method's response: where rows are and which schema describes them.
-#[derive(Debug, Clone)]
-pub(crate) struct ResponseSpec {
-    pub(crate) media_type: Option<String>,
-    pub(crate) doc_key: Option<String>,
-    pub(crate) object_key: Option<String>,
-    /// `response.transform`, when it is one this engine applies.
-    pub(crate) transform: Option<Arc<crate::transform::ResponseTransform>>,
-    /// `response.schema_override`: the schema of the (transformed) response, in place of the
-    /// operation's response schema.
-    pub(crate) schema_override: Option<Value>,
-}
-
 /// A column of a resource, from the response schema or a parameter.
 #[derive(Debug, Clone)]
 pub(crate) struct ColumnSpec {
@@ -464,10 +454,6 @@ struct MethodContext<'a> {
     location: String,
 }
 
-const HTTP_METHODS: [&str; 8] = [
-    "get", "put", "post", "delete", "options", "head", "patch", "trace",
-];
-
 impl Method {
     fn build(
         cx: &MethodContext<'_>,
@@ -492,144 +478,33 @@ impl Method {
             _ if file.is_empty() => cx.service.doc.clone(),
             _ => store.load(file)?,
         };
-        // `/paths/<escaped path>/<method key>`; the key is matched case-insensitively
-        // (okta's documents write `/POST`).
-        let (path_pointer, method_key) = pointer.rsplit_once('/').unwrap_or(("", ""));
-        let http_method = method_key.to_ascii_lowercase();
-        if !HTTP_METHODS.contains(&http_method.as_str()) || !path_pointer.starts_with("/paths/") {
-            return Err(Error::bad_document(format!(
-                "{}: operation.$ref '{reference}' does not point at /paths/<path>/<http method>",
-                cx.location
-            )));
-        }
-        let path_item = op_doc.at(path_pointer).map_err(|err| {
-            Error::bad_document(format!(
-                "{}: operation.$ref '{reference}': {err}",
-                cx.location
-            ))
-        })?;
-        let operation = path_item.get(&http_method).ok_or_else(|| {
-            Error::bad_document(format!(
-                "{}: operation.$ref '{reference}': provider document '{}' has no '{http_method}' operation at '#{path_pointer}'",
-                cx.location, op_doc.rel
-            ))
-        })?;
-        let path = unescape_pointer(&path_pointer["/paths/".len()..]);
-
-        let mut params = Vec::new();
-        for source in [operation.get("parameters"), path_item.get("parameters")] {
-            for raw in source.and_then(Value::as_array).into_iter().flatten() {
-                let (_, p) = deref(store, &op_doc, raw)?;
-                let param = parse_param(&p).ok_or_else(|| {
-                    Error::bad_document(format!(
-                        "{}: a parameter of operation '{reference}' lacks name or in",
-                        cx.location
-                    ))
-                })?;
-                if !params
-                    .iter()
-                    .any(|q: &Param| q.name == param.name && q.location == param.location)
-                {
-                    params.push(param);
-                }
-            }
-        }
-        let servers_value = operation
-            .get("servers")
-            .or_else(|| path_item.get("servers"))
-            .or_else(|| op_doc.value.get("servers"))
-            .and_then(Value::as_array)
-            .filter(|s| !s.is_empty());
-        let mut servers = Vec::new();
-        for server in servers_value.into_iter().flatten() {
-            let Some(url) = server.get("url").and_then(Value::as_str) else {
-                continue;
-            };
-            servers.push(Server {
-                url: url.to_owned(),
-            });
-            if servers.len() == 1 {
-                for var in server_variables(url, server.get("variables")) {
-                    if !params.iter().any(|p| p.name == var.name) {
-                        params.push(var);
-                    }
-                }
-            }
-        }
-
-        let response = def.get("response");
-        let response = ResponseSpec {
-            media_type: response.and_then(|r| {
-                str_field(r, "overrideMediaType").or_else(|| str_field(r, "mediaType"))
-            }),
-            doc_key: response.and_then(|r| match r.get("openAPIDocKey") {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            }),
-            object_key: response.and_then(|r| str_field(r, "objectKey")),
-            transform: response
-                .map(|r| {
-                    let protocol = op_doc
-                        .value
-                        .pointer("/info/x-protocol")
-                        .and_then(Value::as_str);
-                    crate::transform::ResponseTransform::from_response(r, protocol)
-                })
-                .transpose()
-                .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?
-                .flatten()
-                .map(Arc::new),
-            schema_override: response
-                .and_then(|r| r.get("schema_override"))
-                .filter(|s| s.is_object())
-                .cloned(),
+        let found = locate(&op_doc, reference, pointer, &cx.location)?;
+        let (params, servers) =
+            params_and_servers(store, &op_doc, &found, reference, &cx.location)?;
+        let Located {
+            http_method,
+            path,
+            operation,
+            ..
+        } = found;
+        let response = response_spec(def.get("response"), &op_doc, &cx.location)?;
+        let configs = ConfigCascade {
+            method: def.get("config"),
+            resource: cx.resource_config,
+            operation_doc: op_doc.value.get("x-stackQL-config"),
+            service_doc: cx.service.doc.value.get("x-stackQL-config"),
+            provider: Some(cx.service.provider.config()),
         };
-
-        let configs = [
-            def.get("config"),
-            cx.resource_config,
-            op_doc.value.get("x-stackQL-config"),
-            cx.service.doc.value.get("x-stackQL-config"),
-            cx.service
-                .provider
-                .config()
-                .get("pagination")
-                .map(|_| cx.service.provider.config()),
-        ];
-        let pagination = configs
-            .into_iter()
-            .flatten()
-            .find_map(|c| parse_pagination(c.get("pagination")?));
-        let retry = [
-            def.get("config"),
-            cx.resource_config,
-            op_doc.value.get("x-stackQL-config"),
-            cx.service.doc.value.get("x-stackQL-config"),
-            Some(cx.service.provider.config()),
-        ]
-        .into_iter()
-        .flatten()
-        .find_map(|c| DocumentRetry::parse(c.get("retry")?));
-
+        let pagination = configs.find(|c| parse_pagination(c.get("pagination")?));
+        let retry = configs.find(|c| DocumentRetry::parse(c.get("retry")?));
         let mut request = super::RequestSpec::parse(def, cx.resource_config)
             .map_err(|err| Error::bad_document(format!("{}: {err}", cx.location)))?;
-        let wire_configs = [
-            def.get("config"),
-            cx.resource_config,
-            op_doc.value.get("x-stackQL-config"),
-            cx.service.doc.value.get("x-stackQL-config"),
-            Some(cx.service.provider.config()),
-        ];
-        request.wire =
-            super::request::WireTranslate::from_configs(wire_configs.into_iter().flatten());
-        request.aws_canonical =
-            super::request::aws_canonical_from_configs(wire_configs.into_iter().flatten());
+        request.wire = super::request::WireTranslate::from_configs(configs.levels());
+        request.aws_canonical = super::request::aws_canonical_from_configs(configs.levels());
         let request_body = operation
             .get("requestBody")
             .map(|body| deref(store, &op_doc, body).map(|(_, v)| v))
             .transpose()?;
-
         let effect = method_effect(
             cx,
             name,
@@ -668,15 +543,8 @@ impl Method {
             request_body,
             request,
             retry,
-            pushdown: [
-                def.get("config"),
-                cx.resource_config,
-                op_doc.value.get("x-stackQL-config"),
-                cx.service.doc.value.get("x-stackQL-config"),
-            ]
-            .into_iter()
-            .flatten()
-            .find_map(|c| {
+            // The provider's `config` is not consulted for push-down.
+            pushdown: configs.find_below_provider(|c| {
                 c.get("queryParamPushdown")
                     .filter(|p| p.is_object())
                     .cloned()
@@ -951,21 +819,4 @@ fn follow_schema(
         return current.items(store);
     }
     Ok(Some(current))
-}
-
-pub(crate) fn str_field(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
-}
-
-fn ref_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key)?.get("$ref")?.as_str()
-}
-
-/// `~1` → `/`, `~0` → `~` (JSON pointer token unescaping).
-pub(crate) fn unescape_pointer(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
-fn escape_pointer(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::model::str_field;
+use super::json::str_field;
 
 /// Where a pagination token is read or written.
 #[derive(Debug, Clone, PartialEq, Eq)]

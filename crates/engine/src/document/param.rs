@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::model::str_field;
+use super::json::str_field;
 
 /// Where a parameter goes in the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -123,3 +123,11 @@ impl Budget {
         conn.progress_handler(0, None::<fn() -> bool>)
     }
 }
+
+/// Whether SQLite refused a value over its length limit.
+pub(super) fn is_too_big(err: &rusqlite::Error) -> bool {
+    matches!(
+        err,
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig
+    )
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use super::limits::{Budget, EvalLimits};
+use super::limits::{Budget, EvalLimits, is_too_big};
 use super::sqlite_internal;
 use super::tables::BOOLEAN;
 use crate::error::{Error, ErrorKind, Result};
@@ -182,14 +182,6 @@ fn word_at(sql: &str, offset: i32) -> Option<String> {
             .filter(|c| !c.is_whitespace() && *c != '\'')
             .map(String::from),
     }
-}
-
-/// Whether SQLite refused a value over its length limit.
-pub(super) fn is_too_big(err: &rusqlite::Error) -> bool {
-    matches!(
-        err,
-        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig
-    )
 }
 
 #[cfg(test)]

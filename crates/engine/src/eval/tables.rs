@@ -7,8 +7,7 @@ use rusqlite::Connection;
 use rusqlite::types::Value as SqlValue;
 
 use super::connection::{Session, quote_ident};
-use super::limits::EvalLimits;
-use super::query::is_too_big;
+use super::limits::{EvalLimits, is_too_big};
 use super::sqlite_internal;
 use crate::error::{Error, ErrorKind, Result};
 use crate::rows::{self, ColumnBinder, Loaded, RowLocator, RowWriter};

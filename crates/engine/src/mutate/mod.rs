@@ -13,22 +13,19 @@ use bytes::Bytes;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::Inner;
-use super::discovery::open_resource;
 use super::document::{Method, Param, ParamLocation, Resource, SchemaAt};
 use super::error::{Error, ErrorKind, Result};
 use super::eval::{Database, settled};
+use super::identity::{check_provider_material, credential_error, resolve as resolve_auth};
 use super::preview::{self, MASK, PREVIEW_REQUESTS, is_secret_name};
 use super::request_body::{BodyTemplate, set_path};
 use super::requests::{ParamValues, PlannedRequest, request};
 use super::rows::RowLocator;
-use super::slots;
 use super::sql::{Exec, InsertRows, Mutation, Returning, Scalar};
+use super::state::Inner;
+use super::state::open_resource;
 use super::types::{Cell, ExecContext, PlannedWrite, QueryOutput, RequestPreview, SqlVerb};
-use super::upstream::{
-    AuthParts, Leg, Scrubber, check_provider_material, credential_error, resolve_auth,
-    unsigned_request, unsigned_wire,
-};
+use super::upstream::{AuthParts, Leg, Scrubber, unsigned_request, unsigned_wire};
 
 mod planned;
 mod prepare;
@@ -163,7 +160,7 @@ async fn plan_mutation(
     where_names: Vec<String>,
 ) -> Result<Prepared> {
     let (planner, plan_cx) = (inner.clone(), cx.clone());
-    let planning = slots::slot(cx).await;
+    let planning = cx.slot().await;
     let prepared = tokio::task::spawn_blocking(move || {
         let resource = open_resource(&planner, &plan_cx, &target)?;
         let method = choose_method(&resource, verb, &rows)?;
@@ -286,7 +283,7 @@ pub(crate) async fn check_exec(
 async fn plan_exec(inner: &Arc<Inner>, cx: &ExecContext, exec: Exec) -> Result<Prepared> {
     let [provider, service, resource_name, method_name] = exec.target;
     let (planner, plan_cx) = (inner.clone(), cx.clone());
-    let planning = slots::slot(cx).await;
+    let planning = cx.slot().await;
     let json_body = exec
         .json_body
         .map(|text| {

@@ -147,6 +147,27 @@ pub(super) fn check_required(
     ))
 }
 
+/// A row's request body: the `@@json` body as given, with the row's fields set over an
+/// object; else the method's template rendered with them; else none.
+fn row_body(
+    json_body: Option<&Value>,
+    template: Option<&BodyTemplate>,
+    fields: Vec<(Vec<String>, Value)>,
+) -> Option<Value> {
+    match json_body {
+        // `@@json`: the body as given, with the named fields set over an object.
+        Some(Value::Object(map)) => {
+            let mut body = Value::Object(map.clone());
+            for (path, value) in fields {
+                set_path(&mut body, &path, value);
+            }
+            Some(body)
+        }
+        Some(other) => Some(other.clone()),
+        None => template.and_then(|template| template.render(fields)),
+    }
+}
+
 pub(super) fn prepare(
     inner: &Inner,
     resource: Arc<Resource>,
@@ -239,21 +260,7 @@ pub(super) fn prepare(
             let path = prefix.into_iter().chain(std::iter::once(field)).collect();
             fields.push((path, value));
         }
-        let body = match &json_body {
-            // `@@json`: the body as given, with the named fields set over an object.
-            Some(Value::Object(map)) => {
-                let mut body = Value::Object(map.clone());
-                for (path, value) in fields {
-                    set_path(&mut body, &path, value);
-                }
-                Some(body)
-            }
-            Some(other) => Some(other.clone()),
-            None => match &template {
-                Some(template) => template.render(fields),
-                None => None,
-            },
-        };
+        let body = row_body(json_body.as_ref(), template.as_ref(), fields);
         requests.push(Request { params, body });
     }
     let base_url = inner

@@ -81,23 +81,14 @@ pub(super) async fn send_all(
                 returning.is_some(),
             )
             .await
-            .map_err(|err| {
-                let err = err.after_write(status);
-                if total > 1 {
-                    err.with_note(&format!(
-                        "awaiting request {} of {total}; the {index} before it completed and are not undone",
-                        index + 1
-                    ))
-                } else {
-                    err
-                }
-            })?;
-            messages.push(format!(
-                "{verb} {}: {}.{} answered {status}; operation {} completed",
-                resource.full_name(),
-                resource.name,
-                method.name,
-                done.name.as_deref().unwrap_or("(unnamed)")
+            .map_err(|err| awaiting_failed(err.after_write(status), index, total))?;
+            let operation = done.name.as_deref().unwrap_or("(unnamed)");
+            messages.push(sent_message(
+                verb,
+                resource,
+                &method.name,
+                status,
+                Some(operation),
             ));
             targets |= done.is_target;
             (done.body, true)
@@ -105,49 +96,88 @@ pub(super) async fn send_all(
             (response, false)
         };
         if !awaited {
-            messages.push(format!(
-                "{verb} {}: {}.{} answered {status}; the operation was despatched successfully",
-                resource.full_name(),
-                resource.name,
-                method.name
-            ));
+            messages.push(sent_message(verb, resource, &method.name, status, None));
         }
         if returning.is_some() && !response.iter().all(u8::is_ascii_whitespace) {
             bodies.push(response);
         }
     }
-    let mut output = match returning {
-        // The awaited operations' targets: one row each, columns from the data.
-        Some(returning) if targets => {
-            let locator = Arc::new(RowLocator::Path(Vec::new()));
-            returned_rows(
-                locator,
-                Vec::new(),
-                bodies,
-                returning,
-                inner.config.max_result_rows,
-                Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
-            )
-            .await
-            .map_err(|err| after_write(err, acknowledged))?
-        }
-        Some(returning) if !bodies.is_empty() => returned_rows(
-            prepared.locator.clone(),
-            prepared.columns.clone(),
-            bodies,
-            returning,
-            inner.config.max_result_rows,
-            Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads),
-        )
+    let mut output = returned_output(inner, cx, prepared, returning, bodies, targets)
         .await
-        .map_err(|err| after_write(err, acknowledged))?,
-        _ => QueryOutput::default(),
-    };
+        .map_err(|err| after_write(err, acknowledged))?;
     output.messages = messages;
     output.upstream_status = acknowledged;
     output.timestamp =
         Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
     Ok(output)
+}
+
+/// An error awaiting the operation of request `index` of `total`: with several, it names
+/// which, and that those before it completed and are not undone.
+fn awaiting_failed(err: Error, index: usize, total: usize) -> Error {
+    if total > 1 {
+        err.with_note(&format!(
+            "awaiting request {} of {total}; the {index} before it completed and are not undone",
+            index + 1
+        ))
+    } else {
+        err
+    }
+}
+
+/// The rows `RETURNING` asks for, from the response `bodies`: with awaited operations'
+/// `targets`, one row each with columns from the data; else located and typed as the
+/// method's select rows. Empty without `RETURNING` or bodies.
+async fn returned_output(
+    inner: &Arc<Inner>,
+    cx: &ExecContext,
+    prepared: &Prepared,
+    returning: Option<&Returning>,
+    bodies: Vec<Bytes>,
+    targets: bool,
+) -> Result<QueryOutput> {
+    let db = || Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads);
+    match returning {
+        // The awaited operations' targets: one row each, columns from the data.
+        Some(returning) if targets => {
+            let locator = Arc::new(RowLocator::Path(Vec::new()));
+            let max_rows = inner.config.max_result_rows;
+            returned_rows(locator, Vec::new(), bodies, returning, max_rows, db()).await
+        }
+        Some(returning) if !bodies.is_empty() => {
+            returned_rows(
+                prepared.locator.clone(),
+                prepared.columns.clone(),
+                bodies,
+                returning,
+                inner.config.max_result_rows,
+                db(),
+            )
+            .await
+        }
+        _ => Ok(QueryOutput::default()),
+    }
+}
+
+/// The message of one sent request: `operation` names the awaited operation that completed.
+fn sent_message(
+    verb: &str,
+    resource: &Resource,
+    method: &str,
+    status: u16,
+    operation: Option<&str>,
+) -> String {
+    let (full, name) = (resource.full_name(), &resource.name);
+    match operation {
+        Some(operation) => {
+            format!(
+                "{verb} {full}: {name}.{method} answered {status}; operation {operation} completed"
+            )
+        }
+        None => format!(
+            "{verb} {full}: {name}.{method} answered {status}; the operation was despatched successfully"
+        ),
+    }
 }
 
 /// Rows of the responses, located and typed as the method's select rows would be, then

@@ -54,7 +54,7 @@ pub(crate) fn trust_of(config: &RemoteRegistryConfig) -> Result<Option<Arc<Trust
 impl RemoteRegistryConfig {
     /// What whoever starts the server should know about package verification: that it is
     /// off, or that a trusted certificate is expired or not yet valid (documents it signed
-    /// are refused). Unreadable certificate files are [`crate::Engine::new`]'s error.
+    /// are refused). Unreadable certificate files are `Engine::new`'s error.
     pub fn start_warnings(&self) -> Vec<String> {
         if !self.verify {
             return vec![VERIFY_OFF_WARNING.to_owned()];

@@ -59,18 +59,7 @@ pub(super) fn call<'v>(name: &str, args: Vec<Val<'v>>) -> Result<Val<'v>, String
         "slice" => slice(args)?,
         "print" => Val::Str(Cow::Owned(sprint(&args, false))),
         "println" => Val::Str(Cow::Owned(sprint(&args, true))),
-        "printf" => {
-            let mut args = args.into_iter();
-            let format = args.next().ok_or_else(|| {
-                "wrong number of args for printf: want at least 1 got 0".to_owned()
-            })?;
-            let View::Str(format) = format.view() else {
-                return Err(wrong_type("string", &format));
-            };
-            let rest: Vec<Val<'v>> = args.collect();
-            let views: Vec<View<'_>> = rest.iter().map(Val::view).collect();
-            Val::Str(Cow::Owned(format::sprintf(format, &views)))
-        }
+        "printf" => printf(args)?,
         "eq" => Val::Bool(eq(&args)?),
         "ne" => {
             let [a, b] = exactly::<2>(name, args)?;
@@ -89,17 +78,7 @@ pub(super) fn call<'v>(name: &str, args: Vec<Val<'v>>) -> Result<Val<'v>, String
         "html" => Val::Str(Cow::Owned(html(&eval_args(&args)))),
         "js" => Val::Str(Cow::Owned(js(&eval_args(&args)))),
         "urlquery" => Val::Str(Cow::Owned(urlquery(&eval_args(&args)))),
-        "toJson" => {
-            let [arg] = exactly::<1>(name, args)?;
-            let mut out = String::new();
-            let written = match &arg {
-                Val::Json(j) => format::json_of(&mut out, j),
-                Val::Owned(j) => format::json_of(&mut out, j.as_ref()),
-                other => format::to_json(&mut out, other.view()),
-            };
-            written.map_err(|e| format!("json: {}", e.0))?;
-            Val::Str(Cow::Owned(out))
-        }
+        "toJson" => to_json(args)?,
         "kindOf" => {
             let [arg] = exactly::<1>(name, args)?;
             Val::Str(Cow::Borrowed(arg.kind().name()))
@@ -157,6 +136,33 @@ pub(super) fn call<'v>(name: &str, args: Vec<Val<'v>>) -> Result<Val<'v>, String
         other => return Err(format!("function \"{other}\" not defined")),
     };
     Ok(result)
+}
+
+/// `printf format args…`: Go's `fmt.Sprintf`.
+fn printf<'v>(args: Vec<Val<'v>>) -> Result<Val<'v>, String> {
+    let mut args = args.into_iter();
+    let format = args
+        .next()
+        .ok_or_else(|| "wrong number of args for printf: want at least 1 got 0".to_owned())?;
+    let View::Str(format) = format.view() else {
+        return Err(wrong_type("string", &format));
+    };
+    let rest: Vec<Val<'v>> = args.collect();
+    let views: Vec<View<'_>> = rest.iter().map(Val::view).collect();
+    Ok(Val::Str(Cow::Owned(format::sprintf(format, &views))))
+}
+
+/// `toJson value`: the value as JSON text.
+fn to_json<'v>(args: Vec<Val<'v>>) -> Result<Val<'v>, String> {
+    let [arg] = exactly::<1>("toJson", args)?;
+    let mut out = String::new();
+    let written = match &arg {
+        Val::Json(j) => format::json_of(&mut out, j),
+        Val::Owned(j) => format::json_of(&mut out, j.as_ref()),
+        other => format::to_json(&mut out, other.view()),
+    };
+    written.map_err(|e| format!("json: {}", e.0))?;
+    Ok(Val::Str(Cow::Owned(out)))
 }
 
 fn json_kind(value: &Doc<'_>) -> &'static str {

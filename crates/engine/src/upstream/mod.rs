@@ -3,8 +3,9 @@
 //! statuses into typed errors. 404 on a read is "no rows" for that request.
 
 mod admission;
-mod auth;
+mod auth_parts;
 mod body;
+mod outgoing;
 mod pacing;
 mod pagination;
 pub(crate) mod provenance;
@@ -14,15 +15,12 @@ mod scrub;
 
 pub(crate) use admission::{AdmissionWait, BodyAdmission};
 use admission::{Admitting, LargeAnswers};
+pub(crate) use outgoing::Outgoing;
 use request::*;
 pub(crate) use request::{UnsignedWire, unsigned_request, unsigned_wire};
 pub(crate) use scrub::Scrubber;
 
-pub(crate) use auth::{
-    AuthParts, Caller, aws_source, azure_default_source, check_provider_material, credential_error,
-    exchange_source, google_material, google_source, resolve as resolve_auth,
-    session_token_var as aws_session_token_var,
-};
+pub(crate) use auth_parts::{AuthParts, RequestSigner};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -174,9 +172,8 @@ impl Upstream {
         let mut seen = std::collections::HashSet::new();
         loop {
             let sent = request_body.as_ref().map(LegBody::bytes);
-            let (status, response_headers, body) = self
-                .send_page(&method, &url, &headers, sent.as_ref(), leg)
-                .await?;
+            let request = Outgoing::new(&method, &url, &headers, sent.as_ref());
+            let (status, response_headers, body) = self.send_page(request, leg).await?;
             if status == 404 {
                 let end = if pages == 0 {
                     LegEnd::NotFound
@@ -229,16 +226,13 @@ impl Upstream {
     /// unknown).
     async fn send_page(
         &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
+        request: Outgoing<'_>,
         leg: &Leg<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
         // The method's effect decides, not the verb on the wire: a query-protocol GET sent as
         // a form POST is a read, and so is an AWS JSON-protocol Describe.
         let is_read = reads_only(leg);
-        let wire = on_the_wire(leg.method, method, url, headers, body)?;
+        let wire = on_the_wire(leg.method, request)?;
         if is_read {
             return self.read_wire(&wire, leg).await;
         }
@@ -248,27 +242,13 @@ impl Upstream {
     /// Sends `wire` (a request as [`on_the_wire`] translated it) as a read of `leg`'s method,
     /// retried as its `retry` says.
     async fn read_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
-        self.send_read(
-            &wire.method,
-            &wire.url,
-            &wire.headers,
-            wire.body.as_ref(),
-            leg,
-            leg.method.retry.as_ref(),
-        )
-        .await
+        self.send_read(wire.outgoing(), leg, leg.method.retry.as_ref())
+            .await
     }
 
     /// Sends `wire` once, paced for `leg`'s tenant and provider.
     async fn send_wire(&self, wire: &Wire, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
-        self.send(
-            &wire.method,
-            &wire.url,
-            &wire.headers,
-            wire.body.as_ref(),
-            leg,
-        )
-        .await
+        self.send(wire.outgoing(), leg).await
     }
 
     /// GETs `link` (an operation's `selfLink` or `targetLink`) with `leg`'s auth, as a read
@@ -294,7 +274,7 @@ impl Upstream {
             ));
         }
         let method = reqwest::Method::GET;
-        let wire = on_the_wire(leg.method, &method, &url, &headers, None)?;
+        let wire = on_the_wire(leg.method, Outgoing::new(&method, &url, &headers, None))?;
         let (status, _, body) = self.read_wire(&wire, leg).await?;
         if !(200..300).contains(&status) {
             return Err(status_error(leg, &method, &url, status, &body));
@@ -310,22 +290,8 @@ impl Upstream {
         leg: &Leg<'_>,
         body: Option<(&str, Bytes)>,
     ) -> Result<(u16, Bytes)> {
-        let (url, mut headers) = build_request(leg)?;
-        let method =
-            reqwest::Method::from_bytes(leg.method.http_method.as_bytes()).map_err(|_| {
-                Error::bad_document(format!("{}: bad HTTP method", leg.method.location))
-            })?;
-        if let Some((content_type, _)) = &body {
-            set_content_type(&mut headers, leg.method, content_type)?;
-        }
+        let (method, url, wire) = call_wire(leg, body.as_ref())?;
         let is_read = reads_only(leg);
-        let wire = on_the_wire(
-            leg.method,
-            &method,
-            &url,
-            &headers,
-            body.as_ref().map(|(_, bytes)| bytes),
-        )?;
         let (status, _, response) = match &body {
             None if is_read => {
                 self.read_wire(&wire, leg)
@@ -355,10 +321,7 @@ impl Upstream {
     /// time; the document's `config.retry` fields replace the configured ones.
     async fn send_read(
         &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
+        request: Outgoing<'_>,
         leg: &Leg<'_>,
         document_retry: Option<&DocumentRetry>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
@@ -369,7 +332,7 @@ impl Upstream {
         loop {
             // A read changes nothing: a broken answer is the upstream being unavailable.
             let outcome = self
-                .send(method, url, headers, body, leg)
+                .send(request, leg)
                 .await
                 .map_err(|err| match err.kind() {
                     ErrorKind::UpstreamOutcomeUnknown => {
@@ -389,7 +352,7 @@ impl Upstream {
                 return outcome;
             }
             tracing::debug!(
-                request = %describe(method, url),
+                request = %request.describe(),
                 attempt,
                 wait_ms = wait.as_millis() as u64,
                 "retrying upstream read"
@@ -403,24 +366,15 @@ impl Upstream {
     /// Sends one request of `leg`, once. Paced first (see [`pacing`]): it waits while its tenant's requests to the provider are
     /// paused or its configured rate is taken, or fails at once (nothing sent) when that
     /// wait would run past the call's deadline.
-    async fn send(
-        &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
-        leg: &Leg<'_>,
-    ) -> Result<(u16, HeaderMap, Bytes)> {
+    async fn send(&self, request: Outgoing<'_>, leg: &Leg<'_>) -> Result<(u16, HeaderMap, Bytes)> {
         let provider = &leg.auth.provider;
         // A request to no named provider is not paced.
         let paced = !provider.is_empty();
         if paced {
-            self.pace(leg, method, url).await?;
+            self.pace(leg, request).await?;
         }
-        let admitting = self.admitting(leg, method, url, body);
-        let outcome = self
-            .send_admitted(method, url, headers, body, leg.auth, admitting)
-            .await;
+        let admitting = self.admitting(leg, request);
+        let outcome = self.send_admitted(request, leg.auth, admitting).await;
         if paced && let Ok((status, response_headers, _)) = &outcome {
             self.pacer.answered(
                 leg.tenant,
@@ -434,34 +388,24 @@ impl Upstream {
     }
 
     /// The admission of one request of `leg` (see [`admission`]).
-    fn admitting<'a>(
-        &'a self,
-        leg: &Leg<'a>,
-        method: &reqwest::Method,
-        url: &Url,
-        body: Option<&Bytes>,
-    ) -> Admitting<'a> {
+    fn admitting<'a>(&'a self, leg: &Leg<'a>, request: Outgoing<'_>) -> Admitting<'a> {
         Admitting::new(
             leg.admission,
             &self.large_answers,
             leg.tenant,
-            (method, url, body),
+            (request.method, request.url, request.body),
         )
     }
 
     /// Sends one request, once, unpaced (token requests), and reads its body within the
     /// size limit; in a span (`upstream_request`: provider, method, status), reported to the
     /// observer.
-    async fn send_as(
+    pub(crate) async fn send_as(
         &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
+        request: Outgoing<'_>,
         auth: &AuthParts,
     ) -> Result<(u16, HeaderMap, Bytes)> {
-        self.send_admitted(method, url, headers, body, auth, Admitting::none())
-            .await
+        self.send_admitted(request, auth, Admitting::none()).await
     }
 
     /// [`Upstream::send_as`], with the request sent and a successful answer's body read
@@ -469,10 +413,7 @@ impl Upstream {
     /// duration or its timeout.
     async fn send_admitted(
         &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
+        request: Outgoing<'_>,
         auth: &AuthParts,
         mut admitting: Admitting<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
@@ -481,12 +422,12 @@ impl Upstream {
             "upstream_request",
             otel.kind = "client",
             provider = %auth.provider,
-            http.request.method = %method,
+            http.request.method = %request.method,
             http.response.status_code = tracing::field::Empty,
         );
         let started = Instant::now();
         let outcome = self
-            .send_once(method, url, headers, body, auth, &mut admitting)
+            .send_once(request, auth, &mut admitting)
             .instrument(span.clone())
             .await;
         let result = match &outcome {
@@ -511,7 +452,7 @@ impl Upstream {
     /// Waits for the tenant's turn to send to the leg's provider, or fails with
     /// `UpstreamThrottled` when the turn comes after the call's deadline (else, without
     /// one, after the upstream timeout).
-    async fn pace(&self, leg: &Leg<'_>, method: &reqwest::Method, url: &Url) -> Result<()> {
+    async fn pace(&self, leg: &Leg<'_>, request: Outgoing<'_>) -> Result<()> {
         let now = tokio::time::Instant::now();
         let deadline = leg.deadline.unwrap_or(now + self.settings.timeout);
         match self
@@ -521,7 +462,7 @@ impl Upstream {
             Ok(wait) if wait.is_zero() => Ok(()),
             Ok(wait) => {
                 tracing::debug!(
-                    request = %describe(method, url),
+                    request = %request.describe(),
                     provider = %leg.auth.provider,
                     wait_ms = wait.as_millis() as u64,
                     "waiting for the tenant's pace towards the provider"
@@ -537,7 +478,7 @@ impl Upstream {
                         "provider '{}' asked this tenant to wait, or its requests per second (providers.{}.max_requests_per_second) are taken, for {seconds}s, longer than the call has left: {} was not sent; retry after {seconds}s",
                         leg.auth.provider,
                         leg.auth.provider,
-                        describe(method, url)
+                        request.describe()
                     ),
                 )
                 .retry_after_wait(wait))
@@ -553,13 +494,16 @@ impl Upstream {
     /// HTTP client.
     async fn send_once(
         &self,
-        method: &reqwest::Method,
-        url: &Url,
-        headers: &HeaderMap,
-        body: Option<&Bytes>,
+        request: Outgoing<'_>,
         auth: &AuthParts,
         admitting: &mut Admitting<'_>,
     ) -> Result<(u16, HeaderMap, Bytes)> {
+        let Outgoing {
+            method,
+            url,
+            headers,
+            body,
+        } = request;
         let timeout = self.settings.timeout;
         admitting.before_sending(timeout).await;
         let mut deadline = tokio::time::Instant::now() + timeout;
@@ -751,7 +695,7 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// `GET http://host/path` — never the query string, which may carry credentials.
-fn describe(method: &reqwest::Method, url: &Url) -> String {
+pub(crate) fn describe(method: &reqwest::Method, url: &Url) -> String {
     let mut shown = url.clone();
     shown.set_query(None);
     let _ = shown.set_username("");

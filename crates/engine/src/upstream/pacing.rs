@@ -4,7 +4,7 @@
 //! and a provider with `max_requests_per_second` gets at most that many requests per second
 //! from each tenant (a burst of one second's worth, at least 1). A request whose wait would
 //! run past its call's deadline is not sent: it fails at once with
-//! [`ErrorKind::UpstreamThrottled`](crate::ErrorKind::UpstreamThrottled), naming the
+//! [`ErrorKind::UpstreamThrottled`](crate::error::ErrorKind::UpstreamThrottled), naming the
 //! provider and the wait.
 //!
 //! Keyed by the tenant and the provider's SQL name only: the engine knows nothing of who

@@ -8,7 +8,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
-use super::Leg;
+use super::{Leg, Outgoing};
 use crate::document::{Method, ParamLocation, WireTranslate, find_closing_brace};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -98,22 +98,27 @@ pub(crate) struct UnsignedWire {
     pub(crate) body: Option<Bytes>,
 }
 
-/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
-/// on the wire, before auth.
-pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] sends it,
+/// before auth, with the HTTP method and URL it was built with (they name it in errors).
+pub(super) fn call_wire(
+    leg: &Leg<'_>,
+    body: Option<&(&str, Bytes)>,
+) -> Result<(reqwest::Method, Url, Wire)> {
     let (url, mut headers) = build_request(leg)?;
     let method = reqwest::Method::from_bytes(leg.method.http_method.as_bytes())
         .map_err(|_| Error::bad_document(format!("{}: bad HTTP method", leg.method.location)))?;
-    if let Some((content_type, _)) = &body {
+    if let Some((content_type, _)) = body {
         set_content_type(&mut headers, leg.method, content_type)?;
     }
-    let wire = on_the_wire(
-        leg.method,
-        &method,
-        &url,
-        &headers,
-        body.as_ref().map(|(_, bytes)| bytes),
-    )?;
+    let sent = body.map(|(_, bytes)| bytes);
+    let wire = on_the_wire(leg.method, Outgoing::new(&method, &url, &headers, sent))?;
+    Ok((method, url, wire))
+}
+
+/// The request of `leg` with `body` (media type, bytes) as [`Upstream::call`] would put it
+/// on the wire, before auth.
+pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Result<UnsignedWire> {
+    let (_, _, wire) = call_wire(leg, body.as_ref())?;
     let mut headers: Vec<(String, String)> = wire
         .headers
         .iter()
@@ -134,6 +139,15 @@ pub(crate) fn unsigned_wire(leg: &Leg<'_>, body: Option<(&str, Bytes)>) -> Resul
 }
 
 pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
+    let mut url = request_url(leg)?;
+    append_query(leg, &mut url);
+    let headers = request_headers(leg)?;
+    Ok((url, headers))
+}
+
+/// The URL of a leg without its query: the server (the configured base URL, else the
+/// document's first) with its variables, then the path with its parameters.
+fn request_url(leg: &Leg<'_>) -> Result<Url> {
     let method = leg.method;
     let server = match leg.base_url {
         Some(base) => base.to_owned(),
@@ -167,7 +181,7 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
         server.trim_end_matches('/'),
         path.trim_start_matches('/')
     );
-    let mut url = Url::parse(&joined).map_err(|err| {
+    let url = Url::parse(&joined).map_err(|err| {
         Error::bad_document(format!(
             "{}: request URL '{joined}' is invalid: {err}",
             method.location
@@ -179,11 +193,13 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             method.location
         )));
     }
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        reqwest::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
+    Ok(url)
+}
+
+/// Appends a leg's query parameters to `url` (AWS's canonical members when the method asks
+/// for them), dropping `__` names when the method's wire translation says so.
+fn append_query(leg: &Leg<'_>, url: &mut Url) {
+    let method = leg.method;
     {
         let query: Vec<(&str, &str)> = leg
             .values
@@ -224,6 +240,17 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             url.query_pairs_mut().extend_pairs(kept);
         }
     }
+}
+
+/// A leg's headers: `Accept`, the declared header parameters (given, else defaulted), then
+/// header values given for undeclared names.
+fn request_headers(leg: &Leg<'_>) -> Result<HeaderMap> {
+    let method = leg.method;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
     // Declared header parameters: the statement's value, else the document's default (or
     // the one value a required header's enum allows), as any-sdk fills them
     // (`X-Amz-Target: CloudApiService.ListResources`).
@@ -257,7 +284,7 @@ pub(super) fn build_request(leg: &Leg<'_>) -> Result<(Url, HeaderMap)> {
             set_header(&mut headers, &param.name, value)?;
         }
     }
-    Ok((url, headers))
+    Ok(headers)
 }
 
 /// A request as it goes on the wire.
@@ -268,6 +295,13 @@ pub(super) struct Wire {
     pub(super) body: Option<Bytes>,
 }
 
+impl Wire {
+    /// The request to send.
+    pub(super) fn outgoing(&self) -> Outgoing<'_> {
+        Outgoing::new(&self.method, &self.url, &self.headers, self.body.as_ref())
+    }
+}
+
 /// `config.requestTranslate` `get_query_to_post_form_utf_8`'s form media type.
 pub(super) const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=utf-8";
 
@@ -275,21 +309,15 @@ pub(super) const FORM_UTF_8: &str = "application/x-www-form-urlencoded; charset=
 /// `request.transform`, then `config.requestTranslate` `get_query_to_post_form_utf_8`
 /// (the query string as the body of a POST, as any-sdk's translator does; a request that
 /// already has a body cannot be translated and fails before anything is sent).
-pub(super) fn on_the_wire(
-    method: &Method,
-    verb: &reqwest::Method,
-    url: &Url,
-    headers: &HeaderMap,
-    body: Option<&Bytes>,
-) -> Result<Wire> {
-    let body = match (body, &method.request.transform) {
+pub(super) fn on_the_wire(method: &Method, request: Outgoing<'_>) -> Result<Wire> {
+    let body = match (request.body, &method.request.transform) {
         (Some(body), Some(template)) => Some(transform_request_body(method, template, body)?),
         (body, _) => body.cloned(),
     };
     let mut wire = Wire {
-        method: verb.clone(),
-        url: url.clone(),
-        headers: headers.clone(),
+        method: request.method.clone(),
+        url: request.url.clone(),
+        headers: request.headers.clone(),
         body,
     };
     if method.request.wire == WireTranslate::QueryToPostForm {

@@ -2,7 +2,8 @@
 //! protocol), `<Error><Code>…` (REST-XML: S3, CloudFront, Route 53) and
 //! `<Response><Errors><Error><Code>…` (EC2).
 
-use super::tree::{self, Node};
+use super::decode;
+use super::tree::Node;
 
 /// An AWS error's code and message, as the body gave them (not yet escaped).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub(crate) fn aws_error(body: &[u8]) -> Option<AwsError> {
     if body[start] != b'<' {
         return None;
     }
-    let (name, root) = tree::parse(body).ok()?;
+    let (name, root) = decode::parse(body).ok()?;
     let error = match name.as_ref() {
         "Error" => &root,
         "ErrorResponse" => first(root.get("Error")?)?,

@@ -1,5 +1,5 @@
 //! A scanner for the plain XML APIs answer with (elements, attributes, text with XML's five
-//! entities, an XML declaration), building the tree [`super::tree`] builds from quick-xml's
+//! entities, an XML declaration), building the tree that `tree.rs` builds from quick-xml's
 //! events, with the same [`Open`] rules.
 //!
 //! It takes a strict subset of XML and gives `None` for anything else: comments, CDATA,

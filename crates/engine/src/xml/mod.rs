@@ -4,6 +4,7 @@
 //! ([`aws_error`]).
 
 mod aws_error;
+mod decode;
 mod fast;
 mod rows;
 mod tree;
@@ -26,7 +27,7 @@ pub(crate) fn to_mxj_value(body: &[u8]) -> Result<Value, XmlError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));
     }
-    let (name, root) = tree::parse(body)?;
+    let (name, root) = decode::parse(body)?;
     let mut map = Map::new();
     map.insert(name.into_owned(), node_value(root));
     Ok(Value::Object(map))

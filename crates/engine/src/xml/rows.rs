@@ -27,7 +27,8 @@
 
 use std::io::Write as _;
 
-use super::tree::{self, Node, XmlError};
+use super::decode;
+use super::tree::{Node, XmlError};
 
 /// The query-protocol value of `info.x-protocol`.
 const QUERY: &str = "query";
@@ -73,7 +74,7 @@ pub(crate) fn transform(
         write_envelope(&mut out, list_property, &[], fields, None);
         return Ok(out);
     }
-    let (_, root) = tree::parse(body)?;
+    let (_, root) = decode::parse(body)?;
     let payload = payload(&root, protocol);
     let rows = payload.map(|p| find_rows(p, fields)).unwrap_or_default();
     write_envelope(&mut out, list_property, &rows, fields, payload);

@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
-use super::tree::{self, MAX_DEPTH};
+use super::decode;
+use super::tree::MAX_DEPTH;
 use super::*;
 
 fn field(name: &str, type_name: &str) -> RowField {
@@ -76,7 +77,10 @@ fn malformed_bodies_are_errors() {
         "<a>".repeat(MAX_DEPTH + 1),
         "</a>".repeat(MAX_DEPTH + 1)
     );
-    assert_eq!(tree::parse(deep.as_bytes()).unwrap_err(), XmlError::TooDeep);
+    assert_eq!(
+        decode::parse(deep.as_bytes()).unwrap_err(),
+        XmlError::TooDeep
+    );
 }
 
 #[test]
@@ -269,7 +273,7 @@ fn fields_not_loaded_are_left_out_but_still_find_the_rows() {
 #[test]
 fn element_names_are_borrowed_from_the_body() {
     let body = "<r><a-b>1</a-b><ns:c x='1'>2</ns:c></r>";
-    let (name, root) = tree::parse(body.as_bytes()).unwrap();
+    let (name, root) = decode::parse(body.as_bytes()).unwrap();
     assert!(matches!(name, std::borrow::Cow::Borrowed("r")));
     let Node::Map(entries) = root else {
         panic!("a map: {root:?}");

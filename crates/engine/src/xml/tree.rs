@@ -235,20 +235,6 @@ fn local(name: &str) -> &str {
     }
 }
 
-/// Decodes `body`: the root element's name and value. What follows the root element is
-/// not read (as mxj reads one value).
-pub(crate) fn parse(body: &[u8]) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
-    let text = std::str::from_utf8(body).map_err(|err| XmlError::NotUtf8(err.valid_up_to()))?;
-    // A byte-order mark is not markup.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    // Bodies of the common shape are read by the fast scanner; anything else, and every
-    // error, is left to quick-xml.
-    match super::fast::parse(text) {
-        Some(done) => Ok(done),
-        None => read(text),
-    }
-}
-
 /// Decodes `text` (without a byte-order mark) with quick-xml.
 pub(super) fn read(text: &str) -> Result<(Cow<'_, str>, Node<'_>), XmlError> {
     let mut reader = quick_xml::Reader::from_str(text);

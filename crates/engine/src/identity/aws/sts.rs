@@ -8,12 +8,12 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue};
 use url::Url;
 
+use super::sigv4::Signer;
 use super::{Attempt, AwsCredentials, Caller, UNSET, all_or_none, loopback_or_https};
 use crate::credentials::{AwsRole, CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::auth::sigv4::Signer;
-use crate::upstream::auth::{AuthParts, credential_error, token};
-use crate::upstream::{Upstream, describe};
+use crate::identity::{AuthParts, credential_error, token};
+use crate::upstream::{Outgoing, RequestSigner, Upstream, describe};
 use crate::xml;
 
 const VERSION: &str = "2011-06-15";
@@ -247,11 +247,14 @@ async fn post(
     let url = &endpoint.url;
     let shown = format!("STS {action} at {}", describe(&method, url));
     let auth = AuthParts {
-        signer,
+        signer: signer.map(|signer| Box::new(signer) as Box<dyn RequestSigner>),
         ..AuthParts::default()
     };
     let (status, _, answer) = upstream
-        .send_as(&method, url, &headers, Some(&Bytes::from(body)), &auth)
+        .send_as(
+            Outgoing::new(&method, url, &headers, Some(&Bytes::from(body))),
+            &auth,
+        )
         .await
         .map_err(|err| {
             Error::new(

@@ -12,7 +12,7 @@
 //!    carries `Metadata-Flavor: Google`, and so must the answer).
 //!
 //! The JSON of 1–3 is one of google-auth's file kinds, by its `type`: `service_account` (a
-//! key: an RS256 assertion, see [`super::service_account`]; a JSON without `type` counts as
+//! key: an RS256 assertion, see [`service_account`]; a JSON without `type` counts as
 //! one), `external_account` (workload identity federation, see [`external`]) or
 //! `authorized_user` (gcloud's login: its refresh token at the token endpoint).
 //!
@@ -32,13 +32,14 @@
 
 mod external;
 mod metadata;
+mod service_account;
 
 use serde_json::Value;
 
+use self::service_account::GOOGLE_TOKEN_URI;
 use super::credential_error;
 use super::field;
 use super::oauth2::scopes;
-use super::service_account;
 use super::token::{self, TokenRequest};
 use crate::credentials::{CredentialSource, CredentialStore, read_credential_file};
 use crate::error::Result;
@@ -46,9 +47,6 @@ use crate::upstream::Upstream;
 
 /// The scope asked for when the auth config names none.
 const DEFAULT_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
-
-/// Google's OAuth 2.0 token endpoint (keys and `authorized_user`), when the file names none.
-pub(super) const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// The variable naming an ADC file.
 const ADC_VAR: &str = "GOOGLE_APPLICATION_CREDENTIALS";

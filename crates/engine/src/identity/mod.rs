@@ -1,93 +1,37 @@
-//! Applies a provider's `config.auth` to a request, reading secrets through the tenant's
-//! credential source. Secret values never appear in errors or logs: only variable names
-//! and file paths.
+//! Cloud identity: resolves a provider's `config.auth` into what its requests carry
+//! ([`AuthParts`]), reading secrets through the tenant's credential source, running the
+//! AWS, Google and Azure credential chains and fetching and caching tokens over the
+//! upstream client. Secret values never appear in errors or logs: only variable names and
+//! file paths.
 //!
 //! [`resolve`] runs once per table load (it may fetch a token, so it is async);
-//! [`AuthParts::apply`] runs on every request once it is fully built, and signs it when the
-//! auth is `aws_signing_v4`.
+//! [`AuthParts::apply`] (in `upstream`) runs on every request once it is fully built, and
+//! signs it when the auth is `aws_signing_v4`.
 
 mod aws;
 mod azure;
 mod exchange;
 mod google;
 mod oauth2;
-mod service_account;
-mod sigv4;
 mod static_keys;
 mod template;
 mod token;
 
+pub(crate) use aws::sigv4::session_token_var as aws_session_token_var;
 pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use exchange::source_name as exchange_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
-pub(crate) use sigv4::session_token_var;
 
 use serde_json::Value;
 
-use self::sigv4::Signer;
-use super::Upstream;
+use self::aws::sigv4::Signer;
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, ErrorKind, Result};
+use crate::upstream::{AuthParts, Upstream};
 
 /// The auth types [`resolve`] knows.
 const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, null_auth";
-
-/// What auth adds to a request.
-#[derive(Default)]
-pub(crate) struct AuthParts {
-    pub(crate) headers: Vec<(String, String)>,
-    pub(crate) query: Vec<(String, String)>,
-    /// Signs each request once it is built (`aws_signing_v4`).
-    pub(crate) signer: Option<Signer>,
-    /// The provider whose API the requests go to (for metrics and spans); empty for
-    /// requests that are not a provider's API (token endpoints).
-    pub(crate) provider: String,
-}
-
-impl std::fmt::Debug for AuthParts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Names only.
-        f.debug_struct("AuthParts")
-            .field(
-                "headers",
-                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-            )
-            .field(
-                "query",
-                &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-            )
-            .field("signer", &self.signer)
-            .field("provider", &self.provider)
-            .finish()
-    }
-}
-
-impl AuthParts {
-    /// Adds the auth to a built request: query parameters, then headers (marked
-    /// sensitive so they never show in debug output), then the signature if any, over
-    /// the final URL, headers and body.
-    pub(crate) fn apply(&self, request: &mut reqwest::Request) -> Result<()> {
-        if !self.query.is_empty() {
-            let mut pairs = request.url_mut().query_pairs_mut();
-            for (name, value) in &self.query {
-                pairs.append_pair(name, value);
-            }
-        }
-        for (name, value) in &self.headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
-            let mut value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| Error::internal("auth header was validated when resolved"))?;
-            value.set_sensitive(true);
-            request.headers_mut().insert(name, value);
-        }
-        if let Some(signer) = &self.signer {
-            signer.sign(request)?;
-        }
-        Ok(())
-    }
-}
 
 /// The credential error text the MCP tools show (inventory §8.5).
 pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
@@ -153,7 +97,7 @@ pub(crate) async fn resolve(
             }
             "aws_signing_v4" => {
                 let found = aws::credentials(upstream, provider, auth, credentials, caller).await?;
-                parts.signer = Some(Signer::new(provider, auth, found));
+                parts.signer = Some(Box::new(Signer::new(provider, auth, found)));
             }
             other => {
                 return Err(Error::new(

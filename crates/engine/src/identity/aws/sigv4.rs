@@ -16,9 +16,10 @@ use aws_sigv4::sign::v4;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::aws::AwsCredentials;
-use super::{credential_error, field};
+use super::super::{credential_error, field};
+use super::credentials::AwsCredentials;
 use crate::error::{Error, Result};
+use crate::upstream::RequestSigner;
 
 /// The session-token variable read when the auth config names none (as StackQL does).
 const DEFAULT_SESSION_TOKEN_VAR: &str = "AWS_SESSION_TOKEN";
@@ -50,7 +51,7 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// A signer for `auth` with `credentials` (resolved by the AWS credential chain).
-    pub(super) fn new(provider: &str, auth: &Value, credentials: AwsCredentials) -> Self {
+    pub(crate) fn new(provider: &str, auth: &Value, credentials: AwsCredentials) -> Self {
         Signer {
             provider: provider.to_owned(),
             key_id: credentials.key_id,
@@ -71,18 +72,6 @@ impl Signer {
             region: Some(region.to_owned()),
             service: Some("sts".to_owned()),
         }
-    }
-
-    /// The secret key and session token (to scrub them from upstream error bodies).
-    pub(crate) fn secrets(&self) -> Vec<String> {
-        let mut secrets = vec![self.secret.clone()];
-        secrets.extend(self.session_token.clone());
-        secrets
-    }
-
-    /// Signs `request` as it will be sent, now.
-    pub(super) fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
-        self.sign_at(request, SystemTime::now())
     }
 
     /// Signs `request` at `time`: adds `x-amz-date`, `authorization` (and
@@ -207,6 +196,20 @@ fn looks_like_region(label: &str) -> bool {
         && parts
             .last()
             .is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+impl RequestSigner for Signer {
+    /// Signs `request` as it will be sent, now.
+    fn sign(&self, request: &mut reqwest::Request) -> Result<()> {
+        self.sign_at(request, SystemTime::now())
+    }
+
+    /// The secret key and session token (to scrub them from upstream error bodies).
+    fn secrets(&self) -> Vec<String> {
+        let mut secrets = vec![self.secret.clone()];
+        secrets.extend(self.session_token.clone());
+        secrets
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::{Attempt, AwsCredentials, UNSET, sts};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::Result;
+use crate::identity::credential_error;
 use crate::upstream::Upstream;
-use crate::upstream::auth::credential_error;
 
 /// How many `source_profile` links are followed.
 const MAX_CHAIN: usize = 4;

@@ -10,8 +10,8 @@ use url::Url;
 use super::{Attempt, AwsCredentials, UNSET, sts};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::auth::{AuthParts, credential_error, token};
-use crate::upstream::{Upstream, describe};
+use crate::identity::{AuthParts, credential_error, token};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// ECS's credentials host, which `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` is relative to.
 const ECS_HOST: &str = "http://169.254.170.2";
@@ -156,88 +156,96 @@ pub(super) async fn instance(
                 "variable AWS_EC2_METADATA_SERVICE_ENDPOINT is not an http(s) URL",
             )
         })?;
-    if !crate::upstream::auth::metadata_reachable(&base).await {
+    if !crate::identity::metadata_reachable(&base).await {
         return Ok(Attempt::Unavailable(format!(
             "{UNSET} (no instance metadata service answers at {})",
             base.as_str().trim_end_matches('/')
         )));
     }
     let key = token::cache_key(provider, &[b"aws", b"imds", base.as_str().as_bytes()]);
-    let value = token::single_flight(store, key, || async {
-        let join = |path: &str| {
-            base.join(path)
-                .map_err(|_| Error::internal("IMDS paths join onto a base URL"))
-        };
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            HeaderName::from_static("x-aws-ec2-metadata-token-ttl-seconds"),
-            HeaderValue::from_static(IMDS_TOKEN_TTL),
-        );
-        let session = get(
-            upstream,
-            provider,
-            &reqwest::Method::PUT,
-            &join("/latest/api/token")?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let session = String::from_utf8(session.to_vec())
-            .ok()
-            .and_then(|s| HeaderValue::from_str(s.trim()).ok())
-            .map(|mut v| {
-                v.set_sensitive(true);
-                v
-            })
-            .ok_or_else(|| {
-                credential_error(
-                    provider,
-                    "IMDS answered with a session token that is not text",
-                )
-            })?;
-        let mut headers = HeaderMap::new();
-        headers.insert(HeaderName::from_static("x-aws-ec2-metadata-token"), session);
-        let roles = get(
-            upstream,
-            provider,
-            &reqwest::Method::GET,
-            &join("/latest/meta-data/iam/security-credentials/")?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let role = String::from_utf8_lossy(&roles)
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned)
-            .filter(|r| {
-                r.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
-            })
-            .ok_or_else(|| {
-                credential_error(
-                    provider,
-                    "IMDS names no instance profile role (is one attached to the instance?)",
-                )
-            })?;
-        let body = get(
-            upstream,
-            provider,
-            &reqwest::Method::GET,
-            &join(&format!(
-                "/latest/meta-data/iam/security-credentials/{role}"
-            ))?,
-            &headers,
-            "IMDS",
-        )
-        .await?;
-        let (found, lifetime) =
-            parse_json(&body).map_err(|c| credential_error(provider, &format!("IMDS {c}")))?;
-        Ok((found.encode(), lifetime))
-    })
-    .await?;
+    let value =
+        token::single_flight(store, key, || imds_credentials(upstream, provider, &base)).await?;
     Ok(Attempt::Found(AwsCredentials::decode(&value)?))
+}
+
+/// Credentials from IMDSv2 at `base`: a session token, the instance profile's role, then
+/// the role's credentials, in their cache form with their lifetime.
+async fn imds_credentials(
+    upstream: &Upstream,
+    provider: &str,
+    base: &Url,
+) -> Result<(String, Duration)> {
+    let join = |path: &str| {
+        base.join(path)
+            .map_err(|_| Error::internal("IMDS paths join onto a base URL"))
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HeaderName::from_static("x-aws-ec2-metadata-token-ttl-seconds"),
+        HeaderValue::from_static(IMDS_TOKEN_TTL),
+    );
+    let session = get(
+        upstream,
+        provider,
+        &reqwest::Method::PUT,
+        &join("/latest/api/token")?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let session = String::from_utf8(session.to_vec())
+        .ok()
+        .and_then(|s| HeaderValue::from_str(s.trim()).ok())
+        .map(|mut v| {
+            v.set_sensitive(true);
+            v
+        })
+        .ok_or_else(|| {
+            credential_error(
+                provider,
+                "IMDS answered with a session token that is not text",
+            )
+        })?;
+    let mut headers = HeaderMap::new();
+    headers.insert(HeaderName::from_static("x-aws-ec2-metadata-token"), session);
+    let roles = get(
+        upstream,
+        provider,
+        &reqwest::Method::GET,
+        &join("/latest/meta-data/iam/security-credentials/")?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let role = String::from_utf8_lossy(&roles)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+        .filter(|r| {
+            r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
+        })
+        .ok_or_else(|| {
+            credential_error(
+                provider,
+                "IMDS names no instance profile role (is one attached to the instance?)",
+            )
+        })?;
+    let body = get(
+        upstream,
+        provider,
+        &reqwest::Method::GET,
+        &join(&format!(
+            "/latest/meta-data/iam/security-credentials/{role}"
+        ))?,
+        &headers,
+        "IMDS",
+    )
+    .await?;
+    let (found, lifetime) =
+        parse_json(&body).map_err(|c| credential_error(provider, &format!("IMDS {c}")))?;
+    Ok((found.encode(), lifetime))
 }
 
 /// One request to a metadata endpoint: its body, or an error naming `what` and the status.
@@ -250,7 +258,10 @@ async fn get(
     what: &str,
 ) -> Result<bytes::Bytes> {
     let (status, _, body) = upstream
-        .send_as(method, url, headers, None, &AuthParts::default())
+        .send_as(
+            Outgoing::new(method, url, headers, None),
+            &AuthParts::default(),
+        )
         .await
         .map_err(|err| {
             Error::new(

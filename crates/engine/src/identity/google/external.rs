@@ -17,9 +17,9 @@ use url::Url;
 use super::{DEFAULT_SCOPE, secure_url};
 use crate::credentials::{CredentialStore, read_credential_file};
 use crate::error::Result;
-use crate::upstream::auth::token::{self, TokenRequest};
-use crate::upstream::auth::{AuthParts, credential_error};
-use crate::upstream::{Upstream, describe};
+use crate::identity::token::{self, TokenRequest};
+use crate::identity::{AuthParts, credential_error};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// Google's STS, when the file names no `token_url`.
 const STS_TOKEN_URL: &str = "https://sts.googleapis.com/v1/token";
@@ -269,7 +269,10 @@ async fn subject_token(upstream: &Upstream, provider: &str, config: &Config) -> 
             let method = reqwest::Method::GET;
             let shown = describe(&method, url);
             let (status, _, body) = upstream
-                .send_as(&method, url, headers, None, &AuthParts::default())
+                .send_as(
+                    Outgoing::new(&method, url, headers, None),
+                    &AuthParts::default(),
+                )
                 .await
                 .map_err(|err| {
                     credential_error(
@@ -327,7 +330,10 @@ async fn impersonate(
     });
     let body = bytes::Bytes::from(body.to_string());
     let (status, _, answer) = upstream
-        .send_as(&method, &url, &headers, Some(&body), &AuthParts::default())
+        .send_as(
+            Outgoing::new(&method, &url, &headers, Some(&body)),
+            &AuthParts::default(),
+        )
         .await
         .map_err(|err| {
             credential_error(

@@ -8,9 +8,9 @@ use url::Url;
 
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::Result;
-use crate::upstream::auth::token;
-use crate::upstream::auth::{AuthParts, credential_error};
-use crate::upstream::{Upstream, describe};
+use crate::identity::token;
+use crate::identity::{AuthParts, credential_error};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// The variable overriding the metadata server's address.
 pub(super) const HOST_VAR: &str = "GCE_METADATA_HOST";
@@ -55,7 +55,7 @@ pub(super) async fn token(
         &[b"service_account", b"gce_metadata", url.as_str().as_bytes()],
     );
     token::single_flight(credentials, key, || async {
-        if !crate::upstream::auth::metadata_reachable(&url).await {
+        if !crate::identity::metadata_reachable(&url).await {
             return Err(credential_error(
                 provider,
                 &format!("service_account found no credential: no GCE metadata server answers at {shown}"),
@@ -67,7 +67,7 @@ pub(super) async fn token(
             HeaderValue::from_static("Google"),
         );
         let (status, answer_headers, body) = upstream
-            .send_as(&method, &url, &headers, None, &AuthParts::default())
+            .send_as(Outgoing::new(&method, &url, &headers, None), &AuthParts::default())
             .await
             .map_err(|err| {
                 credential_error(

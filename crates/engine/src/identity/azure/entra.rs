@@ -10,9 +10,9 @@ use url::Url;
 use super::{Attempt, UNSET, all_set};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
+use crate::identity::credential_error;
+use crate::identity::token::{self, TokenRequest};
 use crate::upstream::Upstream;
-use crate::upstream::auth::credential_error;
-use crate::upstream::auth::token::{self, TokenRequest};
 
 /// Entra's public-cloud authority.
 const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com";

@@ -1,18 +1,20 @@
 //! A Google service-account key (`client_email`, `private_key`, optional `private_key_id`
 //! and `token_uri`) signs an RS256 JWT assertion (RFC 7523), exchanged at the token URI for
-//! an access token. Where the key comes from is the chain of [`super::google`].
+//! an access token. Where the key comes from is the chain of `google/mod.rs`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::google::GOOGLE_TOKEN_URI;
-use super::token::{self, TokenRequest};
-use super::{credential_error, field};
+use super::super::token::{self, TokenRequest};
+use super::super::{credential_error, field};
 use crate::credentials::CredentialStore;
 use crate::error::Result;
 use crate::upstream::Upstream;
+
+/// Google's OAuth 2.0 token endpoint (keys and `authorized_user`), when the file names none.
+pub(super) const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// Assertions are valid this long (Google's maximum is one hour).
 const ASSERTION_LIFETIME_SECS: u64 = 3600;

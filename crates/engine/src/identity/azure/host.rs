@@ -12,8 +12,8 @@ use url::Url;
 use super::{Attempt, UNSET};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::Result;
-use crate::upstream::auth::credential_error;
-use crate::upstream::auth::token;
+use crate::identity::credential_error;
+use crate::identity::token;
 use crate::upstream::{Upstream, describe};
 
 /// Why a host source is skipped for a tenant that may not use the host's identity.
@@ -91,7 +91,7 @@ pub(super) async fn managed_identity(
     }
     let method = reqwest::Method::GET;
     let shown = describe(&method, &url);
-    if app_service.is_none() && !crate::upstream::auth::metadata_reachable(&url).await {
+    if app_service.is_none() && !crate::identity::metadata_reachable(&url).await {
         return Ok(Attempt::Unavailable(format!(
             "{UNSET} (no IMDS endpoint answers at {shown})"
         )));

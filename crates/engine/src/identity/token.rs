@@ -14,7 +14,7 @@ use url::Url;
 use super::{AuthParts, credential_error};
 use crate::credentials::{CachedToken, CredentialStore};
 use crate::error::{Error, Result};
-use crate::upstream::{Upstream, describe};
+use crate::upstream::{Outgoing, Upstream, describe};
 
 /// A token is dropped from the cache this long before the endpoint said it expires.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
@@ -178,7 +178,10 @@ pub(super) async fn fetch_token(
     body: Option<Bytes>,
 ) -> Result<(String, Duration)> {
     let (status, _, answer) = upstream
-        .send_as(method, url, headers, body.as_ref(), &AuthParts::default())
+        .send_as(
+            Outgoing::new(method, url, headers, body.as_ref()),
+            &AuthParts::default(),
+        )
         .await
         .map_err(|err| {
             let message = err.message().replace(&describe(method, url), shown);
