@@ -2,12 +2,59 @@
 //! many statements run at once and how many rendered response bytes may be in flight,
 //! overall and per tenant; and how much lower the OS priority of bulk work is.
 
+use serde::Deserialize;
 use std::time::Duration;
 
 use super::Problems;
-use super::upstream::{RawBulkPriority, RawLimits};
 use crate::engine::EvalLimits;
 use crate::thread_priority::{BulkPriority, DEFAULT_LOWER_BY, LOWEST};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawLimits {
+    pub(super) max_result_rows: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) max_eval_time: Option<Duration>,
+    pub(super) max_eval_value_bytes: usize,
+    pub(super) max_concurrent_evaluations: Option<usize>,
+    pub(super) max_tenant_evaluations: Option<usize>,
+    pub(super) max_bulk_statements: Option<usize>,
+    pub(super) max_tenant_bulk_statements: Option<usize>,
+    #[serde(with = "humantime_serde")]
+    pub(super) admission_wait: Duration,
+    pub(super) max_response_bytes_in_flight: Option<usize>,
+    pub(super) max_tenant_response_bytes_in_flight: Option<usize>,
+    pub(super) bulk_work_priority: Option<RawBulkPriority>,
+    pub(super) bulk_work_nice: Option<u8>,
+}
+
+/// `limits.bulk_work_priority` as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawBulkPriority {
+    Idle,
+    Nice,
+    Normal,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            max_result_rows: 100_000,
+            max_eval_time: None,
+            max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
+            max_concurrent_evaluations: None,
+            max_tenant_evaluations: None,
+            max_bulk_statements: None,
+            max_tenant_bulk_statements: None,
+            admission_wait: AdmissionLimits::default().wait,
+            max_response_bytes_in_flight: None,
+            max_tenant_response_bytes_in_flight: None,
+            bulk_work_priority: None,
+            bulk_work_nice: None,
+        }
+    }
+}
 
 /// Checks `limits.max_eval_time` and `limits.max_eval_value_bytes`, pushing each problem
 /// with its key. Unset, the time budget is 30 s or the call timeout, whichever is shorter.

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::limits::RawLimits;
 use super::providers::RawProvider;
 use super::registry::RawRegistry;
 use super::server::RawServer;
 use super::tenants::{RawCredentials, RawTenant};
-use super::upstream::{RawLimits, RawUpstream};
+use super::upstream::RawUpstream;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

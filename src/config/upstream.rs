@@ -60,53 +60,6 @@ impl Default for RawRetry {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(super) struct RawLimits {
-    pub(super) max_result_rows: usize,
-    #[serde(with = "humantime_serde")]
-    pub(super) max_eval_time: Option<Duration>,
-    pub(super) max_eval_value_bytes: usize,
-    pub(super) max_concurrent_evaluations: Option<usize>,
-    pub(super) max_tenant_evaluations: Option<usize>,
-    pub(super) max_bulk_statements: Option<usize>,
-    pub(super) max_tenant_bulk_statements: Option<usize>,
-    #[serde(with = "humantime_serde")]
-    pub(super) admission_wait: Duration,
-    pub(super) max_response_bytes_in_flight: Option<usize>,
-    pub(super) max_tenant_response_bytes_in_flight: Option<usize>,
-    pub(super) bulk_work_priority: Option<RawBulkPriority>,
-    pub(super) bulk_work_nice: Option<u8>,
-}
-
-/// `limits.bulk_work_priority` as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum RawBulkPriority {
-    Idle,
-    Nice,
-    Normal,
-}
-
-impl Default for RawLimits {
-    fn default() -> Self {
-        RawLimits {
-            max_result_rows: 100_000,
-            max_eval_time: None,
-            max_eval_value_bytes: crate::engine::EvalLimits::default().max_value_bytes,
-            max_concurrent_evaluations: None,
-            max_tenant_evaluations: None,
-            max_bulk_statements: None,
-            max_tenant_bulk_statements: None,
-            admission_wait: super::limits::AdmissionLimits::default().wait,
-            max_response_bytes_in_flight: None,
-            max_tenant_response_bytes_in_flight: None,
-            bulk_work_priority: None,
-            bulk_work_nice: None,
-        }
-    }
-}
-
 /// Checks `upstream:`.
 pub(super) fn check_upstream(raw: RawUpstream, problems: &mut Problems) -> UpstreamLimits {
     problems.duration_in_range("upstream.timeout", raw.timeout, 24 * HOUR);
@@ -169,7 +122,7 @@ pub(super) fn check_upstream(raw: RawUpstream, problems: &mut Problems) -> Upstr
 }
 
 /// Checks `limits:`; returns the rows one statement may return.
-pub(super) fn check_limits(raw: RawLimits, problems: &mut Problems) -> usize {
+pub(super) fn check_limits(raw: super::limits::RawLimits, problems: &mut Problems) -> usize {
     problems.in_range(
         "limits.max_result_rows",
         raw.max_result_rows as u64,
