@@ -22,6 +22,9 @@ const RECORD_LABEL: &[u8] = b"querygate-audit-record-v2\0";
 /// What a head's MAC covers before its fields.
 const HEAD_LABEL: &[u8] = b"querygate-audit-head-v2\0";
 
+/// What a retention cut's MAC covers before its fields.
+const CUT_LABEL: &[u8] = b"querygate-audit-cut-v1\0";
+
 /// The audit key, ready to MAC (the key's pads computed once).
 #[derive(Clone)]
 pub struct MacKey {
@@ -112,6 +115,20 @@ impl MacKey {
             b"\0",
             at.as_bytes(),
         ])
+    }
+}
+
+impl MacKey {
+    /// The MAC of a retention cut: its fields (partition, range, action, stream, seqs, last
+    /// hash, count, time) in order, each followed by a NUL.
+    pub fn cut_mac(&self, fields: &[&str]) -> String {
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * fields.len() + 1);
+        parts.push(CUT_LABEL);
+        for field in fields {
+            parts.push(field.as_bytes());
+            parts.push(b"\0");
+        }
+        self.mac(&parts)
     }
 }
 

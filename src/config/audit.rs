@@ -80,6 +80,21 @@ struct RawPgSink {
     max_batch: usize,
     #[serde(with = "humantime_serde")]
     write_timeout: Duration,
+    partitions_ahead: u32,
+    retention: Option<RawRetention>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    #[serde(with = "humantime_serde")]
+    keep: Duration,
+    #[serde(default = "default_retention_action")]
+    action: crate::audit::partitions::RetentionAction,
+}
+
+fn default_retention_action() -> crate::audit::partitions::RetentionAction {
+    crate::audit::partitions::RetentionAction::Drop
 }
 
 impl Default for RawPgSink {
@@ -87,6 +102,8 @@ impl Default for RawPgSink {
         RawPgSink {
             max_batch: 512,
             write_timeout: Duration::from_secs(5),
+            partitions_ahead: 7,
+            retention: None,
         }
     }
 }
@@ -146,9 +163,26 @@ pub(super) fn check_audit(
                 problems
                     .push_line("audit.postgres.write_timeout must be greater than 0".to_owned());
             }
+            if !(1..=366).contains(&raw.postgres.partitions_ahead) {
+                problems.push_line(
+                    "audit.postgres.partitions_ahead must be between 1 and 366".to_owned(),
+                );
+            }
+            let retention = raw.postgres.retention.map(|r| {
+                if r.keep < Duration::from_secs(86_400) {
+                    problems
+                        .push_line("audit.postgres.retention.keep must be at least 1d".to_owned());
+                }
+                crate::audit::partitions::Retention {
+                    keep: r.keep,
+                    action: r.action,
+                }
+            });
             SinkSettings::Postgres {
                 max_batch: raw.postgres.max_batch,
                 write_timeout: raw.postgres.write_timeout,
+                partitions_ahead: raw.postgres.partitions_ahead,
+                retention,
             }
         }
     };
