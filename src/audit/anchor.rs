@@ -172,4 +172,20 @@ mod tests {
         assert!(!same_mac(&mac, &head));
         assert!(!same_mac(&mac, &mac[..63]));
     }
+
+    #[test]
+    fn a_cut_mac_covers_every_field_and_their_boundaries() {
+        let key = MacKey::new(&[7u8; 32]).unwrap();
+        let mac = key.cut_mac(&["p1", "drop", "r1", "1", "4"]);
+        assert_eq!(mac, key.cut_mac(&["p1", "drop", "r1", "1", "4"]));
+        assert_ne!(mac, key.cut_mac(&["p1", "drop", "r1", "1", "5"]));
+        assert_ne!(mac, key.cut_mac(&["p1", "drop", "r11", "", "4"]));
+        assert_ne!(
+            mac,
+            MacKey::new(&[8u8; 32])
+                .unwrap()
+                .cut_mac(&["p1", "drop", "r1", "1", "4"])
+        );
+        assert_ne!(key.cut_mac(&["ab"]), key.record_mac("ab"));
+    }
 }

@@ -273,4 +273,64 @@ mod tests {
         let err = serde_norway::from_str::<RawAudit>("failure_mode: lax\n").unwrap_err();
         assert!(err.to_string().contains("lax"), "{err}");
     }
+
+    #[test]
+    fn partitions_and_retention_are_read_and_checked() {
+        use crate::audit::partitions::{Retention, RetentionAction};
+        let database = DatabaseConfig {
+            url: Some(crate::config::DatabaseUrl::Inline(
+                crate::config::SecretUrl::new("postgres://h/d"),
+            )),
+            ..DatabaseConfig::default()
+        };
+        let (settings, problems) = check(
+            "sink: postgres\npostgres: {partitions_ahead: 14, retention: {keep: 90d, action: detach}}\n",
+            &database,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let SinkSettings::Postgres {
+            partitions_ahead,
+            retention,
+            ..
+        } = settings.sink
+        else {
+            panic!("{:?}", settings.sink);
+        };
+        assert_eq!(partitions_ahead, 14);
+        assert_eq!(
+            retention,
+            Some(Retention {
+                keep: std::time::Duration::from_secs(90 * 86_400),
+                action: RetentionAction::Detach,
+            })
+        );
+        let (settings, _) = check(
+            "sink: postgres\npostgres: {retention: {keep: 30d}}\n",
+            &database,
+        );
+        assert!(matches!(
+            settings.sink,
+            SinkSettings::Postgres {
+                partitions_ahead: 7,
+                retention: Some(Retention {
+                    action: RetentionAction::Drop,
+                    ..
+                }),
+                ..
+            }
+        ));
+        let (_, problems) = check(
+            "sink: postgres\npostgres: {partitions_ahead: 0, retention: {keep: 2h}}\n",
+            &database,
+        );
+        let text = problems.join("; ");
+        assert!(text.contains("audit.postgres.partitions_ahead"), "{text}");
+        assert!(text.contains("audit.postgres.retention.keep"), "{text}");
+        assert!(
+            serde_norway::from_str::<RawAudit>(
+                "postgres: {retention: {keep: 1d, action: shred}}\n"
+            )
+            .is_err()
+        );
+    }
 }

@@ -190,3 +190,68 @@ impl Cuts {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(partition: &str, first: u64, last: u64, hash: &str, records: u64) -> Cut {
+        Cut {
+            partition: partition.into(),
+            first,
+            last,
+            hash: hash.into(),
+            records,
+        }
+    }
+
+    /// Day 1 held seqs 1, 2 and 4 (4 a call that ended after day 2's seq 3 began); day 2
+    /// held 3, 5 and 6.
+    fn two_days() -> Cuts {
+        let mut cuts = Cuts::default();
+        cuts.streams.insert(
+            "r1".into(),
+            vec![cut("p1", 1, 4, "h4", 3), cut("p2", 3, 6, "h6", 3)],
+        );
+        cuts
+    }
+
+    #[test]
+    fn gaps_within_cuts_pass_when_as_many_are_missing_as_were_removed() {
+        // Both days removed: seqs 1..6 missing, the next record links to seq 6.
+        let mut cuts = two_days();
+        assert!(cuts.gap("r1", 1, 6, "h6").is_ok());
+        assert_eq!(cuts.finish(), Ok(()));
+        // Only day 1 removed, its straggler seq 4 among day 2's kept seqs.
+        let mut cuts = Cuts::default();
+        cuts.streams
+            .insert("r1".into(), vec![cut("p1", 1, 4, "h4", 3)]);
+        assert!(cuts.gap("r1", 1, 2, "h2").is_ok());
+        assert!(cuts.gap("r1", 4, 4, "h4").is_ok());
+        assert_eq!(cuts.finish(), Ok(()));
+    }
+
+    #[test]
+    fn a_seq_outside_every_cut_a_wrong_link_or_a_wrong_count_breaks() {
+        let mut cuts = two_days();
+        let err = cuts.gap("r1", 1, 7, "h7").unwrap_err();
+        assert!(err.contains("seq 7 of stream r1 is missing"), "{err}");
+        let err = cuts.gap("r1", 1, 6, "other").unwrap_err();
+        assert!(err.contains("does not link"), "{err}");
+        // Day 1 removed (3 records), but seqs 1..4 are all missing: seq 3 was deleted.
+        let mut cuts = Cuts::default();
+        cuts.streams
+            .insert("r1".into(), vec![cut("p1", 1, 4, "h4", 3)]);
+        assert!(cuts.gap("r1", 1, 4, "h4").is_ok());
+        let (location, reason) = cuts.finish().unwrap_err();
+        assert_eq!(location, "stream r1");
+        assert!(reason.contains("4 records of stream r1 are missing but retention removed 3"));
+        // A cut that names records still there.
+        let cuts = two_days();
+        assert!(cuts.finish().unwrap_err().1.contains("still there"));
+        // A stream retention never touched has no cuts.
+        let mut cuts = two_days();
+        assert!(!cuts.has("r2"));
+        assert!(cuts.gap("r2", 1, 1, "h1").is_err());
+    }
+}
