@@ -69,7 +69,8 @@ CROSS JOIN LATERAL (SELECT now() - make_interval(days => $1::int + 1) \
          WHEN g % 100 < 95 THEN 'mutation_delete' ELSE 'lifecycle' END AS class) t \
 CROSS JOIN LATERAL (SELECT jsonb_strip_nulls(jsonb_build_object( \
     'v', 2, 'timestamp', t.at, 'phase', 'outcome', 'call_id', 'c' || $2 || '-' || g, \
-    'replica', 'bench', 'tenant', 't' || (g / 7 % 50), 'principal', 'p' || (g / 3 % 1000), \
+    'replica', 'bench', 'tenant', 't' || abs(hashint8(g) % 50), \
+    'principal', 'p' || abs(hashint8(-g) % 1000), \
     'auth_method', 'jwt', 'tool', CASE WHEN t.class = 'select' THEN 'run_select_query' \
         ELSE 'run_mutation_query' END, 'mode', 'safe', \
     'decision', CASE WHEN t.class = 'select' THEN 'allow' ELSE 'needs_approval_accepted' END, \

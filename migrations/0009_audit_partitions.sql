@@ -93,7 +93,7 @@ CREATE TRIGGER audit_events_no_truncate
     BEFORE TRUNCATE ON audit_events
     FOR EACH STATEMENT EXECUTE FUNCTION audit_events_refuse_change();
 
--- Creates the daily partitions of `p_days` days from `p_from` that are missing; returns
+-- Creates the daily partitions of `p_days` days (1..366) from `p_from` that are missing; returns
 -- the names it created. Safe to run from several processes at once (an advisory lock
 -- serialises them, and a partition already there is left alone). A day whose records
 -- already went to the DEFAULT partition (no partition existed when they were written) is
@@ -108,7 +108,7 @@ DECLARE
     name text;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('querygate.audit_events.partitions'));
-    FOR i IN 0 .. greatest(p_days, 1) - 1 LOOP
+    FOR i IN 0 .. least(greatest(p_days, 1), 366) - 1 LOOP
         d := p_from + i;
         name := 'audit_events_p' || to_char(d, 'YYYYMMDD');
         CONTINUE WHEN to_regclass(name) IS NOT NULL;
@@ -144,9 +144,10 @@ DECLARE
 BEGIN
     SELECT min(at AT TIME ZONE 'UTC')::date, max(at AT TIME ZONE 'UTC')::date
         INTO first_day, last_day FROM audit_events_unpartitioned;
-    IF first_day IS NOT NULL THEN
-        PERFORM audit_create_partitions(first_day, last_day - first_day + 1);
-    END IF;
+    WHILE first_day <= last_day LOOP
+        PERFORM audit_create_partitions(first_day, least(366, last_day - first_day + 1));
+        first_day := first_day + 366;
+    END LOOP;
     PERFORM audit_create_partitions((now() AT TIME ZONE 'UTC')::date, 8);
     INSERT INTO audit_events (id, stream, seq, at, record, doc, prev_hash, hash, inserted_at,
                               mac)

@@ -12,7 +12,8 @@
 //!   a cut that leaves a partial line), a head whose MAC does not verify, a head whose
 //!   stream has no record left, a version 2 stream without a head;
 //! - a stream that starts after seq 1 (or skips seqs) where no `prune` record names the
-//!   records that went: deleted, not pruned (PostgreSQL never prunes).
+//!   records that went: deleted, not pruned (PostgreSQL never prunes; its retention records
+//!   cuts instead, `verify/cuts.rs`).
 //!
 //! Version 1 records (written before pruning was recorded) starting mid-chain, and streams
 //! without MACs (verified without a key, or named by `--allow-unsigned`), are reported in
