@@ -3,6 +3,7 @@
 
 mod approvals_cli;
 mod approve;
+mod audit_maintain;
 mod audit_query;
 mod audit_table;
 mod call;
@@ -226,6 +227,10 @@ pub enum AuditAction {
         /// Audit files or folders to check instead of the configured ones.
         paths: Vec<PathBuf>,
     },
+    /// Makes the daily partitions of `audit_events` ahead (`audit.postgres.
+    /// partitions_ahead`) and applies `audit.postgres.retention`, recording what it removed
+    /// in `audit_retention_cuts` (run it daily, with the role that ran `querygate migrate`).
+    Maintain,
     /// Prints the latest records, one line each.
     Tail {
         /// How many records.
@@ -595,6 +600,7 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
             database, paths, ..
         } => (*database, paths.clone()),
         AuditAction::Tail { database, path, .. } => (*database, path.iter().cloned().collect()),
+        AuditAction::Maintain => return audit_maintain::run(config).await,
         AuditAction::Query {
             database, paths, ..
         } => (*database, paths.clone()),
@@ -697,6 +703,8 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
                 }
             }
         }
+        // Answered above, before any pool is opened.
+        AuditAction::Maintain => 1,
         AuditAction::Tail { lines, follow, .. } => {
             let mut stdout = std::io::stdout();
             let result = match &pool {

@@ -22,6 +22,9 @@ const RECORD_LABEL: &[u8] = b"querygate-audit-record-v2\0";
 /// What a head's MAC covers before its fields.
 const HEAD_LABEL: &[u8] = b"querygate-audit-head-v2\0";
 
+/// What a retention cut's MAC covers before its fields.
+const CUT_LABEL: &[u8] = b"querygate-audit-cut-v1\0";
+
 /// The audit key, ready to MAC (the key's pads computed once).
 #[derive(Clone)]
 pub struct MacKey {
@@ -115,6 +118,20 @@ impl MacKey {
     }
 }
 
+impl MacKey {
+    /// The MAC of a retention cut: its fields (partition, range, action, stream, seqs, last
+    /// hash, count, time) in order, each followed by a NUL.
+    pub fn cut_mac(&self, fields: &[&str]) -> String {
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * fields.len() + 1);
+        parts.push(CUT_LABEL);
+        for field in fields {
+            parts.push(field.as_bytes());
+            parts.push(b"\0");
+        }
+        self.mac(&parts)
+    }
+}
+
 /// Compares two hex MACs in time that does not depend on where they differ.
 pub fn same_mac(a: &str, b: &str) -> bool {
     a.len() == b.len()
@@ -154,5 +171,21 @@ mod tests {
         assert!(same_mac(&mac, &mac.clone()));
         assert!(!same_mac(&mac, &head));
         assert!(!same_mac(&mac, &mac[..63]));
+    }
+
+    #[test]
+    fn a_cut_mac_covers_every_field_and_their_boundaries() {
+        let key = MacKey::new(&[7u8; 32]).unwrap();
+        let mac = key.cut_mac(&["p1", "drop", "r1", "1", "4"]);
+        assert_eq!(mac, key.cut_mac(&["p1", "drop", "r1", "1", "4"]));
+        assert_ne!(mac, key.cut_mac(&["p1", "drop", "r1", "1", "5"]));
+        assert_ne!(mac, key.cut_mac(&["p1", "drop", "r11", "", "4"]));
+        assert_ne!(
+            mac,
+            MacKey::new(&[8u8; 32])
+                .unwrap()
+                .cut_mac(&["p1", "drop", "r1", "1", "4"])
+        );
+        assert_ne!(key.cut_mac(&["ab"]), key.record_mac("ab"));
     }
 }

@@ -10,6 +10,7 @@
 //! - [`sink`]: the [`AuditSink`] trait; a record is durable when `write` returns `Ok`.
 //! - [`file`] (JSONL, fsync with group commit on a writer thread, rotation),
 //!   [`postgres`] (the append-only `audit_events` table, batched inserts),
+//!   [`partitions`] (its daily partitions and retention),
 //!   [`memory`] (tests), [`deferred`] (opened at the first record: the CLI).
 //! - `batch`: a writer's batch linked into the chain and its callers answered, shared by
 //!   the file and PostgreSQL sinks.
@@ -36,6 +37,7 @@ pub mod lines;
 pub mod location;
 pub mod memory;
 pub mod open;
+pub mod partitions;
 pub mod postgres;
 pub mod query;
 mod queue;

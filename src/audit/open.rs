@@ -94,6 +94,7 @@ pub async fn start_sink(
         SinkSettings::Postgres {
             max_batch,
             write_timeout,
+            ..
         } => {
             let pool = pool.ok_or_else(|| {
                 AuditError::Unavailable(

@@ -3,16 +3,17 @@
 //! queue records and await a reply; the task inserts everything queued in one statement
 //! (committed on return) and then answers them all, so concurrent calls share a commit.
 //!
-//! Each statement also advances the stream's row in `audit_heads` (migration `0004`, through
-//! `audit_advance_head`, which never moves a head back), MACed under the audit key when there
+//! Each statement also advances the stream's row in `audit_heads` (migration `0009`, through
+//! `audit_append_head`, which moves a head only from the seq before the batch), MACed under the audit key when there
 //! is one, in the same transaction as the rows: `audit verify --database` then sees rows
 //! removed from a stream's end, and rows forged by a role without the key.
 //!
 //! Every process writes a stream of its own (a server its `audit.replica`, a local process
 //! `<replica>.<pid>-<unix ms>`, see `open`), yet two writers of one stream (two servers
 //! given the same `audit.replica`, a replica's old and new process overlapping) must not fail
-//! calls: when an insert loses the race for its seqs (`UNIQUE (stream, seq)`: another writer
-//! committed them first, and nothing of the batch was written), the task re-reads the head
+//! calls: when an insert loses the race for its seqs (another writer
+//! committed them first, and nothing of the batch was written; the table is partitioned by
+//! time, so the head, not a unique index, refuses them), the task re-reads the head
 //! and inserts the batch again after it, with the next seqs. The callers never see the lost
 //! race.
 //!
@@ -33,6 +34,7 @@ use super::batch::{LinkedBatch, fail_all};
 use super::chain::ChainHead;
 use super::group::{Gather, GroupCommit};
 use super::head::Head;
+use super::partitions::DailyEnsure;
 use super::queue::{Job, WriterQueue};
 use super::record::AuditRecord;
 use super::sink::{AuditError, AuditSink, Receipt};
@@ -70,13 +72,16 @@ const INSERT: &str = "WITH inserted AS (\
        SELECT $1, t.seq, t.at::timestamptz, t.record, t.record::jsonb, t.prev_hash, t.hash, t.mac \
        FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) \
        AS t(seq, at, record, prev_hash, hash, mac) RETURNING 1) \
-     SELECT audit_advance_head($1, $8, $9, $10, $11) FROM (SELECT count(*) FROM inserted) AS n";
+     SELECT audit_append_head($1, $12, $8, $9, $10, $11) FROM (SELECT count(*) FROM inserted) AS n";
 
 impl PgSink {
     /// Starts the sink on `pool`: reads where the stream's chain left off (so a database
     /// that is unreachable, or lacks the schema, fails the start) and starts the writer.
     pub async fn start(pool: PgPool, config: PgSinkConfig) -> Result<PgSink, AuditError> {
         let head = read_head(&pool, &config.stream, config.write_timeout).await?;
+        ensure_partitions(&pool, config.write_timeout).await?;
+        let mut daily = DailyEnsure::default();
+        daily.done();
         let (jobs, receiver) = mpsc::unbounded_channel();
         let (stopped_tx, stopped) = oneshot::channel();
         let stream = config.stream.clone();
@@ -84,6 +89,7 @@ impl PgSink {
             pool,
             config,
             head: Some(head),
+            daily,
         };
         tokio::spawn(async move {
             writer.run(receiver).await;
@@ -119,6 +125,8 @@ struct Writer {
     config: PgSinkConfig,
     /// `None`: unknown after a failure; read again before the next batch.
     head: Option<ChainHead>,
+    /// When today's and tomorrow's partitions were last made.
+    daily: DailyEnsure,
 }
 
 /// Lets the callers the last commits released send their next record, until `batch` holds
@@ -162,6 +170,13 @@ impl Writer {
     }
 
     async fn write_batch(&mut self, batch: Vec<Job>) {
+        if self.daily.due() {
+            // A record whose day has no partition still lands (in the DEFAULT one).
+            match ensure_partitions(&self.pool, self.config.write_timeout).await {
+                Ok(()) => self.daily.done(),
+                Err(err) => tracing::warn!("{err}"),
+            }
+        }
         let mut jobs = batch;
         let mut attempt = 1;
         loop {
@@ -234,6 +249,7 @@ impl Writer {
             .bind(&head.hash)
             .bind(&head.at)
             .bind(&head.mac)
+            .bind(columns.seq.first().copied().unwrap_or(1))
             .execute(&self.pool);
         let failed = match tokio::time::timeout(self.config.write_timeout, insert).await {
             Ok(Ok(_)) => return Attempt::Committed(linked),
@@ -297,6 +313,20 @@ struct Columns {
     prev_hash: Vec<String>,
     hash: Vec<String>,
     mac: Vec<Option<String>>,
+}
+
+/// Makes today's and tomorrow's partitions of `audit_events` (UTC) when missing.
+async fn ensure_partitions(pool: &PgPool, timeout: Duration) -> Result<(), AuditError> {
+    match tokio::time::timeout(timeout, super::partitions::ensure_partitions(pool, 2)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(err)) => Err(AuditError::Unavailable(format!(
+            "cannot create the partitions of audit_events (is `querygate migrate` applied?): {err}"
+        ))),
+        Err(_) => Err(AuditError::Unavailable(format!(
+            "creating the partitions of audit_events took longer than {}",
+            humantime::format_duration(timeout)
+        ))),
+    }
 }
 
 /// The stream's last record, through `audit_stream_head` (the writer role may not read the

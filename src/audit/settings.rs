@@ -50,5 +50,9 @@ pub enum SinkSettings {
         max_batch: usize,
         /// Longest one INSERT may take.
         write_timeout: Duration,
+        /// Days of partitions `querygate audit maintain` makes ahead.
+        partitions_ahead: u32,
+        /// What `querygate audit maintain` removes (`None`: nothing).
+        retention: Option<super::partitions::Retention>,
     },
 }

@@ -12,7 +12,8 @@
 //!   a cut that leaves a partial line), a head whose MAC does not verify, a head whose
 //!   stream has no record left, a version 2 stream without a head;
 //! - a stream that starts after seq 1 (or skips seqs) where no `prune` record names the
-//!   records that went: deleted, not pruned (PostgreSQL never prunes).
+//!   records that went: deleted, not pruned (PostgreSQL never prunes; its retention records
+//!   cuts instead, `verify/cuts.rs`).
 //!
 //! Version 1 records (written before pruning was recorded) starting mid-chain, and streams
 //! without MACs (verified without a key, or named by `--allow-unsigned`), are reported in
@@ -30,6 +31,7 @@ use super::chain::{self, GENESIS, ParsedLine};
 use super::head::{self, Head, HeadTrust};
 use super::record::{Phase, Pruned};
 
+mod cuts;
 mod mac;
 mod stream;
 
@@ -140,6 +142,8 @@ struct Walker<'k> {
     prunes: BTreeMap<String, Vec<PruneEntry>>,
     heads: BTreeMap<String, (String, Head)>,
     unanchored: BTreeMap<String, u64>,
+    /// PostgreSQL: what retention removed.
+    cuts: cuts::Cuts,
 }
 
 impl<'k> Walker<'k> {
@@ -153,6 +157,7 @@ impl<'k> Walker<'k> {
             prunes: BTreeMap::new(),
             heads: BTreeMap::new(),
             unanchored: BTreeMap::new(),
+            cuts: cuts::Cuts::default(),
         }
     }
 
@@ -249,6 +254,9 @@ impl<'k> Walker<'k> {
                 "a version {} record after version {} records in stream {} (a downgrade)",
                 stored.v, s.version, stored.stream
             )),
+            Some(s) if stored.seq > s.seq + 1 && self.cuts.has(&stored.stream) => {
+                self.cut_gap(&stored.stream, s.seq + 1, stored.seq - 1, &stored.prev_hash)
+            }
             Some(s) if stored.seq > s.seq + 1 => {
                 match self.pruned_through(&stored.stream, stored.seq - 1, &stored.prev_hash) {
                     Some(entry) => {
@@ -342,6 +350,9 @@ impl<'k> Walker<'k> {
             self.report.notes.push(note);
             return None;
         }
+        if self.cuts.has(&stored.stream) {
+            return self.cut_gap(&stored.stream, 1, stored.seq - 1, &stored.prev_hash);
+        }
         if self.never_prunes {
             return Some(format!(
                 "stream {} starts at seq {}: its oldest records were deleted (PostgreSQL never prunes)",
@@ -374,6 +385,21 @@ impl<'k> Walker<'k> {
             if let Some(reason) = self.anchors.unsigned_head(head) {
                 self.fail(head_location, reason);
                 return;
+            }
+            let tail = match self.states.get(stream) {
+                Some(state) if state.seq < head.seq => Some(state.seq + 1),
+                Some(_) => None,
+                None => Some(1),
+            };
+            if let Some(from) = tail.filter(|_| self.cuts.has(stream)) {
+                if let Some(reason) = self.cut_gap(stream, from, head.seq, &head.hash) {
+                    self.fail(head_location, reason);
+                    return;
+                }
+                if let Some(summary) = self.report.streams.get_mut(stream) {
+                    summary.head_seq = Some(head.seq);
+                }
+                continue;
             }
             match self.states.get(stream) {
                 Some(state) if state.seq < head.seq => {
@@ -435,6 +461,10 @@ impl<'k> Walker<'k> {
                 return;
             }
         }
+        if let Err((location, reason)) = self.cuts.finish() {
+            self.fail(&location, reason);
+            return;
+        }
         let unanchored: Vec<String> = self
             .unanchored
             .iter()
@@ -456,6 +486,18 @@ impl<'k> Walker<'k> {
             .unknown_streams(|s| self.states.contains_key(s) || heads.contains_key(s))
         {
             self.report.notes.push(note);
+        }
+    }
+
+    /// Seqs `from..=to` of `stream` are missing, `link` the hash of seq `to`: a note when
+    /// retention cuts cover them, else why it breaks.
+    fn cut_gap(&mut self, stream: &str, from: u64, to: u64, link: &str) -> Option<String> {
+        match self.cuts.gap(stream, from, to, link) {
+            Ok(note) => {
+                self.report.notes.push(note);
+                None
+            }
+            Err(reason) => Some(reason),
         }
     }
 
@@ -530,8 +572,9 @@ pub async fn verify_database(pool: &PgPool) -> Result<VerifyReport, sqlx_core::E
 
 /// Checks the `audit_events` table: each stream in sequence order, every record against its
 /// hash (and MAC under `key`), the derived columns against the record, and each stream
-/// against its row in `audit_heads`. A stream that does not start at seq 1 is a break: the
-/// database is never pruned.
+/// against its row in `audit_heads`. Seqs missing from a stream are a break unless the
+/// retention cuts of `audit_retention_cuts` name them (`verify/cuts.rs`): the database is
+/// never pruned, only cut by retention.
 pub async fn verify_database_with(
     pool: &PgPool,
     key: Option<&MacKey>,
@@ -560,6 +603,13 @@ pub async fn verify_database_against(
             mac,
         };
         if !walker.add_head(format!("audit_heads stream {stream}"), Ok(head)) {
+            return Ok(walker.report);
+        }
+    }
+    match cuts::Cuts::load(pool, walker.key, &mut walker.report.notes).await? {
+        Ok(cuts) => walker.cuts = cuts,
+        Err((location, reason)) => {
+            walker.fail(&location, reason);
             return Ok(walker.report);
         }
     }

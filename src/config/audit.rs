@@ -80,6 +80,21 @@ struct RawPgSink {
     max_batch: usize,
     #[serde(with = "humantime_serde")]
     write_timeout: Duration,
+    partitions_ahead: u32,
+    retention: Option<RawRetention>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    #[serde(with = "humantime_serde")]
+    keep: Duration,
+    #[serde(default = "default_retention_action")]
+    action: crate::audit::partitions::RetentionAction,
+}
+
+fn default_retention_action() -> crate::audit::partitions::RetentionAction {
+    crate::audit::partitions::RetentionAction::Drop
 }
 
 impl Default for RawPgSink {
@@ -87,6 +102,8 @@ impl Default for RawPgSink {
         RawPgSink {
             max_batch: 512,
             write_timeout: Duration::from_secs(5),
+            partitions_ahead: 7,
+            retention: None,
         }
     }
 }
@@ -146,9 +163,26 @@ pub(super) fn check_audit(
                 problems
                     .push_line("audit.postgres.write_timeout must be greater than 0".to_owned());
             }
+            if !(1..=366).contains(&raw.postgres.partitions_ahead) {
+                problems.push_line(
+                    "audit.postgres.partitions_ahead must be between 1 and 366".to_owned(),
+                );
+            }
+            let retention = raw.postgres.retention.map(|r| {
+                if r.keep < Duration::from_secs(86_400) {
+                    problems
+                        .push_line("audit.postgres.retention.keep must be at least 1d".to_owned());
+                }
+                crate::audit::partitions::Retention {
+                    keep: r.keep,
+                    action: r.action,
+                }
+            });
             SinkSettings::Postgres {
                 max_batch: raw.postgres.max_batch,
                 write_timeout: raw.postgres.write_timeout,
+                partitions_ahead: raw.postgres.partitions_ahead,
+                retention,
             }
         }
     };
@@ -238,5 +272,65 @@ mod tests {
         assert!(problems[0].contains("both set"), "{problems:?}");
         let err = serde_norway::from_str::<RawAudit>("failure_mode: lax\n").unwrap_err();
         assert!(err.to_string().contains("lax"), "{err}");
+    }
+
+    #[test]
+    fn partitions_and_retention_are_read_and_checked() {
+        use crate::audit::partitions::{Retention, RetentionAction};
+        let database = DatabaseConfig {
+            url: Some(crate::config::DatabaseUrl::Inline(
+                crate::config::SecretUrl::new("postgres://h/d"),
+            )),
+            ..DatabaseConfig::default()
+        };
+        let (settings, problems) = check(
+            "sink: postgres\npostgres: {partitions_ahead: 14, retention: {keep: 90d, action: detach}}\n",
+            &database,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let SinkSettings::Postgres {
+            partitions_ahead,
+            retention,
+            ..
+        } = settings.sink
+        else {
+            panic!("{:?}", settings.sink);
+        };
+        assert_eq!(partitions_ahead, 14);
+        assert_eq!(
+            retention,
+            Some(Retention {
+                keep: std::time::Duration::from_secs(90 * 86_400),
+                action: RetentionAction::Detach,
+            })
+        );
+        let (settings, _) = check(
+            "sink: postgres\npostgres: {retention: {keep: 30d}}\n",
+            &database,
+        );
+        assert!(matches!(
+            settings.sink,
+            SinkSettings::Postgres {
+                partitions_ahead: 7,
+                retention: Some(Retention {
+                    action: RetentionAction::Drop,
+                    ..
+                }),
+                ..
+            }
+        ));
+        let (_, problems) = check(
+            "sink: postgres\npostgres: {partitions_ahead: 0, retention: {keep: 2h}}\n",
+            &database,
+        );
+        let text = problems.join("; ");
+        assert!(text.contains("audit.postgres.partitions_ahead"), "{text}");
+        assert!(text.contains("audit.postgres.retention.keep"), "{text}");
+        assert!(
+            serde_norway::from_str::<RawAudit>(
+                "postgres: {retention: {keep: 1d, action: shred}}\n"
+            )
+            .is_err()
+        );
     }
 }
