@@ -139,6 +139,10 @@ fn sample(n: u64) -> AuditRecord {
 }
 
 #[tokio::main]
+#[expect(
+    clippy::too_many_lines,
+    reason = "loads the records, then runs and prints each measurement in order"
+)]
 async fn main() {
     let Some(admin) = std::env::var("QUERYGATE_TEST_DATABASE_URL")
         .ok()

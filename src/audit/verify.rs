@@ -465,6 +465,12 @@ impl<'k> Walker<'k> {
             self.fail(&location, reason);
             return;
         }
+        self.note_unverified(&heads);
+    }
+
+    /// The notes a passing walk ends with: streams whose records carry no verified MAC, and
+    /// streams the anchor does not know.
+    fn note_unverified(&mut self, heads: &BTreeMap<String, (String, Head)>) {
         let unanchored: Vec<String> = self
             .unanchored
             .iter()
