@@ -217,6 +217,9 @@ impl App {
         let audit = match (audit, &metrics) {
             (Some(auditor), Some(metrics)) => {
                 metrics.watch_audit_sink(auditor.sink().kind());
+                if let Some(stats) = auditor.sink().export_stats() {
+                    stats.observe(metrics.clone());
+                }
                 Some(auditor.observed(metrics.clone()))
             }
             (audit, _) => audit,
@@ -643,6 +646,7 @@ pub fn open_audit_deferred(
     let kind = match settings.sink {
         SinkSettings::File { .. } => "file",
         SinkSettings::Postgres { .. } => "postgres",
+        SinkSettings::Otlp => "otlp",
     };
     let opener = Box::new(move || {
         let settings = settings.clone();
@@ -654,7 +658,7 @@ pub fn open_audit_deferred(
                         .await
                         .map_err(|err| AuditError::Unavailable(err.to_string()))?,
                 ),
-                SinkSettings::File { .. } => None,
+                SinkSettings::File { .. } | SinkSettings::Otlp => None,
             };
             crate::audit::open::start_sink(&settings, pool, crate::audit::open::Scope::Local).await
         }) as futures::future::BoxFuture<'static, _>

@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::audit_otlp::{RawOtlp, check_otlp};
 use super::database::DatabaseConfig;
-use crate::audit::{AuditSettings, FailureMode, FileLocation, SinkSettings};
+use crate::audit::{AuditSettings, FailureMode, FileLocation, Format, SinkSettings};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawAudit {
     enabled: bool,
     sink: RawSinkKind,
+    format: Format,
+    otlp: Option<RawOtlp>,
     failure_mode: FailureMode,
     replica: Option<String>,
     hmac_sql_literals: bool,
@@ -31,6 +34,8 @@ impl Default for RawAudit {
         RawAudit {
             enabled: true,
             sink: RawSinkKind::File,
+            format: Format::Jsonl,
+            otlp: None,
             failure_mode: FailureMode::Strict,
             replica: None,
             hmac_sql_literals: false,
@@ -49,6 +54,7 @@ enum RawSinkKind {
     #[default]
     File,
     Postgres,
+    Otlp,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +138,7 @@ pub(super) fn check_audit(
                 max_age: file.max_age.filter(|age| !age.is_zero()),
             }
         }
+        RawSinkKind::Otlp => SinkSettings::Otlp,
         RawSinkKind::Postgres => {
             if raw.enabled && database.url.is_none() {
                 problems.push_line(
@@ -152,6 +159,26 @@ pub(super) fn check_audit(
             }
         }
     };
+    if raw.enabled
+        && matches!(sink, SinkSettings::Otlp)
+        && raw.failure_mode != FailureMode::BestEffort
+    {
+        problems.push_line(format!(
+            "audit.sink: otlp keeps no durable record, so audit.failure_mode {} cannot hold: set failure_mode: best_effort, or keep a file or postgres sink and add audit.otlp for the copy",
+            raw.failure_mode.as_str()
+        ));
+    }
+    if raw.format == Format::Otel && !matches!(sink, SinkSettings::File { .. }) {
+        problems.push_line(
+            "audit.format: otel is how files are written; it needs audit.sink: file (PostgreSQL and OTLP keep their own encodings)"
+                .to_owned(),
+        );
+    }
+    let otlp = match (raw.otlp, &sink) {
+        (Some(otlp), _) => Some(check_otlp(otlp, env, problems)),
+        (None, SinkSettings::Otlp) => Some(check_otlp(RawOtlp::default(), env, problems)),
+        (None, _) => None,
+    };
     if raw.hmac_key_file.is_some() && !raw.hmac_sql_literals {
         problems.push_line(
             "audit.hmac_key_file is set but audit.hmac_sql_literals is not true".to_owned(),
@@ -160,6 +187,8 @@ pub(super) fn check_audit(
     AuditSettings {
         enabled: raw.enabled,
         sink,
+        format: raw.format,
+        otlp,
         failure_mode: raw.failure_mode,
         replica,
         hmac_sql_literals: raw.hmac_sql_literals,
