@@ -12,6 +12,7 @@ mod audit_anchor;
 mod audit_auditors;
 mod audit_file;
 mod audit_limits;
+mod audit_otlp;
 mod audit_pg;
 mod audit_pipeline;
 mod audit_query;
