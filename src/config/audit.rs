@@ -246,6 +246,28 @@ mod tests {
     }
 
     #[test]
+    fn otlp_alone_is_best_effort_and_a_copy_is_beside_a_durable_sink() {
+        let (settings, problems) = check(
+            "sink: otlp\nfailure_mode: best_effort\n",
+            &DatabaseConfig::default(),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(settings.sink, SinkSettings::Otlp);
+        assert!(settings.otlp.is_some(), "the sink's export settings");
+        let (settings, problems) = check(
+            "format: otel\notlp: {endpoint: 'http://127.0.0.1:4318/v1/logs'}\n",
+            &DatabaseConfig::default(),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(settings.format, crate::audit::Format::Otel);
+        assert_eq!(
+            settings.otlp.map(|o| o.endpoint).as_deref(),
+            Some("http://127.0.0.1:4318/v1/logs")
+        );
+        assert!(check("{}", &DatabaseConfig::default()).0.otlp.is_none());
+    }
+
+    #[test]
     fn problems_are_named() {
         let (_, problems) = check(
             "sink: postgres\nreplica: 'a b'\nhmac_key_file: /k\npostgres: {max_batch: 0}\n",
@@ -265,6 +287,16 @@ mod tests {
             &DatabaseConfig::default(),
         );
         assert!(problems[0].contains("both set"), "{problems:?}");
+        let (_, problems) = check("sink: otlp\n", &DatabaseConfig::default());
+        assert!(
+            problems.len() == 1 && problems[0].contains("no durable record"),
+            "{problems:?}"
+        );
+        let (_, problems) = check("sink: postgres\nformat: otel\n", &DatabaseConfig::default());
+        assert!(
+            problems.iter().any(|p| p.contains("audit.format: otel")),
+            "{problems:?}"
+        );
         let err = serde_norway::from_str::<RawAudit>("failure_mode: lax\n").unwrap_err();
         assert!(err.to_string().contains("lax"), "{err}");
     }

@@ -312,6 +312,75 @@ async fn the_otlp_copy_reaches_the_collector_and_survives_its_outage() {
     stop.cancel();
 }
 
+#[tokio::test]
+async fn otlp_alone_exports_a_chained_stream_of_its_own() {
+    let receiver = Receiver::start().await;
+    let mock = Mock::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    install_crypto_provider();
+    let file = test_config(&mock, dir.path(), "read_only", "");
+    let yaml = std::fs::read_to_string(&file).unwrap().replacen(
+        "audit:\n",
+        &format!(
+            "audit:\n  sink: otlp\n  failure_mode: best_effort\n  otlp: {{endpoint: '{}', headers: {{x-siem-token: t0ken}}}}\n",
+            receiver.endpoint
+        ),
+        1,
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let config = Config::load(&Sources {
+        file: Some(file),
+        env: Default::default(),
+    })
+    .unwrap();
+    let app = querygate::app::App::build(config).await.unwrap();
+    let url = app.mcp_url();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(app.run_until(async move { stopped.cancelled().await }));
+    let client = modern_client(&url).await;
+    for _ in 0..3 {
+        call(&client, "server_info", json!({})).await;
+    }
+    let mut received = eventually(
+        "three records at the receiver",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || {
+            let got = receiver.received();
+            std::future::ready(if got.len() == 3 {
+                Ok(got)
+            } else {
+                Err(got.len())
+            })
+        },
+    )
+    .await;
+    received.sort_by_key(seq);
+    assert_eq!(received.iter().map(seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let stream = text(&received[0], "querygate.audit.stream");
+    assert!(
+        stream.contains('.'),
+        "a stream of this start's own: {stream}"
+    );
+    assert_eq!(
+        text(&received[0], "querygate.audit.prev_hash"),
+        "0".repeat(64)
+    );
+    for pair in received.windows(2) {
+        assert_eq!(text(&pair[1], "querygate.audit.stream"), stream);
+        assert_eq!(
+            text(&pair[1], "querygate.audit.prev_hash"),
+            text(&pair[0], "querygate.audit.hash")
+        );
+    }
+    assert!(
+        !dir.path().join("audit").exists(),
+        "nothing is written to files"
+    );
+    stop.cancel();
+}
+
 fn querygate(args: &[&str]) -> std::process::Output {
     querygate_command().args(args).output().unwrap()
 }
