@@ -16,9 +16,18 @@ pub(super) struct ResultLabel {
     result: &'static str,
 }
 
-/// Registers the family (its series appear once an export is watched).
+/// Registers the family, each result shown from 0.
 pub(super) fn register(registry: &mut Registry) -> Family<ResultLabel, Counter> {
     let family = Family::<ResultLabel, Counter>::default();
+    for result in [
+        ExportResult::Exported,
+        ExportResult::Dropped,
+        ExportResult::Failed,
+    ] {
+        let _ = family.get_or_create(&ResultLabel {
+            result: result.as_str(),
+        });
+    }
     registry.register(
         "querygate_audit_otlp_records",
         "Audit records offered to the OTLP export, by result (exported, dropped, failed)",
