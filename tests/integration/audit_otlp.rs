@@ -203,7 +203,15 @@ async fn the_otlp_copy_reaches_the_collector_and_survives_its_outage() {
     let audit = dir.path().join("audit");
     let client = modern_client(&url).await;
     call(&client, "server_info", json!({})).await;
-    let result = call(&client, "run_select_query", json!({"sql": SELECT})).await;
+    // The caller's trace context: its traceparent in `_meta`.
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.set_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("sql".into(), json!(SELECT));
+    let mut params =
+        rmcp::model::CallToolRequestParams::new("run_select_query").with_arguments(arguments);
+    params.meta = Some(meta.into());
+    let result = client.call_tool(params).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{result:?}");
 
     // Up: every durable record arrives, with the conventions' attributes and its hash.
@@ -247,6 +255,13 @@ async fn the_otlp_copy_reaches_the_collector_and_survives_its_outage() {
     assert_eq!(
         attribute(select, "stackql.rows_returned"),
         Some(Kind::IntValue(1))
+    );
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(hex(&select.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        hex(&select.span_id),
+        "00f067aa0ba902b7",
+        "the caller's span"
     );
     counted_exported(&url, 2).await;
 

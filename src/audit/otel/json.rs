@@ -65,6 +65,9 @@ fn logs_data(rendered: &Rendered) -> Value {
     if let Some(trace_id) = &rendered.trace_id {
         log.insert("traceId".into(), Value::from(trace_id.as_str()));
     }
+    if let Some(span_id) = &rendered.span_id {
+        log.insert("spanId".into(), Value::from(span_id.as_str()));
+    }
     log.insert(
         "eventName".into(),
         Value::from(rendered.event_name.as_str()),
@@ -183,7 +186,9 @@ pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
         Some(_) => return Err(malformed("timeUnixNano is not a string")),
     };
     let trace_id = log.get("traceId").and_then(Value::as_str);
-    let fields = render::fields_of(&attributes, time, trace_id).map_err(LineError::Malformed)?;
+    let span_id = log.get("spanId").and_then(Value::as_str);
+    let fields =
+        render::fields_of(&attributes, time, trace_id, span_id).map_err(LineError::Malformed)?;
     let record: AuditRecord = serde_json::from_value(Value::Object(fields))
         .map_err(|err| LineError::Malformed(err.to_string()))?;
     let stored = Stored {
@@ -239,6 +244,7 @@ mod tests {
             call_id: "c1".into(),
             request_id: Some("r-1".into()),
             trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+            span_id: Some("00f067aa0ba902b7".into()),
             replica: "pod-1".into(),
             tenant: "acme".into(),
             principal: "agent".into(),
@@ -307,6 +313,7 @@ mod tests {
             .pointer("/resourceLogs/0/scopeLogs/0/logRecords/0")
             .unwrap();
         assert_eq!(log["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(log["spanId"], "00f067aa0ba902b7");
         assert_eq!(log["timeUnixNano"], "1796038201123456000");
         assert_eq!(log["severityNumber"], 17);
         assert_eq!(

@@ -97,6 +97,11 @@ fn log_record(entry: &Entry) -> Option<LogRecord> {
             .as_deref()
             .and_then(trace_id_bytes)
             .unwrap_or_default(),
+        span_id: rendered
+            .span_id
+            .as_deref()
+            .and_then(trace_id_bytes)
+            .unwrap_or_default(),
         event_name: rendered.event_name,
         ..Default::default()
     })
@@ -130,7 +135,7 @@ fn any_value(value: &Value) -> AnyValue {
     AnyValue { value: kind }
 }
 
-/// The 16 bytes of a trace id in hex.
+/// The bytes of a trace or span id in hex.
 fn trace_id_bytes(hex: &str) -> Option<Vec<u8>> {
     (0..hex.len())
         .step_by(2)

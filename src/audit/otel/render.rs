@@ -66,6 +66,8 @@ pub const RECORD_PREFIX: &str = "querygate.record.";
 pub const TIMESTAMP: &str = "querygate.timestamp";
 /// The record's `trace_id` when it is not a W3C trace id (`traceId` cannot carry it).
 pub const TRACE_ID: &str = "querygate.trace_id";
+/// The record's `span_id` when it is not a W3C span id (`spanId` cannot carry it).
+pub const SPAN_ID: &str = "querygate.span_id";
 
 /// Attributes derived from the record's fields (never read back: a line whose derived
 /// attributes differ from its fields' is an edited line).
@@ -124,6 +126,8 @@ pub struct Rendered {
     pub event_name: String,
     /// The W3C trace id (32 lowercase hex digits).
     pub trace_id: Option<String>,
+    /// The W3C span id (16 lowercase hex digits).
+    pub span_id: Option<String>,
     /// The attributes, in order.
     pub attributes: Vec<(Cow<'static, str>, Value)>,
 }
@@ -145,7 +149,8 @@ pub fn render(record: &AuditRecord, chain: &ChainFields<'_>) -> serde_json::Resu
         attributes.push((PROVIDER.into(), Value::from(provider.as_str())));
     }
     let time_unix_nano = nanos_of(&record.timestamp);
-    let trace_id = record.trace_id.clone().filter(|id| is_trace_id(id));
+    let trace_id = record.trace_id.clone().filter(|id| is_hex_id(id, 32));
+    let span_id = record.span_id.clone().filter(|id| is_hex_id(id, 16));
     for (field, value) in fields {
         match field.as_str() {
             "timestamp" => {
@@ -156,6 +161,11 @@ pub fn render(record: &AuditRecord, chain: &ChainFields<'_>) -> serde_json::Resu
             "trace_id" => {
                 if trace_id.is_none() {
                     attributes.push((TRACE_ID.into(), value));
+                }
+            }
+            "span_id" => {
+                if span_id.is_none() {
+                    attributes.push((SPAN_ID.into(), value));
                 }
             }
             _ => attributes.push((attribute_of(&field), value)),
@@ -184,6 +194,7 @@ pub fn render(record: &AuditRecord, chain: &ChainFields<'_>) -> serde_json::Resu
         body,
         event_name: format!("querygate.audit.{}", record.phase.as_str()),
         trace_id,
+        span_id,
         attributes,
     })
 }
@@ -205,6 +216,7 @@ pub fn field_of(key: &str) -> Option<Cow<'static, str>> {
     match key {
         TIMESTAMP => Some("timestamp".into()),
         TRACE_ID => Some("trace_id".into()),
+        SPAN_ID => Some("span_id".into()),
         _ => key
             .strip_prefix(RECORD_PREFIX)
             .filter(|field| !field.is_empty())
@@ -225,19 +237,21 @@ pub fn timestamp_of(nanos: u64) -> String {
     crate::audit::record::timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos))
 }
 
-/// Whether `id` is a valid W3C trace id (32 lowercase hex digits, not all zero).
-fn is_trace_id(id: &str) -> bool {
-    id.len() == 32
+/// Whether `id` is a valid W3C trace id (`len` 32) or span id (16): lowercase hex digits,
+/// not all zero.
+fn is_hex_id(id: &str, len: usize) -> bool {
+    id.len() == len
         && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         && id.bytes().any(|b| b != b'0')
 }
 
 /// The record fields of decoded attributes (the chain's and the derived skipped), with
-/// the timestamp and trace id of the LogRecord when no attribute carries them.
+/// the timestamp, trace id and span id of the LogRecord when no attribute carries them.
 pub fn fields_of(
     attributes: &[(String, Value)],
     time_unix_nano: Option<u64>,
     trace_id: Option<&str>,
+    span_id: Option<&str>,
 ) -> Result<Map<String, Value>, String> {
     let mut fields = Map::new();
     if let Some(nanos) = time_unix_nano {
@@ -245,6 +259,9 @@ pub fn fields_of(
     }
     if let Some(id) = trace_id {
         fields.insert("trace_id".into(), Value::from(id));
+    }
+    if let Some(id) = span_id {
+        fields.insert("span_id".into(), Value::from(id));
     }
     for (key, value) in attributes {
         if DERIVED.contains(&key.as_str())
@@ -286,8 +303,9 @@ mod tests {
             None,
             "not the micros form"
         );
-        assert!(is_trace_id("4bf92f3577b34da6a3ce929d0e0e4736"));
-        assert!(!is_trace_id("4BF92F3577B34DA6A3CE929D0E0E4736"));
-        assert!(!is_trace_id(&"0".repeat(32)));
+        assert!(is_hex_id("4bf92f3577b34da6a3ce929d0e0e4736", 32));
+        assert!(!is_hex_id("4BF92F3577B34DA6A3CE929D0E0E4736", 32));
+        assert!(!is_hex_id(&"0".repeat(32), 32));
+        assert!(is_hex_id("00f067aa0ba902b7", 16));
     }
 }
