@@ -96,9 +96,10 @@ pub(super) fn check_otlp(
         },
     };
     if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-        problems.push_line(format!(
-            "audit.otlp.endpoint '{endpoint}' must be an http:// or https:// URL"
-        ));
+        problems.push_line(
+            "audit.otlp.endpoint (or OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT) must be an http:// or https:// URL"
+                .to_owned(),
+        );
     }
     let mut headers: Vec<(String, String)> = Vec::new();
     if let Some((key, list)) = otel_env(env, "HEADERS") {

@@ -114,16 +114,12 @@ impl Exporter {
         let unavailable = |what: String| AuditError::Unavailable(what);
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| unavailable("the OTLP export needs the tokio runtime".into()))?;
-        let url = reqwest::Url::parse(&settings.endpoint).map_err(|err| {
-            unavailable(format!(
-                "the OTLP logs endpoint '{}' is not a URL: {err}",
-                settings.endpoint
-            ))
-        })?;
+        let url = reqwest::Url::parse(&settings.endpoint)
+            .map_err(|err| unavailable(format!("the OTLP logs endpoint is not a URL: {err}")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(unavailable(format!(
                 "the OTLP logs endpoint '{}' is not http or https",
-                settings.endpoint
+                shown(&url)
             )));
         }
         let mut headers = HeaderMap::new();
@@ -147,6 +143,7 @@ impl Exporter {
             .default_headers(headers)
             .build()
             .map_err(|err| unavailable(format!("HTTP client set-up failed: {err}")))?;
+        let endpoint = shown(&url);
         let (sender, receiver) = mpsc::channel(settings.queue_size.max(1));
         let stats = Arc::new(ExportStats::default());
         let pending = Arc::new(AtomicU64::new(0));
@@ -163,7 +160,7 @@ impl Exporter {
             task: Mutex::new(Some(task)),
             stats,
             pending,
-            endpoint: settings.endpoint.clone(),
+            endpoint,
             timeout: settings.timeout,
         })
     }
@@ -190,7 +187,7 @@ impl Exporter {
         &self.stats
     }
 
-    /// Where records go.
+    /// Where records go (without credentials the URL may hold).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -220,6 +217,16 @@ impl Exporter {
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or_default()
     }
+}
+
+/// The endpoint as printed: without user information or query (which may hold a
+/// credential).
+fn shown(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.to_string()
 }
 
 /// How one POST ended.
@@ -359,6 +366,12 @@ pub fn retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_endpoint_is_shown_without_credentials() {
+        let url = reqwest::Url::parse("https://user:pw@collector:4318/v1/logs?token=s").unwrap();
+        assert_eq!(shown(&url), "https://collector:4318/v1/logs");
+    }
 
     #[test]
     fn retry_after_takes_seconds_and_dates() {
