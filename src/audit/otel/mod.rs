@@ -11,6 +11,8 @@
 //! - [`sinks`]: `audit.sink: otlp` alone, and the copy beside a durable sink (`audit.otlp`).
 
 pub mod exporter;
+#[cfg(test)]
+mod exporter_tests;
 pub mod json;
 pub mod proto;
 pub mod render;
