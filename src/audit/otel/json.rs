@@ -9,7 +9,7 @@
 //! and requires the very bytes read: an edit of any attribute (hashed or derived), of the
 //! body, severity, order or spacing is an edited record.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::render::{self, ChainFields, Rendered, chain_keys};
 use crate::audit::chain::{self, LineError, Linked, ParsedLine, Stored};
@@ -37,64 +37,103 @@ pub fn write_line(
         mac: linked.mac.as_deref(),
     };
     let rendered = render::render(record, &chain)?;
-    serde_json::to_writer(out, &logs_data(&rendered))
+    write_logs_data(&rendered, out)
 }
 
-/// The `LogsData` of one rendered record.
-fn logs_data(rendered: &Rendered) -> Value {
-    let mut log = Map::new();
+/// How every line begins, up to the LogRecord's fields: the resource and the scope.
+const LINE_HEAD: &str = concat!(
+    "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\",",
+    "\"value\":{\"stringValue\":\"querygate\"}}]},\"scopeLogs\":[{\"scope\":",
+    "{\"name\":\"querygate.audit\"},\"logRecords\":[{"
+);
+
+/// Appends the `LogsData` of one rendered record to `out`, written straight from the
+/// rendered fields (the one encoder: what is written is what a reader renders again).
+fn write_logs_data(rendered: &Rendered, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.extend_from_slice(LINE_HEAD.as_bytes());
     if let Some(nanos) = rendered.time_unix_nano {
-        log.insert("timeUnixNano".into(), Value::from(nanos.to_string()));
+        out.extend_from_slice(format!("\"timeUnixNano\":\"{nanos}\",").as_bytes());
     }
-    log.insert(
-        "severityNumber".into(),
-        Value::from(rendered.severity_number),
+    out.extend_from_slice(
+        format!(
+            "\"severityNumber\":{},\"severityText\":\"{}\",\"body\":{{\"stringValue\":",
+            rendered.severity_number, rendered.severity_text
+        )
+        .as_bytes(),
     );
-    log.insert("severityText".into(), Value::from(rendered.severity_text));
-    log.insert("body".into(), json!({"stringValue": rendered.body}));
-    log.insert(
-        "attributes".into(),
-        Value::Array(
-            rendered
-                .attributes
-                .iter()
-                .map(|(key, value)| json!({"key": key, "value": any_value(value)}))
-                .collect(),
-        ),
-    );
-    if let Some(trace_id) = &rendered.trace_id {
-        log.insert("traceId".into(), Value::from(trace_id.as_str()));
+    serde_json::to_writer(&mut *out, &rendered.body)?;
+    out.extend_from_slice(b"},\"attributes\":[");
+    for (index, (key, value)) in rendered.attributes.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_key_value(key, value, out)?;
     }
-    if let Some(span_id) = &rendered.span_id {
-        log.insert("spanId".into(), Value::from(span_id.as_str()));
+    out.push(b']');
+    for (name, id) in [
+        ("traceId", &rendered.trace_id),
+        ("spanId", &rendered.span_id),
+    ] {
+        if let Some(id) = id {
+            out.extend_from_slice(format!(",\"{name}\":").as_bytes());
+            serde_json::to_writer(&mut *out, id)?;
+        }
     }
-    log.insert(
-        "eventName".into(),
-        Value::from(rendered.event_name.as_str()),
-    );
-    json!({"resourceLogs": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "querygate"}}]},
-        "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": [Value::Object(log)]}],
-    }]})
+    out.extend_from_slice(b",\"eventName\":");
+    serde_json::to_writer(&mut *out, &rendered.event_name)?;
+    out.extend_from_slice(b"}]}]}]}");
+    Ok(())
+}
+
+/// `{"key":…,"value":<AnyValue>}`.
+fn write_key_value(key: &str, value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"key\":");
+    serde_json::to_writer(&mut *out, key)?;
+    out.extend_from_slice(b",\"value\":");
+    write_any_value(value, out)?;
+    out.push(b'}');
+    Ok(())
 }
 
 /// A JSON value as an OTLP/JSON `AnyValue` (64-bit integers as strings, as OTLP/JSON
 /// writes them; `null` as the empty `AnyValue`).
-fn any_value(value: &Value) -> Value {
+fn write_any_value(value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
     match value {
-        Value::Null => json!({}),
-        Value::Bool(b) => json!({"boolValue": b}),
-        Value::Number(n) if n.is_f64() => json!({"doubleValue": n}),
-        Value::Number(n) => json!({"intValue": n.to_string()}),
-        Value::String(s) => json!({"stringValue": s}),
-        Value::Array(items) => {
-            json!({"arrayValue": {"values": items.iter().map(any_value).collect::<Vec<_>>()}})
+        Value::Null => out.extend_from_slice(b"{}"),
+        Value::Bool(b) => out.extend_from_slice(format!("{{\"boolValue\":{b}}}").as_bytes()),
+        Value::Number(n) if n.is_f64() => {
+            out.extend_from_slice(b"{\"doubleValue\":");
+            serde_json::to_writer(&mut *out, n)?;
+            out.push(b'}');
         }
-        Value::Object(map) => json!({"kvlistValue": {"values": map
-            .iter()
-            .map(|(key, value)| json!({"key": key, "value": any_value(value)}))
-            .collect::<Vec<_>>()}}),
+        Value::Number(n) => out.extend_from_slice(format!("{{\"intValue\":\"{n}\"}}").as_bytes()),
+        Value::String(s) => {
+            out.extend_from_slice(b"{\"stringValue\":");
+            serde_json::to_writer(&mut *out, s)?;
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_any_value(item, out)?;
+            }
+            out.extend_from_slice(b"]}}");
+        }
+        Value::Object(map) => {
+            out.extend_from_slice(b"{\"kvlistValue\":{\"values\":[");
+            for (index, (key, value)) in map.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_key_value(key, value, out)?;
+            }
+            out.extend_from_slice(b"]}}");
+        }
     }
+    Ok(())
 }
 
 /// The JSON value of an OTLP/JSON `AnyValue` ([`any_value`] reversed).
@@ -219,10 +258,11 @@ pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
         hash: &hash,
         mac: mac.as_deref(),
     };
-    let again = render::render(&stored.record, &chain)
-        .map(|rendered| logs_data(&rendered).to_string())
+    let mut again = Vec::with_capacity(line.len());
+    render::render(&stored.record, &chain)
+        .and_then(|rendered| write_logs_data(&rendered, &mut again))
         .map_err(|err| LineError::Malformed(err.to_string()))?;
-    if again != line {
+    if again != line.as_bytes() {
         return Err(LineError::HashMismatch);
     }
     Ok(ParsedLine { stored, hash, mac })
@@ -234,6 +274,7 @@ mod tests {
     use crate::audit::anchor::MacKey;
     use crate::audit::chain::{ChainHead, link};
     use crate::audit::record::{Cut, Decision, Outcome, Phase};
+    use serde_json::json;
 
     fn full_record() -> AuditRecord {
         let args = serde_json::json!({"sql": "SELECT 1", "provider": "github", "limit": 5,
