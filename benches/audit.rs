@@ -141,6 +141,7 @@ async fn bench_file(dir: &Path) {
                     max_files: 0,
                     max_age: None,
                     mac_key: key.clone(),
+                    format: querygate::audit::Format::Jsonl,
                 })
                 .unwrap(),
             );

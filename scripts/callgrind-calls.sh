@@ -12,7 +12,10 @@
 # `run_select_query` of benches/mcp_load.rs's statement over 100 rows of `bench.items.items`,
 # answered by a mock upstream in python3 outside callgrind (its instructions are not counted).
 # AUDIT=file counts the durable audit too (the file sink, strict: a record and an fdatasync
-# per call, as the shared peer bench runs it); the default is the audit off.
+# per call, as the shared peer bench runs it); the default is the audit off. AUDIT=otel is
+# AUDIT=file with `audit.format: otel` (each record an OTLP/JSON LogRecord); AUDIT=file+otlp
+# is AUDIT=file with the `audit.otlp` copy, exported to an OTLP/HTTP receiver in python3
+# outside callgrind that answers 200 (the exporter's task is counted, the receiver is not).
 # PROTOCOL is the revision the requests name: 2026-07-28 (default: per-request `_meta` and the
 # Mcp-Method and Mcp-Name headers) or 2025-11-25 (the MCP-Protocol-Version header alone, no
 # initialize: how the shared peer bench sends its calls).
@@ -33,7 +36,9 @@ command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install 
 work="$(mktemp -d)"
 server=""
 mock=""
+otlp_receiver=""
 cleanup() {
+  [[ -n "$otlp_receiver" ]] && kill "$otlp_receiver" 2>/dev/null && wait "$otlp_receiver" 2>/dev/null || true
   [[ -n "$server" ]] && kill -INT "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
   [[ -n "$mock" ]] && kill "$mock" 2>/dev/null && wait "$mock" 2>/dev/null || true
   [[ -n "${KEEP_DUMP:-}" ]] && cp "$work"/callgrind.*.1 "$KEEP_DUMP" 2>/dev/null; rm -rf "$work"
@@ -68,16 +73,40 @@ EOF
   python3 "$work/mock.py" "$upstream" &
   mock=$!
 fi
-case "${AUDIT:-off}" in
-  off) audit_section="audit:
-  enabled: false" ;;
-  file) audit_section="audit:
+file_audit="audit:
   enabled: true
   sink: file
   failure_mode: strict
   file:
-    dir: $work/audit" ;;
-  *) echo "AUDIT is off or file, not $AUDIT" >&2; exit 2 ;;
+    dir: $work/audit"
+case "${AUDIT:-off}" in
+  off) audit_section="audit:
+  enabled: false" ;;
+  file) audit_section="$file_audit" ;;
+  otel) audit_section="$file_audit
+  format: otel" ;;
+  file+otlp)
+    receiver="$(free_port)"
+    cat >"$work/receiver.py" <<'EOF'
+import http.server, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+EOF
+    python3 "$work/receiver.py" "$receiver" &
+    otlp_receiver=$!
+    audit_section="$file_audit
+  otlp:
+    endpoint: http://127.0.0.1:$receiver/v1/logs" ;;
+  *) echo "AUDIT is off, file, otel or file+otlp, not $AUDIT" >&2; exit 2 ;;
 esac
 cat >"$work/querygate.yaml" <<EOF
 registry:
@@ -156,4 +185,5 @@ the tool-call pipeline (prepare, layers, tool)|pipeline/observe.rs:(rmcp::handle
 the tool and its rendering (dispatch)|dispatch.rs:querygate::mcp::pipeline::dispatch::dispatch::\{\{closure\}\}( |$)
 the audit record, caller's side (prepare, queue, wait; AUDIT=file)|auditor.rs:querygate::audit::auditor::Auditor::record::\{\{closure\}\}( |$)
 the audit writer thread (link, write, fdatasync, head; AUDIT=file)|file.rs:querygate::audit::file::Writer::run( |$)
+the OTLP copy's exporter task (encode, POST; AUDIT=file+otlp)|exporter.rs:querygate::audit::otel::exporter::Worker::run::\{\{closure\}\}( |$)
 EOF

@@ -620,7 +620,7 @@ async fn audit(config: &Config, action: AuditAction) -> i32 {
     };
     let configured = match &config.audit.sink {
         SinkSettings::File { location, .. } => location.clone(),
-        SinkSettings::Postgres { .. } => {
+        SinkSettings::Postgres { .. } | SinkSettings::Otlp => {
             FileLocation::Dir(crate::audit::location::default_dir(&HashMap::new()))
         }
     };

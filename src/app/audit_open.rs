@@ -92,6 +92,7 @@ pub fn open_audit_deferred(
     let kind = match settings.sink {
         SinkSettings::File { .. } => "file",
         SinkSettings::Postgres { .. } => "postgres",
+        SinkSettings::Otlp => "otlp",
     };
     let opener = Box::new(move || {
         let settings = settings.clone();
@@ -103,7 +104,7 @@ pub fn open_audit_deferred(
                         .await
                         .map_err(|err| AuditError::Unavailable(err.to_string()))?,
                 ),
-                SinkSettings::File { .. } => None,
+                SinkSettings::File { .. } | SinkSettings::Otlp => None,
             };
             crate::audit::open::start_sink(&settings, pool, crate::audit::open::Scope::Local).await
         }) as futures::future::BoxFuture<'static, _>

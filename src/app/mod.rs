@@ -415,6 +415,9 @@ fn observed(
     let audit = match (audit, &metrics) {
         (Some(auditor), Some(metrics)) => {
             metrics.watch_audit_sink(auditor.sink().kind());
+            if let Some(stats) = auditor.sink().export_stats() {
+                stats.observe(metrics.clone());
+            }
             Some(auditor.observed(metrics.clone()))
         }
         (audit, _) => audit,

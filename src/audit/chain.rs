@@ -151,6 +151,18 @@ pub fn link(
     })
 }
 
+/// The canonical JSON of a stored record (what its hash covers), serialized again: for
+/// `otel` lines, whose records are rebuilt from their attributes.
+pub fn canonical(stored: &Stored) -> serde_json::Result<String> {
+    serde_json::to_string(&Envelope {
+        v: stored.v,
+        stream: &stored.stream,
+        seq: stored.seq,
+        prev_hash: &stored.prev_hash,
+        record: &stored.record,
+    })
+}
+
 /// SHA-256 of the canonical JSON, hex.
 pub fn hash_of(canonical: &str) -> String {
     hex(&Sha256::digest(canonical.as_bytes()))
@@ -181,9 +193,13 @@ pub struct ParsedLine {
     pub mac: Option<String>,
 }
 
-/// Parses a JSONL line and checks its hash against its content (not its MAC).
+/// Parses a line, JSONL or `otel` (told apart by how it begins, so one file may hold
+/// both), and checks its hash against its content (not its MAC).
 pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
     let line = line.trim_end_matches(['\n', '\r']);
+    if line.starts_with(super::otel::json::LINE_START) {
+        return super::otel::json::parse_line(line);
+    }
     let (line, mac) = split_mac(line);
     if line.len() < HASH_SUFFIX_LEN + 2 || !line.is_char_boundary(line.len() - HASH_SUFFIX_LEN) {
         return Err(LineError::NoHash);

@@ -43,6 +43,7 @@ use tokio::sync::oneshot;
 use super::anchor::MacKey;
 use super::batch::{LinkedBatch, fail_all};
 use super::chain::{self, ChainHead};
+use super::format::Format;
 use super::group::GroupCommit;
 use super::head::{self, Head, HeadFile, HeadTrust};
 use super::location::{self, FileLocation};
@@ -74,6 +75,8 @@ pub struct FileSinkConfig {
     pub max_age: Option<Duration>,
     /// The audit key: every record and the head are MACed under it (`None`: unanchored).
     pub mac_key: Option<MacKey>,
+    /// How each record is written: JSONL or an OTLP/JSON LogRecord (`audit.format`).
+    pub format: Format,
 }
 
 /// The JSONL file sink.
@@ -282,13 +285,14 @@ impl Writer {
             return;
         }
         let mut buffer = Vec::with_capacity(batch.len() * 512);
+        let (format, stream) = (self.config.format, self.config.stream.as_str());
         let linked = LinkedBatch::link(
             &self.config.stream,
             self.head.clone(),
             self.config.mac_key.as_ref(),
             batch,
-            |linked, _| {
-                linked.write_line(&mut buffer);
+            |linked, record| {
+                format.write_line(stream, &linked, record, &mut buffer);
                 buffer.push(b'\n');
             },
         );
@@ -575,7 +579,10 @@ impl Writer {
             self.config.mac_key.as_ref(),
         )
         .map_err(|err| AuditError::Encode(err.to_string()))?;
-        let mut bytes = linked.line().into_bytes();
+        let mut bytes = Vec::new();
+        self.config
+            .format
+            .write_line(&self.config.stream, &linked, record, &mut bytes);
         bytes.push(b'\n');
         self.append_locked(&bytes)
             .map_err(|err| unavailable(format!("cannot write '{}'", self.path.display()), err))?;

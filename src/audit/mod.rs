@@ -14,6 +14,8 @@
 //!   [`memory`] (tests), [`deferred`] (opened at the first record: the CLI).
 //! - `batch`: a writer's batch linked into the chain and its callers answered, shared by
 //!   the file and PostgreSQL sinks.
+//! - [`format`] (`audit.format`: `jsonl` or `otel`) and [`otel`] (OpenTelemetry's
+//!   conventions, the OTLP sink and the OTLP copy of a durable sink).
 //! - [`failure`]: `audit.failure_mode` and what a failed write does to the call.
 //! - [`auditor`]: what the tool-call pipeline holds: prepare, write, apply the failure mode.
 //! - [`redact`]: HMAC of SQL string literals.
@@ -30,6 +32,7 @@ pub mod chain;
 pub mod deferred;
 pub mod failure;
 pub mod file;
+pub mod format;
 mod group;
 pub mod head;
 pub mod limits;
@@ -37,6 +40,7 @@ pub mod lines;
 pub mod location;
 pub mod memory;
 pub mod open;
+pub mod otel;
 pub mod partitions;
 pub mod postgres;
 pub mod query;
@@ -50,8 +54,9 @@ pub mod verify;
 
 pub use auditor::{AuditFailure, Auditor};
 pub use failure::{FailureMode, OnFailure};
+pub use format::Format;
 pub use location::FileLocation;
 pub use open::open;
 pub use record::{AuditRecord, Decision, Outcome, Phase};
-pub use settings::{AuditSettings, SinkSettings};
+pub use settings::{AuditSettings, OtlpSettings, SinkSettings};
 pub use sink::{AuditError, AuditSink, Receipt, WriteObserver};

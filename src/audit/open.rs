@@ -8,6 +8,8 @@ use sqlx_postgres::PgPool;
 use super::anchor::MacKey;
 use super::auditor::Auditor;
 use super::file::{FileSink, FileSinkConfig};
+use super::otel::exporter::Exporter;
+use super::otel::sinks::{CopySink, OtlpSink};
 use super::postgres::{PgSink, PgSinkConfig};
 use super::redact::{HmacKey, MIN_KEY_BYTES};
 use super::settings::{AuditSettings, SinkSettings};
@@ -58,30 +60,33 @@ pub async fn open_scoped(
     auditor_over(settings, sink).map(Some)
 }
 
-/// Starts the sink `settings` choose for `scope` (the PostgreSQL sink needs `pool`).
+/// Starts the sink `settings` choose for `scope` (the PostgreSQL sink needs `pool`), with
+/// its OTLP copy when `audit.otlp` is set.
 pub async fn start_sink(
     settings: &AuditSettings,
     pool: Option<PgPool>,
     scope: Scope,
 ) -> Result<Arc<dyn AuditSink>, AuditError> {
-    Ok(match &settings.sink {
+    let stream = match (scope, &settings.sink) {
+        // Nothing durable to continue: every start is a stream of its own.
+        (_, SinkSettings::Otlp) | (Scope::Local, _) => local_stream(&settings.replica),
+        (Scope::Server, _) => settings.replica.clone(),
+    };
+    let durable: Arc<dyn AuditSink> = match &settings.sink {
         SinkSettings::File {
             location,
             max_size,
             max_files,
             max_age,
         } => {
-            let stream = match scope {
-                Scope::Server => settings.replica.clone(),
-                Scope::Local => local_stream(&settings.replica),
-            };
             let config = FileSinkConfig {
                 location: location.clone(),
-                stream,
+                stream: stream.clone(),
                 max_size: *max_size,
                 max_files: *max_files,
                 max_age: *max_age,
                 mac_key: mac_key(settings)?,
+                format: settings.format,
             };
             let sink = tokio::task::spawn_blocking(move || match scope {
                 Scope::Server => FileSink::start(config),
@@ -102,18 +107,29 @@ pub async fn start_sink(
                         .to_owned(),
                 )
             })?;
-            let stream = match scope {
-                Scope::Server => settings.replica.clone(),
-                Scope::Local => local_stream(&settings.replica),
-            };
             let config = PgSinkConfig {
-                stream,
+                stream: stream.clone(),
                 max_batch: *max_batch,
                 write_timeout: *write_timeout,
                 mac_key: mac_key(settings)?,
             };
             Arc::new(PgSink::start(pool, config).await?)
         }
+        SinkSettings::Otlp => {
+            let otlp = settings.otlp.as_ref().ok_or_else(|| {
+                AuditError::Unavailable("audit.sink is otlp but audit.otlp is not set".to_owned())
+            })?;
+            let exporter = Exporter::start(otlp)?;
+            return Ok(Arc::new(OtlpSink::new(
+                exporter,
+                &stream,
+                mac_key(settings)?,
+            )));
+        }
+    };
+    Ok(match &settings.otlp {
+        Some(otlp) => Arc::new(CopySink::new(durable, Exporter::start(otlp)?, &stream)),
+        None => durable,
     })
 }
 

@@ -145,6 +145,10 @@ pub struct AuditRecord {
     /// W3C trace id, when the call carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// W3C span id of the call: with traces on, the call's span; else the caller's span
+    /// (the parent in its `traceparent`), when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
     /// The replica (process) that wrote the record; also the chain's stream.
     pub replica: String,
     /// The tenant the call ran for (absent when no tenant was established).

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::failure::FailureMode;
+use super::format::Format;
 use super::location::FileLocation;
 
 /// Validated audit settings.
@@ -14,6 +15,11 @@ pub struct AuditSettings {
     pub enabled: bool,
     /// Where records go.
     pub sink: SinkSettings,
+    /// How the file sink writes records (`jsonl` or `otel`).
+    pub format: Format,
+    /// The OTLP export: with `SinkSettings::Otlp` the sink itself, beside a file or
+    /// PostgreSQL sink a copy of every durable record (`None`: no export).
+    pub otlp: Option<OtlpSettings>,
     /// What a failed write does to the call.
     pub failure_mode: FailureMode,
     /// This process's stream name (`replica` in records).
@@ -44,6 +50,9 @@ pub enum SinkSettings {
         /// Rotated files older than this are deleted (`None`: kept).
         max_age: Option<Duration>,
     },
+    /// OTLP/HTTP only (`audit.otlp`): nothing durable, so only with `failure_mode:
+    /// best_effort`; each start a new stream.
+    Otlp,
     /// The `audit_events` table of the `database:` server.
     Postgres {
         /// Records per INSERT at most.
@@ -55,4 +64,45 @@ pub enum SinkSettings {
         /// What `querygate audit maintain` removes (`None`: nothing).
         retention: Option<super::partitions::Retention>,
     },
+}
+
+/// Where and how records are exported over OTLP/HTTP (`audit.otlp` over the standard
+/// `OTEL_EXPORTER_OTLP_*` variables).
+#[derive(Clone, PartialEq, Eq)]
+pub struct OtlpSettings {
+    /// The URL records are POSTed to (`…/v1/logs`).
+    pub endpoint: String,
+    /// Headers sent with every export (credentials: never logged).
+    pub headers: Vec<(String, String)>,
+    /// Longest one export request may take.
+    pub timeout: Duration,
+    /// Whether request bodies are gzipped.
+    pub gzip: bool,
+    /// Records waiting for export at most; more are dropped (and counted).
+    pub queue_size: usize,
+    /// Records per export request at most.
+    pub max_batch: usize,
+    /// The first wait before a retry (doubled after each failure).
+    pub initial_backoff: Duration,
+    /// The longest wait between retries.
+    pub max_backoff: Duration,
+    /// A batch still failing this long after its first attempt is given up (and counted).
+    pub max_elapsed: Duration,
+}
+
+impl std::fmt::Debug for OtlpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("OtlpSettings")
+            .field("endpoint", &self.endpoint)
+            .field("header_names", &header_names)
+            .field("timeout", &self.timeout)
+            .field("gzip", &self.gzip)
+            .field("queue_size", &self.queue_size)
+            .field("max_batch", &self.max_batch)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("max_elapsed", &self.max_elapsed)
+            .finish()
+    }
 }

@@ -18,8 +18,13 @@ pub trait AuditSink: Send + Sync + std::fmt::Debug {
     /// Where the records go, for people (`file /var/log/querygate/…`, `postgres`).
     fn describe(&self) -> String;
 
-    /// The kind of sink, for metrics: `file`, `postgres` or `memory`.
+    /// The kind of sink, for metrics: `file`, `postgres`, `otlp` or `memory`.
     fn kind(&self) -> &'static str;
+
+    /// The counts of its OTLP export, when it exports (`audit.sink: otlp`, `audit.otlp`).
+    fn export_stats(&self) -> Option<std::sync::Arc<super::otel::exporter::ExportStats>> {
+        None
+    }
 }
 
 /// Told how long each audit write took and whether it failed (metrics), without the audit

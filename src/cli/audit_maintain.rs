@@ -11,7 +11,7 @@ pub(super) async fn run(config: &Config) -> i32 {
             retention,
             ..
         } => (*partitions_ahead, *retention),
-        SinkSettings::File { .. } => {
+        SinkSettings::File { .. } | SinkSettings::Otlp => {
             eprintln!("error: audit maintain needs audit.sink: postgres");
             return 1;
         }

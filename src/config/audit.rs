@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::audit_otlp::{RawOtlp, check_otlp};
 use super::database::DatabaseConfig;
-use crate::audit::{AuditSettings, FailureMode, FileLocation, SinkSettings};
+use crate::audit::{AuditSettings, FailureMode, FileLocation, Format, SinkSettings};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RawAudit {
     enabled: bool,
     sink: RawSinkKind,
+    format: Format,
+    otlp: Option<RawOtlp>,
     failure_mode: FailureMode,
     replica: Option<String>,
     hmac_sql_literals: bool,
@@ -31,6 +34,8 @@ impl Default for RawAudit {
         RawAudit {
             enabled: true,
             sink: RawSinkKind::File,
+            format: Format::Jsonl,
+            otlp: None,
             failure_mode: FailureMode::Strict,
             replica: None,
             hmac_sql_literals: false,
@@ -49,6 +54,7 @@ enum RawSinkKind {
     #[default]
     File,
     Postgres,
+    Otlp,
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,62 +135,29 @@ pub(super) fn check_audit(
         ));
     }
     let sink = match raw.sink {
-        RawSinkKind::File => {
-            let file = raw.file;
-            let location = match (file.path, file.dir) {
-                (Some(_), Some(_)) => {
-                    problems.push_line(
-                        "audit.file.path and audit.file.dir are both set; keep one".to_owned(),
-                    );
-                    FileLocation::Dir(crate::audit::location::default_dir(env))
-                }
-                (Some(path), None) => FileLocation::Path(path),
-                (None, Some(dir)) => FileLocation::Dir(dir),
-                (None, None) => FileLocation::Dir(crate::audit::location::default_dir(env)),
-            };
-            SinkSettings::File {
-                location,
-                max_size: file.max_size_mb.saturating_mul(1024 * 1024),
-                max_files: file.max_files,
-                max_age: file.max_age.filter(|age| !age.is_zero()),
-            }
-        }
-        RawSinkKind::Postgres => {
-            if raw.enabled && database.url.is_none() {
-                problems.push_line(
-                    "audit.sink is postgres but neither database.url nor database.url_file is set"
-                        .to_owned(),
-                );
-            }
-            if raw.postgres.max_batch == 0 {
-                problems.push_line("audit.postgres.max_batch must be greater than 0".to_owned());
-            }
-            if raw.postgres.write_timeout.is_zero() {
-                problems
-                    .push_line("audit.postgres.write_timeout must be greater than 0".to_owned());
-            }
-            if !(1..=366).contains(&raw.postgres.partitions_ahead) {
-                problems.push_line(
-                    "audit.postgres.partitions_ahead must be between 1 and 366".to_owned(),
-                );
-            }
-            let retention = raw.postgres.retention.map(|r| {
-                if r.keep < Duration::from_secs(86_400) {
-                    problems
-                        .push_line("audit.postgres.retention.keep must be at least 1d".to_owned());
-                }
-                crate::audit::partitions::Retention {
-                    keep: r.keep,
-                    action: r.action,
-                }
-            });
-            SinkSettings::Postgres {
-                max_batch: raw.postgres.max_batch,
-                write_timeout: raw.postgres.write_timeout,
-                partitions_ahead: raw.postgres.partitions_ahead,
-                retention,
-            }
-        }
+        RawSinkKind::File => check_file_sink(raw.file, env, problems),
+        RawSinkKind::Otlp => SinkSettings::Otlp,
+        RawSinkKind::Postgres => check_pg_sink(raw.postgres, raw.enabled, database, problems),
+    };
+    if raw.enabled
+        && matches!(sink, SinkSettings::Otlp)
+        && raw.failure_mode != FailureMode::BestEffort
+    {
+        problems.push_line(format!(
+            "audit.sink: otlp keeps no durable record, so audit.failure_mode {} cannot hold: set failure_mode: best_effort, or keep a file or postgres sink and add audit.otlp for the copy",
+            raw.failure_mode.as_str()
+        ));
+    }
+    if raw.format == Format::Otel && !matches!(sink, SinkSettings::File { .. }) {
+        problems.push_line(
+            "audit.format: otel is how files are written; it needs audit.sink: file (PostgreSQL and OTLP keep their own encodings)"
+                .to_owned(),
+        );
+    }
+    let otlp = match (raw.otlp, &sink) {
+        (Some(otlp), _) => Some(check_otlp(otlp, env, problems)),
+        (None, SinkSettings::Otlp) => Some(check_otlp(RawOtlp::default(), env, problems)),
+        (None, _) => None,
     };
     if raw.hmac_key_file.is_some() && !raw.hmac_sql_literals {
         problems.push_line(
@@ -194,12 +167,77 @@ pub(super) fn check_audit(
     AuditSettings {
         enabled: raw.enabled,
         sink,
+        format: raw.format,
+        otlp,
         failure_mode: raw.failure_mode,
         replica,
         hmac_sql_literals: raw.hmac_sql_literals,
         hmac_key_file: raw.hmac_key_file,
         mac_key_file: raw.mac_key_file,
         cli_reads: raw.cli_reads,
+    }
+}
+
+/// `audit.file`: where the file sink writes, and its rotation.
+fn check_file_sink(
+    file: RawFileSink,
+    env: &HashMap<String, String>,
+    problems: &mut Problems,
+) -> SinkSettings {
+    let location = match (file.path, file.dir) {
+        (Some(_), Some(_)) => {
+            problems
+                .push_line("audit.file.path and audit.file.dir are both set; keep one".to_owned());
+            FileLocation::Dir(crate::audit::location::default_dir(env))
+        }
+        (Some(path), None) => FileLocation::Path(path),
+        (None, Some(dir)) => FileLocation::Dir(dir),
+        (None, None) => FileLocation::Dir(crate::audit::location::default_dir(env)),
+    };
+    SinkSettings::File {
+        location,
+        max_size: file.max_size_mb.saturating_mul(1024 * 1024),
+        max_files: file.max_files,
+        max_age: file.max_age.filter(|age| !age.is_zero()),
+    }
+}
+
+/// `audit.postgres`: the PostgreSQL sink's batches, partitions and retention.
+fn check_pg_sink(
+    pg: RawPgSink,
+    enabled: bool,
+    database: &DatabaseConfig,
+    problems: &mut Problems,
+) -> SinkSettings {
+    if enabled && database.url.is_none() {
+        problems.push_line(
+            "audit.sink is postgres but neither database.url nor database.url_file is set"
+                .to_owned(),
+        );
+    }
+    if pg.max_batch == 0 {
+        problems.push_line("audit.postgres.max_batch must be greater than 0".to_owned());
+    }
+    if pg.write_timeout.is_zero() {
+        problems.push_line("audit.postgres.write_timeout must be greater than 0".to_owned());
+    }
+    if !(1..=366).contains(&pg.partitions_ahead) {
+        problems.push_line("audit.postgres.partitions_ahead must be between 1 and 366".to_owned());
+    }
+    let retention = pg.retention.map(|r| {
+        if r.keep < Duration::from_secs(86_400) {
+            problems.push_line("audit.postgres.retention.keep must be at least 1d".to_owned());
+        }
+        crate::audit::partitions::Retention {
+            keep: r.keep,
+            action: r.action,
+        }
+    });
+    SinkSettings::Postgres {
+        max_batch: pg.max_batch,
+        write_timeout: pg.write_timeout,
+        partitions_ahead: pg.partitions_ahead,
+        retention,
     }
 }
 
@@ -251,6 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn otlp_alone_is_best_effort_and_a_copy_is_beside_a_durable_sink() {
+        let (settings, problems) = check(
+            "sink: otlp\nfailure_mode: best_effort\n",
+            &DatabaseConfig::default(),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(settings.sink, SinkSettings::Otlp);
+        assert!(settings.otlp.is_some(), "the sink's export settings");
+        let (settings, problems) = check(
+            "format: otel\notlp: {endpoint: 'http://127.0.0.1:4318/v1/logs'}\n",
+            &DatabaseConfig::default(),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(settings.format, crate::audit::Format::Otel);
+        assert_eq!(
+            settings.otlp.map(|o| o.endpoint).as_deref(),
+            Some("http://127.0.0.1:4318/v1/logs")
+        );
+        assert!(check("{}", &DatabaseConfig::default()).0.otlp.is_none());
+    }
+
+    #[test]
     fn problems_are_named() {
         let (_, problems) = check(
             "sink: postgres\nreplica: 'a b'\nhmac_key_file: /k\npostgres: {max_batch: 0}\n",
@@ -270,6 +330,16 @@ mod tests {
             &DatabaseConfig::default(),
         );
         assert!(problems[0].contains("both set"), "{problems:?}");
+        let (_, problems) = check("sink: otlp\n", &DatabaseConfig::default());
+        assert!(
+            problems.len() == 1 && problems[0].contains("no durable record"),
+            "{problems:?}"
+        );
+        let (_, problems) = check("sink: postgres\nformat: otel\n", &DatabaseConfig::default());
+        assert!(
+            problems.iter().any(|p| p.contains("audit.format: otel")),
+            "{problems:?}"
+        );
         let err = serde_norway::from_str::<RawAudit>("failure_mode: lax\n").unwrap_err();
         assert!(err.to_string().contains("lax"), "{err}");
     }

@@ -11,6 +11,7 @@
 mod approval;
 mod approvers;
 mod audit;
+mod audit_otlp;
 mod database;
 mod env;
 mod identity;

@@ -249,6 +249,9 @@ fn origin_of(
     let trace_id = traceparent
         .as_deref()
         .and_then(crate::telemetry::trace::traceparent_trace_id);
+    let span_id = traceparent
+        .as_deref()
+        .and_then(crate::telemetry::trace::traceparent_span_id);
     let client = match transport {
         Transport::Stdio => context.client_info(),
         Transport::Http => context
@@ -261,6 +264,7 @@ fn origin_of(
     CallOrigin {
         request_id: header.or_else(|| Some(context.id.to_string())),
         trace_id,
+        span_id,
         traceparent,
         client_name: client.as_ref().map(|c| c.name.clone()),
         client_version: client.map(|c| c.version),

@@ -18,7 +18,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::audit::WriteObserver;
+
+mod audit_export;
 use crate::engine::{UpstreamObserver, UpstreamResult};
+use audit_export::ResultLabel;
 
 /// The label value of anything outside the known sets.
 pub const UNKNOWN: &str = "unknown";
@@ -160,6 +163,7 @@ pub struct Metrics {
     approvals: Family<OutcomeLabel, Counter>,
     audit_duration: HistogramFamily<SinkLabel>,
     audit_failures: Family<SinkLabel, Counter>,
+    audit_export: Family<ResultLabel, Counter>,
     auth_failures: Family<ReasonLabel, Counter>,
     quota_refusals: Family<QuotaLabels, Counter>,
     quota_store_failures: Family<OutcomeLabel, Counter>,
@@ -233,6 +237,7 @@ impl Metrics {
             "Audit writes that failed",
             audit_failures.clone(),
         );
+        let audit_export = audit_export::register(&mut registry);
         let auth_failures = Family::<ReasonLabel, Counter>::default();
         for reason in crate::auth::failures::REASONS {
             let _ = auth_failures.get_or_create(&ReasonLabel { reason });
@@ -294,6 +299,7 @@ impl Metrics {
             approvals,
             audit_duration,
             audit_failures,
+            audit_export,
             auth_failures,
             quota_refusals,
             quota_store_failures,

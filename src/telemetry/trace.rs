@@ -92,13 +92,26 @@ pub fn call_span(tool: &str, tenant: &str, traceparent: Option<&str>) -> tracing
     span
 }
 
-/// The trace id of `span` (32 lowercase hex digits), when an OpenTelemetry layer traces it.
-pub fn trace_id(span: &tracing::Span) -> Option<String> {
+/// The trace id (32 lowercase hex digits) and span id (16) of `span`, when an OpenTelemetry
+/// layer traces it.
+pub fn trace_and_span_id(span: &tracing::Span) -> Option<(String, String)> {
     let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context.is_valid().then(|| {
+        (
+            span_context.trace_id().to_string(),
+            span_context.span_id().to_string(),
+        )
+    })
+}
+
+/// The span id (the caller's span) of a W3C `traceparent`, if it is valid.
+pub fn traceparent_span_id(traceparent: &str) -> Option<String> {
+    let context = TraceContextPropagator::new().extract(&Carrier(traceparent));
     let span_context = context.span().span_context().clone();
     span_context
         .is_valid()
-        .then(|| span_context.trace_id().to_string())
+        .then(|| span_context.span_id().to_string())
 }
 
 /// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), if it is valid.

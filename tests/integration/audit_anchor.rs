@@ -427,6 +427,7 @@ async fn pruning_is_recorded_and_verifies() {
         max_files: 2,
         max_age: None,
         mac_key: Some(key),
+        format: querygate::audit::Format::Jsonl,
     })
     .unwrap();
     for n in 0..30 {
@@ -695,6 +696,7 @@ async fn a_restart_over_cut_files_continues_after_the_head_and_never_rewinds_it(
             max_files: 0,
             max_age: None,
             mac_key: Some(key.clone()),
+            format: querygate::audit::Format::Jsonl,
         })
         .unwrap()
     };

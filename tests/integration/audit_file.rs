@@ -45,6 +45,7 @@ fn dir_sink(dir: &Path) -> FileSink {
         max_files: 0,
         max_age: None,
         mac_key: None,
+        format: querygate::audit::Format::Jsonl,
     })
     .expect("start the file sink")
 }
@@ -181,6 +182,7 @@ async fn files_rotate_by_size_and_count_and_the_chain_spans_them() {
         max_files: 3,
         max_age: None,
         mac_key: None,
+        format: querygate::audit::Format::Jsonl,
     })
     .unwrap();
     let mut last = 0;
@@ -238,6 +240,7 @@ async fn a_restart_continues_the_chain_and_a_path_is_rotated_beside_itself() {
             max_files: 0,
             max_age: None,
             mac_key: None,
+            format: querygate::audit::Format::Jsonl,
         })
         .unwrap()
     };
@@ -301,6 +304,7 @@ async fn an_unwritable_location_fails_at_start() {
         max_files: 0,
         max_age: None,
         mac_key: None,
+        format: querygate::audit::Format::Jsonl,
     })
     .unwrap_err()
     .to_string();

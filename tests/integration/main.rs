@@ -16,6 +16,7 @@ mod audit_anchor;
 mod audit_auditors;
 mod audit_file;
 mod audit_limits;
+mod audit_otlp;
 mod audit_partitions;
 mod audit_pg;
 mod audit_pipeline;

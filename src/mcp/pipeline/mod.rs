@@ -121,6 +121,9 @@ pub struct CallOrigin {
     /// The W3C trace id of the request's `traceparent`, when it has one (with traces on,
     /// the trace of the call's span).
     pub trace_id: Option<String>,
+    /// The span id of the request's `traceparent` (the caller's span; with traces on, the
+    /// call's own span).
+    pub span_id: Option<String>,
     /// The request's W3C `traceparent`: MCP `_meta.traceparent`, else the HTTP header.
     pub traceparent: Option<String>,
     /// The MCP client's name.

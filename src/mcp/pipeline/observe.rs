@@ -57,8 +57,9 @@ where
     );
     // With traces on, the audit record names the trace the span belongs to (the caller's,
     // or a new one); otherwise the caller's traceparent's.
-    if let Some(id) = crate::telemetry::trace::trace_id(&span) {
-        call.origin.trace_id = Some(id);
+    if let Some((trace, span_id)) = crate::telemetry::trace::trace_and_span_id(&span) {
+        call.origin.trace_id = Some(trace);
+        call.origin.span_id = Some(span_id);
     }
     if let Some(id) = &call.origin.trace_id {
         span.record("trace_id", id.as_str());

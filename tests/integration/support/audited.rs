@@ -63,6 +63,7 @@ pub fn file_auditor(dir: &Path, mode: FailureMode) -> (Auditor, Arc<FileSink>) {
             max_files: 0,
             max_age: None,
             mac_key: None,
+            format: querygate::audit::Format::Jsonl,
         })
         .unwrap(),
     );
