@@ -193,13 +193,10 @@ pub struct ParsedLine {
     pub mac: Option<String>,
 }
 
-/// Parses a line, JSONL or `otel` (told apart by how it begins, so one file may hold
-/// both), and checks its hash against its content (not its MAC).
-pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
+/// Parses a JSONL line and checks its hash against its content (not its MAC); lines of
+/// either format are read by [`super::format::parse_line`].
+pub fn parse_jsonl_line(line: &str) -> Result<ParsedLine, LineError> {
     let line = line.trim_end_matches(['\n', '\r']);
-    if line.starts_with(super::otel::json::LINE_START) {
-        return super::otel::json::parse_line(line);
-    }
     let (line, mac) = split_mac(line);
     if line.len() < HASH_SUFFIX_LEN + 2 || !line.is_char_boundary(line.len() - HASH_SUFFIX_LEN) {
         return Err(LineError::NoHash);
@@ -265,7 +262,7 @@ mod tests {
         assert_eq!((first.seq, second.seq), (1, 2));
         assert_eq!(first.prev_hash, GENESIS);
         assert_eq!(second.prev_hash, first.hash);
-        let parsed = parse_line(&second.line()).unwrap();
+        let parsed = parse_jsonl_line(&second.line()).unwrap();
         assert_eq!(parsed.hash, second.hash);
         assert_eq!(parsed.stored.seq, 2);
         assert_eq!(parsed.stored.prev_hash, first.hash);
@@ -297,11 +294,11 @@ mod tests {
         let linked = link("r1", &ChainHead::genesis(), &record("a"), Some(&key)).unwrap();
         let line = linked.line();
         assert!(line.ends_with(&format!(",\"mac\":\"{}\"}}", key.record_mac(&linked.hash))));
-        let parsed = parse_line(&line).unwrap();
+        let parsed = parse_jsonl_line(&line).unwrap();
         assert_eq!(parsed.hash, linked.hash);
         assert_eq!(parsed.mac, Some(key.record_mac(&linked.hash)));
         assert_eq!(parsed.stored.v, FORMAT_VERSION);
-        let plain = parse_line(
+        let plain = parse_jsonl_line(
             &link("r1", &ChainHead::genesis(), &record("a"), None)
                 .unwrap()
                 .line(),
@@ -317,10 +314,10 @@ mod tests {
             .unwrap()
             .line();
         let edited = line.replace("DELETE", "SELECT");
-        assert_eq!(parse_line(&edited), Err(LineError::HashMismatch));
-        assert_eq!(parse_line("{}"), Err(LineError::NoHash));
+        assert_eq!(parse_jsonl_line(&edited), Err(LineError::HashMismatch));
+        assert_eq!(parse_jsonl_line("{}"), Err(LineError::NoHash));
         assert!(matches!(
-            parse_line(&line.replace("\"seq\":1", "\"seq\":\"x\"")),
+            parse_jsonl_line(&line.replace("\"seq\":1", "\"seq\":\"x\"")),
             Err(LineError::Malformed(_))
         ));
     }

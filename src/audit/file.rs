@@ -768,7 +768,7 @@ fn last_records(file: &Path) -> std::io::Result<BTreeMap<String, Pruned>> {
         let Ok(line) = std::str::from_utf8(line) else {
             continue;
         };
-        if let Ok(parsed) = chain::parse_line(line) {
+        if let Ok(parsed) = crate::audit::format::parse_line(line) {
             let stored = parsed.stored;
             let entry = last.entry(stored.stream).or_default();
             if stored.seq > entry.seq {
@@ -842,7 +842,7 @@ fn find_head(location: &FileLocation, stream: &str) -> Result<ChainHead, AuditEr
         })?;
         let complete = text.rfind('\n').map_or("", |end| &text[..end]);
         for line in complete.lines().rev() {
-            if let Ok(parsed) = chain::parse_line(line)
+            if let Ok(parsed) = crate::audit::format::parse_line(line)
                 && parsed.stored.stream == stream
             {
                 return Ok(ChainHead {

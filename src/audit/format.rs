@@ -1,33 +1,13 @@
 //! `audit.format`: how a file sink writes each record, JSON Lines (`jsonl`) or an OTLP/JSON
 //! LogRecord per line (`otel`, [`super::otel::json`]). Both carry the same chain and MAC;
-//! readers tell them apart line by line ([`super::chain::parse_line`]).
+//! readers tell them apart line by line ([`parse_line`]).
 
-use serde::Deserialize;
-
-use super::chain::Linked;
+use super::chain::{LineError, Linked, ParsedLine};
 use super::otel;
 use super::record::AuditRecord;
-
-/// `audit.format`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// The canonical JSON of the chain, with its hash (and MAC).
-    #[default]
-    Jsonl,
-    /// One OTLP/JSON `LogsData` per line, in OpenTelemetry's semantic conventions.
-    Otel,
-}
+pub use super::settings::Format;
 
 impl Format {
-    /// The string in configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Jsonl => "jsonl",
-            Format::Otel => "otel",
-        }
-    }
-
     /// Appends the line (no newline) of `linked`, the record `record` linked in `stream`,
     /// to `out`. An `otel` line that cannot be encoded is written as JSONL (which readers
     /// accept in the same file) with an error in the log.
@@ -50,4 +30,14 @@ impl Format {
         }
         linked.write_line(out);
     }
+}
+
+/// Parses a line, JSONL or `otel` (told apart by how it begins, so one file may hold
+/// both), and checks its hash against its content (not its MAC).
+pub fn parse_line(line: &str) -> Result<ParsedLine, LineError> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.starts_with(otel::json::LINE_START) {
+        return otel::json::parse_line(line);
+    }
+    super::chain::parse_jsonl_line(line)
 }

@@ -30,6 +30,7 @@ pub mod auditor;
 mod batch;
 pub mod chain;
 pub mod deferred;
+pub mod export_stats;
 pub mod failure;
 pub mod file;
 pub mod format;

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::failure::FailureMode;
-use super::format::Format;
 use super::location::FileLocation;
 
 /// Validated audit settings.
@@ -104,5 +103,26 @@ impl std::fmt::Debug for OtlpSettings {
             .field("max_backoff", &self.max_backoff)
             .field("max_elapsed", &self.max_elapsed)
             .finish()
+    }
+}
+
+/// `audit.format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// The canonical JSON of the chain, with its hash (and MAC).
+    #[default]
+    Jsonl,
+    /// One OTLP/JSON `LogsData` per line, in OpenTelemetry's semantic conventions.
+    Otel,
+}
+
+impl Format {
+    /// The string in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::Otel => "otel",
+        }
     }
 }

@@ -22,7 +22,7 @@ pub trait AuditSink: Send + Sync + std::fmt::Debug {
     fn kind(&self) -> &'static str;
 
     /// The counts of its OTLP export, when it exports (`audit.sink: otlp`, `audit.otlp`).
-    fn export_stats(&self) -> Option<std::sync::Arc<super::otel::exporter::ExportStats>> {
+    fn export_stats(&self) -> Option<std::sync::Arc<super::export_stats::ExportStats>> {
         None
     }
 }

@@ -200,7 +200,7 @@ fn print_rows(out: &mut (dyn Write + Send), rows: &mut [(i64, String, String)]) 
 }
 
 fn print_line(out: &mut (dyn Write + Send), line: &str) -> std::io::Result<()> {
-    let text = match chain::parse_line(line) {
+    let text = match crate::audit::format::parse_line(line) {
         Ok(parsed) => format_record(&parsed.stored),
         Err(err) => format!("(a line that is not an intact record: {err})"),
     };

@@ -808,7 +808,7 @@ mod tests {
         // A re-hashed replacement: its own hash fits, the successor's prev_hash does not.
         let after_first = ChainHead {
             seq: 1,
-            hash: chain::parse_line(&all[0]).unwrap().hash,
+            hash: crate::audit::format::parse_line(&all[0]).unwrap().hash,
         };
         let forged = AuditRecord {
             tool: "forged".into(),
@@ -874,7 +874,7 @@ mod tests {
         // A rewound head that the forger wrote without the key.
         let rewound = ChainHead {
             seq: 3,
-            hash: chain::parse_line(&all[2]).unwrap().hash,
+            hash: crate::audit::format::parse_line(&all[2]).unwrap().hash,
         };
         write_head(
             dir.path(),
@@ -903,7 +903,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = key();
         let (old, after_old) = chained("r1", 3, Some(&key));
-        let pruned_through = chain::parse_line(&old[2]).unwrap();
+        let pruned_through = crate::audit::format::parse_line(&old[2]).unwrap();
         let prune = AuditRecord {
             phase: Phase::Prune,
             pruned: Some(BTreeMap::from([(
@@ -953,7 +953,7 @@ mod tests {
         // The head names seq 1: the cut line was never acknowledged.
         let first = ChainHead {
             seq: 1,
-            hash: chain::parse_line(&all[0]).unwrap().hash,
+            hash: crate::audit::format::parse_line(&all[0]).unwrap().hash,
         };
         write_head(dir.path(), "r1", &first, None);
         let report = verify_files(std::slice::from_ref(&path)).unwrap();

@@ -287,7 +287,7 @@ async fn verify_finds_every_kind_of_tampering_with_anchored_files() {
     let copy = copy_of(&setup.audit());
     let [_, newest] = set_of(copy.path()).try_into().unwrap();
     let mut lines = lines_of(&newest);
-    let last = chain::parse_line(lines.last().unwrap()).unwrap();
+    let last = querygate::audit::format::parse_line(lines.last().unwrap()).unwrap();
     let forged = AuditRecord {
         tool: "run_select_query".into(),
         replica: "r1".into(),

@@ -436,7 +436,7 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
     let mut on_disk = std::collections::HashSet::new();
     for file in &set {
         for line in std::fs::read_to_string(file).unwrap().lines() {
-            if let Ok(parsed) = querygate::audit::chain::parse_line(line) {
+            if let Ok(parsed) = querygate::audit::format::parse_line(line) {
                 on_disk.insert(parsed.stored.record.call_id);
             }
         }

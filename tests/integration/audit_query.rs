@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::SystemTime;
 
-use querygate::audit::chain::parse_line;
+use querygate::audit::format::parse_line;
 use querygate::audit::record::AuditRecord;
 use querygate::audit::{FileLocation, location};
 use serde_json::{Value, json};

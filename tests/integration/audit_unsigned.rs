@@ -41,7 +41,7 @@ async fn a_stream_stripped_of_its_macs_relinked_and_given_an_unsigned_head_is_a_
         if n == 1 {
             continue;
         }
-        let parsed = chain::parse_line(line).unwrap();
+        let parsed = querygate::audit::format::parse_line(line).unwrap();
         let linked = chain::link("r1", &head, &parsed.stored.record, None).unwrap();
         head = linked.head();
         relinked.push(linked.line());
@@ -69,7 +69,7 @@ async fn a_stream_stripped_of_its_macs_relinked_and_given_an_unsigned_head_is_a_
     // The head alone, rewritten without a MAC over intact records, is a break too.
     let copy = copy_of(&setup.audit());
     let [file] = set_of(copy.path()).try_into().unwrap();
-    let last = chain::parse_line(lines_of(&file).last().unwrap()).unwrap();
+    let last = querygate::audit::format::parse_line(lines_of(&file).last().unwrap()).unwrap();
     HeadFile::open(copy.path(), "r1")
         .unwrap()
         .write(&Head::new(

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use querygate::audit::chain::{Stored, parse_line};
+use querygate::audit::chain::Stored;
+use querygate::audit::format::parse_line;
 use querygate::audit::{FileLocation, location};
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use querygate::audit::chain::parse_line;
+use querygate::audit::format::parse_line;
 use querygate::audit::{AuditRecord, FileLocation, location};
 use serde_json::json;
 

@@ -252,7 +252,7 @@ async fn sigterm_drains_a_call_in_flight_then_exits_0_with_its_audit_on_disk() {
     let mut outcomes = Vec::new();
     for file in files {
         for line in std::fs::read_to_string(file).unwrap().lines() {
-            let record = querygate::audit::chain::parse_line(line)
+            let record = querygate::audit::format::parse_line(line)
                 .expect("an intact record")
                 .stored
                 .record;

@@ -315,7 +315,7 @@ async fn the_documented_trial_run_serves_and_audits_where_documented() {
         std::fs::read_to_string(f)
             .unwrap()
             .lines()
-            .map(|l| querygate::audit::chain::parse_line(l).unwrap().stored)
+            .map(|l| querygate::audit::format::parse_line(l).unwrap().stored)
             .collect::<Vec<_>>()
     })
     .collect();

@@ -937,7 +937,7 @@ async fn cli_registry_pull_is_audited_with_its_provider() {
                 .unwrap()
                 .lines()
                 .map(|line| {
-                    querygate::audit::chain::parse_line(line)
+                    querygate::audit::format::parse_line(line)
                         .unwrap()
                         .stored
                         .record

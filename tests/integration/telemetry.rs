@@ -11,7 +11,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use querygate::audit::FileLocation;
-use querygate::audit::chain::parse_line;
+use querygate::audit::format::parse_line;
 use querygate::audit::location;
 use rmcp::model::{CallToolRequestParams, MetaObject};
 use serde_json::{Value, json};

@@ -339,7 +339,7 @@ mod tests {
             assert_eq!(parsed.hash, linked.hash, "the hash of the JSONL record");
             assert_eq!(parsed.mac, linked.mac);
             assert_eq!(
-                chain::parse_line(&line).unwrap(),
+                crate::audit::format::parse_line(&line).unwrap(),
                 parsed,
                 "detected per line"
             );

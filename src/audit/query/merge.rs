@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use super::{Filter, Found};
-use crate::audit::chain;
+
 use crate::audit::lines::{FileLines, MAX_LINE_BYTES};
 
 /// The most matching records (their lines' bytes) held to put them in call-start order.
@@ -168,7 +168,7 @@ impl FileMatches {
             if text.trim().is_empty() {
                 continue;
             }
-            match chain::parse_line(text) {
+            match crate::audit::format::parse_line(text) {
                 Ok(parsed) if self.filter.matches(&parsed.stored) => {
                     let line = text.trim_end_matches('\r').to_owned();
                     let start = humantime::parse_rfc3339(&parsed.stored.record.timestamp).ok();
@@ -219,7 +219,7 @@ impl FileMatches {
         }
         self.count += 1;
         // Read intact a moment ago, from the same bytes.
-        let stored = chain::parse_line(&pending.line)
+        let stored = crate::audit::format::parse_line(&pending.line)
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?
             .stored;
         Ok(Some(Found {

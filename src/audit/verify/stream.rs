@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{VerifyReport, Walker};
-use crate::audit::chain::{self, ParsedLine};
+use crate::audit::chain::ParsedLine;
 use crate::audit::lines::{FileLines, Line, MAX_LINE_BYTES};
 
 /// What the index keeps of the files.
@@ -129,7 +129,7 @@ fn index(walker: &mut Walker<'_>, files: &[PathBuf]) -> std::io::Result<Option<I
                 walker.fail(&location, "an empty line".to_owned());
                 return Ok(None);
             }
-            match chain::parse_line(text) {
+            match crate::audit::format::parse_line(text) {
                 Ok(parsed) => {
                     walker.collect_prune(&location, &parsed);
                     firsts
@@ -203,8 +203,9 @@ fn walk(
             let location = location(file, &line);
             let parsed = match std::str::from_utf8(line.bytes)
                 .map_err(|err| err.to_string())
-                .and_then(|text| chain::parse_line(text).map_err(|err| err.to_string()))
-            {
+                .and_then(|text| {
+                    crate::audit::format::parse_line(text).map_err(|err| err.to_string())
+                }) {
                 Ok(parsed) => parsed,
                 // The index noted it: an incomplete last line.
                 Err(_) if line.torn => continue,

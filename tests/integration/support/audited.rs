@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use querygate::audit::chain::{Stored, parse_line};
+use querygate::audit::chain::Stored;
 use querygate::audit::file::{FileSink, FileSinkConfig};
+use querygate::audit::format::parse_line;
 use querygate::audit::{Auditor, FailureMode, FileLocation, location};
 use querygate::config::{Config, Sources};
 use tokio_util::sync::CancellationToken;
