@@ -174,6 +174,11 @@ async fn serve(
     let otlp = otlp.map(|o| format!("  otlp: {o}\n")).unwrap_or_default();
     let yaml = yaml.replacen("audit:\n", &format!("audit:\n  format: otel\n{otlp}"), 1);
     std::fs::write(&file, yaml).unwrap();
+    serve_file(file).await
+}
+
+/// Serves the configuration in `file` in-process until the token is cancelled; its MCP URL.
+async fn serve_file(file: std::path::PathBuf) -> (String, tokio_util::sync::CancellationToken) {
     let config = Config::load(&Sources {
         file: Some(file),
         env: Default::default(),
@@ -344,16 +349,7 @@ async fn otlp_alone_exports_a_chained_stream_of_its_own() {
         1,
     );
     std::fs::write(&file, yaml).unwrap();
-    let config = Config::load(&Sources {
-        file: Some(file),
-        env: Default::default(),
-    })
-    .unwrap();
-    let app = querygate::app::App::build(config).await.unwrap();
-    let url = app.mcp_url();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(app.run_until(async move { stopped.cancelled().await }));
+    let (url, stop) = serve_file(file).await;
     let client = modern_client(&url).await;
     for _ in 0..3 {
         call(&client, "server_info", json!({})).await;
