@@ -475,24 +475,9 @@ fn compat_dist() -> Option<PathBuf> {
 /// Serves the compat `dist/` at `<mock>/registry`, the test config's `registry.url`, its
 /// packages re-signed by the test root the test servers trust.
 fn serve_registry(mock: &Mock, dist: &Path) {
-    mock.route(
-        "/registry/dist/providers.yaml",
-        Reply::bytes(
-            "application/yaml",
-            std::fs::read(dist.join("providers.yaml")).unwrap(),
-        ),
-    );
-    for version in ["v0.1.2", "v0.2.1"] {
-        mock.route(
-            &format!("/registry/dist/googleapis.com/{version}.tgz"),
-            Reply::bytes(
-                "application/gzip",
-                crate::support::signing::signer().resign_package(
-                    &std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
-                ),
-            ),
-        );
-    }
+    crate::support::packages::serve_compat_dist(mock, "/registry", dist, |p| {
+        crate::support::signing::signer().resign_package(p)
+    });
 }
 
 #[tokio::test]

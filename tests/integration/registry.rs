@@ -21,24 +21,9 @@ fn dist() -> Option<PathBuf> {
 /// Serves `dist/` as a registry at `<mock>/providers`, its packages re-signed by the test
 /// root.
 fn serve_dist(mock: &Mock, dist: &Path) {
-    mock.route(
-        "/providers/dist/providers.yaml",
-        Reply::bytes(
-            "application/yaml",
-            std::fs::read(dist.join("providers.yaml")).unwrap(),
-        ),
-    );
-    for version in ["v0.1.2", "v0.2.1"] {
-        mock.route(
-            &format!("/providers/dist/googleapis.com/{version}.tgz"),
-            Reply::bytes(
-                "application/gzip",
-                signer().resign_package(
-                    &std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
-                ),
-            ),
-        );
-    }
+    crate::support::packages::serve_compat_dist(mock, "/providers", dist, |p| {
+        signer().resign_package(p)
+    });
 }
 
 fn registry_engine(root: &Path, mock: &Mock, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {

@@ -317,22 +317,7 @@ async fn a_refused_rebuild_leaves_the_installed_version_whole() {
 /// The compat `dist/`'s packages as published: signed by StackQL's key on 2023-01-11
 /// (v0.1.2; v0.2.1's provider.yaml was edited for the tests and has no `.sig`).
 fn serve_real_dist(mock: &Mock, dist: &Path) {
-    mock.route(
-        "/providers/dist/providers.yaml",
-        Reply::bytes(
-            "application/yaml",
-            std::fs::read(dist.join("providers.yaml")).unwrap(),
-        ),
-    );
-    for version in ["v0.1.2", "v0.2.1"] {
-        mock.route(
-            &format!("/providers/dist/googleapis.com/{version}.tgz"),
-            Reply::bytes(
-                "application/gzip",
-                std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap(),
-            ),
-        );
-    }
+    crate::support::packages::serve_compat_dist(mock, "/providers", dist, <[u8]>::to_vec);
 }
 
 #[tokio::test]

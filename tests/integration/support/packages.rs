@@ -81,3 +81,29 @@ pub fn good_items(title: &str) -> Vec<Item> {
         ),
     ]
 }
+
+/// Serves the compat registry's `dist/` at `<mock><base>/dist/`: its index and google's two
+/// packages (v0.1.2, v0.2.1), each package's bytes passed through `package` (re-signed by
+/// the test root, or as published).
+pub fn serve_compat_dist(
+    mock: &crate::mock::Mock,
+    base: &str,
+    dist: &std::path::Path,
+    package: impl Fn(&[u8]) -> Vec<u8>,
+) {
+    use crate::mock::Reply;
+    mock.route(
+        &format!("{base}/dist/providers.yaml"),
+        Reply::bytes(
+            "application/yaml",
+            std::fs::read(dist.join("providers.yaml")).unwrap(),
+        ),
+    );
+    for version in ["v0.1.2", "v0.2.1"] {
+        let bytes = std::fs::read(dist.join(format!("googleapis.com/{version}.tgz"))).unwrap();
+        mock.route(
+            &format!("{base}/dist/googleapis.com/{version}.tgz"),
+            Reply::bytes("application/gzip", package(&bytes)),
+        );
+    }
+}
