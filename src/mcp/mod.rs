@@ -17,6 +17,7 @@
 
 pub mod content;
 mod elicit;
+mod gatekeeper;
 mod handler;
 mod library;
 mod malformed;
@@ -153,9 +154,10 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         config.admission.clone(),
     ));
     let render_pool = Arc::new(offload::RenderPool::default());
+    let keeper = gatekeeper::Gatekeeper::new(engine.clone(), tenants.clone());
     let tool_services = Arc::new(ToolServices {
         engine: engine.clone(),
-        tenants: tenants.clone(),
+        keeper: keeper.clone(),
         max_rows: server.max_rows,
         render: render_pool.clone(),
         bulk_priority: admission.bulk_work_priority(),
@@ -164,8 +166,7 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         library,
     });
     let pipeline = pipeline::Pipeline::build(pipeline::Parts {
-        engine,
-        tenants: tenants.clone(),
+        keeper,
         transport,
         tools: tools.clone(),
         tool_services,

@@ -4,48 +4,24 @@
 //! tenant's `read_methods` and `not_read_methods` override; see `governance::bound_class`):
 //! a SELECT whose requests only read is a `select` whatever their HTTP method, one that
 //! runs a method that is not a read is not, and an EXEC of a method that deletes is a
-//! `mutation_delete`. A plan that fails leaves the call as it is, its error noted: running
-//! it fails the same way, before any request (and the gate refuses it with that error when
-//! the tenant's policies must be asked). A SELECT's plan is kept with the statement and run
-//! as it is (it is not planned a second time).
-
-use std::sync::Arc;
+//! `mutation_delete`. A plan that fails leaves the call's class as it is, its error noted:
+//! running it fails the same way, before any request (and the gate refuses it with that
+//! error when the tenant's policies must be asked). A SELECT's plan is kept with the
+//! statement and run as it is (it is not planned a second time).
 
 use super::PreparedCall;
-use crate::engine::Engine;
-use crate::governance;
+use crate::mcp::gatekeeper::Gatekeeper;
 use crate::mcp::tools::Effect;
-use crate::tenant::Tenants;
-
-/// What `bind` plans with.
-pub(super) struct Bind {
-    /// Plans the requests.
-    pub(super) engine: Engine,
-    /// The tenants' rules and policies.
-    pub(super) tenants: Arc<Tenants>,
-}
 
 /// Plans the requests of `call`'s statement and classes it by their effects.
-pub(super) async fn bind(bind: &Bind, call: &mut PreparedCall) {
+pub(super) async fn bind(keeper: &Gatekeeper, call: &mut PreparedCall) {
     if !matches!(call.spec.effect, Effect::Sql(_)) {
         return;
     }
     let Some(Ok(statement)) = &mut call.statement else {
         return;
     };
-    let rules = bind
-        .tenants
-        .config(&call.cx.tenant)
-        .map(|tenant| &tenant.rules);
-    // The plan stays with the statement: dispatch runs it rather than planning again.
-    let requests = match bind.engine.plan_requests(&call.cx, statement).await {
-        Ok(requests) => requests,
-        Err(err) => {
-            call.plan_error = Some((err.kind().into(), err.message().to_owned()));
-            return;
-        }
-    };
-    let default_rules = governance::TenantRules::default();
-    call.class = governance::bound_class(call.class, &requests, rules.unwrap_or(&default_rules));
-    call.requests = Some(requests);
+    let (class, plan) = keeper.bind(&call.cx, call.class, statement).await;
+    call.class = class;
+    call.plan = plan;
 }

@@ -319,7 +319,7 @@ fn cacheable(
     let query = statement.normalized_query()?;
     let render = call.render.clone().ok()?;
     let row_cap = crate::mcp::tools::row_cap(call.input.row_limit(), cache.max_rows);
-    let requests = call.requests.as_deref()?;
+    let requests = call.plan.requests()?;
     let resources = resources_of(requests);
     // Whose rows these are: the caller's, when a provider read sees the caller's identity.
     let caller = requests
@@ -356,7 +356,7 @@ fn written(call: &PreparedCall) -> Option<Written> {
     if !matches!(call.spec.effect, Effect::Sql(_)) || call.class == QueryClass::Select {
         return None;
     }
-    Some(match call.requests.as_deref() {
+    Some(match call.plan.requests() {
         Some(requests) if !requests.is_empty() => Written::Resources(resources_of(requests)),
         _ => Written::All,
     })

@@ -21,20 +21,19 @@ use crate::approval::{ApprovalError, Binding, DecisionMethod};
 use crate::audit::Decision;
 use crate::code::Code;
 use crate::config::OutOfBand;
-use crate::engine::Engine;
 use crate::engine::PlannedWrite;
+use crate::mcp::gatekeeper::{Gatekeeper, Plan};
 use crate::mcp::tools::Effect;
 use crate::mcp::transport::Transport;
 use crate::policy::{self, QueryClass, Reason, Verdict};
-use crate::tenant::Tenants;
 use crate::tenant::ToolAccess;
 
 /// The gate, in front of the rest of the pipeline.
 pub(super) struct ModeGate {
-    /// Preflights statements before anyone is asked about them.
-    pub(super) engine: Engine,
-    /// The tenants' rules (pinned parameters, read methods) and Cedar policies.
-    pub(super) tenants: Arc<Tenants>,
+    /// The gate's rules (pinned parameters, read methods, the mode's verdict), the tenants'
+    /// Cedar policies, and the engine that preflights statements before anyone is asked
+    /// about them.
+    pub(super) keeper: Gatekeeper,
     /// The transport, for the CLI's refusal of a call nobody can approve.
     pub(super) transport: Transport,
     /// `server.max_rows`, for the row cap the Cedar policies see.
@@ -156,13 +155,12 @@ pub(super) fn check(gate: &ModeGate, call: &PreparedCall) -> Result<Verdict, Box
             }
             // The class as `bind` left it: a SELECT bound to POST… needs `querygate:exec`.
             scoped(call, policy::required_scopes(call.class))?;
-            if let (Some(tenant), Some(requests)) =
-                (gate.tenants.config(&call.cx.tenant), &call.requests)
-                && let Err(pinned) = crate::governance::check_pins(requests, &tenant.rules)
+            if let Some(requests) = call.plan.requests()
+                && let Err(pinned) = gate.keeper.check_pins(&call.cx.tenant, requests)
             {
                 return Err(stop(Code::PolicyParameterPinned, refusal(call, pinned)));
             }
-            let verdict = policy::decide(call.mode, call.class);
+            let verdict = Gatekeeper::verdict(call.mode, call.class);
             if matches!(verdict, Verdict::Refuse(_)) {
                 // The mode decides first: its refusal names it.
                 return Ok(verdict);
@@ -234,20 +232,22 @@ pub(super) fn policy_answer(
     gate: &ModeGate,
     call: &PreparedCall,
 ) -> Option<Result<crate::cedar::Answer, Box<ToolReply>>> {
-    let tenant = gate.tenants.config(&call.cx.tenant)?;
-    let policies = gate.tenants.policies(&call.cx.tenant)?.current();
+    let tenants = gate.keeper.tenants();
+    let tenant = tenants.config(&call.cx.tenant)?;
+    let policies = tenants.policies(&call.cx.tenant)?.current();
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
-    let Some(requests) = &call.requests else {
+    let requests = match &call.plan {
+        Plan::Planned(requests) => requests,
         // Fail closed: what cannot be planned cannot be asked about. The plan's own error
         // says why (running the statement would fail the same way).
-        let (code, message) = call.plan_error.clone().unwrap_or_else(|| {
-            (
+        Plan::Failed(code, message) => return Some(Err(stop(*code, message.clone()))),
+        Plan::NotPlanned => {
+            return Some(Err(stop(
                 Code::Internal,
                 "the statement's requests were not planned for the tenant's policies".to_owned(),
-            )
-        });
-        return Some(Err(stop(code, message)));
+            )));
+        }
     };
     let verb = match &call.statement {
         Some(Ok(statement)) => crate::mcp::tools::verb(statement.kind()),
@@ -318,12 +318,8 @@ fn bound_note(gate: &ModeGate, call: &PreparedCall) -> String {
     if call.class == call.sql_class {
         return String::new();
     }
-    let default_rules = crate::governance::TenantRules::default();
-    let rules = gate
-        .tenants
-        .config(&call.cx.tenant)
-        .map_or(&default_rules, |tenant| &tenant.rules);
-    let strongest = call.requests.as_deref().and_then(|requests| {
+    let rules = gate.keeper.rules(&call.cx.tenant);
+    let strongest = call.plan.requests().and_then(|requests| {
         requests
             .iter()
             .map(|request| (rules.effect(request), request))
@@ -356,7 +352,8 @@ pub(super) async fn preflight(
     let Some(Ok(statement)) = &call.statement else {
         return Ok(Vec::new());
     };
-    gate.engine
+    gate.keeper
+        .engine()
         .preflight(&call.cx, statement)
         .await
         .map_err(|err| {

@@ -64,8 +64,8 @@ use crate::approval::{Approvals, OutOfBand};
 use crate::audit::{Auditor, Decision};
 use crate::code::Code;
 use crate::config::Render;
-use crate::engine::Engine;
-use crate::tenant::{Principal, TenantError, Tenants};
+use crate::mcp::gatekeeper::Gatekeeper;
+use crate::tenant::{Principal, TenantError};
 
 /// One tool call, as every transport hands it to the pipeline.
 #[derive(Debug, Clone)]
@@ -444,10 +444,9 @@ pub type CallStack = BoxCloneSyncService<Call, ToolReply, CallError>;
 /// What the pipeline is built from: the server's parts, each handed by [`Pipeline::build`]
 /// to the steps that use it (none gets the whole).
 pub(crate) struct Parts {
-    /// The engine: `bind` plans with it, the gate preflights with it.
-    pub(crate) engine: Engine,
-    /// The tenants: contexts, modes, rules and policies.
-    pub(crate) tenants: Arc<Tenants>,
+    /// The gate's rules, with the engine (`bind` plans with it, the gate preflights with
+    /// it) and the tenants (contexts, modes, rules and policies).
+    pub(crate) keeper: Gatekeeper,
     /// The transport serving the calls.
     pub(crate) transport: Transport,
     /// The offered tools.
@@ -486,7 +485,7 @@ pub(crate) struct Parts {
 struct Intake {
     observe: observe::Observe,
     prepare: prepare::Prepare,
-    bind: bind::Bind,
+    keeper: Gatekeeper,
     audit: Arc<audit::Audit>,
     gate: Arc<gate::ModeGate>,
 }
@@ -508,8 +507,7 @@ impl Pipeline {
     /// Builds the pipeline from `parts`: each step gets what it uses.
     pub(crate) fn build(parts: Parts) -> Self {
         let Parts {
-            engine,
-            tenants,
+            keeper,
             transport,
             tools,
             tool_services,
@@ -528,9 +526,9 @@ impl Pipeline {
         } = parts;
         let responses = admission.responses().clone();
         let audit = Arc::new(audit::Audit::new(audit, audit_reads, transport));
+        let tenants = keeper.tenants().clone();
         let gate = Arc::new(gate::ModeGate {
-            engine: engine.clone(),
-            tenants: tenants.clone(),
+            keeper: keeper.clone(),
             transport,
             max_rows,
             approvals,
@@ -578,7 +576,7 @@ impl Pipeline {
                 tenants: tenants.clone(),
                 render,
             },
-            bind: bind::Bind { engine, tenants },
+            keeper,
             audit,
             gate,
         };
@@ -611,25 +609,22 @@ impl Pipeline {
     pub async fn explain(&self, call: ToolCall) -> Result<Explanation, CallError> {
         let intake = &self.intake;
         let mut prepared = prepare::prepare(&intake.prepare, call, CancellationToken::new())?;
-        bind::bind(&intake.bind, &mut prepared).await;
+        bind::bind(&intake.keeper, &mut prepared).await;
         let answer = match gate::policy_answer(&intake.gate, &prepared) {
             Some(Ok(answer)) => Some(answer),
             Some(Err(_)) | None => None,
         };
-        let tenant = intake.gate.tenants.config(&prepared.cx.tenant);
+        let tenant = &prepared.cx.tenant;
         let policies = intake
-            .gate
-            .tenants
-            .policies(&prepared.cx.tenant)
+            .keeper
+            .tenants()
+            .policies(tenant)
             .map(|p| p.current().len());
-        let default_rules = crate::governance::TenantRules::default();
-        let rules = tenant.map_or(&default_rules, |t| &t.rules);
         let effects = prepared
-            .requests
-            .iter()
-            .flatten()
-            .map(|request| rules.effect(request))
-            .collect();
+            .plan
+            .requests()
+            .map(|requests| intake.keeper.effects(tenant, requests))
+            .unwrap_or_default();
         let verdict = match gate::check(&intake.gate, &prepared) {
             Ok(verdict) => Ok(verdict),
             Err(reply) => Err(match reply.outcome() {
@@ -648,7 +643,7 @@ impl Pipeline {
             mode: prepared.mode,
             class: prepared.class,
             sql_class: prepared.sql_class,
-            requests: prepared.requests.take(),
+            requests: prepared.plan.take_requests(),
             effects,
             policies,
             answer,
@@ -682,7 +677,7 @@ impl Pipeline {
                 return Err(err);
             }
         };
-        bind::bind(&intake.bind, &mut prepared).await;
+        bind::bind(&intake.keeper, &mut prepared).await;
         tracing::Span::current().record("class", prepared.class.as_str());
         self.stack.clone().oneshot(prepared).await
     }

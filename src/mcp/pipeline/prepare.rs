@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ApprovalChannel, Call, CallError, CallOrigin, ToolCall};
 use crate::config::Render;
 use crate::engine::{Error, ExecContext, ParsedSql, PreparedStatement};
+use crate::mcp::gatekeeper::Plan;
 use crate::mcp::tools::{Effect, OfferedTools, ToolInput, ToolSpec};
 use crate::policy::{self, Mode, QueryClass};
 use crate::tenant::{Principal, Tenants, ToolAccess};
@@ -55,12 +56,10 @@ pub struct PreparedCall {
     pub class: QueryClass,
     /// The class of the statement as written, which decides the tool that runs it.
     pub sql_class: QueryClass,
-    /// The upstream requests the statement would make, once `bind` planned them (`None`:
-    /// not needed for a decision, or the plan failed, as the run will, before any request).
-    pub requests: Option<Vec<crate::engine::PlannedRequest>>,
-    /// Why `bind` could not plan the requests, when it tried: the code and message of the
-    /// engine's error (the gate refuses with it when the tenant's policies need the plan).
-    pub plan_error: Option<(crate::code::Code, String)>,
+    /// The upstream requests the statement would make, as `bind` planned them, or why the
+    /// engine could not plan them (the gate refuses with that error when the tenant's
+    /// policies need the plan; the run fails the same way, before any request).
+    pub(crate) plan: Plan,
     /// How a person can be asked to approve it.
     pub approval: ApprovalChannel,
     /// The approval that lets it run, once the gate has redeemed one.
@@ -166,8 +165,7 @@ pub(super) fn prepare(
         statement_count,
         class,
         sql_class: class,
-        requests: None,
-        plan_error: None,
+        plan: Plan::NotPlanned,
         approval: call.approval,
         approval_id: None,
         approved_by: None,

@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use super::Invocation;
 use crate::engine::{PlannedRequest, PreparedStatement};
-use crate::governance::{self, TenantRules};
 use crate::policy::QueryClass;
 
 /// One upstream request of a statement and what it does.
@@ -36,56 +35,34 @@ pub(crate) struct Classified {
     pub(crate) requests: Vec<RequestEffect>,
 }
 
-/// The tenant's rules of `invocation`'s caller.
-fn rules_of(invocation: &Invocation) -> TenantRules {
-    invocation
-        .services
-        .tenants
-        .config(&invocation.cx.tenant)
-        .map(|tenant| tenant.rules.clone())
-        .unwrap_or_default()
-}
-
-/// Each of `requests` with its effect for a tenant with `rules`.
-pub(crate) fn shown(requests: &[PlannedRequest], rules: &TenantRules) -> Vec<RequestEffect> {
+/// Each of `requests` with its effect for the caller's tenant.
+fn shown(invocation: &Invocation, requests: &[PlannedRequest]) -> Vec<RequestEffect> {
+    let keeper = &invocation.services.keeper;
     requests
         .iter()
-        .map(|request| {
-            let effect = rules.effect(request);
-            RequestEffect {
-                method: request.full_method(),
-                http_method: request.http_method.clone(),
-                effect: effect.effect.as_str().to_owned(),
-                source: effect.source.as_str().to_owned(),
-                evidence: effect.evidence.to_string(),
-            }
+        .zip(keeper.effects(&invocation.cx.tenant, requests))
+        .map(|(request, effect)| RequestEffect {
+            method: request.full_method(),
+            http_method: request.http_method.clone(),
+            effect: effect.effect.as_str().to_owned(),
+            source: effect.source.as_str().to_owned(),
+            evidence: effect.evidence.to_string(),
         })
         .collect()
 }
 
 /// Plans `statement` for the caller (nothing is sent) and classes it as `bind` does.
 pub(crate) async fn classify(invocation: &Invocation, statement: &PreparedStatement) -> Classified {
-    let written = if statement.nests_statements() {
-        QueryClass::Unknown
-    } else {
-        QueryClass::of_kind(statement.kind())
-    };
-    let planned = invocation
+    let (class, plan) = invocation
         .services
-        .engine
-        .requests(&invocation.cx, statement)
+        .keeper
+        .classify(&invocation.cx, statement)
         .await;
-    match planned {
-        Ok(requests) => {
-            let rules = rules_of(invocation);
-            Classified {
-                class: governance::bound_class(written, &requests, &rules),
-                requests: shown(&requests, &rules),
-            }
-        }
-        Err(_) => Classified {
-            class: written,
-            requests: Vec::new(),
-        },
+    Classified {
+        class,
+        requests: plan
+            .requests()
+            .map(|requests| shown(invocation, requests))
+            .unwrap_or_default(),
     }
 }

@@ -34,7 +34,6 @@ use crate::config::Mode;
 use crate::engine::{Cell, Engine, ExecContext, PreparedStatement, QueryOutput};
 use crate::mismatch::Mismatch;
 use crate::policy::QueryClass;
-use crate::tenant::Tenants;
 use crate::thread_priority::BulkPriority;
 
 /// What a tool does, for its annotations.
@@ -144,8 +143,9 @@ impl OfferedTools {
 pub(crate) struct ToolServices {
     /// The engine every tool reaches through its facade.
     pub(crate) engine: Engine,
-    /// The tenants (their rules and policies, for `validate_mutation_query`).
-    pub(crate) tenants: Arc<Tenants>,
+    /// The gate's rules, for the validate tools: the class a statement takes, the mode's
+    /// verdict, and whether a read may be sent unattended.
+    pub(crate) keeper: crate::mcp::gatekeeper::Gatekeeper,
     /// `server.max_rows`: no result holds more rows.
     pub(crate) max_rows: usize,
     /// The threads large results are turned into JSON on.

@@ -15,8 +15,9 @@ use super::{
 };
 use crate::code::Code;
 use crate::engine::StatementKind;
+use crate::mcp::gatekeeper::Gatekeeper;
 use crate::mcp::render::View;
-use crate::policy::{self, QueryClass};
+use crate::policy::QueryClass;
 
 /// The tool.
 pub(crate) const SPEC: ToolSpec = ToolSpec {
@@ -127,7 +128,7 @@ fn run(mut invocation: Invocation) -> ToolFuture {
             valid: outcome.is_ok(),
             errors: outcome.err().into_iter().collect(),
             class: class.map(|c| c.as_str().to_owned()),
-            approval: class.map(|c| policy::decide(invocation.mode, c).as_str().to_owned()),
+            approval: class.map(|c| Gatekeeper::verdict(invocation.mode, c).as_str().to_owned()),
             requests,
         };
         let view = View::Records {

@@ -17,8 +17,9 @@ use super::{
 };
 use crate::code::Code;
 use crate::engine::{PlannedWrite, PreparedStatement, RequestPreview, StatementKind};
+use crate::mcp::gatekeeper::Gatekeeper;
 use crate::mcp::render::View;
-use crate::policy::{self, QueryClass, Verdict};
+use crate::policy::{QueryClass, Verdict};
 
 /// How many of the rows the matching read returns are shown.
 pub(crate) const CURRENT_ROWS: usize = 20;
@@ -249,7 +250,7 @@ async fn validate(
     };
     let classified = super::effects::classify(invocation, &statement).await;
     let class = classified.class;
-    let approval = policy::decide(invocation.mode, class);
+    let approval = Gatekeeper::verdict(invocation.mode, class);
     let approval_name = approval.as_str();
     let writes_kind = matches!(
         statement.kind(),
@@ -342,23 +343,12 @@ async fn current_rows(invocation: &Invocation, statement: &PreparedStatement) ->
             ));
         }
     };
-    let tenant = invocation.services.tenants.config(&cx.tenant);
-    let default_rules = crate::governance::TenantRules::default();
-    let rules = tenant.map_or(&default_rules, |t| &t.rules);
-    if let Some(write) = crate::governance::first_write(&requests, rules) {
-        return CurrentRows::unavailable(format!(
-            "not read: the matching SELECT would call {} with {}, which may change something upstream",
-            write.full_method(),
-            write.http_method
-        ));
-    }
-    if let Err(pinned) = crate::governance::check_pins(&requests, rules) {
-        return CurrentRows::unavailable(format!("not read: {pinned}"));
-    }
-    if invocation.services.tenants.policies(&cx.tenant).is_some() {
-        return CurrentRows::unavailable(
-            "not read: the tenant's Cedar policies decide each read per caller; run the SELECT with run_select_query to see the rows",
-        );
+    if let Err(why) = invocation
+        .services
+        .keeper
+        .unattended_read(&cx.tenant, &requests)
+    {
+        return CurrentRows::unavailable(format!("not read: {why}"));
     }
     match engine.run(cx, read).await {
         Ok(output) => {
