@@ -134,7 +134,7 @@ impl Step for Intent {
         };
         let mut record = base_record(&call, self.transport);
         record.phase = Phase::Intent;
-        record.decision = if call.approval_id.is_some() {
+        record.decision = if call.approved.is_some() {
             Decision::NeedsApprovalAccepted
         } else {
             Decision::Allow
@@ -204,6 +204,7 @@ async fn record_refused(auditor: &Auditor, transport: Transport, call: Refused<'
 
 /// What every record of a call says: who, what, where from.
 fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
+    let approved = call.approved.as_ref();
     AuditRecord {
         timestamp: record::timestamp(call.started_at),
         phase: Phase::Outcome,
@@ -230,14 +231,11 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         sql: call.sql.clone(),
         sql_sha256: None,
         args: Some(call.arguments.clone()),
-        approval_id: call.approval_id.clone(),
-        approver: call.approved_by.as_ref().map(|b| b.approver.clone()),
-        approver_id: call.approved_by.as_ref().map(|b| b.approver_id.clone()),
-        approval_method: call
-            .approved_by
-            .as_ref()
-            .map(|b| b.method.as_str().to_owned()),
-        approval_reason: call.approved_by.as_ref().map(|b| b.reason.clone()),
+        approval_id: approved.map(|a| a.id.clone()),
+        approver: approved.map(|a| a.by.approver.clone()),
+        approver_id: approved.map(|a| a.by.approver_id.clone()),
+        approval_method: approved.map(|a| a.by.method.as_str().to_owned()),
+        approval_reason: approved.map(|a| a.by.reason.clone()),
         outcome: None,
         duration_ms: None,
         error_code: None,

@@ -98,7 +98,7 @@ where
 pub(super) fn check(gate: &ModeGate, call: &PreparedCall) -> Result<Verdict, Box<ToolReply>> {
     let stop =
         |code, message| Box::new(ToolReply::stopped(Decision::RefuseImmediate, code, message));
-    match call.access {
+    match call.permits.tool {
         ToolAccess::Allowed => {}
         ToolAccess::NotInTenantAllowlist => {
             return Err(stop(
@@ -120,7 +120,7 @@ pub(super) fn check(gate: &ModeGate, call: &PreparedCall) -> Result<Verdict, Box
         Effect::Read => {
             scoped(call, policy::required_scopes(QueryClass::Select)).map(|()| Verdict::Allow)
         }
-        Effect::RegistryInstall if call.allow_pull_provider => {
+        Effect::RegistryInstall if call.permits.pull_provider => {
             scoped(call, &[policy::SCOPE_WRITE]).map(|()| Verdict::Allow)
         }
         Effect::RegistryInstall => Err(stop(
@@ -678,8 +678,10 @@ where
     S::Future: Send,
 {
     let mut call = call;
-    call.approval_id = Some(id.clone());
-    call.approved_by = Some(by.clone());
+    call.approved = Some(super::prepare::Approved {
+        id: id.clone(),
+        by: by.clone(),
+    });
     let mut reply = inner.oneshot(call).await?;
     reply.decision = Decision::NeedsApprovalAccepted;
     reply.approval_id = Some(id);

@@ -21,58 +21,54 @@ use crate::tenant::{Principal, Tenants, ToolAccess};
 #[derive(Debug)]
 pub struct PreparedCall {
     /// A fresh id for this call (audit's `call_id`).
-    pub call_id: String,
+    pub(crate) call_id: String,
     /// When the call entered the pipeline.
-    pub started: Instant,
+    pub(crate) started: Instant,
     /// The same moment on the wall clock: every audit record of the call carries it, so
     /// its intent and its outcome have one call-start timestamp.
-    pub started_at: std::time::SystemTime,
+    pub(crate) started_at: std::time::SystemTime,
     /// The tool.
     pub(crate) spec: &'static ToolSpec,
     /// Who is calling.
-    pub principal: Principal,
+    pub(crate) principal: Principal,
     /// The caller's tenant context for the engine.
-    pub cx: ExecContext,
+    pub(crate) cx: ExecContext,
     /// The tenant's mode when the call arrived.
-    pub mode: Mode,
-    /// Whether the tenant's allowlist and the credential's scopes let the caller use the tool.
-    pub access: ToolAccess,
-    /// Whether the tenant may install providers (`pull_provider`).
-    pub allow_pull_provider: bool,
+    pub(crate) mode: Mode,
+    /// What the tenant and the credential let the caller use.
+    pub(crate) permits: Permits,
     /// Text rendering of the result, or why the `format` argument is unusable.
-    pub render: Result<Render, String>,
+    pub(crate) render: Result<Render, String>,
     /// The arguments as sent, without `format`, for the audit record.
-    pub arguments: Map<String, Value>,
+    pub(crate) arguments: Map<String, Value>,
     /// The arguments parsed into the tool's input type, for the tool.
     pub(crate) input: Box<dyn ToolInput>,
     /// The SQL text, for tools that take one.
-    pub sql: Option<String>,
+    pub(crate) sql: Option<String>,
     /// The statement that will run, parsed once (SQL tools only).
-    pub statement: Option<Result<PreparedStatement, Error>>,
+    pub(crate) statement: Option<Result<PreparedStatement, Error>>,
     /// How many statements the SQL text holds.
-    pub statement_count: usize,
+    pub(crate) statement_count: usize,
     /// What the call would do: the statement's class, or `lifecycle` for a read whose
     /// requests include one the tenant does not count as a read (see `bind`).
-    pub class: QueryClass,
+    pub(crate) class: QueryClass,
     /// The class of the statement as written, which decides the tool that runs it.
-    pub sql_class: QueryClass,
+    pub(crate) sql_class: QueryClass,
     /// The upstream requests the statement would make, as `bind` planned them, or why the
     /// engine could not plan them (the gate refuses with that error when the tenant's
     /// policies need the plan; the run fails the same way, before any request).
     pub(crate) plan: Plan,
     /// How a person can be asked to approve it.
-    pub approval: ApprovalChannel,
-    /// The approval that lets it run, once the gate has redeemed one.
-    pub approval_id: Option<String>,
-    /// Who decided that approval.
-    pub approved_by: Option<super::ApprovedBy>,
+    pub(crate) approval: ApprovalChannel,
+    /// The approval that lets it run and who decided it, once the gate has redeemed one.
+    pub(crate) approved: Option<Approved>,
     /// Where the call came from.
-    pub origin: CallOrigin,
+    pub(crate) origin: CallOrigin,
     /// Where it reports progress while it waits for an out-of-band approval.
-    pub progress: Option<std::sync::Arc<dyn super::Progress>>,
+    pub(crate) progress: Option<std::sync::Arc<dyn super::Progress>>,
     /// Cancelled when nobody waits for the reply any more (the client disconnected or sent
     /// `notifications/cancelled`): the call stops (see the `cancel` layer).
-    pub cancel: CancellationToken,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl PreparedCall {
@@ -86,6 +82,24 @@ impl PreparedCall {
     pub fn has_side_effects(&self) -> bool {
         self.class != QueryClass::Select || matches!(self.spec.effect, Effect::RegistryInstall)
     }
+}
+
+/// What the tenant's configuration and the credential let a caller use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Permits {
+    /// Whether the tenant's allowlist and the credential's scopes let the caller use the tool.
+    pub(crate) tool: ToolAccess,
+    /// Whether the tenant may install providers (`pull_provider`).
+    pub(crate) pull_provider: bool,
+}
+
+/// The approval a call runs under, once the gate has redeemed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Approved {
+    /// The approval's id.
+    pub(crate) id: String,
+    /// Who decided it, and how.
+    pub(crate) by: super::ApprovedBy,
 }
 
 /// What `prepare` looks calls up in.
@@ -155,8 +169,10 @@ pub(super) fn prepare(
         principal,
         cx,
         mode,
-        access,
-        allow_pull_provider,
+        permits: Permits {
+            tool: access,
+            pull_provider: allow_pull_provider,
+        },
         render,
         arguments,
         input,
@@ -167,8 +183,7 @@ pub(super) fn prepare(
         sql_class: class,
         plan: Plan::NotPlanned,
         approval: call.approval,
-        approval_id: None,
-        approved_by: None,
+        approved: None,
         origin: call.origin,
         progress: call.progress,
         cancel,
