@@ -53,6 +53,8 @@
 //!   stdio         newline-delimited JSON-RPC; bad frames answered and the session goes on
 //!   handler       rmcp ServerHandler: tools, prompts, resources, instructions
 //!   elicit        approval prompts as MCP elicitation (the pipeline's Approver over rmcp)
+//!   gatekeeper    the gate's rules (plan and class, the mode's verdict, pinned parameters,
+//!                 unattended reads) for bind, the gate, the validate tools, policy explain
 //!   pipeline/     the tool-call pipeline every call passes (HTTP, stdio, `querygate query`
 //!                 and `registry pull`): prepare (tenant, mode, arguments and SQL parsed
 //!                 once, class) → bind (the statement's upstream requests, planned) → audit

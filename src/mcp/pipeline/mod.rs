@@ -10,7 +10,8 @@
 //!   Audit         one outcome record per call (refusals and approval prompts included),
 //!                 durable before the reply; audit.failure_mode decides about failures;
 //!                 reads of `querygate query` only with audit.cli_reads
-//!   ModeGate      the one chokepoint: the credential's query scopes, policy::decide;
+//!   ModeGate      the one chokepoint: the credential's query scopes, the Gatekeeper's
+//!                 rules (pinned parameters, the mode's verdict), Cedar;
 //!                 refusals, approval asked (an [`Approver`], or a resumable round) or
 //!                 redeemed
 //!   Quota         SQL statements: a call of the class from the principal's and the
