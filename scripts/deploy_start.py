@@ -7,7 +7,8 @@ RSA key of the JWT issuer, tenants' credential files, the approval key ring, the
 PostgreSQL database); paths in the configuration are rebased into it, and only the listen
 addresses (127.0.0.1, free ports), the Host names allowed for them and the registry URL (a mock
 registry here) are changed. Then, as the cluster would: the migration Job's command with its own
-environment and mounts, each init container's command with its environment and the pod's mounts,
+environment and mounts, each CronJob's command once (its ConfigMap mount holding the server's
+configuration), each init container's command with its environment and the pod's mounts,
 and the server. Checked: the init containers succeed, the server listens with TLS (its
 certificate verified against the CA), refuses an MCP request without credentials (401), serves
 one with a token of the configured issuer and one with a client certificate of a configured
@@ -326,6 +327,10 @@ class Start:
         for job in by_kind(self.objects, "Job"):
             if not self._job(job, scratch, database_url):
                 return
+        config_text = (mounts[config_mount] / "config.yaml").read_text()
+        for cron in by_kind(self.objects, "CronJob"):
+            if not self._cron(cron, scratch, database_url, config_text):
+                return
         for init in pod.get("initContainers", []):
             if sorted(map(json.dumps, init.get("volumeMounts", []))) != sorted(map(json.dumps, main.get("volumeMounts", []))):
                 self.fail(f"init container {init['name']} mounts other volumes than the server")
@@ -398,6 +403,33 @@ class Start:
             self.fail(f"Job {job['metadata']['name']} fails (exit {result.returncode}): {result.stderr.strip()}")
             return False
         self.ok(f"{self.case}: Job {job['metadata']['name']} runs")
+        return True
+
+    def _cron(self, cron: dict[str, Any], scratch: Path, database_url: str | None, config_text: str) -> bool:
+        """Runs a CronJob's command once, as its Job would: its ConfigMap mount holds the
+        configuration the server runs, its Secret mounts the database URL."""
+        name = cron["metadata"]["name"]
+        spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        root = scratch / f"cronjob-{name}"
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts: dict[str, Path] = {}
+        for m in container.get("volumeMounts", []):
+            target = root / m["mountPath"].lstrip("/")
+            target.mkdir(parents=True, exist_ok=True)
+            mounts[m["mountPath"]] = target
+            volume = volumes[m["name"]]
+            if "configMap" in volume:
+                (target / "config.yaml").write_text(config_text)
+            for item in volume.get("secret", {}).get("items", []):
+                (target / item["path"]).write_text(database_url or "")
+        result = subprocess.run([str(self.querygate), *container["args"]], env=process_env(container, mounts, root),
+                                cwd=root, capture_output=True, text=True, timeout=120)
+        last = (result.stdout.strip().splitlines() or [""])[-1]
+        if result.returncode != 0 or not last.startswith("ok:"):
+            self.fail(f"CronJob {name} fails (exit {result.returncode}): {(result.stdout + result.stderr).strip()[-2000:]}")
+            return False
+        self.ok(f"{self.case}: CronJob {name} runs: {last}")
         return True
 
     def _serve(self, main: dict[str, Any], mounts: dict[str, Path], scratch: Path, config: dict[str, Any],

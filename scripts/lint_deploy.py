@@ -251,6 +251,11 @@ def check_invariants(case: str, objects: list[dict[str, Any]], values: dict[str,
     problems += pod_problems("", spec)
     for job in by_kind(objects, "Job"):
         problems += pod_problems(f"Job {job['metadata']['name']}: ", job["spec"]["template"]["spec"])
+    for cron in by_kind(objects, "CronJob"):
+        problems += pod_problems(f"CronJob {cron['metadata']['name']}: ",
+                                 cron["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+        if cron["spec"].get("concurrencyPolicy") != "Forbid":
+            problems.append(f"CronJob {cron['metadata']['name']}: runs may overlap (concurrencyPolicy is not Forbid)")
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     main = spec["containers"][0]
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
