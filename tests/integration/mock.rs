@@ -209,7 +209,13 @@ impl Mock {
                 response
             }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // A fixed send buffer (the accepted sockets inherit it), so what the kernel holds of
+        // a response nobody reads is bounded: with autotuning it grows to several MiB under
+        // load, and a test of what the replica left unread would measure the kernel instead.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_send_buffer_size(128 * 1024).unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1024).unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
