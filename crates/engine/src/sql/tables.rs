@@ -529,14 +529,21 @@ impl Collector {
     ) -> Option<Vec<(usize, String)>> {
         match unnest(expr) {
             Expr::Identifier(ident) => {
+                let bare = in_scope.iter().map(|i| (*i, ident.value.clone()));
                 if let Some((_, target)) = aliases
                     .iter()
                     .find(|(a, _)| a.eq_ignore_ascii_case(&ident.value))
                     && !matches!(target, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&ident.value))
                 {
-                    return self.column_ref(target, in_scope, &[]);
+                    // SQLite reads a WHERE name as the table's column before a same-named
+                    // alias: the name may be a parameter column of the table (homebrew's
+                    // `SELECT name AS formula_name … WHERE formula_name = 'curl'`), else the
+                    // alias's expression. Both are offered; the planner keeps real ones.
+                    let mut refs = self.column_ref(target, in_scope, &[]).unwrap_or_default();
+                    refs.extend(bare);
+                    return Some(refs);
                 }
-                Some(in_scope.iter().map(|i| (*i, ident.value.clone())).collect())
+                Some(bare.collect())
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
                 let (qualifier, column) = (&parts[0].value, &parts[1].value);
@@ -861,8 +868,10 @@ mod tests {
             .iter()
             .map(|b| b.column.as_str())
             .collect();
-        // `zone` is only an alias: its conjunct filters the expression, it binds nothing.
-        assert_eq!(bound, ["region"]);
+        // `zone` is an alias of an expression that binds nothing, and may be the table's
+        // own column (SQLite reads a WHERE name as the table's column first): it is offered
+        // as that, and binds only if the table has such a parameter.
+        assert_eq!(bound, ["region", "zone"]);
     }
 
     #[test]

@@ -1,0 +1,176 @@
+//! The last failing classes of the current StackQL registry, each over the provider's real
+//! document (`$QUERYGATE_COMPAT_REGISTRY/current/registry-src.tar.gz`, unchanged) with a
+//! mock upstream on 127.0.0.1: views whose SELECT needs parameters, view columns that are
+//! the underlying method's parameters, `SELECT … FROM (EXEC …)` of a read method through
+//! `run_select_query`, a LEFT OUTER JOIN whose right-hand equalities fill request
+//! parameters, non-JSON bodies of a SELECT method, the method chosen between `get` and
+//! `list`, and path parameters named unlike their template.
+
+use serde_json::{Value, json};
+
+use crate::mcp_support::*;
+use crate::mock::{Mock, Reply};
+use crate::support::SECRET;
+use crate::support::corpus::row_lines;
+use crate::support::current::{context, current_registry, engine};
+
+fn rows(result: &rmcp::model::CallToolResult) -> Vec<Value> {
+    result.structured_content.as_ref().unwrap()["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A server over `root` whose `provider` calls the mock with a bearer token, its default
+/// tenant in `mode`.
+async fn server(root: &std::path::Path, provider: &str, mode: &str) -> TestServer {
+    let root = root.to_owned();
+    let provider = provider.to_owned();
+    let mode = mode.to_owned();
+    start_yaml(move |mock, dir| {
+        let env_file = dir.join("creds.env");
+        std::fs::write(&env_file, format!("TOKEN={SECRET}\n")).unwrap();
+        format!(
+            "registry:\n  root: {root}\n  url: {mock}/registry\nproviders:\n  {provider}:\n    base_url: {mock}\n    auth:\n      type: bearer\n      credentialsenvvar: TOKEN\ncredentials:\n  env_file: {env}\n  process_env: false\naudit:\n  file:\n    dir: {audit}\ntenants:\n  - id: default\n    mode: {mode}\nserver:\n  listen: 127.0.0.1:0\n",
+            root = root.display(),
+            env = env_file.display(),
+            audit = dir.join("audit").display(),
+        )
+    })
+    .await
+}
+
+/// What `formulae.brew.sh/api/formula/curl.json` answers (abridged to the fields the views
+/// read).
+fn curl_formula() -> Value {
+    json!({
+        "name": "curl",
+        "full_name": "curl",
+        "desc": "Get a file from an HTTP, HTTPS or FTP server",
+        "homepage": "https://curl.se",
+        "license": "curl",
+        "generated_date": "2026-08-20",
+        "versions": {"stable": "8.9.1", "head": "HEAD", "bottle": true},
+        "urls": {
+            "stable": {"url": "https://curl.se/download/curl-8.9.1.tar.bz2", "tag": null, "revision": null, "using": null, "checksum": "b57285d9"},
+            "head": {"url": "https://github.com/curl/curl.git", "branch": "master", "using": null}
+        },
+        "dependencies": ["brotli", "libnghttp2", "openssl@3"],
+        "head_dependencies": ["brotli"],
+        "build_dependencies": ["pkgconf"],
+        "test_dependencies": [],
+        "optional_dependencies": [],
+        "recommended_dependencies": [],
+        "conflicts_with": [],
+        "conflicts_with_reasons": [],
+        "deprecated": false,
+        "deprecation_date": null,
+        "deprecation_reason": null,
+        "disabled": false,
+        "disable_date": null,
+        "disable_reason": null,
+        "analytics": {
+            "install": {"30d": {"curl": 61234}, "90d": {"curl": 190000}, "365d": {"curl": 800000}},
+            "install_on_request": {"30d": {"curl": 40000}, "90d": {"curl": 120000}, "365d": {"curl": 500000}},
+            "build_error": {"30d": {"curl": 12}}
+        }
+    })
+}
+
+/// Every homebrew view (`vw_*`, whose DDL reads `homebrew.formula.formula WHERE
+/// formula_name = 'stackql'`) takes the statement's `formula_name`: the one request goes to
+/// that formula, and the row shows it.
+#[tokio::test]
+async fn homebrew_views_take_the_statements_parameters() {
+    let Some(registry) = current_registry(&["src/homebrew/"]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route("/curl.json", Reply::json(curl_formula()));
+    let e = engine(registry.path(), "homebrew", &mock);
+    let views = [
+        ("vw_info", "latest_version", "8.9.1"),
+        ("vw_build_errors", "build_errors_30d", "12"),
+        ("vw_usage_metrics", "installs_30d", "61234"),
+        ("vw_dependencies", "build_dependencies", "[\"pkgconf\"]"),
+        ("vw_conflicts", "conflicts_with", "[]"),
+        ("vw_lifecycle", "deprecated", "false"),
+        ("vw_urls", "head_branch", "master"),
+        ("vw_versions", "bottle_available", "true"),
+    ];
+    for (view, column, value) in views {
+        let before = mock.requests().len();
+        let sql = format!(
+            "SELECT formula_name, {column} FROM homebrew.formula.{view} WHERE formula_name = 'curl'"
+        );
+        let out = e
+            .execute(&context(), &sql)
+            .await
+            .unwrap_or_else(|err| panic!("{view}: {err}"));
+        assert_eq!(row_lines(&out), [format!("curl|{value}")], "{view}");
+        let sent = mock.requests();
+        assert_eq!(sent.len(), before + 1, "{view}");
+        assert_eq!(sent[before].path, "/curl.json", "{view}");
+    }
+    // Without a WHERE, the DDL's own value (`formula_name = 'stackql'`) is sent.
+    mock.route(
+        "/stackql.json",
+        Reply::json(json!({"name": "stackql", "versions": {"stable": "0.9.1"}})),
+    );
+    let out = e
+        .execute(
+            &context(),
+            "SELECT formula_name, latest_version FROM homebrew.formula.vw_info",
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["stackql|0.9.1"]);
+    assert_eq!(mock.requests().last().unwrap().path, "/stackql.json");
+}
+
+/// databricks' `postgres.vw_branches` reads `postgres_branches`, whose list needs `parent`
+/// (`projects/<id>`), a name the view does not show: the statement's `parent` goes on to
+/// the table its DDL reads, as StackQL assigns a view's remaining required parameters from
+/// the statement: the plan is made (no `missing_parameters`). The view itself is a document
+/// defect: its DDL filters on `project_id`, which that table neither returns nor takes, so
+/// it cannot be read (in StackQL either): the error names the column, before any request.
+#[tokio::test]
+async fn a_view_passes_parameters_it_does_not_show_to_its_tables() {
+    let Some(registry) = current_registry(&[
+        "src/databricks_workspace/v00.00.00000/provider.yaml",
+        "src/databricks_workspace/v00.00.00000/services/postgres.yaml",
+    ]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    let e = engine(registry.path(), "databricks_workspace", &mock);
+    let err = e
+        .execute(
+            &context(),
+            "SELECT name, current_state FROM databricks_workspace.postgres.vw_branches \
+             WHERE project_id = 'p1' AND deployment_name = 'dbc-1' AND parent = 'projects/p1'",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no such column: project_id"),
+        "{err}"
+    );
+    assert!(mock.paths().is_empty());
+
+    // Without `parent`, nothing is sent: the missing parameter is named first.
+    let err = e
+        .execute(
+            &context(),
+            "SELECT name FROM databricks_workspace.postgres.vw_branches WHERE project_id = 'p1' AND deployment_name = 'dbc-1'",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        querygate::engine::ErrorKind::MissingParameters,
+        "{err}"
+    );
+    assert!(err.to_string().contains("parent"), "{err}");
+    assert!(mock.paths().is_empty());
+}
