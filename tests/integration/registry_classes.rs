@@ -128,6 +128,70 @@ async fn homebrew_views_take_the_statements_parameters() {
     assert_eq!(mock.requests().last().unwrap().path, "/stackql.json");
 }
 
+/// Azure views whose DDL projects the underlying method's parameters by name
+/// (`resourceScope`, `assignmentName`): the statement's `resourceScope` chooses `list`,
+/// which does not take `assignmentName`; that name is still a column of the table, as in
+/// StackQL, whose table carries the required parameters of every method of the resource
+/// with the same row schema (NULL on these rows).
+#[tokio::test]
+async fn view_columns_that_are_parameters_of_the_resources_other_methods() {
+    let Some(registry) = current_registry(&[
+        "src/azure/v00.00.00000/provider.yaml",
+        "src/azure/v00.00.00000/services/blueprints.yaml",
+        "src/azure_extras/v00.00.00000/provider.yaml",
+        "src/azure_extras/v00.00.00000/services/video_indexer.yaml",
+    ]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/subscriptions/sub1/providers/Microsoft.Blueprint/blueprintAssignments",
+        Reply::json(json!({"value": [{
+            "id": "/subscriptions/sub1/providers/Microsoft.Blueprint/blueprintAssignments/a1",
+            "name": "a1",
+            "location": "eastus",
+            "identity": {"type": "SystemAssigned"},
+            "properties": {"displayName": "Baseline", "provisioningState": "succeeded", "blueprintId": "/b/1"}
+        }]})),
+    );
+    let e = engine(registry.path(), "azure", &mock);
+    let sql = "SELECT display_name, provisioning_state, resourceScope, assignmentName \
+               FROM azure.blueprints.vw_assignments WHERE resourceScope = 'subscriptions/sub1'";
+    let out = e
+        .execute(&context(), sql)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        row_lines(&out),
+        ["Baseline|succeeded|subscriptions/sub1|NULL"]
+    );
+    assert_eq!(
+        mock.paths(),
+        [
+            "/subscriptions/sub1/providers/Microsoft.Blueprint/blueprintAssignments?api-version=2018-11-01-preview"
+        ]
+    );
+
+    let mock = Mock::start().await;
+    mock.route(
+        "/subscriptions/sub1/providers/Microsoft.VideoIndexer/accounts",
+        Reply::json(json!({"value": [{
+            "id": "/subscriptions/sub1/resourceGroups/rg1/providers/Microsoft.VideoIndexer/accounts/vi1",
+            "name": "vi1",
+            "location": "westus",
+            "properties": {"accountId": "0000-1111", "accountName": "vi1", "totalSecondsIndexed": 42}
+        }]})),
+    );
+    let e = engine(registry.path(), "azure_extras", &mock);
+    let sql = "SELECT account_name, total_seconds_indexed, subscriptionId, resourceGroupName, accountName \
+               FROM azure_extras.video_indexer.vw_accounts WHERE subscriptionId = 'sub1'";
+    let out = e
+        .execute(&context(), sql)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["vi1|42|sub1|NULL|NULL"]);
+}
+
 /// databricks' `postgres.vw_branches` reads `postgres_branches`, whose list needs `parent`
 /// (`projects/<id>`), a name the view does not show: the statement's `parent` goes on to
 /// the table its DDL reads, as StackQL assigns a view's remaining required parameters from

@@ -41,6 +41,7 @@ mod statement_requests;
 mod template;
 mod transform;
 mod types;
+mod union_params;
 mod upstream;
 mod views;
 mod xml;
