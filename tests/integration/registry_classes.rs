@@ -40,6 +40,82 @@ async fn server(root: &std::path::Path, provider: &str, mode: &str) -> TestServe
     .await
 }
 
+/// The `getIamPolicy` answer of StackQL's mocked Google (two bindings sharing members).
+fn iam_policy() -> Reply {
+    Reply::json(json!({
+        "version": 1,
+        "etag": "BwXhqDj2l5s=",
+        "bindings": [
+            {"role": "roles/owner", "members": ["user:joeblow@myoutfit.com", "user:somejimbo@gmail.com"]},
+            {"role": "roles/billing.admin", "members": ["user:joeblow@myoutfit.com"]},
+            {"role": "roles/resourcemanager.organizationAdmin", "members": ["user:joeblow@myoutfit.com", "user:somejimbo@gmail.com"]},
+            {"role": "roles/compute.xpnAdmin", "members": ["user:joeblow@myoutfit.com"]}
+        ]
+    }))
+}
+
+const IAM_AGG: &str = "SELECT members, GROUP_CONCAT(role) AS roles FROM ( \
+     EXEC google.cloudresourcemanager.organizations_iam_policies.get_iam_policy \
+     @organizationsId = '123456789012' ) GROUP BY members ORDER BY members";
+
+/// StackQL's "Google IAM Policy Agg": a SELECT over the rows of an EXEC of `getIamPolicy`
+/// (a POST whose effect is read) runs through `run_select_query` in every mode, sending the
+/// one POST; an EXEC of `setIamPolicy` (a write) or `testIamPermissions` inside a SELECT is
+/// still refused there, naming `run_lifecycle_operation`, and sends nothing.
+#[tokio::test]
+async fn select_from_exec_of_a_read_method_runs_as_a_select() {
+    let Some(registry) = current_registry(&[
+        "src/googleapis.com/v00.00.00000/provider.yaml",
+        "src/googleapis.com/v00.00.00000/services/cloudresourcemanager.yaml",
+    ]) else {
+        return;
+    };
+    for mode in ["read_only", "safe", "full_access"] {
+        let server = server(registry.path(), "google", mode).await;
+        server.mock.route(
+            "POST /v3/organizations/123456789012:getIamPolicy",
+            iam_policy(),
+        );
+        let client = modern_client(&server.url).await;
+        let result = call(&client, "run_select_query", json!({"sql": IAM_AGG})).await;
+        assert_ne!(result.is_error, Some(true), "{mode}: {}", text_of(&result));
+        let got = rows(&result);
+        assert_eq!(
+            got,
+            [
+                json!({"members": "[\"user:joeblow@myoutfit.com\",\"user:somejimbo@gmail.com\"]", "roles": "roles/owner,roles/resourcemanager.organizationAdmin"}),
+                json!({"members": "[\"user:joeblow@myoutfit.com\"]", "roles": "roles/billing.admin,roles/compute.xpnAdmin"}),
+            ],
+            "{mode}"
+        );
+        let sent = server.mock.requests();
+        assert_eq!(sent.len(), 1, "{mode}: {sent:?}");
+        assert_eq!(sent[0].method, "POST");
+
+        let write = "SELECT * FROM (EXEC google.cloudresourcemanager.organizations_iam_policies.set_iam_policy \
+                     @organizationsId = '123456789012', @@json = '{\"policy\": {\"bindings\": []}}')";
+        let refused = call(&client, "run_select_query", json!({"sql": write})).await;
+        assert_eq!(
+            refused.is_error,
+            Some(true),
+            "{mode}: {}",
+            text_of(&refused)
+        );
+        assert_eq!(
+            error_code(&refused),
+            "policy.wrong_tool",
+            "{mode}: {}",
+            text_of(&refused)
+        );
+        assert!(
+            text_of(&refused).contains("run_lifecycle_operation"),
+            "{mode}: {}",
+            text_of(&refused)
+        );
+        assert_eq!(server.mock.requests().len(), 1, "{mode}: nothing more sent");
+    }
+}
+
 /// What `formulae.brew.sh/api/formula/curl.json` answers (abridged to the fields the views
 /// read).
 fn curl_formula() -> Value {

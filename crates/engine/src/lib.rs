@@ -483,6 +483,12 @@ impl PreparedStatement {
         self.kind
     }
 
+    /// Whether it is a SELECT over `(EXEC …)` row sources: its kind is
+    /// [`StatementKind::Exec`], and only the effects of its methods make it a read.
+    pub fn is_query_over_exec(&self) -> bool {
+        matches!(self.statement, sql::Statement::QueryOverExec { .. })
+    }
+
     /// The query as the parser read it, printed back in one canonical form (keywords,
     /// spacing and comments normalised): the same query however it was written. `None`
     /// for statements other than queries.

@@ -36,6 +36,7 @@ mod bind;
 pub(crate) mod cache;
 mod cancel;
 mod dispatch;
+mod exec_rows;
 mod gate;
 mod observe;
 mod out_of_band;
