@@ -116,6 +116,43 @@ async fn select_from_exec_of_a_read_method_runs_as_a_select() {
     }
 }
 
+/// StackQL's "Left Outer Join Network Infra" over github's documents: in a LEFT OUTER JOIN,
+/// `t.org = 'acme'` fills the right-hand table's request parameter and is consumed (as
+/// StackQL consumes it): the left rows without a matching team stay, null-extended.
+#[tokio::test]
+async fn left_outer_join_parameters_of_the_right_table_keep_unmatched_rows() {
+    let Some(registry) = current_registry(&[
+        "src/github/v00.00.00000/provider.yaml",
+        "src/github/v00.00.00000/services/repos.yaml",
+        "src/github/v00.00.00000/services/teams.yaml",
+    ]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/orgs/acme/repos",
+        Reply::json(
+            json!([{"id": 1, "name": "api"}, {"id": 2, "name": "web"}, {"id": 3, "name": "docs"}]),
+        ),
+    );
+    mock.route(
+        "/orgs/acme/teams",
+        Reply::json(json!([{"id": 10, "name": "API", "slug": "api"}, {"id": 11, "name": "Web", "slug": "web"}])),
+    );
+    let e = engine(registry.path(), "github", &mock);
+    let sql = "SELECT r.name AS repo, t.slug AS team FROM github.repos.repos r \
+               LEFT OUTER JOIN github.teams.teams t ON lower(r.name) = lower(t.name) \
+               WHERE r.org = 'acme' AND t.org = 'acme' ORDER BY repo";
+    let out = e
+        .execute(&context(), sql)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["api|api", "docs|NULL", "web|web"]);
+    let mut paths = mock.paths();
+    paths.sort();
+    assert_eq!(paths, ["/orgs/acme/repos", "/orgs/acme/teams"]);
+}
+
 /// What `formulae.brew.sh/api/formula/curl.json` answers (abridged to the fields the views
 /// read).
 fn curl_formula() -> Value {

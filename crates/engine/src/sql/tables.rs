@@ -182,14 +182,18 @@ impl VisitorMut for Collector {
             self.current = None;
             self.bind(conjunct, &in_scope, &aliases);
         }
-        // Under an outer join a WHERE conjunct also drops null-extended rows: it stays.
+        // Under an outer join only a conjunct naming its table (`sn.region = 'x'`) may be
+        // dropped once it filled a request parameter, as StackQL consumes it: the rows
+        // without a match stay null-extended. A bare name stays a filter there.
         let outer = has_outer_join(select);
         for (index, conjunct) in conjuncts.into_iter().enumerate() {
-            self.current = (!outer).then(|| Conjunct {
+            let column = conjunct_column(conjunct);
+            let qualified = matches!(unnest(column), Expr::CompoundIdentifier(_));
+            self.current = (!outer || qualified).then(|| Conjunct {
                 select: number,
                 index,
                 targets: self
-                    .column_ref(conjunct_column(conjunct), &in_scope, &aliases)
+                    .column_ref(column, &in_scope, &aliases)
                     .unwrap_or_default()
                     .into_iter()
                     .map(|(occurrence, _)| occurrence)
@@ -919,7 +923,16 @@ mod tests {
             .iter()
             .find(|b| b.column == "zone")
             .unwrap();
-        assert!(zone.conjunct.is_none());
+        assert!(
+            zone.conjunct.is_none(),
+            "a bare name under an outer join stays"
+        );
+        let region = analysis
+            .bindings
+            .iter()
+            .find(|b| b.column == "region")
+            .unwrap();
+        assert_eq!(region.conjunct.clone().unwrap().targets, [1]);
     }
 
     #[test]
