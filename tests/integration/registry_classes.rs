@@ -351,3 +351,34 @@ async fn a_view_passes_parameters_it_does_not_show_to_its_tables() {
     assert!(err.to_string().contains("parent"), "{err}");
     assert!(mock.paths().is_empty());
 }
+
+/// A SELECT method whose body is `application/octet-stream` (databricks' `files.download`,
+/// no transform): one row, the body in `column_anon`, as StackQL gives a string body,
+/// instead of `upstream.rejected` ("not valid JSON").
+#[tokio::test]
+async fn an_octet_stream_body_is_one_row() {
+    let Some(registry) = current_registry(&[
+        "src/databricks_workspace/v00.00.00000/provider.yaml",
+        "src/databricks_workspace/v00.00.00000/services/files.yaml",
+    ]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/api/2.0/fs/files/Volumes/main/default/v/hello.csv",
+        Reply::bytes("application/octet-stream", b"id,name\n1,ann\n".to_vec()),
+    );
+    let e = engine(registry.path(), "databricks_workspace", &mock);
+    let sql = "SELECT column_anon FROM databricks_workspace.files.files \
+               WHERE file_path = '/Volumes/main/default/v/hello.csv' AND deployment_name = 'dbc-1'";
+    let out = e
+        .execute(&context(), sql)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(out.columns, ["column_anon"]);
+    assert_eq!(row_lines(&out), ["id,name\n1,ann\n"]);
+    assert_eq!(
+        mock.paths(),
+        ["/api/2.0/fs/files/Volumes/main/default/v/hello.csv"]
+    );
+}

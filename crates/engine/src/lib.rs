@@ -25,6 +25,7 @@ mod operation;
 mod plan;
 mod preview;
 mod pushdown;
+mod raw_body;
 mod read_plan;
 mod registry;
 mod reload;
