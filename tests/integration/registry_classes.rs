@@ -241,6 +241,45 @@ async fn homebrew_views_take_the_statements_parameters() {
     assert_eq!(mock.requests().last().unwrap().path, "/stackql.json");
 }
 
+/// The method StackQL chooses: the first of the resource's SELECT methods, in the order
+/// the document lists them, whose required parameters the WHERE gives. fivetran's
+/// `teams.connectors` lists the list (`teamId`) before the get (`teamId`, `connectorId`),
+/// so a WHERE that gives both runs the list, and `connectorId`, a parameter the list does
+/// not take, filters its rows as the column it is in StackQL's table (NULL there): no rows.
+/// The row is found by the list's own column, `id`.
+#[tokio::test]
+async fn the_first_listed_select_method_whose_parameters_are_given_runs() {
+    let Some(registry) = current_registry(&["src/fivetran/"]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "/v1/teams/t1/connectors",
+        Reply::json(json!({"code": "Success", "data": {"items": [
+            {"id": "c1", "role": "Connector Administrator", "created_at": "2026-01-01T00:00:00Z"},
+            {"id": "c2", "role": "Connector Reviewer", "created_at": "2026-02-01T00:00:00Z"}
+        ]}})),
+    );
+    let e = engine(registry.path(), "fivetran", &mock);
+    let both =
+        "SELECT id, role FROM fivetran.teams.connectors WHERE teamId = 't1' AND connectorId = 'c1'";
+    let out = e
+        .execute(&context(), both)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(out.rows.is_empty(), "{:?}", row_lines(&out));
+    assert_eq!(mock.paths(), ["/v1/teams/t1/connectors"]);
+
+    let by_id = "SELECT id, role FROM fivetran.teams.connectors WHERE teamId = 't1' AND id = 'c1'";
+    let out = e
+        .execute(&context(), by_id)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(row_lines(&out), ["c1|Connector Administrator"]);
+    assert_eq!(mock.paths().len(), 2);
+    assert!(mock.paths().iter().all(|p| p == "/v1/teams/t1/connectors"));
+}
+
 /// Azure views whose DDL projects the underlying method's parameters by name
 /// (`resourceScope`, `assignmentName`): the statement's `resourceScope` chooses `list`,
 /// which does not take `assignmentName`; that name is still a column of the table, as in

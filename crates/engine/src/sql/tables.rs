@@ -915,7 +915,7 @@ mod tests {
         assert_eq!(of("region").unwrap().targets, [0]);
 
         let mut q = query(
-            "SELECT * FROM p.s.a AS a LEFT JOIN p.s.b AS b ON b.id = a.id WHERE b.zone = 'z'",
+            "SELECT * FROM p.s.a AS a LEFT JOIN p.s.b AS b ON b.id = a.id WHERE zone = 'z' AND b.region = 'r'",
         );
         let analysis = analyse(&mut q).unwrap();
         let zone = analysis
