@@ -1,6 +1,6 @@
 //! Bodies of SELECT methods that are neither JSON nor XML (`application/octet-stream`,
 //! `text/plain`, `text/csv`, …, as the method's `response.mediaType` declares, with no
-//! transform): one row of one column, `column_anon`, holding the body, as StackQL gives a
+//! transform; a vendor type `application/vnd.…` counts as JSON): one row of one column, `column_anon`, holding the body, as StackQL gives a
 //! response whose schema is a bare string (any-sdk's anonymous column). The body is that
 //! column's text when it is UTF-8, else its standard base64. Without this, such a body was
 //! read as JSON and refused (`upstream.rejected`, "not valid JSON").
@@ -21,7 +21,11 @@ pub(crate) fn is_raw(method: &Method) -> bool {
         return false;
     };
     let media_type = media_type.to_ascii_lowercase();
-    let structured = media_type.contains("json") || media_type.contains("xml");
+    // Vendor types (`application/vnd.github.object`) name what is asked for; the body they
+    // bring is JSON (GitHub answers `application/json`).
+    let structured = media_type.contains("json")
+        || media_type.contains("xml")
+        || media_type.starts_with("application/vnd.");
     !structured && method.response.transform.is_none() && method.response.object_key.is_none()
 }
 
