@@ -84,6 +84,7 @@ mod read_effects;
 mod readme;
 mod real_documents;
 mod registry;
+mod registry_classes;
 mod replicas;
 mod request_translate;
 mod result_cache;

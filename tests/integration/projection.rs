@@ -179,10 +179,12 @@ const CASES: &[(&str, Option<&str>)] = &[
         "SELECT i.*, m.role FROM {items} AS i \
          LEFT JOIN {members} AS m ON m.login = json_extract(i.meta, '$.owner.login') \
          WHERE i.org = 'acme' AND m.org = 'acme' ORDER BY i.name",
+        // `m.org = 'acme'` fills the right table's request parameter and is consumed, as
+        // StackQL consumes it: the rows without a member stay (as if it were in the ON).
         Some(
             "SELECT i.id, i.name, i.score, i.active, i.meta, i.tags, m.role FROM items AS i \
              LEFT JOIN members AS m ON m.login = json_extract(i.meta, '$.owner.login') \
-             WHERE i.org = 'acme' AND m.org = 'acme' ORDER BY i.name",
+             AND m.org = 'acme' WHERE i.org = 'acme' ORDER BY i.name",
         ),
     ),
 ];

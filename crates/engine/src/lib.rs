@@ -25,6 +25,7 @@ mod operation;
 mod plan;
 mod preview;
 mod pushdown;
+mod raw_body;
 mod read_plan;
 mod registry;
 mod reload;
@@ -41,6 +42,7 @@ mod statement_requests;
 mod template;
 mod transform;
 mod types;
+mod union_params;
 mod upstream;
 mod views;
 mod xml;
@@ -480,6 +482,12 @@ impl PreparedStatement {
     /// What the statement would do.
     pub fn kind(&self) -> StatementKind {
         self.kind
+    }
+
+    /// Whether it is a SELECT over `(EXEC …)` row sources: its kind is
+    /// [`StatementKind::Exec`], and only the effects of its methods make it a read.
+    pub fn is_query_over_exec(&self) -> bool {
+        matches!(self.statement, sql::Statement::QueryOverExec { .. })
     }
 
     /// The query as the parser read it, printed back in one canonical form (keywords,

@@ -161,7 +161,12 @@ fn plan_one(
     {
         return Err(filter_error(&resource, filter, &needing, None));
     }
-    let columns = table_columns(method, &params, &schema_columns);
+    let mut columns = table_columns(method, &params, &schema_columns);
+    for name in super::union_params::union_required(store, &resource, method, &schema_columns) {
+        if !contains_ci(&columns, &name) {
+            columns.push(name);
+        }
+    }
     // StackQL's rule: `SELECT *` is the response schema's properties, never the parameters.
     let star_columns = schema_columns;
     Ok(TablePlan {

@@ -181,6 +181,9 @@ pub(crate) fn rows_body(
     loaded: Option<&[String]>,
 ) -> Result<Bytes> {
     let Some(transform) = &method.response.transform else {
+        if super::raw_body::is_raw(method) {
+            return Ok(super::raw_body::as_rows(&body));
+        }
         return Ok(body);
     };
     match transform.apply(&body, columns, loaded) {

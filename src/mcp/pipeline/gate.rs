@@ -150,7 +150,7 @@ pub(super) fn check(gate: &ModeGate, call: &PreparedCall) -> Result<Verdict, Box
                 }
                 None => return Err(stop(Code::Internal, "the SQL was not parsed".to_owned())),
             }
-            if !runs.contains(&call.sql_class) {
+            if !runs.contains(&call.sql_class) && !super::exec_rows::reads_exec_rows(call, runs) {
                 return Err(stop(Code::PolicyWrongTool, refusal(call, wrong_tool(call))));
             }
             // The class as `bind` left it: a SELECT bound to POST… needs `querygate:exec`.

@@ -37,6 +37,7 @@ mod bind;
 pub(crate) mod cache;
 mod cancel;
 mod dispatch;
+mod exec_rows;
 mod gate;
 mod observe;
 mod out_of_band;

@@ -7,6 +7,7 @@ mod exec_source;
 mod mutation;
 mod scalar;
 mod tables;
+mod view_params;
 mod views;
 
 pub(crate) use columns::{Referenced, referenced};

@@ -182,14 +182,18 @@ impl VisitorMut for Collector {
             self.current = None;
             self.bind(conjunct, &in_scope, &aliases);
         }
-        // Under an outer join a WHERE conjunct also drops null-extended rows: it stays.
+        // Under an outer join only a conjunct naming its table (`sn.region = 'x'`) may be
+        // dropped once it filled a request parameter, as StackQL consumes it: the rows
+        // without a match stay null-extended. A bare name stays a filter there.
         let outer = has_outer_join(select);
         for (index, conjunct) in conjuncts.into_iter().enumerate() {
-            self.current = (!outer).then(|| Conjunct {
+            let column = conjunct_column(conjunct);
+            let qualified = matches!(unnest(column), Expr::CompoundIdentifier(_));
+            self.current = (!outer || qualified).then(|| Conjunct {
                 select: number,
                 index,
                 targets: self
-                    .column_ref(conjunct_column(conjunct), &in_scope, &aliases)
+                    .column_ref(column, &in_scope, &aliases)
                     .unwrap_or_default()
                     .into_iter()
                     .map(|(occurrence, _)| occurrence)
@@ -529,14 +533,21 @@ impl Collector {
     ) -> Option<Vec<(usize, String)>> {
         match unnest(expr) {
             Expr::Identifier(ident) => {
+                let bare = in_scope.iter().map(|i| (*i, ident.value.clone()));
                 if let Some((_, target)) = aliases
                     .iter()
                     .find(|(a, _)| a.eq_ignore_ascii_case(&ident.value))
                     && !matches!(target, Expr::Identifier(i) if i.value.eq_ignore_ascii_case(&ident.value))
                 {
-                    return self.column_ref(target, in_scope, &[]);
+                    // SQLite reads a WHERE name as the table's column before a same-named
+                    // alias: the name may be a parameter column of the table (homebrew's
+                    // `SELECT name AS formula_name … WHERE formula_name = 'curl'`), else the
+                    // alias's expression. Both are offered; the planner keeps real ones.
+                    let mut refs = self.column_ref(target, in_scope, &[]).unwrap_or_default();
+                    refs.extend(bare);
+                    return Some(refs);
                 }
-                Some(in_scope.iter().map(|i| (*i, ident.value.clone())).collect())
+                Some(bare.collect())
             }
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
                 let (qualifier, column) = (&parts[0].value, &parts[1].value);
@@ -861,8 +872,10 @@ mod tests {
             .iter()
             .map(|b| b.column.as_str())
             .collect();
-        // `zone` is only an alias: its conjunct filters the expression, it binds nothing.
-        assert_eq!(bound, ["region"]);
+        // `zone` is an alias of an expression that binds nothing, and may be the table's
+        // own column (SQLite reads a WHERE name as the table's column first): it is offered
+        // as that, and binds only if the table has such a parameter.
+        assert_eq!(bound, ["region", "zone"]);
     }
 
     #[test]
@@ -902,7 +915,7 @@ mod tests {
         assert_eq!(of("region").unwrap().targets, [0]);
 
         let mut q = query(
-            "SELECT * FROM p.s.a AS a LEFT JOIN p.s.b AS b ON b.id = a.id WHERE b.zone = 'z'",
+            "SELECT * FROM p.s.a AS a LEFT JOIN p.s.b AS b ON b.id = a.id WHERE zone = 'z' AND b.region = 'r'",
         );
         let analysis = analyse(&mut q).unwrap();
         let zone = analysis
@@ -910,7 +923,16 @@ mod tests {
             .iter()
             .find(|b| b.column == "zone")
             .unwrap();
-        assert!(zone.conjunct.is_none());
+        assert!(
+            zone.conjunct.is_none(),
+            "a bare name under an outer join stays"
+        );
+        let region = analysis
+            .bindings
+            .iter()
+            .find(|b| b.column == "region")
+            .unwrap();
+        assert_eq!(region.conjunct.clone().unwrap().targets, [1]);
     }
 
     #[test]

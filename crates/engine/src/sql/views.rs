@@ -18,6 +18,7 @@ use sqlparser::parser::Parser;
 
 use super::scalar::unnest;
 use super::tables::{literal, name_parts, split_and};
+use super::view_params::{Unshown, pass_on, quote_aliases};
 use crate::document::View;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -172,7 +173,10 @@ impl Expander<'_, '_> {
             let view = choose(&set, &given)?;
             let mut ddl = parse_ddl(&set.full_name, &view.ddl)?;
             let names = projected(&ddl);
-            let took = clobber(&mut ddl, &given);
+            quote_aliases(&mut ddl);
+            let mut took = clobber(&mut ddl, &given);
+            let passed = pass_on_unshown(&mut ddl, &names, &given, &took, single);
+            took.extend(passed);
             for index in took {
                 let Some(g) = given.iter().find(|g| g.index == index) else {
                     continue;
@@ -214,6 +218,39 @@ impl Expander<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Passes the statement's conjuncts the view does not show (and the DDL did not take) on
+/// to the tables its DDL reads (see [`super::view_params`]); a bare name in a SELECT of
+/// several tables may be another table's and stays. Returns the indexes passed on.
+fn pass_on_unshown(
+    ddl: &mut Query,
+    names: &[Option<(String, Expr)>],
+    given: &[Given],
+    took: &[usize],
+    single: bool,
+) -> Vec<usize> {
+    let shown: Vec<Option<String>> = names
+        .iter()
+        .map(|n| n.as_ref().map(|(n, _)| n.clone()))
+        .collect();
+    let unshown: Vec<Unshown<'_>> = given
+        .iter()
+        .filter(|g| !took.contains(&g.index) && (single || g.qualified))
+        .map(|g| Unshown {
+            index: g.index,
+            name: &g.name,
+            eq: match &g.value {
+                GivenValue::Eq(value) => Some(value.as_ref()),
+                GivenValue::In(_) => None,
+            },
+            list: match &g.value {
+                GivenValue::Eq(_) => &[],
+                GivenValue::In(list) => list.as_slice(),
+            },
+        })
+        .collect();
+    pass_on(ddl, &shown, &unshown)
 }
 
 fn collect_factors<'a>(factor: &'a mut TableFactor, out: &mut Vec<&'a mut TableFactor>) {
@@ -442,7 +479,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             sql,
-            "SELECT bucket_name FROM (SELECT region, Identifier, JSON_EXTRACT(Properties, '$.BucketName') AS bucket_name \
+            "SELECT bucket_name FROM (SELECT region, Identifier, JSON_EXTRACT(Properties, '$.BucketName') AS \"bucket_name\" \
              FROM awscc.cloud_control.resource WHERE TypeName = 'AWS::S3::Bucket' AND Identifier = 'b1' \
              AND region IN ('eu-west-1', 'us-west-2')) AS \"buckets\" WHERE bucket_name LIKE 'b%'"
         );
@@ -459,6 +496,25 @@ mod tests {
             "{sql}"
         );
         assert!(sql.ends_with("WHERE region = 'eu-west-1'"), "{sql}");
+    }
+
+    #[test]
+    fn a_name_the_view_does_not_show_goes_to_its_ddl() {
+        let sql = expanded(
+            "SELECT bucket_name FROM awscc.s3.buckets WHERE Identifier = 'b1' AND TypeHint IN ('a', 'b') AND bucket_name = 'x'",
+        )
+        .unwrap();
+        assert!(
+            sql.contains("AND Identifier = 'b1' AND region = 'us-east-1') AND \"TypeHint\" IN ('a', 'b')) AS \"buckets\""),
+            "{sql}"
+        );
+        assert!(sql.ends_with("WHERE bucket_name = 'x'"), "{sql}");
+        // In a join a bare name may be the other table's: it stays.
+        let sql = expanded(
+            "SELECT * FROM awscc.s3.buckets b JOIN t ON t.x = b.Identifier WHERE b.Identifier = 'b1' AND TypeHint = 'a'",
+        )
+        .unwrap();
+        assert!(sql.ends_with("WHERE TypeHint = 'a'"), "{sql}");
     }
 
     #[test]
