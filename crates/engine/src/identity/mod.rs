@@ -13,6 +13,7 @@ mod azure;
 mod exchange;
 mod google;
 mod oauth2;
+mod oci;
 mod static_keys;
 mod template;
 mod token;
@@ -22,6 +23,7 @@ pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use exchange::source_name as exchange_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
+pub(crate) use oci::configured_source as oci_source;
 
 use serde_json::Value;
 
@@ -31,7 +33,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::upstream::{AuthParts, Upstream};
 
 /// The auth types [`resolve`] knows.
-const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, null_auth";
+const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, oci_signing_v1, aws_web_identity, gcp_workload_identity, azure_federated, null_auth";
 
 /// The credential error text the MCP tools show (inventory §8.5).
 pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
@@ -98,6 +100,9 @@ pub(crate) async fn resolve(
             "aws_signing_v4" => {
                 let found = aws::credentials(upstream, provider, auth, credentials, caller).await?;
                 parts.signer = Some(Box::new(Signer::new(provider, auth, found)));
+            }
+            "oci_signing_v1" => {
+                parts.signer = Some(Box::new(oci::signer(provider, auth, credentials)?));
             }
             other => {
                 return Err(Error::new(
@@ -178,6 +183,9 @@ pub(crate) fn check_material(
             }
             "azure_default" => {
                 checked |= azure::check(auth, credentials)?;
+            }
+            "oci_signing_v1" => {
+                checked |= oci::check(auth, credentials)?;
             }
             _ => {}
         }
