@@ -69,6 +69,7 @@ mod mcp_support;
 mod mcp_tools;
 mod mock;
 mod mutations;
+mod oci_signing;
 mod output_safety;
 mod pacing;
 mod pagination;

@@ -11,6 +11,7 @@
 mod aws;
 mod azure;
 mod exchange;
+mod federated;
 mod google;
 mod oauth2;
 mod oci;
@@ -104,6 +105,21 @@ pub(crate) async fn resolve(
             "oci_signing_v1" => {
                 parts.signer = Some(Box::new(oci::signer(provider, auth, credentials)?));
             }
+            "aws_web_identity" => {
+                let found =
+                    federated::aws_credentials(upstream, provider, auth, credentials).await?;
+                parts.signer = Some(Box::new(Signer::new(provider, auth, found)));
+            }
+            "gcp_workload_identity" => {
+                let value =
+                    federated::google_authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
+            "azure_federated" => {
+                let value =
+                    federated::azure_authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
             other => {
                 return Err(Error::new(
                     ErrorKind::Credentials,
@@ -186,6 +202,9 @@ pub(crate) fn check_material(
             }
             "oci_signing_v1" => {
                 checked |= oci::check(auth, credentials)?;
+            }
+            kind @ ("aws_web_identity" | "gcp_workload_identity" | "azure_federated") => {
+                checked |= federated::check(kind, auth, credentials)?;
             }
             _ => {}
         }
