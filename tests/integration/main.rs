@@ -49,6 +49,7 @@ mod errors;
 mod eval_limits;
 mod fanout_joins;
 mod faults;
+mod federated_identity;
 mod gate;
 mod gcp_identity;
 mod governance;
