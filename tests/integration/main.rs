@@ -70,6 +70,7 @@ mod mcp_support;
 mod mcp_tools;
 mod mock;
 mod mutations;
+mod oci_app;
 mod oci_signing;
 mod output_safety;
 mod pacing;

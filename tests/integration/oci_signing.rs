@@ -23,18 +23,18 @@ use sha2::{Digest as _, Sha256};
 
 use crate::support::corpus::row_lines;
 
-const TENANT_A: &str = "ocid1.tenancy.oc1..aaaaaaaatenanta";
-const USER_A: &str = "ocid1.user.oc1..aaaaaaaausera";
-const PRINT_A: &str = "11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00";
-const TENANT_B: &str = "ocid1.tenancy.oc1..aaaaaaaatenantb";
-const USER_B: &str = "ocid1.user.oc1..aaaaaaaauserb";
-const PRINT_B: &str = "00:ff:ee:dd:cc:bb:aa:99:88:77:66:55:44:33:22:11";
+pub(crate) const TENANT_A: &str = "ocid1.tenancy.oc1..aaaaaaaatenanta";
+pub(crate) const USER_A: &str = "ocid1.user.oc1..aaaaaaaausera";
+pub(crate) const PRINT_A: &str = "11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00";
+pub(crate) const TENANT_B: &str = "ocid1.tenancy.oc1..aaaaaaaatenantb";
+pub(crate) const USER_B: &str = "ocid1.user.oc1..aaaaaaaauserb";
+pub(crate) const PRINT_B: &str = "00:ff:ee:dd:cc:bb:aa:99:88:77:66:55:44:33:22:11";
 
-fn fixtures() -> std::path::PathBuf {
+pub(crate) fn fixtures() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci")
 }
 
-fn key_path(name: &str) -> String {
+pub(crate) fn key_path(name: &str) -> String {
     fixtures().join(name).display().to_string()
 }
 
@@ -56,18 +56,18 @@ fn public_key(file: &str) -> Vec<u8> {
 
 /// One request the mock judged.
 #[derive(Clone, Debug)]
-struct Judged {
-    method: String,
-    target: String,
-    key_id: String,
-    body: String,
+pub(crate) struct Judged {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) key_id: String,
+    pub(crate) body: String,
     /// `None` when the signature verified, else why not.
-    refused: Option<String>,
+    pub(crate) refused: Option<String>,
 }
 
 /// A mock OCI API that verifies signatures with the public keys registered per `keyId`.
-struct OciMock {
-    addr: SocketAddr,
+pub(crate) struct OciMock {
+    pub(crate) addr: SocketAddr,
     judged: Arc<Mutex<Vec<Judged>>>,
 }
 
@@ -204,12 +204,12 @@ impl OciMock {
         OciMock { addr, judged }
     }
 
-    fn judged(&self) -> Vec<Judged> {
+    pub(crate) fn judged(&self) -> Vec<Judged> {
         self.judged.lock().unwrap().clone()
     }
 }
 
-async fn mock() -> OciMock {
+pub(crate) async fn mock() -> OciMock {
     let a = format!("{TENANT_A}/{USER_A}/{PRINT_A}");
     let b = format!("{TENANT_B}/{USER_B}/{PRINT_B}");
     OciMock::start(
@@ -271,7 +271,7 @@ fn tenant_b() -> ExecContext {
     ]))
 }
 
-const SELECT: &str = "SELECT retentionPeriodDays FROM oci.audit.configurations WHERE compartmentId = 'ocid1.tenancy.oc1..root'";
+pub(crate) const SELECT: &str = "SELECT retentionPeriodDays FROM oci.audit.configurations WHERE compartmentId = 'ocid1.tenancy.oc1..root'";
 
 #[tokio::test]
 async fn each_tenant_signs_with_its_own_key_and_the_mock_verifies_it() {
