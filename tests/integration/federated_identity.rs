@@ -182,6 +182,21 @@ async fn azure_federated_posts_each_tenants_current_token_as_the_client_assertio
         .collect();
     assert_eq!(bearers[..2], ["Bearer arm-a-1", "Bearer arm-b-1"]);
 
+    // A token file that cannot be read is named by the variable that named it.
+    let missing = tenant(store(&[
+        ("OIDC_SUBJECT_TOKEN_FILE", "/nonexistent/oidc-token"),
+        ("APP_ID", "app-c"),
+    ]));
+    let err = e
+        .execute(&missing, AZ_SELECT)
+        .await
+        .expect_err("no token file")
+        .to_string();
+    assert!(
+        err.contains("the subject token file (named by variable OIDC_SUBJECT_TOKEN_FILE) '/nonexistent/oidc-token' cannot be read"),
+        "{err}"
+    );
+
     // A token file written in the shared document is the host's: refused for tenant b.
     let mut host_file = auth;
     host_file

@@ -120,7 +120,7 @@ fn google_material(
 }
 
 struct Azure {
-    file: String,
+    file: (String, String),
     client: String,
     tenant: String,
     authority: Option<String>,
@@ -137,7 +137,7 @@ fn azure_material(
         credentials,
     )?;
     let client = value_or_var(auth, "client_id", "client_id_env_var", credentials)?;
-    let (file, _) = subject_token_file(auth, credentials)?;
+    let file = subject_token_file(auth, credentials)?;
     let authority = match field(auth, "azure_federated_endpoint") {
         None => None,
         Some(url) => {
@@ -233,7 +233,10 @@ pub(super) async fn azure_authorization(
         provider,
         auth,
         credentials,
-        &found.file,
+        (
+            &found.file.0,
+            &format!("the subject token file (named by {})", found.file.1),
+        ),
         &found.client,
         &found.tenant,
         found.authority,
@@ -282,7 +285,7 @@ mod tests {
         let s = store(&[("MY_TENANT", "t1"), ("MY_TOKEN_FILE", "/tmp/t")]);
         let found = azure_material(&auth, &s).expect("material");
         assert_eq!(
-            (found.tenant.as_str(), found.file.as_str()),
+            (found.tenant.as_str(), found.file.0.as_str()),
             ("t1", "/tmp/t")
         );
         assert_eq!(found.authority.as_deref(), Some("http://127.0.0.1:1"));

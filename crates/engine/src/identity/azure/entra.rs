@@ -167,7 +167,7 @@ pub(super) async fn workload_identity(
         provider,
         scope,
         credentials,
-        &file,
+        (&file, "AZURE_FEDERATED_TOKEN_FILE"),
         &client,
         &tenant,
         authority,
@@ -177,14 +177,15 @@ pub(super) async fn workload_identity(
 }
 
 /// A token for `client` of `tenant` with the federated token of `file` (read at each token
-/// request) as the client assertion, from `authority` (else Entra's public cloud).
+/// request; shown in errors by the name of what named it) as the client assertion, from
+/// `authority` (else Entra's public cloud).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn client_assertion(
     upstream: &Upstream,
     provider: &str,
     scope: &str,
     credentials: &CredentialStore,
-    file: &str,
+    (file, named_by): (&str, &str),
     client: &str,
     tenant: &str,
     authority: Option<String>,
@@ -204,7 +205,8 @@ pub(super) async fn client_assertion(
     );
     token::single_flight(credentials, key, || async {
         // Read at each token request: Kubernetes rotates the projected token in place.
-        let assertion = read_federated_token(file).map_err(|c| credential_error(provider, &c))?;
+        let assertion =
+            read_federated_token(file, named_by).map_err(|c| credential_error(provider, &c))?;
         let form = vec![
             ("client_assertion_type", ASSERTION_TYPE.to_owned()),
             ("client_assertion", assertion),
@@ -214,16 +216,12 @@ pub(super) async fn client_assertion(
     .await
 }
 
-fn read_federated_token(path: &str) -> std::result::Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
-        format!(
-            "AZURE_FEDERATED_TOKEN_FILE '{path}' cannot be read: {}",
-            err.kind()
-        )
-    })?;
+fn read_federated_token(path: &str, named_by: &str) -> std::result::Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("{named_by} '{path}' cannot be read: {}", err.kind()))?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(format!("AZURE_FEDERATED_TOKEN_FILE '{path}' is empty"));
+        return Err(format!("{named_by} '{path}' is empty"));
     }
     Ok(token.to_owned())
 }
@@ -345,7 +343,7 @@ pub(super) fn check_workload_identity(
         ],
     )?;
     endpoint(credentials, &values[2])?;
-    read_federated_token(&values[0]).map(|_| true)
+    read_federated_token(&values[0], "AZURE_FEDERATED_TOKEN_FILE").map(|_| true)
 }
 
 /// The certificate's DER and its RSA private key as PEM. Holds a key: no `Debug`.

@@ -180,7 +180,8 @@ pub(super) async fn authorization(
     ))
 }
 
-/// The document-level `azure_federated` type: the federated token of `file` as the client
+/// The document-level `azure_federated` type: the federated token of `file` (and what
+/// named it, for errors) as the client
 /// assertion of `client` in `tenant`, at `authority` (else Entra's public cloud).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn federated(
@@ -188,7 +189,7 @@ pub(super) async fn federated(
     provider: &str,
     auth: &Value,
     credentials: &CredentialStore,
-    file: &str,
+    file: (&str, &str),
     client: &str,
     tenant: &str,
     authority: Option<String>,
