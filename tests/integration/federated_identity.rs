@@ -389,6 +389,15 @@ async fn aws_web_identity_assumes_the_role_with_each_tenants_current_token() {
         assert_eq!(field(r, "RoleArn"), ROLE);
         assert_eq!(field(r, "RoleSessionName"), "querygate-gha");
     }
+    let sources = e.credential_sources(&b).await.expect("sources");
+    let row = sources
+        .iter()
+        .find(|r| r.provider == "aws")
+        .expect("aws row");
+    assert_eq!(
+        row.resolved_source,
+        "aws_web_identity:env:OIDC_SUBJECT_TOKEN_FILE"
+    );
     let signed: Vec<String> = iam.requests().iter().map(key_id).collect();
     assert_eq!(signed[..2], ["ASIATENANTA1", "ASIATENANTB1"]);
     assert_eq!(

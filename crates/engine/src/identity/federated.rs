@@ -62,6 +62,16 @@ fn subject_token_file(
     Err("none of oidc_subject_token_file_env_var, oidc_subject_token_file is set".to_owned())
 }
 
+/// Where the subject token comes from, for the credential report: `env:<VAR>` or
+/// `file:<path>`; `None` when it does not resolve for this tenant.
+pub(crate) fn subject_source(auth: &Value, credentials: &dyn CredentialSource) -> Option<String> {
+    subject_token_file(auth, credentials).ok()?;
+    match field(auth, "oidc_subject_token_file_env_var") {
+        Some(var) => Some(format!("env:{var}")),
+        None => field(auth, "oidc_subject_token_file").map(|path| format!("file:{path}")),
+    }
+}
+
 /// The inline value `key`, else the tenant's variable named by `var_key`.
 fn value_or_var(
     auth: &Value,

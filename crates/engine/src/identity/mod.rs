@@ -23,6 +23,7 @@ pub(crate) use aws::sigv4::session_token_var as aws_session_token_var;
 pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use exchange::source_name as exchange_source;
+pub(crate) use federated::subject_source as federated_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
 pub(crate) use oci::configured_source as oci_source;
 

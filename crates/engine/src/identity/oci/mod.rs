@@ -38,6 +38,8 @@ struct Material {
     user: String,
     fingerprint: String,
     key: KeySource,
+    /// Which source gave it: `variables` or `config_file`.
+    origin: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +141,7 @@ fn from_variables(
         user,
         fingerprint,
         key,
+        origin: "variables",
     }))
 }
 
@@ -195,6 +198,7 @@ fn from_config_file(
             shown: format!("key file '{key_path}' (from profile [{profile}] of {shown})"),
             path: key_path,
         },
+        origin: "config_file",
     })
 }
 
@@ -278,17 +282,9 @@ pub(crate) fn configured_source(
     auth: &Value,
     credentials: &dyn CredentialSource,
 ) -> Option<String> {
-    match material(auth, credentials).ok()? {
-        Material {
-            key: KeySource::Inline { .. },
-            ..
-        } => Some("variables".to_owned()),
-        Material {
-            key: KeySource::File { shown, .. },
-            ..
-        } if shown.contains("(from profile") => Some("config_file".to_owned()),
-        _ => Some("variables".to_owned()),
-    }
+    material(auth, credentials)
+        .ok()
+        .map(|found| found.origin.to_owned())
 }
 
 #[cfg(test)]
