@@ -148,9 +148,17 @@ fn azure_material(
     )?;
     let client = value_or_var(auth, "client_id", "client_id_env_var", credentials)?;
     let file = subject_token_file(auth, credentials)?;
+    if tenant.is_empty()
+        || !tenant
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+    {
+        return Err("the azure tenant id is not a tenant id (letters, digits, '-' and '.')".into());
+    }
     let authority = match field(auth, "azure_federated_endpoint") {
         None => None,
         Some(url) => {
+            google::secure_url(url).map_err(|cause| format!("azure_federated_endpoint {cause}"))?;
             let suffix = format!("/{tenant}/oauth2/v2.0/token");
             Some(
                 url.trim_end_matches('/')
@@ -302,6 +310,14 @@ mod tests {
         let other = store(&[("MY_TENANT", "t2"), ("MY_TOKEN_FILE", "/tmp/t")]);
         let err = azure_material(&auth, &other).err().unwrap_or_default();
         assert!(err.contains("azure_federated_endpoint is not"), "{err}");
+        let remote = json!({"type": "azure_federated", "azure_tenant_id": "t1", "client_id": "c",
+            "oidc_subject_token_file_env_var": "MY_TOKEN_FILE",
+            "azure_federated_endpoint": "http://login.example/t1/oauth2/v2.0/token"});
+        let err = azure_material(&remote, &s).err().unwrap_or_default();
+        assert!(
+            err.contains("azure_federated_endpoint must be an https URL"),
+            "{err}"
+        );
         let err = check("azure_federated", &auth, &store(&[]))
             .err()
             .unwrap_or_default();
