@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::credentials::{CredentialSource, CredentialStore};
 use crate::identity::{
     aws_session_token_var, aws_source, azure_default_source, check_provider_material,
-    exchange_source, google_material, google_source,
+    exchange_source, federated_source, google_material, google_source, oci_source,
 };
 
 /// Whether a provider's credentials resolve.
@@ -285,6 +285,18 @@ pub(crate) fn source_summary(
                 ),
                 None => base.unwrap_or_else(|| "none".to_owned()),
             })
+        }
+        "oci_signing_v1" => SourceSummary::Fixed(
+            oci_source(auth, store)
+                .map(|s| format!("oci_signing_v1:{s}"))
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+        kind @ ("aws_web_identity" | "gcp_workload_identity" | "azure_federated") => {
+            SourceSummary::Fixed(
+                federated_source(auth, store)
+                    .map(|s| format!("{kind}:{s}"))
+                    .unwrap_or_else(|| "none".to_owned()),
+            )
         }
         "oauth2" => SourceSummary::Fixed(format!("oauth2_client_credentials:{from}")),
         "service_account" => SourceSummary::Token(

@@ -11,8 +11,10 @@
 mod aws;
 mod azure;
 mod exchange;
+mod federated;
 mod google;
 mod oauth2;
+mod oci;
 mod static_keys;
 mod template;
 mod token;
@@ -21,7 +23,9 @@ pub(crate) use aws::sigv4::session_token_var as aws_session_token_var;
 pub(crate) use aws::{Caller, configured_source as aws_source};
 pub(crate) use azure::configured_source as azure_default_source;
 pub(crate) use exchange::source_name as exchange_source;
+pub(crate) use federated::subject_source as federated_source;
 pub(crate) use google::{configured_source as google_source, material_pieces as google_material};
+pub(crate) use oci::configured_source as oci_source;
 
 use serde_json::Value;
 
@@ -31,7 +35,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::upstream::{AuthParts, Upstream};
 
 /// The auth types [`resolve`] knows.
-const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, null_auth";
+const SUPPORTED: &str = "basic, bearer, api_key, custom, oauth2, service_account, azure_default, aws_signing_v4, oci_signing_v1, aws_web_identity, gcp_workload_identity, azure_federated, null_auth";
 
 /// The credential error text the MCP tools show (inventory §8.5).
 pub(crate) fn credential_error(provider: &str, cause: &str) -> Error {
@@ -98,6 +102,24 @@ pub(crate) async fn resolve(
             "aws_signing_v4" => {
                 let found = aws::credentials(upstream, provider, auth, credentials, caller).await?;
                 parts.signer = Some(Box::new(Signer::new(provider, auth, found)));
+            }
+            "oci_signing_v1" => {
+                parts.signer = Some(Box::new(oci::signer(provider, auth, credentials)?));
+            }
+            "aws_web_identity" => {
+                let found =
+                    federated::aws_credentials(upstream, provider, auth, credentials).await?;
+                parts.signer = Some(Box::new(Signer::new(provider, auth, found)));
+            }
+            "gcp_workload_identity" => {
+                let value =
+                    federated::google_authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
+            }
+            "azure_federated" => {
+                let value =
+                    federated::azure_authorization(upstream, provider, auth, credentials).await?;
+                parts.headers.push(("Authorization".to_owned(), value));
             }
             other => {
                 return Err(Error::new(
@@ -178,6 +200,12 @@ pub(crate) fn check_material(
             }
             "azure_default" => {
                 checked |= azure::check(auth, credentials)?;
+            }
+            "oci_signing_v1" => {
+                checked |= oci::check(auth, credentials)?;
+            }
+            kind @ ("aws_web_identity" | "gcp_workload_identity" | "azure_federated") => {
+                checked |= federated::check(kind, auth, credentials)?;
             }
             _ => {}
         }

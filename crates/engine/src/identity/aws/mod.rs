@@ -65,6 +65,39 @@ use crate::credentials::{CredentialSource, CredentialStore};
 use crate::error::{Error, Result};
 use crate::upstream::Upstream;
 
+/// What [`web_identity_federated`] resolves, for the SigV4 signer.
+pub(super) type FederatedCredentials = AwsCredentials;
+
+/// The document-level `aws_web_identity` type: `AssumeRoleWithWebIdentity` for `role_arn`
+/// with the token of `file` (read at each refresh), at the STS `endpoint` (else the regional
+/// one of `region`), cached like the chain's web identity source.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn web_identity_federated(
+    upstream: &Upstream,
+    provider: &str,
+    store: &CredentialStore,
+    endpoint: Option<&str>,
+    region: Option<&str>,
+    file: &str,
+    file_shown: &str,
+    role_arn: &str,
+    session_name: Option<String>,
+) -> Result<AwsCredentials> {
+    let endpoint =
+        sts::Endpoint::explicit(endpoint, region).map_err(|c| credential_error(provider, &c))?;
+    sts::web_identity(
+        upstream,
+        provider,
+        store,
+        &endpoint,
+        file,
+        file_shown,
+        role_arn,
+        session_name,
+    )
+    .await
+}
+
 /// One source of the chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {

@@ -59,6 +59,30 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The endpoint an auth object names (`aws_sts_endpoint`), else the regional endpoint
+    /// of `region`, else the global one; signed for `region` (else `us-east-1`). The same
+    /// rules as [`Endpoint::of`]: `https`, plain `http` only to a loopback host.
+    pub(super) fn explicit(
+        url: Option<&str>,
+        region: Option<&str>,
+    ) -> std::result::Result<Self, String> {
+        let region = region.unwrap_or("us-east-1").to_owned();
+        let text = match url {
+            Some(url) => url.to_owned(),
+            None => format!("https://sts.{region}.amazonaws.com"),
+        };
+        let url = Url::parse(&text)
+            .ok()
+            .filter(|u| loopback_or_https(u) && u.query().is_none())
+            .ok_or_else(|| {
+                "aws_sts_endpoint is not an https URL of STS (http only to a loopback host)"
+                    .to_owned()
+            })?;
+        Ok(Endpoint { url, region })
+    }
+}
+
 /// Who an `AssumeRole` session is for: its name, source identity and tags.
 #[derive(Clone, Debug)]
 pub(super) struct RoleSession {

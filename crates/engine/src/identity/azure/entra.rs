@@ -33,9 +33,12 @@ fn endpoint(
     credentials: &dyn CredentialSource,
     tenant: &str,
 ) -> std::result::Result<Endpoint, String> {
-    let authority = credentials
-        .get("AZURE_AUTHORITY_HOST")
-        .unwrap_or_else(|| DEFAULT_AUTHORITY.to_owned());
+    endpoint_at(credentials.get("AZURE_AUTHORITY_HOST"), tenant)
+}
+
+/// [`endpoint`] with the authority given (else Entra's public cloud).
+fn endpoint_at(authority: Option<String>, tenant: &str) -> std::result::Result<Endpoint, String> {
+    let authority = authority.unwrap_or_else(|| DEFAULT_AUTHORITY.to_owned());
     let authority = authority.trim_end_matches('/').to_owned();
     let parsed = Url::parse(&authority)
         .map_err(|_| "variable AZURE_AUTHORITY_HOST is not a URL".to_owned())?;
@@ -158,7 +161,36 @@ pub(super) async fn workload_identity(
     };
     let [file, client, tenant] = <[String; 3]>::try_from(values)
         .map_err(|_| Error::internal("three variables were asked for"))?;
-    let endpoint = endpoint(credentials, &tenant).map_err(|c| credential_error(provider, &c))?;
+    let authority = credentials.get("AZURE_AUTHORITY_HOST");
+    let value = client_assertion(
+        upstream,
+        provider,
+        scope,
+        credentials,
+        (&file, "AZURE_FEDERATED_TOKEN_FILE"),
+        &client,
+        &tenant,
+        authority,
+    )
+    .await?;
+    Ok(Attempt::Token(value))
+}
+
+/// A token for `client` of `tenant` with the federated token of `file` (read at each token
+/// request; shown in errors by the name of what named it) as the client assertion, from
+/// `authority` (else Entra's public cloud).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn client_assertion(
+    upstream: &Upstream,
+    provider: &str,
+    scope: &str,
+    credentials: &CredentialStore,
+    (file, named_by): (&str, &str),
+    client: &str,
+    tenant: &str,
+    authority: Option<String>,
+) -> Result<String> {
+    let endpoint = endpoint_at(authority, tenant).map_err(|c| credential_error(provider, &c))?;
     let key = token::cache_key(
         provider,
         &[
@@ -171,29 +203,25 @@ pub(super) async fn workload_identity(
             scope.as_bytes(),
         ],
     );
-    let value = token::single_flight(credentials, key, || async {
+    token::single_flight(credentials, key, || async {
         // Read at each token request: Kubernetes rotates the projected token in place.
-        let assertion = read_federated_token(&file).map_err(|c| credential_error(provider, &c))?;
+        let assertion =
+            read_federated_token(file, named_by).map_err(|c| credential_error(provider, &c))?;
         let form = vec![
             ("client_assertion_type", ASSERTION_TYPE.to_owned()),
             ("client_assertion", assertion),
         ];
-        post(upstream, provider, &endpoint, &client, scope, form).await
+        post(upstream, provider, &endpoint, client, scope, form).await
     })
-    .await?;
-    Ok(Attempt::Token(value))
+    .await
 }
 
-fn read_federated_token(path: &str) -> std::result::Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
-        format!(
-            "AZURE_FEDERATED_TOKEN_FILE '{path}' cannot be read: {}",
-            err.kind()
-        )
-    })?;
+fn read_federated_token(path: &str, named_by: &str) -> std::result::Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("{named_by} '{path}' cannot be read: {}", err.kind()))?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(format!("AZURE_FEDERATED_TOKEN_FILE '{path}' is empty"));
+        return Err(format!("{named_by} '{path}' is empty"));
     }
     Ok(token.to_owned())
 }
@@ -315,7 +343,7 @@ pub(super) fn check_workload_identity(
         ],
     )?;
     endpoint(credentials, &values[2])?;
-    read_federated_token(&values[0]).map(|_| true)
+    read_federated_token(&values[0], "AZURE_FEDERATED_TOKEN_FILE").map(|_| true)
 }
 
 /// The certificate's DER and its RSA private key as PEM. Holds a key: no `Debug`.

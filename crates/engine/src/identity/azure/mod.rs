@@ -180,6 +180,38 @@ pub(super) async fn authorization(
     ))
 }
 
+/// The document-level `azure_federated` type: the federated token of `file` (and what
+/// named it, for errors) as the client
+/// assertion of `client` in `tenant`, at `authority` (else Entra's public cloud).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn federated(
+    upstream: &Upstream,
+    provider: &str,
+    auth: &Value,
+    credentials: &CredentialStore,
+    file: (&str, &str),
+    client: &str,
+    tenant: &str,
+    authority: Option<String>,
+) -> Result<String> {
+    let value = entra::client_assertion(
+        upstream,
+        provider,
+        &scope(auth),
+        credentials,
+        file,
+        client,
+        tenant,
+        authority,
+    )
+    .await
+    .map_err(|err| err.with_note("azure_federated"))?;
+    credentials
+        .tokens()
+        .note_source(provider, "azure_federated:client_assertion");
+    Ok(value)
+}
+
 /// `err` with the source it came from and the variables that source reads.
 fn named(err: Error, source: Source) -> Error {
     err.with_note(&format!(

@@ -270,6 +270,32 @@ pub(super) async fn authorization(
     Ok(value)
 }
 
+/// The document-level `gcp_workload_identity` type: `external` is an `external_account`
+/// configuration built from the auth object; its token is obtained as a file's would be.
+pub(super) async fn workload_identity(
+    upstream: &Upstream,
+    provider: &str,
+    auth: &Value,
+    credentials: &CredentialStore,
+    external: &Value,
+) -> Result<String> {
+    let raw = external.to_string().into_bytes();
+    let value = external::token(
+        upstream,
+        provider,
+        credentials,
+        &raw,
+        external,
+        &scope(auth),
+    )
+    .await
+    .map_err(|err| err.with_note("gcp_workload_identity"))?;
+    credentials
+        .tokens()
+        .note_source(provider, "gcp_workload_identity:external_account");
+    Ok(value)
+}
+
 /// `authorized_user`: gcloud's login, its refresh token exchanged at the token endpoint
 /// (the auth's `token_url`, else the file's `token_uri`, else Google's).
 async fn authorized_user(
