@@ -49,6 +49,7 @@ mod errors;
 mod eval_limits;
 mod fanout_joins;
 mod faults;
+mod format_features;
 mod gate;
 mod gcp_identity;
 mod governance;

@@ -10,6 +10,7 @@ mod param;
 mod request;
 mod retry;
 mod schema;
+mod snake;
 mod store;
 mod view;
 mod yaml;
