@@ -317,3 +317,60 @@ async fn odata_select_is_a_superset_of_what_the_statement_reads_or_absent() {
         );
     }
 }
+
+const RESOURCE: &str = "src/azure/v00.00.00000/services/resource.yaml";
+
+/// Writes under `snake_case_aliases`: an INSERT column `managed_by` is the body field
+/// `managedBy` on the wire, and `RETURNING` reads the answer's `managedBy` under the
+/// snake_case column (the wire name naming it too); `RETURNING *` shows the snake_case
+/// names only.
+#[tokio::test]
+async fn snake_case_aliases_in_writes_and_returning() {
+    let Some(registry) = current_registry(&[AZURE_PROVIDER, RESOURCE]) else {
+        return;
+    };
+    let mock = Mock::start().await;
+    mock.route(
+        "PUT /subscriptions/sub1/resourcegroups/rg1",
+        Reply::json(json!({
+            "id": "/subscriptions/sub1/resourceGroups/rg1",
+            "name": "rg1",
+            "location": "westus",
+            "managedBy": "/x/manager",
+            "properties": {"provisioningState": "Succeeded"}
+        })),
+    );
+    let e = engine(registry.path(), "azure", &mock);
+    let insert = "INSERT INTO azure.resource.resource_groups \
+                  (subscription_id, resource_group_name, location, managed_by) \
+                  VALUES ('sub1', 'rg1', 'westus', '/x/manager')";
+    let out = e
+        .execute(
+            &context(),
+            &format!("{insert} RETURNING name, managed_by, managedBy"),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(out.columns, ["name", "managed_by", "managedBy"]);
+    assert_eq!(row_lines(&out), ["rg1|/x/manager|/x/manager"]);
+    let body: serde_json::Value = serde_json::from_str(&mock.requests()[0].body_text()).unwrap();
+    assert_eq!(
+        body,
+        json!({"location": "westus", "managedBy": "/x/manager"})
+    );
+
+    let out = e
+        .execute(&context(), &format!("{insert} RETURNING *"))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        out.columns.contains(&"managed_by".to_owned()),
+        "{:?}",
+        out.columns
+    );
+    assert!(
+        !out.columns.contains(&"managedBy".to_owned()),
+        "{:?}",
+        out.columns
+    );
+}

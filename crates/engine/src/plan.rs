@@ -159,11 +159,7 @@ fn plan_one(
         .map(|c| c.name.clone())
         .collect();
     let schema_columns: Vec<String> = shape.columns.iter().map(|c| c.name.clone()).collect();
-    let wire_names = shape
-        .columns
-        .iter()
-        .filter_map(|c| Some((c.name.clone(), c.wire.clone()?)))
-        .collect();
+    let wire_names = super::document::wire_names(&shape.columns);
     let dynamic_columns = schema_columns.is_empty();
     // The chosen method neither takes nor returns the filtered parameter: the filter could
     // only fail after a request to the wrong endpoint.

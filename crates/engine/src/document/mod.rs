@@ -22,5 +22,6 @@ pub(crate) use param::{Param, ParamLocation, find_closing_brace};
 pub(crate) use request::{BodyTranslate, RequestSpec, WireTranslate};
 pub(crate) use retry::DocumentRetry;
 pub(crate) use schema::SchemaAt;
+pub(crate) use snake::wire_names;
 pub(crate) use store::DocumentStore;
 pub(crate) use view::View;

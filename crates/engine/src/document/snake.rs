@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::ColumnSpec;
 use super::param::to_snake;
 
 /// Whether a provider's `config` sets `snake_case_aliases: true` (any-sdk reads the
@@ -57,6 +58,14 @@ pub(crate) fn column_names<'a>(
         }
     }
     columns
+}
+
+/// (column, wire name) of the `columns` named otherwise than their wire names.
+pub(crate) fn wire_names(columns: &[ColumnSpec]) -> Vec<(String, String)> {
+    columns
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), c.wire.clone()?)))
+        .collect()
 }
 
 #[cfg(test)]
