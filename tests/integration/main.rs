@@ -50,6 +50,7 @@ mod eval_limits;
 mod fanout_joins;
 mod faults;
 mod federated_identity;
+mod format_features;
 mod gate;
 mod gcp_identity;
 mod governance;

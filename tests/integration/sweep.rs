@@ -100,6 +100,16 @@ const TOKENS: [&str; 12] = [
     "cursor",
 ];
 
+/// The snake_case column names of [`TOKENS`] that differ from them.
+const SNAKE_TOKENS: [&str; 6] = [
+    "next_link",
+    "next_token",
+    "next_marker",
+    "marker",
+    "next_continuation_token",
+    "continuation_token",
+];
+
 fn load_yaml(path: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(path).ok()?;
     serde_norway::from_str::<Value>(&text).ok()
@@ -514,7 +524,12 @@ fn case_of(
             value.replace('\'', "''")
         ));
     }
-    let mut may_be_null: Vec<String> = TOKENS.iter().map(|t| (*t).to_owned()).collect();
+    // Under `config.snake_case_aliases` the token columns are named in snake_case.
+    let mut may_be_null: Vec<String> = TOKENS
+        .iter()
+        .chain(&SNAKE_TOKENS)
+        .map(|t| (*t).to_owned())
+        .collect();
     may_be_null.extend(params.keys().filter(|p| !required.contains(p)).cloned());
     let full = format!("{provider}.{service}.{name}");
     let mut sql = format!("SELECT * FROM {full}");

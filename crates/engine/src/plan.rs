@@ -27,6 +27,10 @@ pub(crate) struct TablePlan {
     pub(crate) boolean_columns: Vec<String>,
     /// The row schema declares no properties: columns come from the data.
     pub(crate) dynamic_columns: bool,
+    /// Response columns named otherwise than their wire names (`config.snake_case_aliases`),
+    /// as (column, wire name): rows fill the column from the wire name, and SQL may name
+    /// either.
+    pub(crate) wire_names: Vec<(String, String)>,
     pub(crate) locator: Arc<RowLocator>,
     /// Supplied parameters (required and optional) and their sources.
     pub(crate) params: Vec<(Param, Source)>,
@@ -58,8 +62,14 @@ impl TablePlan {
             return;
         }
         let first = self.columns.first().cloned();
-        self.columns
-            .retain(|c| referenced.includes(c) || c.eq_ignore_ascii_case(VALUE_COLUMN));
+        let wire_names = &self.wire_names;
+        self.columns.retain(|c| {
+            referenced.includes(c)
+                || c.eq_ignore_ascii_case(VALUE_COLUMN)
+                || wire_names
+                    .iter()
+                    .any(|(column, wire)| column == c && referenced.includes(wire))
+        });
         if self.columns.is_empty() {
             self.columns.extend(first);
         }
@@ -149,6 +159,7 @@ fn plan_one(
         .map(|c| c.name.clone())
         .collect();
     let schema_columns: Vec<String> = shape.columns.iter().map(|c| c.name.clone()).collect();
+    let wire_names = super::document::wire_names(&shape.columns);
     let dynamic_columns = schema_columns.is_empty();
     // The chosen method neither takes nor returns the filtered parameter: the filter could
     // only fail after a request to the wrong endpoint.
@@ -177,6 +188,7 @@ fn plan_one(
         star_columns,
         boolean_columns,
         dynamic_columns,
+        wire_names,
         locator: shape.locator.clone(),
         params,
         depends_on,

@@ -75,13 +75,14 @@ impl Capability<'_> {
 }
 
 /// The OData query parameters to add to every request of the statement's one API table.
-/// `columns` are the table's response columns (push-down never touches parameters);
-/// `alias` is the name the statement uses for the table.
+/// `columns` are the table's response columns as (name in SQL, name on the wire; they
+/// differ under `config.snake_case_aliases`), push-down never touching parameters; the
+/// options name the wire names. `alias` is the name the statement uses for the table.
 pub(crate) fn odata_params(
     pushdown: &Value,
     query: &Query,
     alias: &str,
-    columns: &[String],
+    columns: &[(String, String)],
 ) -> Vec<(Param, String)> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return Vec::new();
@@ -101,8 +102,8 @@ pub(crate) fn odata_params(
         };
         columns
             .iter()
-            .find(|c| c.eq_ignore_ascii_case(name))
-            .cloned()
+            .find(|(sql, wire)| sql.eq_ignore_ascii_case(name) || wire.eq_ignore_ascii_case(name))
+            .map(|(_, wire)| wire.clone())
     };
     let mut out: Vec<(String, String)> = Vec::new();
 

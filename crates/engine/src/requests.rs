@@ -52,7 +52,8 @@ impl PlannedRequest {
 pub struct PlannedParam {
     /// The parameter's name in the provider document.
     pub name: String,
-    /// The snake_case name it also answers to in SQL, under a native casing.
+    /// The snake_case name it also answers to in SQL, under a native casing or the
+    /// provider's `snake_case_aliases`.
     pub sql_name: Option<String>,
     /// The values the statement gives it.
     pub values: ParamValues,

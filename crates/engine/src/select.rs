@@ -120,10 +120,11 @@ async fn run_planned(
     let tables_made = !jobs.is_empty() && jobs.iter().all(|job| !job.plan.dynamic_columns);
     if tables_made {
         for job in &jobs {
-            db.create_table(
+            db.create_table_with_wire_names(
                 &job.plan.local,
                 job.plan.columns.clone(),
                 &job.plan.boolean_columns,
+                job.plan.wire_names.clone(),
             )?;
         }
         db.query(format!("EXPLAIN {sql}"), usize::MAX)
@@ -245,10 +246,11 @@ pub(crate) async fn check(inner: &Arc<Inner>, cx: &ExecContext, query: Box<Query
     }
     let db = Database::open(inner.config.eval, cx.slots.clone(), &inner.sqlite_threads);
     for job in &jobs {
-        db.create_table(
+        db.create_table_with_wire_names(
             &job.plan.local,
             job.plan.columns.clone(),
             &job.plan.boolean_columns,
+            job.plan.wire_names.clone(),
         )?;
     }
     // EXPLAIN compiles the statement (names, columns, functions) without running it.
@@ -392,11 +394,17 @@ fn prepare(
         && !plan.dynamic_columns
     {
         let method = plan.method();
-        let response_columns: Vec<String> = plan
+        let response_columns: Vec<(String, String)> = plan
             .star_columns
             .iter()
             .filter(|c| !method.params.iter().any(|p| method.answers_to(&p.name, c)))
-            .cloned()
+            .map(|c| {
+                let wire = plan.wire_names.iter().find(|(column, _)| column == c);
+                (
+                    c.clone(),
+                    wire.map_or_else(|| c.clone(), |(_, w)| w.clone()),
+                )
+            })
             .collect();
         plan.pushdown = super::pushdown::odata_params(
             pushdown,
@@ -672,7 +680,12 @@ async fn load_table(
         )
     };
     if !plan.dynamic_columns && !made {
-        db.create_table(&plan.local, plan.columns.clone(), &plan.boolean_columns)?;
+        db.create_table_with_wire_names(
+            &plan.local,
+            plan.columns.clone(),
+            &plan.boolean_columns,
+            plan.wire_names.clone(),
+        )?;
     }
 
     // Collected first: a closure held across awaits would make the future's `Send` proof

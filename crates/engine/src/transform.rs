@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::document::{ColumnSpec, Method};
 use super::error::{Error, ErrorKind, Result};
+use super::plan::contains_ci;
 use super::template::{BodyError, Dialect, Limits, Template, TemplateError};
 use super::xml::{self, RowField, XmlError};
 
@@ -124,7 +125,9 @@ impl ResponseTransform {
                 let fields: Vec<RowField> = columns
                     .iter()
                     .map(|c| RowField {
-                        name: c.name.clone(),
+                        // Rows are written under the wire name; the table binds it to the
+                        // column (see `ColumnSpec::wire`).
+                        name: c.wire.clone().unwrap_or_else(|| c.name.clone()),
                         type_name: c.type_name.clone(),
                         xml_name: c.xml_name.clone(),
                         attribute: c.xml_attribute,
@@ -186,6 +189,18 @@ pub(crate) fn rows_body(
         }
         return Ok(body);
     };
+    // A template writes members under their wire names: the columns loaded are asked for
+    // under those names too.
+    let with_wire: Option<Vec<String>> = loaded
+        .filter(|_| columns.iter().any(|c| c.wire.is_some()))
+        .map(|loaded| {
+            let wire = columns.iter().filter_map(|c| {
+                let wire = c.wire.as_ref()?;
+                contains_ci(loaded, &c.name).then(|| wire.clone())
+            });
+            loaded.iter().cloned().chain(wire).collect()
+        });
+    let loaded = with_wire.as_deref().or(loaded);
     match transform.apply(&body, columns, loaded) {
         Ok(out) => Ok(Bytes::from(out)),
         Err(err) => {

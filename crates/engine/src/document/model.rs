@@ -10,7 +10,7 @@ use super::cascade::ConfigCascade;
 use super::json::{escape_pointer, ref_of, str_field, unescape_pointer};
 use super::operation::{Located, ResponseSpec, locate, params_and_servers, response_spec};
 use super::pagination::{Pagination, parse_pagination};
-use super::param::{Param, ParamLocation, Server, to_snake};
+use super::param::{Param, ParamLocation, Server};
 use super::retry::DocumentRetry;
 use super::schema::{SchemaAt, deref};
 use super::store::{Doc, DocumentStore, Reads, split_ref};
@@ -391,6 +391,9 @@ pub(crate) struct ColumnSpec {
     pub(crate) xml_name: Option<String>,
     /// The property's `xml.attribute: true`.
     pub(crate) xml_attribute: bool,
+    /// The property's name in the response when the column is named otherwise
+    /// (`config.snake_case_aliases`: column `public_access`, wire name `publicAccess`).
+    pub(crate) wire: Option<String>,
 }
 
 /// Where rows sit in a method's response, and the columns of a row.
@@ -437,11 +440,26 @@ pub(crate) struct Method {
     /// `request.nativeCasing` (`pascal`, `camel`, `kebab`): the wire names of parameters and
     /// body fields also answer to their snake_case form in SQL.
     pub(crate) native_casing: Option<String>,
+    /// The provider's `config.snake_case_aliases`: response columns and parameters are
+    /// named in snake_case in SQL; requests and rows keep the wire names.
+    pub(crate) snake_aliases: bool,
     /// What the method does upstream, with the evidence (see `effect`).
     pub(crate) effect: crate::effect::MethodEffect,
     /// The row shape once worked out, with the documents it was worked out from beyond
     /// those of the method itself.
     shape: OnceLock<(Arc<RowShape>, Reads)>,
+}
+
+/// The body fields a method definition's `request.required` names.
+fn request_required(def: &Value) -> Vec<String> {
+    def.get("request")
+        .and_then(|r| r.get("required"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }
 
 struct MethodContext<'a> {
@@ -553,15 +571,8 @@ impl Method {
                 .get("request")
                 .and_then(|r| str_field(r, "nativeCasing"))
                 .filter(|c| !c.eq_ignore_ascii_case("snake")),
-            request_required: def
-                .get("request")
-                .and_then(|r| r.get("required"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
+            snake_aliases: super::snake::enabled(cx.service.provider.config()),
+            request_required: request_required(def),
             effect,
             shape: OnceLock::new(),
         })
@@ -621,12 +632,14 @@ impl Method {
             .unwrap_or(false)
     }
 
-    /// The snake_case name SQL may use for the wire name `wire` (`VpcId` → `vpc_id`), when
-    /// the method declares a native casing and the two differ.
+    /// The snake_case name SQL may use for the wire name `wire` (`VpcId` → `vpc_id`,
+    /// `x-ms-client-id` → `x_ms_client_id`), when the method declares a native casing or
+    /// its provider `snake_case_aliases`, and the two differ.
     pub(crate) fn sql_alias(&self, wire: &str) -> Option<String> {
-        self.native_casing.as_ref()?;
-        let snake = to_snake(wire);
-        (!snake.eq_ignore_ascii_case(wire)).then_some(snake)
+        if self.native_casing.is_none() && !self.snake_aliases {
+            return None;
+        }
+        super::snake::alias(wire)
     }
 
     /// Whether the SQL name `sql` means the parameter or body field `wire`: the same name
@@ -764,12 +777,18 @@ impl Method {
                 columns: Vec::new(),
             });
         };
-        let columns = row_schema
-            .properties(store)?
+        let properties = row_schema.properties(store)?;
+        let names = super::snake::column_names(
+            self.snake_aliases,
+            properties.iter().map(|(name, _)| name.as_str()),
+        );
+        let columns = properties
             .into_iter()
-            .map(|(name, schema)| {
+            .zip(names)
+            .map(|((_, schema), (name, wire))| {
                 let xml = schema.schema.get("xml");
                 ColumnSpec {
+                    wire,
                     type_name: schema.type_name().unwrap_or("object").to_owned(),
                     description: schema.description().map(str::to_owned),
                     xml_name: xml

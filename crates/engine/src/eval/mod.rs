@@ -71,6 +71,8 @@ enum Command {
         table: String,
         columns: Vec<String>,
         booleans: Vec<String>,
+        /// (column, wire name) of columns rows fill from another key.
+        wire_names: Vec<(String, String)>,
     },
     Load {
         table: String,
@@ -352,10 +354,24 @@ impl Database {
         columns: Vec<String>,
         booleans: &[String],
     ) -> Result<()> {
+        self.create_table_with_wire_names(table, columns, booleans, Vec::new())
+    }
+
+    /// As [`create_table`](Self::create_table), with columns named otherwise than the keys
+    /// rows fill them from (`wire_names`: column, wire name). The wire name also names the
+    /// column in SQL (a generated column), unless it is a column of its own.
+    pub(crate) fn create_table_with_wire_names(
+        &self,
+        table: &str,
+        columns: Vec<String>,
+        booleans: &[String],
+        wire_names: Vec<(String, String)>,
+    ) -> Result<()> {
         let command = Command::Create {
             table: table.to_owned(),
             columns,
             booleans: booleans.to_vec(),
+            wire_names,
         };
         self.dispatch(command, None, None)
     }

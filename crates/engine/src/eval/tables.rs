@@ -33,6 +33,7 @@ pub(super) fn create(
     table: String,
     columns: Vec<String>,
     booleans: &[String],
+    wire_names: &[(String, String)],
 ) -> Result<()> {
     let mut unique: Vec<String> = Vec::with_capacity(columns.len());
     for column in columns {
@@ -45,18 +46,41 @@ pub(super) fn create(
     }
     // Declared BOOLEAN (NUMERIC affinity: JSON true/false are stored as 1/0 and compare as
     // numbers); a query reads the declared type back to give such columns as booleans.
-    let defs: Vec<String> = unique
+    let mut defs: Vec<String> = unique
         .iter()
         .map(|c| match contains_ci(booleans, c) {
             true => format!("{} {BOOLEAN}", quote_ident(c)),
             false => quote_ident(c),
         })
         .collect();
+    // A wire name names its column in SQL too: a generated column after the stored ones
+    // (an INSERT without a column list binds only the stored ones).
+    let wire_names: Vec<(String, String)> = wire_names
+        .iter()
+        .filter(|(column, wire)| contains_ci(&unique, column) && !contains_ci(&unique, wire))
+        .cloned()
+        .collect();
+    let mut generated: Vec<&str> = Vec::new();
+    for (column, wire) in &wire_names {
+        if generated.iter().any(|g| g.eq_ignore_ascii_case(wire)) {
+            continue;
+        }
+        generated.push(wire);
+        let declared = match contains_ci(booleans, column) {
+            true => format!(" {BOOLEAN}"),
+            false => String::new(),
+        };
+        defs.push(format!(
+            "{}{declared} GENERATED ALWAYS AS ({}) VIRTUAL",
+            quote_ident(wire),
+            quote_ident(column)
+        ));
+    }
     let statement = format!("CREATE TABLE {} ({})", quote_ident(&table), defs.join(", "));
     session
         .create_table(&table, statement)
         .map_err(sqlite_internal)?;
-    let binder = ColumnBinder::new(&unique);
+    let binder = ColumnBinder::with_wire_names(&unique, &wire_names);
     tables.insert(
         table,
         Table {

@@ -158,10 +158,17 @@ impl Worker {
                 table,
                 columns,
                 booleans,
+                wire_names,
             } => {
-                if let Err(err) =
-                    tables::create(session, &mut self.tables, table, columns, &booleans)
-                {
+                let created = tables::create(
+                    session,
+                    &mut self.tables,
+                    table,
+                    columns,
+                    &booleans,
+                    &wire_names,
+                );
+                if let Err(err) = created {
                     // The statement cannot go on: its next answered command gets the error.
                     self.fail(err);
                 }

@@ -55,6 +55,8 @@ struct Prepared {
     /// Where rows sit in a response, and the columns the response schema declares.
     locator: Arc<RowLocator>,
     columns: Vec<String>,
+    /// (column, wire name) of the columns named otherwise (`config.snake_case_aliases`).
+    wire_names: Vec<(String, String)>,
 }
 
 impl Prepared {

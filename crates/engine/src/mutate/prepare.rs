@@ -272,6 +272,7 @@ pub(super) fn prepare(
     Ok(Prepared {
         locator: shape.locator.clone(),
         columns: shape.columns.iter().map(|c| c.name.clone()).collect(),
+        wire_names: crate::document::wire_names(&shape.columns),
         auth: inner.effective_auth(&provider),
         base_url,
         media_type,

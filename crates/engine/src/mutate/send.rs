@@ -142,12 +142,13 @@ async fn returned_output(
         Some(returning) if targets => {
             let locator = Arc::new(RowLocator::Path(Vec::new()));
             let max_rows = inner.config.max_result_rows;
-            returned_rows(locator, Vec::new(), bodies, returning, max_rows, db()).await
+            let columns = (Vec::new(), Vec::new());
+            returned_rows(locator, columns, bodies, returning, max_rows, db()).await
         }
         Some(returning) if !bodies.is_empty() => {
             returned_rows(
                 prepared.locator.clone(),
-                prepared.columns.clone(),
+                (prepared.columns.clone(), prepared.wire_names.clone()),
                 bodies,
                 returning,
                 inner.config.max_result_rows,
@@ -181,10 +182,11 @@ fn sent_message(
 }
 
 /// Rows of the responses, located and typed as the method's select rows would be, then
-/// projected to the `RETURNING` columns, in `db`.
+/// projected to the `RETURNING` columns, in `db`. `columns`: the response schema's
+/// columns, and those named otherwise than their wire names (column, wire name).
 async fn returned_rows(
     locator: Arc<RowLocator>,
-    mut columns: Vec<String>,
+    (mut columns, wire_names): (Vec<String>, Vec<(String, String)>),
     bodies: Vec<Bytes>,
     returning: &Returning,
     max_rows: usize,
@@ -196,7 +198,10 @@ async fn returned_rows(
             return Ok(QueryOutput::default());
         };
         for name in found {
-            if !columns.iter().any(|c| c.eq_ignore_ascii_case(&name)) {
+            let is_wire = wire_names
+                .iter()
+                .any(|(_, wire)| wire.eq_ignore_ascii_case(&name));
+            if !is_wire && !columns.iter().any(|c| c.eq_ignore_ascii_case(&name)) {
                 columns.push(name);
             }
         }
@@ -204,18 +209,34 @@ async fn returned_rows(
     if columns.is_empty() {
         return Ok(QueryOutput::default());
     }
+    let mut unique: Vec<String> = Vec::with_capacity(columns.len());
+    for column in columns {
+        if !unique.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
+            unique.push(column);
+        }
+    }
+    let columns = unique;
     const TABLE: &str = "__qg_returning";
-    db.create_table(TABLE, columns.clone(), &[])?;
+    db.create_table_with_wire_names(TABLE, columns.clone(), &[], wire_names.clone())?;
     for body in bodies {
         let load = db.load(TABLE, body, locator.clone(), Vec::new(), Vec::new());
         settled(load.await?).await?;
     }
     let projection = match returning {
-        Returning::All => "*".to_owned(),
+        // The stored columns: a wire name's generated column is not one of them.
+        Returning::All => columns
+            .iter()
+            .map(|c| format!("\"{}\"", c.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(", "),
         Returning::Columns(wanted) => {
             let mut quoted = Vec::new();
             for name in wanted {
-                if !columns.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                let known = columns.iter().any(|c| c.eq_ignore_ascii_case(name))
+                    || wire_names
+                        .iter()
+                        .any(|(_, wire)| wire.eq_ignore_ascii_case(name));
+                if !known {
                     return Err(Error::invalid_sql(format!(
                         "RETURNING '{name}': the response has no such field (fields: {})",
                         columns.join(", ")

@@ -10,6 +10,10 @@ use super::VALUE_COLUMN;
 pub(crate) struct ColumnBinder {
     index: CiIndex,
     pub(super) value_pos: Option<usize>,
+    /// Wire names of columns named otherwise (`config.snake_case_aliases`), consulted
+    /// first; `wire_pos[i]` is the position of `wire.names[i]`.
+    wire: CiIndex,
+    wire_pos: Vec<usize>,
 }
 
 impl ColumnBinder {
@@ -22,11 +26,37 @@ impl ColumnBinder {
             index.push(column);
         }
         let value_pos = index.find(VALUE_COLUMN).map(|i| i + 1);
-        ColumnBinder { index, value_pos }
+        ColumnBinder {
+            index,
+            value_pos,
+            wire: CiIndex::default(),
+            wire_pos: Vec::new(),
+        }
     }
 
-    /// The 1-based position of the column named `key`, if any.
+    /// As [`new`](Self::new), with a JSON key equal to a wire name of `wire_names`
+    /// (column, wire name) bound to that column, before any column of the key's name.
+    pub(crate) fn with_wire_names(
+        columns: &[String],
+        wire_names: &[(String, String)],
+    ) -> ColumnBinder {
+        let mut binder = ColumnBinder::new(columns);
+        for (column, wire) in wire_names {
+            if let Some(i) = columns.iter().position(|c| c.eq_ignore_ascii_case(column)) {
+                binder.wire.push(wire);
+                binder.wire_pos.push(i + 1);
+            }
+        }
+        binder
+    }
+
+    /// The 1-based position of the column named `key` (or whose wire name it is), if any.
     pub(super) fn position(&self, key: &str) -> Option<usize> {
+        if !self.wire_pos.is_empty()
+            && let Some(i) = self.wire.find(key)
+        {
+            return self.wire_pos.get(i).copied();
+        }
         self.index.find(key).map(|i| i + 1)
     }
 }

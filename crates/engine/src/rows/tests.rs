@@ -126,6 +126,25 @@ fn rejects_unsupported_object_keys() {
 // --- column binder -----------------------------------------------------------------------
 
 #[test]
+fn binder_binds_wire_names_to_their_columns_first() {
+    let wire = [
+        ("public_access".to_owned(), "publicAccess".to_owned()),
+        ("vpc_id".to_owned(), "VpcId".to_owned()),
+        ("gone".to_owned(), "Gone".to_owned()),
+    ];
+    let binder =
+        ColumnBinder::with_wire_names(&cols(&["name", "public_access", "vpc_id", "VpcId"]), &wire);
+    assert_eq!(binder.position("publicAccess"), Some(2));
+    assert_eq!(binder.position("PUBLICACCESS"), Some(2));
+    assert_eq!(binder.position("public_access"), Some(2));
+    // A wire name that is also a column of its own (a parameter) binds the aliased column.
+    assert_eq!(binder.position("VpcId"), Some(3));
+    assert_eq!(binder.position("name"), Some(1));
+    // A wire name of a column not in the table binds nothing.
+    assert_eq!(binder.position("Gone"), None);
+}
+
+#[test]
 fn binder_is_case_insensitive_and_prefers_exact() {
     let binder = ColumnBinder::new(&cols(&["id", "selfLink", "ID", "Name", "id"]));
     assert_eq!(binder.position("id"), Some(1));
