@@ -27,7 +27,8 @@ pub mod pipeline;
 pub mod render;
 pub mod stdio;
 mod stores;
-mod tools;
+mod task_methods;
+pub(crate) mod tools;
 pub mod transport;
 
 use std::sync::Arc;
@@ -148,6 +149,7 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
     }
     let (approvals, out_of_band) = stores::approvals(config, transport, pool.as_ref(), &clock)?;
     let quotas = stores::quotas(config, pool.as_ref(), metrics.clone());
+    let tasks = stores::tasks(config, transport, pool.as_ref(), &clock);
     let tenants = Arc::new(tenants);
     let admission = Arc::new(pipeline::admission::Admission::new(
         config.admission.clone(),
@@ -198,6 +200,7 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         transport,
         out_of_band,
         audit,
+        tasks,
     };
     Ok(QuerygateMcp::new(state, &tools, pipeline))
 }

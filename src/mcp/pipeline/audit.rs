@@ -209,6 +209,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         phase: Phase::Outcome,
         call_id: call.call_id.clone(),
         request_id: call.origin.request_id.clone(),
+        task_id: call.origin.task_id.clone(),
         trace_id: call.origin.trace_id.clone(),
         span_id: call.origin.span_id.clone(),
         replica: String::new(),
