@@ -79,6 +79,7 @@ pub(super) fn tasks(
     transport: Transport,
     pool: Option<&crate::db::PgPool>,
     clock: &Clock,
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
 ) -> Option<Arc<crate::tasks::Tasks>> {
     if transport != Transport::Http {
         return None;
@@ -91,5 +92,6 @@ pub(super) fn tasks(
         store,
         config.tasks.clone(),
         clock.clone(),
+        metrics,
     ))
 }

@@ -1,9 +1,9 @@
 //! What a replica does for tasks besides running them, every third of `tasks.lease`: renews
 //! its leases on the tasks it runs (and stops those it lost: cancelled, or taken over),
 //! takes over working tasks whose lease ran out (their replica stopped) and resumes them,
-//! drops finished tasks older than `tasks.retention`, and reads the count by state.
+//! and drops finished tasks older than `tasks.retention`.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -68,9 +68,6 @@ impl Tasks {
             .saturating_sub(duration_ms(self.config.retention));
         if let Err(err) = self.store.prune(before).await {
             tracing::warn!(error = %err, "finished tasks were not pruned");
-        }
-        if let Ok(counts) = self.store.counts().await {
-            *self.stored.lock().unwrap_or_else(PoisonError::into_inner) = counts;
         }
     }
 }

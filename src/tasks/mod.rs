@@ -24,7 +24,6 @@ mod runner;
 mod store;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -61,15 +60,18 @@ pub struct Tasks {
     replica: String,
     /// The tasks this replica runs, and how to stop each.
     running: Mutex<HashMap<String, CancellationToken>>,
-    /// Tasks that reached each state on this replica (created: `working`).
-    counted: [AtomicU64; 4],
-    /// Tasks in each state in the store, as last read.
-    stored: Mutex<HashMap<TaskState, u64>>,
+    /// Where task states are counted (`querygate_tasks_total{state}`).
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
 }
 
 impl Tasks {
     /// Tasks kept in `store`, for `config`, reading time from `clock`.
-    pub fn new(store: Arc<dyn TaskStore>, config: TasksConfig, clock: Clock) -> Arc<Self> {
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        config: TasksConfig,
+        clock: Clock,
+        metrics: Option<Arc<crate::telemetry::Metrics>>,
+    ) -> Arc<Self> {
         let replica = crate::digest::random_id()
             .unwrap_or_else(|_| format!("replica-{}", std::process::id()));
         Arc::new(Tasks {
@@ -78,8 +80,7 @@ impl Tasks {
             clock,
             replica,
             running: Mutex::default(),
-            counted: Default::default(),
-            stored: Mutex::default(),
+            metrics,
         })
     }
 
@@ -126,27 +127,6 @@ impl Tasks {
         Ok(after)
     }
 
-    /// Tasks counted on this replica by state (`querygate_tasks_total{state}`), and those
-    /// in the store by state as last read (`querygate_tasks{state}`).
-    pub fn metrics(&self) -> Vec<(&'static str, u64, u64)> {
-        let stored = self
-            .stored
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        TaskState::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, state)| {
-                (
-                    state.as_str(),
-                    self.counted[i].load(Ordering::Relaxed),
-                    stored.get(state).copied().unwrap_or(0),
-                )
-            })
-            .collect()
-    }
-
     /// The suggested polling interval, in milliseconds.
     pub fn poll_interval_ms(&self) -> u64 {
         u64::try_from(self.config.poll_interval.as_millis()).unwrap_or(u64::MAX)
@@ -157,12 +137,11 @@ impl Tasks {
         u64::try_from(self.config.retention.as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// Counts a task that reached `state` (`querygate_tasks_total{state}`).
     fn count(&self, state: TaskState) {
-        let index = TaskState::ALL
-            .iter()
-            .position(|s| *s == state)
-            .unwrap_or_default();
-        self.counted[index].fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.task_state(state.as_str());
+        }
     }
 
     fn now_ms(&self) -> u64 {

@@ -2,8 +2,6 @@
 //! answers for any task, and a replica takes over a task whose runner stopped renewing its
 //! lease.
 
-use std::collections::HashMap;
-
 use sqlx_core::query::query;
 use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
@@ -320,21 +318,6 @@ impl TaskStore for PgTaskStore {
             .execute(&self.pool)
             .await?;
             Ok(done.rows_affected())
-        })
-    }
-
-    fn counts(&self) -> StoreFuture<'_, HashMap<TaskState, u64>> {
-        Box::pin(async move {
-            let rows: Vec<(String, i64)> =
-                query_as("SELECT state, count(*) FROM mcp_tasks GROUP BY state")
-                    .fetch_all(&self.pool)
-                    .await?;
-            Ok(rows
-                .into_iter()
-                .filter_map(|(state, n)| {
-                    Some((TaskState::parse(&state)?, u64::try_from(n).unwrap_or(0)))
-                })
-                .collect())
         })
     }
 }

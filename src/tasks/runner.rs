@@ -186,6 +186,7 @@ impl Tasks {
     pub(super) async fn resume(self: Arc<Self>, pipeline: Pipeline, record: TaskRecord) {
         let token = CancellationToken::new();
         self.run_locally(&record.id, token.clone());
+        self.count(TaskState::Working);
         tracing::info!(task = %record.id, handle = record.handle.is_some(), "resuming a task another replica left");
         let call = ToolCall {
             name: record.call.tool.clone(),

@@ -88,9 +88,6 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
 
     /// Drops finished tasks that last changed before `before_ms`; how many.
     fn prune(&self, before_ms: u64) -> StoreFuture<'_, u64>;
-
-    /// How many tasks there are in each state, for the metrics.
-    fn counts(&self) -> StoreFuture<'_, HashMap<TaskState, u64>>;
 }
 
 /// The store of one replica.
@@ -238,16 +235,5 @@ impl TaskStore for MemoryTaskStore {
             (before - tasks.len()) as u64
         });
         Box::pin(std::future::ready(Ok(pruned)))
-    }
-
-    fn counts(&self) -> StoreFuture<'_, HashMap<TaskState, u64>> {
-        let counts = self.with(|tasks| {
-            let mut counts = HashMap::new();
-            for task in tasks.values() {
-                *counts.entry(task.state).or_insert(0) += 1;
-            }
-            counts
-        });
-        Box::pin(std::future::ready(Ok(counts)))
     }
 }

@@ -27,7 +27,8 @@ audit:\n  file:\n    dir: {audit}\n\
 tenants:\n  - id: default\n    mode: full_access\n\
 server:\n  listen: 127.0.0.1:0\n\
 upstream:\n  await_operations:\n    poll_interval: 20ms\n\
-tasks:\n  lease: 1s\n  poll_interval: 50ms\n",
+tasks:\n  lease: 1s\n  poll_interval: 50ms\n\
+telemetry:\n  metrics:\n    enabled: true\n",
             root = root.display(),
             env = env.display(),
             audit = dir.join("audit").display(),
@@ -98,6 +99,34 @@ async fn a_lifecycle_operation_runs_as_a_task_and_its_result_is_fetched() {
     // An unknown id is no task.
     let unknown = client.get(&server.url, "not-a-task").await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // server_info says tasks are on, kept in memory; the metrics count the task's states.
+    let info = client
+        .send(
+            &server.url,
+            "tools/call",
+            json!({"name": "server_info", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(
+        info["result"]["structuredContent"]["tasks"], "memory",
+        "{info}"
+    );
+    let metrics = http
+        .get(server.url.replace("/mcp", "/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "querygate_tasks_total{state=\"working\"} 1",
+        "querygate_tasks_total{state=\"completed\"} 1",
+        "querygate_tasks_total{state=\"cancelled\"} 0",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
 }
 
 #[tokio::test]
