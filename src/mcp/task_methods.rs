@@ -128,3 +128,33 @@ fn detailed(tasks: &Tasks, record: &TaskRecord) -> DetailedTask {
     };
     DetailedTask::new(task(tasks, record), payload)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::may_wait;
+
+    fn args(sql: &str) -> serde_json::Map<String, serde_json::Value> {
+        json!({ "sql": sql }).as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn calls_that_may_wait_on_an_operation_become_tasks() {
+        assert!(may_wait(
+            "run_lifecycle_operation",
+            Some(&args("EXEC p.s.r.m @a = 1"))
+        ));
+        assert!(may_wait(
+            "run_mutation_query",
+            Some(&args("INSERT /*+ AWAIT */ INTO p.s.r (a) VALUES (1)"))
+        ));
+        assert!(!may_wait(
+            "run_mutation_query",
+            Some(&args("INSERT INTO p.s.r (a) VALUES (1)"))
+        ));
+        assert!(!may_wait("run_select_query", Some(&args("SELECT 1"))));
+        assert!(!may_wait("server_info", None));
+        assert!(!may_wait("run_mutation_query", None));
+    }
+}

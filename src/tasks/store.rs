@@ -237,3 +237,150 @@ impl TaskStore for MemoryTaskStore {
         Box::pin(std::future::ready(Ok(pruned)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::record::TaskCall;
+
+    fn owner(tenant: &str, subject: &str) -> TaskOwner {
+        TaskOwner {
+            tenant: tenant.into(),
+            method: "jwt".into(),
+            issuer: "https://idp".into(),
+            subject: subject.into(),
+        }
+    }
+
+    fn task(id: &str, owner: TaskOwner, replica: &str, lease_until_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            owner,
+            call: TaskCall {
+                tool: "run_lifecycle_operation".into(),
+                arguments: serde_json::Map::new(),
+                groups: Vec::new(),
+                fingerprint: None,
+                call_id: None,
+            },
+            state: TaskState::Working,
+            handle: None,
+            result: None,
+            status_message: None,
+            cancel_requested: false,
+            replica: replica.into(),
+            lease_until_ms,
+            created_ms: 1,
+            updated_ms: 1,
+        }
+    }
+
+    fn done() -> Finish {
+        Finish {
+            state: TaskState::Completed,
+            result: Some(serde_json::json!({"content": []})),
+            status_message: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_owner_finds_a_task() {
+        let store = MemoryTaskStore::default();
+        let alice = owner("acme", "alice");
+        store
+            .create(&task("t1", alice.clone(), "r1", 10), 5)
+            .await
+            .unwrap();
+        assert!(store.get(&alice, "t1").await.unwrap().is_some());
+        for stranger in [owner("acme", "bob"), owner("globex", "alice")] {
+            assert!(store.get(&stranger, "t1").await.unwrap().is_none());
+            assert!(store.cancel(&stranger, "t1", 2).await.unwrap().is_none());
+            assert!(store.list(&stranger).await.unwrap().is_empty());
+        }
+        assert_eq!(store.list(&alice).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_tenant_has_at_most_max_tasks() {
+        let store = MemoryTaskStore::default();
+        for i in 0..2 {
+            store
+                .create(&task(&format!("t{i}"), owner("acme", "a"), "r1", 10), 2)
+                .await
+                .unwrap();
+        }
+        let refused = store
+            .create(&task("t2", owner("acme", "b"), "r1", 10), 2)
+            .await;
+        assert!(
+            matches!(refused, Err(TaskStoreError::TooMany(2))),
+            "{refused:?}"
+        );
+        // Another tenant has its own count.
+        store
+            .create(&task("t3", owner("globex", "a"), "r1", 10), 2)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_ends_once_and_only_by_the_replica_holding_it() {
+        let store = MemoryTaskStore::default();
+        let alice = owner("acme", "alice");
+        store
+            .create(&task("t1", alice.clone(), "r1", 10), 5)
+            .await
+            .unwrap();
+        assert!(!store.finish("t1", "r2", &done(), 3).await.unwrap());
+        assert!(store.finish("t1", "r1", &done(), 3).await.unwrap());
+        assert!(!store.finish("t1", "r1", &done(), 4).await.unwrap());
+        // A finished task is not cancelled.
+        let after = store.cancel(&alice, "t1", 5).await.unwrap().unwrap();
+        assert_eq!(after.state, TaskState::Completed);
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_taken_over_once_and_the_old_holder_loses_it() {
+        let store = MemoryTaskStore::default();
+        store
+            .create(&task("t1", owner("acme", "a"), "r1", 100), 5)
+            .await
+            .unwrap();
+        // Not yet expired.
+        assert!(store.claim_expired("r2", 50, 1050).await.unwrap().is_none());
+        let claimed = store.claim_expired("r2", 150, 1150).await.unwrap().unwrap();
+        assert_eq!(claimed.replica, "r2");
+        assert!(
+            store
+                .claim_expired("r3", 151, 1151)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // r1 renews and learns it lost the task; r2 keeps it.
+        let ids = vec!["t1".to_owned()];
+        assert_eq!(store.renew("r1", &ids, 2000).await.unwrap(), ids);
+        assert!(store.renew("r2", &ids, 2000).await.unwrap().is_empty());
+        assert!(!store.finish("t1", "r1", &done(), 160).await.unwrap());
+        assert!(store.finish("t1", "r2", &done(), 160).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn finished_tasks_are_pruned_after_retention_working_ones_never() {
+        let store = MemoryTaskStore::default();
+        let alice = owner("acme", "alice");
+        store
+            .create(&task("old", alice.clone(), "r1", 10), 5)
+            .await
+            .unwrap();
+        store
+            .create(&task("running", alice.clone(), "r1", 10), 5)
+            .await
+            .unwrap();
+        store.finish("old", "r1", &done(), 100).await.unwrap();
+        assert_eq!(store.prune(100).await.unwrap(), 0);
+        assert_eq!(store.prune(101).await.unwrap(), 1);
+        assert!(store.get(&alice, "old").await.unwrap().is_none());
+        assert!(store.get(&alice, "running").await.unwrap().is_some());
+    }
+}
