@@ -572,7 +572,10 @@ impl ServerHandler for QuerygateMcp {
         // Boxed: rmcp moves its request future (which holds this one) several times while it
         // spawns and polls it, and the pipeline's future is several KiB.
         let result = match as_task {
-            Some(tasks) => match tasks.submit(self.pipeline.clone(), call).await {
+            Some(tasks) => match tasks
+                .submit(self.pipeline.clone(), call, context.ct.clone())
+                .await
+            {
                 crate::tasks::Submitted::Task(record) => {
                     return Ok(super::task_methods::created(&tasks, &record).into());
                 }

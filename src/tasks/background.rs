@@ -25,11 +25,33 @@ impl Tasks {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => {
+                        tasks.release().await;
+                        return;
+                    }
                     _ = every.tick() => tasks.tick(&pipeline).await,
                 }
             }
         })
+    }
+
+    /// At stop: the leases of the tasks still running here end now, so that another
+    /// replica resumes them without waiting for `tasks.lease` (this replica's own end of
+    /// such a task is then not stored: the store keeps the new holder's).
+    async fn release(&self) {
+        let ids = self.running_ids();
+        if ids.is_empty() {
+            return;
+        }
+        match self.store.renew(&self.replica, &ids, 0).await {
+            Ok(_) => tracing::info!(
+                tasks = ids.len(),
+                "stopping: running tasks left to the other replicas"
+            ),
+            Err(err) => {
+                tracing::warn!(error = %err, "stopping: task leases were not released; they run out after tasks.lease")
+            }
+        }
     }
 
     /// One round of the background work.

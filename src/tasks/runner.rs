@@ -138,11 +138,19 @@ impl TaskStart {
 impl Tasks {
     /// Runs `call` (whose client declared the tasks extension) on its own: the answer is
     /// the task once the gate allowed it, or the call's own reply when it ended before.
-    pub async fn submit(self: &Arc<Self>, pipeline: Pipeline, mut call: ToolCall) -> Submitted {
+    /// When `client_gone` fires before the answer (the client disconnected while the call
+    /// waited for the gate, e.g. an out-of-band approval), the call is stopped.
+    pub async fn submit(
+        self: &Arc<Self>,
+        pipeline: Pipeline,
+        mut call: ToolCall,
+        client_gone: CancellationToken,
+    ) -> Submitted {
         let id = crate::audit::record::new_call_id();
         call.origin.task_id = Some(id.clone());
         let (answer, answered) = oneshot::channel();
         let token = CancellationToken::new();
+        let run_token = token.clone();
         let start = Arc::new(TaskStart {
             tasks: self.clone(),
             id: id.clone(),
@@ -151,7 +159,7 @@ impl Tasks {
         });
         let sink = self.handle_sink(id);
         tokio::spawn(async move {
-            let run = pipeline.call_until(call, token);
+            let run = pipeline.call_until(call, run_token);
             let result = STARTING
                 .scope(
                     start.clone(),
@@ -160,7 +168,15 @@ impl Tasks {
                 .await;
             start.finished(result).await;
         });
-        answered.await.unwrap_or_else(|_| {
+        let mut answered = answered;
+        let answer = tokio::select! {
+            answer = &mut answered => answer,
+            () = client_gone.cancelled() => {
+                token.cancel();
+                answered.await
+            }
+        };
+        answer.unwrap_or_else(|_| {
             Submitted::Reply(Ok(ToolReply::allowed(ToolOutcome::error(
                 Code::Internal,
                 "the call ended without an answer",
