@@ -220,3 +220,82 @@ database:\n  url: {db}\n",
     }
     pool.close().await;
 }
+
+/// The PostgreSQL store on its own: of replicas claiming the same expired task at once,
+/// exactly one gets it; the task ends once, by its holder; nobody but its owner finds it.
+#[tokio::test]
+async fn one_replica_takes_over_an_expired_task() {
+    use querygate::tasks::{
+        Finish, PgTaskStore, TaskCall, TaskOwner, TaskRecord, TaskState, TaskStore,
+    };
+    let Some(database) = pg::fresh_database().await else {
+        return;
+    };
+    let pool = database.pool(8).await;
+    querygate::db::migrate(&pool).await.unwrap();
+    let store = std::sync::Arc::new(PgTaskStore::new(pool.clone()));
+    let owner = TaskOwner {
+        tenant: "acme".into(),
+        method: "jwt".into(),
+        issuer: ISSUER.into(),
+        subject: "alice".into(),
+    };
+    let record = TaskRecord {
+        id: "t-1".into(),
+        owner: owner.clone(),
+        call: TaskCall {
+            tool: "run_lifecycle_operation".into(),
+            arguments: serde_json::Map::new(),
+            groups: Vec::new(),
+            fingerprint: None,
+            call_id: None,
+        },
+        state: TaskState::Working,
+        handle: None,
+        result: None,
+        status_message: None,
+        cancel_requested: false,
+        replica: "gone".into(),
+        lease_until_ms: 1_000,
+        created_ms: 500,
+        updated_ms: 500,
+    };
+    store.create(&record, 10).await.unwrap();
+    let claims = futures::future::join_all((0..6).map(|i| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_expired(&format!("r{i}"), 2_000, 9_000)
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    let winners: Vec<TaskRecord> = claims.into_iter().flatten().collect();
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let holder = winners[0].replica.clone();
+    let done = Finish {
+        state: TaskState::Completed,
+        result: Some(json!({"content": [], "isError": false})),
+        status_message: None,
+    };
+    assert!(!store.finish("t-1", "gone", &done, 2_500).await.unwrap());
+    assert!(store.finish("t-1", &holder, &done, 2_500).await.unwrap());
+    assert!(!store.finish("t-1", &holder, &done, 2_600).await.unwrap());
+    let got = store.get(&owner, "t-1").await.unwrap().unwrap();
+    assert_eq!(got.state, TaskState::Completed);
+    assert_eq!(got.result, done.result);
+    let stranger = TaskOwner {
+        subject: "bob".into(),
+        ..owner.clone()
+    };
+    assert!(store.get(&stranger, "t-1").await.unwrap().is_none());
+    assert!(
+        store
+            .cancel(&stranger, "t-1", 3_000)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    pool.close().await;
+}
