@@ -34,7 +34,7 @@ pub use record::{Finish, TaskCall, TaskOwner, TaskRecord, TaskState};
 pub use runner::{Submitted, TaskStart};
 pub use store::{MemoryTaskStore, TaskStore, TaskStoreError};
 
-pub(crate) use runner::{in_task, run_or_resume};
+pub(crate) use runner::{in_task, run_or_resume, submitted_but_no_task};
 
 use crate::clock::Clock;
 use crate::config::TasksConfig;

@@ -49,6 +49,8 @@ pub struct TaskStart {
     id: String,
     token: CancellationToken,
     answer: Mutex<Option<oneshot::Sender<Submitted>>>,
+    /// The call became a task (its record is stored).
+    began: std::sync::atomic::AtomicBool,
 }
 
 /// The message of a resumed task whose operation handle was never stored.
@@ -107,6 +109,7 @@ impl TaskStart {
         }
         tasks.run_locally(&self.id, self.token.clone());
         tasks.count(TaskState::Working);
+        self.began.store(true, std::sync::atomic::Ordering::Release);
         let answer = self
             .answer
             .lock()
@@ -156,6 +159,7 @@ impl Tasks {
             id: id.clone(),
             token: token.clone(),
             answer: Mutex::new(Some(answer)),
+            began: std::sync::atomic::AtomicBool::new(false),
         });
         let sink = self.handle_sink(id);
         tokio::spawn(async move {
@@ -236,6 +240,14 @@ impl Tasks {
         }
         self.done_locally(id);
     }
+}
+
+/// Whether the call being run was submitted as a task and did not become one (refused,
+/// held for approval, failed before): its audit record names no task.
+pub(crate) fn submitted_but_no_task() -> bool {
+    STARTING
+        .try_with(|start| !start.began.load(std::sync::atomic::Ordering::Acquire))
+        .unwrap_or(false)
 }
 
 /// Whether the call being run is a task (submitted or resumed): `server.call_timeout`

@@ -16,7 +16,11 @@ use crate::support::tasks::{
 use crate::support::wait::eventually;
 
 async fn server() -> TestServer {
-    start_yaml(|mock, dir| {
+    server_in("full_access").await
+}
+
+async fn server_in(mode: &'static str) -> TestServer {
+    start_yaml(move |mock, dir| {
         let root = write_registry(dir);
         let env = dir.join("creds.env");
         std::fs::write(&env, format!("TESTAPI_KEY={SECRET}\n")).unwrap();
@@ -24,7 +28,7 @@ async fn server() -> TestServer {
             "registry:\n  root: {root}\nproviders:\n  opsapi:\n    base_url: {mock}\n\
 credentials:\n  env_file: {env}\n  process_env: false\n\
 audit:\n  file:\n    dir: {audit}\n\
-tenants:\n  - id: default\n    mode: full_access\n\
+tenants:\n  - id: default\n    mode: {mode}\n\
 server:\n  listen: 127.0.0.1:0\n\
 upstream:\n  await_operations:\n    poll_interval: 20ms\n\
 tasks:\n  lease: 1s\n  poll_interval: 50ms\n\
@@ -205,4 +209,28 @@ async fn a_cancelled_task_stops_and_stays_cancelled() {
     // Cancelled stays cancelled.
     let again = client.get(&server.url, &id).await;
     assert_eq!(again["result"]["status"], "cancelled", "{again}");
+}
+
+#[tokio::test]
+async fn a_call_the_gate_refuses_is_answered_as_before_and_names_no_task() {
+    let server = server_in("read_only").await;
+    let http = reqwest::Client::new();
+    let client = Rpc {
+        http: &http,
+        token: None,
+        tasks: true,
+    };
+    route_job(&server.mock, "r", 0);
+    let reply = client.exec(&server.url, "r").await;
+    let result = &reply["result"];
+    assert_ne!(result["resultType"], "task", "{reply}");
+    assert_eq!(result["isError"], true, "{reply}");
+    assert_eq!(server.mock.count(&run_path("r")), 0, "nothing sent");
+    let records = audit_records(&server);
+    let outcome = records
+        .iter()
+        .find(|r| r["tool"] == "run_lifecycle_operation" && r["phase"] == "outcome")
+        .unwrap_or_else(|| panic!("an outcome record: {records:?}"));
+    assert!(outcome.get("task_id").is_none(), "{outcome}");
+    assert_ne!(outcome["decision"], "allow", "{outcome}");
 }

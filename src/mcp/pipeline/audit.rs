@@ -82,6 +82,10 @@ impl Step for Audit {
             }
             record.duration_ms =
                 Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            // Submitted as an MCP task but stopped before it became one: no task to name.
+            if crate::tasks::submitted_but_no_task() {
+                record.task_id = None;
+            }
             match &result {
                 Ok(reply) => fill_outcome(&mut record, reply),
                 Err(err) => {
