@@ -156,6 +156,7 @@ pub mod policy;
 pub mod quota;
 pub mod safe_text;
 pub mod shutdown;
+pub mod tasks;
 pub mod telemetry;
 pub mod tenant;
 pub use querygate_engine::thread_priority;

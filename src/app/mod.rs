@@ -202,6 +202,10 @@ impl App {
             .local_addr()
             .map_err(|source| AppError::Bind { listen, source })?;
         let streams = CancellationToken::new();
+        // Task leases, takeovers of tasks other replicas left, and retention; until stop.
+        if let Some(tasks) = handler.tasks() {
+            tasks.spawn_background(handler.pipeline().clone(), streams.clone());
+        }
         let drain = Drain::new();
         let readiness = Readiness::new(
             &config,

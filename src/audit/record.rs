@@ -142,6 +142,10 @@ pub struct AuditRecord {
     /// The transport request's id (HTTP `x-request-id`, JSON-RPC id on stdio).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The MCP task the call ran as (a call a client submitted as a task, and the task's
+    /// resumption on another replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// W3C trace id, when the call carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,

@@ -24,6 +24,7 @@ mod quotas;
 mod raw;
 mod registry;
 mod server;
+mod tasks;
 mod telemetry;
 mod tenants;
 mod upstream;
@@ -49,6 +50,7 @@ pub use quotas::{
 };
 pub use raw::Render;
 pub use server::{DEFAULT_LISTEN, DrainConfig, ServerConfig};
+pub use tasks::TasksConfig;
 pub use telemetry::{LogConfig, LogFormat, TelemetryConfig, TracesConfig};
 pub use tenants::TenantCache;
 
@@ -257,6 +259,8 @@ pub struct Config {
     pub admission: AdmissionLimits,
     /// Where quota counters live and how they are leased (`quotas:`).
     pub quotas: QuotaConfig,
+    /// Long-running calls as MCP tasks (`tasks:`).
+    pub tasks: TasksConfig,
 }
 
 impl Config {
@@ -357,6 +361,7 @@ impl Config {
             *file = paths.resolve_or_report(file, "database.url_file", &mut problems);
         }
         let quotas = quotas::check_quotas(raw.quotas, database.url.is_some(), &mut problems);
+        let tasks = tasks::check_tasks(raw.tasks, &mut problems);
         let mut audit = audit::check_audit(raw.audit, &database, env, &mut problems);
         if let crate::audit::SinkSettings::File { location, .. } = &mut audit.sink {
             match location {
@@ -448,6 +453,7 @@ impl Config {
             telemetry,
             admission,
             quotas,
+            tasks,
         })
     }
 

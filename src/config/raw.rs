@@ -43,6 +43,8 @@ pub(super) struct RawConfig {
     pub(super) telemetry: super::telemetry::RawTelemetry,
     #[serde(default)]
     pub(super) quotas: super::quotas::RawQuotas,
+    #[serde(default)]
+    pub(super) tasks: super::tasks::RawTasks,
 }
 
 /// How text content of tool results is rendered.

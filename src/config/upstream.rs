@@ -19,6 +19,28 @@ pub(super) struct RawUpstream {
     pub(super) max_requests_per_statement: usize,
     pub(super) max_response_bytes: usize,
     pub(super) retry: RawRetry,
+    /// `upstream.await_operations`: how `/*+ AWAIT */` polls an operation.
+    pub(super) await_operations: RawAwait,
+}
+
+/// `upstream.await_operations:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawAwait {
+    #[serde(with = "humantime_serde")]
+    pub(super) poll_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) max_wait: Duration,
+}
+
+impl Default for RawAwait {
+    fn default() -> Self {
+        let d = crate::engine::AwaitLimits::default();
+        RawAwait {
+            poll_interval: d.poll_interval,
+            max_wait: d.max_wait,
+        }
+    }
 }
 
 impl Default for RawUpstream {
@@ -32,6 +54,7 @@ impl Default for RawUpstream {
             max_requests_per_statement: d.max_requests_per_statement,
             max_response_bytes: d.max_response_bytes,
             retry: RawRetry::default(),
+            await_operations: RawAwait::default(),
         }
     }
 }
@@ -79,6 +102,16 @@ pub(super) fn check_upstream(raw: RawUpstream, problems: &mut Problems) -> Upstr
         raw.max_response_bytes as u64,
         16 * GIB,
     );
+    problems.duration_in_range(
+        "upstream.await_operations.poll_interval",
+        raw.await_operations.poll_interval,
+        HOUR,
+    );
+    problems.duration_in_range(
+        "upstream.await_operations.max_wait",
+        raw.await_operations.max_wait,
+        24 * HOUR,
+    );
     let retry = raw.retry;
     if retry.attempts == 0 {
         problems.push("upstream.retry.attempts", "must be at least 1");
@@ -116,7 +149,10 @@ pub(super) fn check_upstream(raw: RawUpstream, problems: &mut Problems) -> Upstr
             max_backoff: retry.max_backoff,
             max_elapsed: retry.max_elapsed,
         },
-        await_operations: Default::default(),
+        await_operations: crate::engine::AwaitLimits {
+            poll_interval: raw.await_operations.poll_interval,
+            max_wait: raw.await_operations.max_wait,
+        },
         max_requests_per_second: Default::default(),
     }
 }

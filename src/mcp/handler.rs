@@ -41,6 +41,8 @@ pub(crate) struct HandlerState {
     pub(super) out_of_band: Option<Arc<OutOfBand>>,
     /// The audit of tool calls, for the approval routes' records.
     pub(super) audit: Option<Auditor>,
+    /// MCP tasks (`None`: stdio and the command line, where calls wait).
+    pub(super) tasks: Option<Arc<crate::tasks::Tasks>>,
 }
 
 /// querygate's MCP server.
@@ -90,11 +92,15 @@ impl QuerygateMcp {
                 ))
             })
             .collect();
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
-            .enable_resources()
-            .build();
+            .enable_resources();
+        let capabilities = if state.tasks.as_ref().is_some_and(|t| t.enabled()) {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         let info = ServerConfig::new(capabilities).with_server_info(
             Implementation::new("querygate", env!("CARGO_PKG_VERSION")).with_title("querygate"),
         );
@@ -114,6 +120,11 @@ impl QuerygateMcp {
     /// The audit of tool calls, when on (the approval routes record decisions in it).
     pub(crate) fn auditor(&self) -> Option<Auditor> {
         self.state.audit.clone()
+    }
+
+    /// MCP tasks, when this server answers long-running calls as tasks (`tasks.enabled`).
+    pub fn tasks(&self) -> Option<Arc<crate::tasks::Tasks>> {
+        self.state.tasks.clone().filter(|t| t.enabled())
     }
 
     /// `server.max_request_bytes`: the largest request the server reads.
@@ -270,6 +281,7 @@ fn origin_of(
         client_version: client.map(|c| c.version),
         protocol_version: context.protocol_version().map(|v| v.to_string()),
         command: None,
+        task_id: None,
     }
 }
 
@@ -540,6 +552,14 @@ impl ServerHandler for QuerygateMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let transport = self.state.transport;
         let principal = principal_of(&context, transport);
+        // A call that may wait on an operation, from a client that declared the tasks
+        // extension, runs as a task once the gate allowed it.
+        let as_task = self.tasks().filter(|_| {
+            context
+                .client_capabilities()
+                .is_some_and(|caps| caps.supports_tasks())
+                && super::task_methods::may_wait(&request.name, request.arguments.as_ref())
+        });
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),
             origin: origin_of(&context, transport, &request),
@@ -551,7 +571,19 @@ impl ServerHandler for QuerygateMcp {
         // Fired when the client disconnects (HTTP) or sends `notifications/cancelled`.
         // Boxed: rmcp moves its request future (which holds this one) several times while it
         // spawns and polls it, and the pipeline's future is several KiB.
-        match Box::pin(self.pipeline.call_until(call, context.ct.clone())).await {
+        let result = match as_task {
+            Some(tasks) => match tasks
+                .submit(self.pipeline.clone(), call, context.ct.clone())
+                .await
+            {
+                crate::tasks::Submitted::Task(record) => {
+                    return Ok(super::task_methods::created(&tasks, &record).into());
+                }
+                crate::tasks::Submitted::Reply(result) => result,
+            },
+            None => Box::pin(self.pipeline.call_until(call, context.ct.clone())).await,
+        };
+        match result {
             Ok(reply) => match reply.body {
                 ReplyBody::Complete(mut outcome) => {
                     let slot = response_slot(&context);
@@ -612,4 +644,30 @@ impl ServerHandler for QuerygateMcp {
             }
         }
     }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let tasks = self.tasks().ok_or_else(tasks_off)?;
+        let principal = principal_of(&context, self.state.transport);
+        super::task_methods::get(&tasks, principal.as_ref(), &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.tasks().ok_or_else(tasks_off)?;
+        let principal = principal_of(&context, self.state.transport);
+        super::task_methods::cancel(&tasks, principal.as_ref(), &request.task_id).await
+    }
+}
+
+/// The error of a task method while tasks are off (rmcp answers method-not-found first
+/// when the capability is not declared).
+fn tasks_off() -> ErrorData {
+    ErrorData::invalid_request("tasks are off on this server (tasks.enabled)", None)
 }

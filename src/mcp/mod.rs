@@ -28,7 +28,8 @@ pub mod pipeline;
 pub mod render;
 pub mod stdio;
 mod stores;
-mod tools;
+mod task_methods;
+pub(crate) mod tools;
 pub mod transport;
 
 use std::sync::Arc;
@@ -149,6 +150,7 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
     }
     let (approvals, out_of_band) = stores::approvals(config, transport, pool.as_ref(), &clock)?;
     let quotas = stores::quotas(config, pool.as_ref(), metrics.clone());
+    let tasks = stores::tasks(config, transport, pool.as_ref(), &clock, metrics.clone());
     let tenants = Arc::new(tenants);
     let admission = Arc::new(pipeline::admission::Admission::new(
         config.admission.clone(),
@@ -164,6 +166,11 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         transport,
         registry_description,
         library,
+        tasks: match &tasks {
+            Some(tasks) if tasks.enabled() && pool.is_some() => "postgres",
+            Some(tasks) if tasks.enabled() => "memory",
+            _ => "off",
+        },
     });
     let pipeline = pipeline::Pipeline::build(pipeline::Parts {
         keeper,
@@ -199,6 +206,7 @@ pub fn build(config: &Config, parts: Parts) -> Result<QuerygateMcp, StartError> 
         transport,
         out_of_band,
         audit,
+        tasks,
     };
     Ok(QuerygateMcp::new(state, &tools, pipeline))
 }

@@ -70,3 +70,28 @@ pub(super) fn quotas(
     }
     .observed(metrics.map(|m| m as Arc<dyn crate::quota::QuotaObserver>))
 }
+
+/// The MCP tasks of an HTTP server (`tasks:`): in PostgreSQL when `database.url` is set
+/// (every replica answers for every task and resumes those of a replica that stopped),
+/// else in memory. `None` for stdio and the command line, where a call waits.
+pub(super) fn tasks(
+    config: &Config,
+    transport: Transport,
+    pool: Option<&crate::db::PgPool>,
+    clock: &Clock,
+    metrics: Option<Arc<crate::telemetry::Metrics>>,
+) -> Option<Arc<crate::tasks::Tasks>> {
+    if transport != Transport::Http {
+        return None;
+    }
+    let store: Arc<dyn crate::tasks::TaskStore> = match pool {
+        Some(pool) => Arc::new(crate::tasks::PgTaskStore::new(pool.clone())),
+        None => Arc::new(crate::tasks::MemoryTaskStore::default()),
+    };
+    Some(crate::tasks::Tasks::new(
+        store,
+        config.tasks.clone(),
+        clock.clone(),
+        metrics,
+    ))
+}

@@ -75,6 +75,11 @@ struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SinkLabel {
     sink: &'static str,
 }
@@ -167,6 +172,7 @@ pub struct Metrics {
     auth_failures: Family<ReasonLabel, Counter>,
     quota_refusals: Family<QuotaLabels, Counter>,
     quota_store_failures: Family<OutcomeLabel, Counter>,
+    tasks: Family<StateLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -275,6 +281,15 @@ impl Metrics {
             "Calls whose quota store could not be reached, by what quotas.on_store_failure did",
             quota_store_failures.clone(),
         );
+        let tasks = Family::<StateLabel, Counter>::default();
+        for state in ["working", "completed", "failed", "cancelled"] {
+            let _ = tasks.get_or_create(&StateLabel { state });
+        }
+        registry.register(
+            "querygate_tasks",
+            "MCP tasks that reached each state on this replica (working: made or resumed)",
+            tasks.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -303,6 +318,7 @@ impl Metrics {
             auth_failures,
             quota_refusals,
             quota_store_failures,
+            tasks,
         })
     }
 
@@ -361,6 +377,12 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// Counts an MCP task that reached `state` (`working`: made, or resumed from another
+    /// replica; `completed`, `failed`, `cancelled`).
+    pub fn task_state(&self, state: &'static str) {
+        self.tasks.get_or_create(&StateLabel { state }).inc();
     }
 
     /// Shows the audit sink's failure counter (at 0) before the first failure.

@@ -42,6 +42,7 @@ fn full_record() -> AuditRecord {
         phase: Phase::Outcome,
         call_id: "c-full".into(),
         request_id: Some("req-1".into()),
+        task_id: None,
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
         span_id: Some("00f067aa0ba902b7".into()),
         replica: "r1".into(),

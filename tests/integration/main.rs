@@ -101,6 +101,8 @@ mod sql_errors;
 mod support;
 mod sweep;
 mod sweep_reads;
+mod tasks;
+mod tasks_fleet;
 mod telemetry;
 mod token_exchange;
 mod transforms;

@@ -29,6 +29,7 @@ pub mod served;
 pub mod signing;
 pub mod sigv4;
 pub mod stdio;
+pub mod tasks;
 pub mod wait;
 
 use std::path::PathBuf;

@@ -22,6 +22,7 @@ pub mod lock;
 mod mutate;
 mod observe;
 mod operation;
+mod operation_handle;
 mod plan;
 mod preview;
 mod pushdown;
@@ -66,6 +67,7 @@ pub use self::effect::{Effect, EffectSource, KnowledgeCounts, MethodEffect, know
 pub use self::error::{Error, ErrorKind, Result, UpstreamFailure, escape_controls};
 pub use self::eval::EvalLimits;
 pub use self::observe::{UpstreamObserver, UpstreamResult};
+pub use self::operation_handle::{OperationHandle, OperationSink, observing_operations};
 pub use self::preview::{PREVIEW_REQUESTS, PREVIEW_TEXT_BYTES};
 pub use self::remote::{
     DEFAULT_REGISTRY_URL, PullOutcome, RegistryProvider, RemoteRegistryConfig, SkippedVersion,

@@ -103,7 +103,7 @@ pub(crate) async fn await_operation(
 }
 
 /// Done as StackQL judges it: a non-empty `endTime` (or Google's `status: DONE`).
-fn is_done(operation: &Value) -> bool {
+pub(crate) fn is_done(operation: &Value) -> bool {
     operation
         .get("endTime")
         .and_then(Value::as_str)

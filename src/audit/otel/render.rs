@@ -22,6 +22,7 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("phase", "querygate.audit.phase"),
     ("call_id", "gen_ai.tool.call.id"),
     ("request_id", "querygate.request_id"),
+    ("task_id", "querygate.task_id"),
     ("replica", "querygate.replica"),
     ("tenant", "querygate.tenant"),
     ("principal", "querygate.principal"),

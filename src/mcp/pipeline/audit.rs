@@ -82,6 +82,10 @@ impl Step for Audit {
             }
             record.duration_ms =
                 Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            // Submitted as an MCP task but stopped before it became one: no task to name.
+            if crate::tasks::submitted_but_no_task() {
+                record.task_id = None;
+            }
             match &result {
                 Ok(reply) => fill_outcome(&mut record, reply),
                 Err(err) => {
@@ -210,6 +214,7 @@ fn base_record(call: &PreparedCall, transport: Transport) -> AuditRecord {
         phase: Phase::Outcome,
         call_id: call.call_id.clone(),
         request_id: call.origin.request_id.clone(),
+        task_id: call.origin.task_id.clone(),
         trace_id: call.origin.trace_id.clone(),
         span_id: call.origin.span_id.clone(),
         replica: String::new(),

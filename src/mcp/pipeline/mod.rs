@@ -20,6 +20,7 @@
 //!                 the results of the resources they touch
 //!   Admission     SQL statements: a slot of the tenant's share and a global one, or
 //!                 `server.busy` after limits.admission_wait
+//!   Task          a call submitted as an MCP task becomes one (crate::tasks)
 //!   Intent        side effects only: an intent record, durable before anything runs
 //!   CallTimeout   server.call_timeout; says when a write's outcome is unknown
 //!   Cancel        stops the call when nobody waits (disconnect, notifications/cancelled)
@@ -46,7 +47,9 @@ mod prompt;
 mod quota;
 mod ranked_slots;
 pub(crate) mod response_bytes;
+mod resume;
 mod step;
+mod task;
 mod timeout;
 
 use std::sync::Arc;
@@ -137,6 +140,8 @@ pub struct CallOrigin {
     /// The CLI command that made the call (`query`): its records and messages name it as
     /// the tool, since that is what the person typed.
     pub command: Option<&'static str>,
+    /// The MCP task the call runs as (`crate::tasks`), for its audit records.
+    pub task_id: Option<String>,
 }
 
 /// How the client can carry an approval prompt to a person.
@@ -497,6 +502,8 @@ struct Intake {
 pub struct Pipeline {
     intake: Arc<Intake>,
     stack: CallStack,
+    /// The audit and the tool alone, for tasks resumed from another replica.
+    resume_stack: CallStack,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -536,6 +543,13 @@ impl Pipeline {
             approvals,
             out_of_band,
         });
+        let dispatch = dispatch::Dispatch {
+            tools: tool_services,
+            render: render_pool,
+            priority: admission.bulk_work_priority(),
+            responses: responses.clone(),
+            transport,
+        };
         let stack = ServiceBuilder::new()
             // Outermost: an outcome record for every call, whatever the layers below decide.
             .layer(step::StepLayer(audit.clone()))
@@ -553,6 +567,8 @@ impl Pipeline {
             ))
             // A slot to evaluate in (statements only), before anything is written or sent.
             .layer(admission::Admit::layer(admission.clone()))
+            // A call submitted as an MCP task becomes one here (`crate::tasks`).
+            .layer(step::StepLayer::new(task::TaskStep))
             // Write-ahead: the intent of an allowed side effect is durable before it runs.
             .layer(step::StepLayer::new(audit.intent()))
             // server.call_timeout, inside the gate so a timed-out call was allowed first.
@@ -560,13 +576,11 @@ impl Pipeline {
             // Stops the call when its client went away or cancelled it.
             .layer(step::StepLayer::new(cancel::Cancel))
             // Runs the tool on the prepared call and renders the result.
-            .service(dispatch::Dispatch {
-                tools: tool_services,
-                render: render_pool,
-                priority: admission.bulk_work_priority(),
-                responses,
-                transport,
-            });
+            .service(dispatch.clone());
+        let resume_stack = ServiceBuilder::new()
+            .layer(step::StepLayer(audit.clone()))
+            .layer(step::StepLayer::new(cancel::Cancel))
+            .service(dispatch);
         let intake = Intake {
             observe: observe::Observe {
                 tools: tools.clone(),
@@ -585,6 +599,7 @@ impl Pipeline {
         Pipeline {
             intake: Arc::new(intake),
             stack: BoxCloneSyncService::new(stack),
+            resume_stack: BoxCloneSyncService::new(resume_stack),
         }
     }
 

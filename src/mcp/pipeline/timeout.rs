@@ -29,6 +29,10 @@ impl Step for CallTimeout {
         S: Service<Call, Response = ToolReply, Error = CallError> + Send + 'static,
         S::Future: Send,
     {
+        // A task is bounded by the operation's own wait (upstream.await_operations).
+        if crate::tasks::in_task() {
+            return Box::pin(inner.oneshot(call));
+        }
         let name = call.tool();
         let side_effects = call.has_side_effects();
         let timeout = self.timeout;

@@ -158,6 +158,8 @@ pub(crate) struct ToolServices {
     pub(crate) registry_description: String,
     /// The query library (embedded snapshot and optional remote index).
     pub(crate) library: Library,
+    /// MCP tasks, for `server_info`: `off`, `memory` or `postgres`.
+    pub(crate) tasks: &'static str,
 }
 
 /// Everything a tool run gets.

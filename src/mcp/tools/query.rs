@@ -171,7 +171,9 @@ fn run_lifecycle(invocation: Invocation) -> ToolFuture {
 async fn run_write(mut invocation: Invocation, title: &str) -> Result<ToolResult, ToolError> {
     let (input, statement) = input_and_statement(&mut invocation)?;
     let services = &invocation.services;
-    let mut output = services.engine.run(&invocation.cx, statement).await?;
+    // In a task resumed from another replica: the stored operation is polled instead.
+    let mut output =
+        crate::tasks::run_or_resume(&services.engine, &invocation.cx, statement).await?;
     if invocation.typed {
         return Ok(ToolResult::typed(output));
     }

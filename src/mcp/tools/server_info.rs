@@ -58,6 +58,11 @@ pub(crate) struct ServerInfo<'a> {
     mode: &'static str,
     /// Whether the tenant may only read.
     is_read_only: bool,
+    /// MCP tasks: `off`, or where tasks are kept, `memory` (this replica) or `postgres`
+    /// (every replica). With tasks on, a call that may wait on an upstream operation, from
+    /// a client that declares the `io.modelcontextprotocol/tasks` extension, answers with a
+    /// task.
+    tasks: &'static str,
     /// Per installed provider the tenant may use, which credential source resolves and when
     /// its cached token expires. Names only, never a secret.
     credentials: Vec<CredentialRow>,
@@ -105,6 +110,7 @@ fn run(invocation: Invocation) -> ToolFuture {
             tenant: &invocation.cx.tenant,
             mode: invocation.mode.as_str(),
             is_read_only: invocation.mode == Mode::ReadOnly,
+            tasks: services.tasks,
             credentials,
         };
         Ok(ToolResult {

@@ -29,10 +29,12 @@ use super::upstream::{AuthParts, Leg, Scrubber, unsigned_request, unsigned_wire}
 
 mod planned;
 mod prepare;
+mod resume;
 mod send;
 
 use planned::planned;
 use prepare::{cell_scalar, check_required, choose_method, named_row, prepare, row_request};
+pub(crate) use resume::{resume_exec, resume_mutation};
 use send::send_all;
 
 /// The prefix some provider documents give request body columns.

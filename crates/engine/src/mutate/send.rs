@@ -73,6 +73,7 @@ pub(super) async fn send_all(
             "write request succeeded"
         );
         let (response, awaited) = if awaiting {
+            crate::operation_handle::started(&response);
             let done = crate::operation::await_operation(
                 &inner.upstream,
                 &inner.config.upstream.await_operations,
@@ -128,7 +129,7 @@ fn awaiting_failed(err: Error, index: usize, total: usize) -> Error {
 /// The rows `RETURNING` asks for, from the response `bodies`: with awaited operations'
 /// `targets`, one row each with columns from the data; else located and typed as the
 /// method's select rows. Empty without `RETURNING` or bodies.
-async fn returned_output(
+pub(super) async fn returned_output(
     inner: &Arc<Inner>,
     cx: &ExecContext,
     prepared: &Prepared,
