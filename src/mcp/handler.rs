@@ -553,12 +553,13 @@ impl ServerHandler for QuerygateMcp {
         let transport = self.state.transport;
         let principal = principal_of(&context, transport);
         // A call that may wait on an operation, from a client that declared the tasks
-        // extension, runs as a task once the gate allowed it.
+        // extension, runs as a task once the gate allowed it (the pipeline's task step
+        // decides from the prepared statement; the others are answered as without tasks).
         let as_task = self.tasks().filter(|_| {
             context
                 .client_capabilities()
                 .is_some_and(|caps| caps.supports_tasks())
-                && super::task_methods::may_wait(&request.name, request.arguments.as_ref())
+                && super::task_methods::may_become_task(&request.name)
         });
         let call = ToolCall {
             approval: approval_channel(&context, transport, &request),

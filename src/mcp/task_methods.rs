@@ -6,26 +6,17 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::tasks::{TaskOwner, TaskRecord, TaskState, Tasks, rfc3339};
 use crate::tenant::Principal;
 
-/// Whether a call of `tool` with `arguments` may wait on an upstream operation, and so
-/// becomes a task for a client that declared the extension: every lifecycle operation, and
-/// any statement with `/*+ AWAIT */`.
-pub(super) fn may_wait(tool: &str, arguments: Option<&Map<String, Value>>) -> bool {
-    if tool == "run_lifecycle_operation" {
-        return true;
-    }
-    if !crate::tasks::TASK_TOOLS.contains(&tool) {
-        return false;
-    }
-    arguments
-        .and_then(|args| args.get("sql"))
-        .and_then(Value::as_str)
-        .and_then(|sql| crate::engine::PreparedStatement::parse(sql).ok())
-        .is_some_and(|statement| statement.awaits_operation())
+/// Whether a call of `tool` may become a task, for a client that declared the extension:
+/// the tools that run statements. Which of their calls do is decided once the statement is
+/// prepared (the pipeline's task step: a lifecycle operation, or a statement with
+/// `/*+ AWAIT */`); the others are answered as without tasks.
+pub(super) fn may_become_task(tool: &str) -> bool {
+    crate::tasks::TASK_TOOLS.contains(&tool)
 }
 
 /// The task a submitted call answers with.
@@ -127,34 +118,4 @@ fn detailed(tasks: &Tasks, record: &TaskRecord) -> DetailedTask {
         TaskState::Cancelled => TaskPayload::Cancelled,
     };
     DetailedTask::new(task(tasks, record), payload)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::may_wait;
-
-    fn args(sql: &str) -> serde_json::Map<String, serde_json::Value> {
-        json!({ "sql": sql }).as_object().cloned().unwrap()
-    }
-
-    #[test]
-    fn calls_that_may_wait_on_an_operation_become_tasks() {
-        assert!(may_wait(
-            "run_lifecycle_operation",
-            Some(&args("EXEC p.s.r.m @a = 1"))
-        ));
-        assert!(may_wait(
-            "run_mutation_query",
-            Some(&args("INSERT /*+ AWAIT */ INTO p.s.r (a) VALUES (1)"))
-        ));
-        assert!(!may_wait(
-            "run_mutation_query",
-            Some(&args("INSERT INTO p.s.r (a) VALUES (1)"))
-        ));
-        assert!(!may_wait("run_select_query", Some(&args("SELECT 1"))));
-        assert!(!may_wait("server_info", None));
-        assert!(!may_wait("run_mutation_query", None));
-    }
 }

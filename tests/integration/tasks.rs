@@ -234,3 +234,35 @@ async fn a_call_the_gate_refuses_is_answered_as_before_and_names_no_task() {
     assert!(outcome.get("task_id").is_none(), "{outcome}");
     assert_ne!(outcome["decision"], "allow", "{outcome}");
 }
+
+#[tokio::test]
+async fn a_statement_that_waits_on_no_operation_is_answered_as_a_call_and_names_no_task() {
+    let server = server().await;
+    let http = reqwest::Client::new();
+    let client = Rpc {
+        http: &http,
+        token: None,
+        tasks: true,
+    };
+    let reply = client
+        .send(
+            &server.url,
+            "tools/call",
+            json!({"name": "run_select_query", "arguments": {"sql": "SELECT 41 + 1 AS n", "format": "json"}}),
+        )
+        .await;
+    let result = &reply["result"];
+    assert_ne!(result["resultType"], "task", "{reply}");
+    assert_eq!(result["isError"], false, "{reply}");
+    assert_eq!(
+        result["structuredContent"]["rows"],
+        json!([{"n": 42}]),
+        "{reply}"
+    );
+    let records = audit_records(&server);
+    let outcome = records
+        .iter()
+        .find(|r| r["tool"] == "run_select_query" && r["phase"] == "outcome")
+        .unwrap_or_else(|| panic!("an outcome record: {records:?}"));
+    assert!(outcome.get("task_id").is_none(), "{outcome}");
+}
