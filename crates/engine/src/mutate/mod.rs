@@ -65,6 +65,27 @@ impl Prepared {
     fn method(&self) -> &Method {
         &self.resource.methods[self.method]
     }
+
+    /// The upstream leg of `request` (one of this write's), sent with `auth` for the
+    /// caller of `cx`; its body is given to the call.
+    fn leg<'a>(
+        &'a self,
+        request: &'a Request,
+        auth: &'a AuthParts,
+        cx: &'a ExecContext,
+    ) -> Leg<'a> {
+        Leg {
+            method: self.method(),
+            base_url: self.base_url.as_deref(),
+            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
+            body: None,
+            auth,
+            credentials: cx.credentials.as_ref(),
+            tenant: &cx.tenant,
+            deadline: cx.deadline,
+            admission: None,
+        }
+    }
 }
 
 /// A statement's named values, one list per upstream request.

@@ -81,17 +81,7 @@ async fn resume_prepared(
         cx.caller(),
     )
     .await?;
-    let leg = Leg {
-        method,
-        base_url: prepared.base_url.as_deref(),
-        values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
-        body: None,
-        auth: &auth,
-        credentials: cx.credentials.as_ref(),
-        tenant: &cx.tenant,
-        deadline: cx.deadline,
-        admission: None,
-    };
+    let leg = prepared.leg(request, &auth, cx);
     // The operation as the write's answer described it: not done, polled at its link.
     let first = Bytes::from(
         serde_json::json!({ "name": handle.name, "selfLink": handle.link }).to_string(),

@@ -36,17 +36,7 @@ pub(super) async fn send_all(
         None => err,
     };
     for (index, request) in prepared.requests.iter().enumerate() {
-        let leg = Leg {
-            method,
-            base_url: prepared.base_url.as_deref(),
-            values: request.params.iter().map(|(p, v)| (p, v.clone())).collect(),
-            body: None,
-            auth: &auth,
-            credentials: cx.credentials.as_ref(),
-            tenant: &cx.tenant,
-            deadline: cx.deadline,
-            admission: None,
-        };
+        let leg = prepared.leg(request, &auth, cx);
         let body = request
             .body
             .as_ref()
