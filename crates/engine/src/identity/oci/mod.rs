@@ -25,7 +25,10 @@ pub(crate) mod signer;
 #[cfg(test)]
 mod vectors;
 
+use std::sync::Arc;
+
 use serde_json::Value;
+use sha2::{Digest as _, Sha256};
 
 use super::{credential_error, field};
 use crate::credentials::{CredentialSource, read_credential_file};
@@ -243,7 +246,18 @@ fn material(
     }
 }
 
-fn load_key(key: &KeySource) -> std::result::Result<ring::signature::RsaKeyPair, String> {
+/// Keys parsed lately, by the SHA-256 of their PEM text: a statement resolves its auth
+/// once, and parsing (and ring's validation of) an RSA key each time is work for nothing
+/// while the key is unchanged. A rotated key has other text, so it is parsed afresh.
+static PARSED_KEYS: std::sync::LazyLock<
+    std::sync::Mutex<lru::LruCache<[u8; 32], Arc<ring::signature::RsaKeyPair>>>,
+> = std::sync::LazyLock::new(|| {
+    std::sync::Mutex::new(lru::LruCache::new(
+        std::num::NonZeroUsize::MIN.saturating_add(63),
+    ))
+});
+
+fn load_key(key: &KeySource) -> std::result::Result<Arc<ring::signature::RsaKeyPair>, String> {
     let (pem, shown) = match key {
         KeySource::Inline { pem, var } => (pem.clone(), format!("variable {var}")),
         KeySource::File { path, shown } => (
@@ -252,7 +266,21 @@ fn load_key(key: &KeySource) -> std::result::Result<ring::signature::RsaKeyPair,
             shown.clone(),
         ),
     };
-    key::load(&pem).map_err(|err| format!("oci_signing_v1: {}", err.describe(&shown)))
+    let digest: [u8; 32] = Sha256::digest(pem.as_bytes()).into();
+    let cached = PARSED_KEYS
+        .lock()
+        .ok()
+        .and_then(|mut keys| keys.get(&digest).cloned());
+    if let Some(parsed) = cached {
+        return Ok(parsed);
+    }
+    let parsed = Arc::new(
+        key::load(&pem).map_err(|err| format!("oci_signing_v1: {}", err.describe(&shown)))?,
+    );
+    if let Ok(mut keys) = PARSED_KEYS.lock() {
+        keys.put(digest, parsed.clone());
+    }
+    Ok(parsed)
 }
 
 /// The signer for `provider`'s requests from `credentials`' tenant.

@@ -114,11 +114,11 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// A signer for `provider` as `<tenancy>/<user>/<fingerprint>` with `key`.
-    pub(crate) fn new(provider: &str, key_id: String, key: RsaKeyPair) -> Self {
+    pub(crate) fn new(provider: &str, key_id: String, key: Arc<RsaKeyPair>) -> Self {
         Signer {
             provider: provider.to_owned(),
             key_id,
-            key: Arc::new(key),
+            key,
         }
     }
 

@@ -189,7 +189,7 @@ fn signed_requests_verify() {
     let pem = include_str!("../../../../../tests/fixtures/oci/tenant_a_key.pem");
     let key = super::key::load(pem).expect("key");
     let public = key.public().as_ref().to_vec();
-    let signer = Signer::new("oci", key_id(), key);
+    let signer = Signer::new("oci", key_id(), std::sync::Arc::new(key));
     let url = url::Url::parse(
         "http://127.0.0.1:9/20190901/configuration?compartmentId=ocid1.tenancy.oc1..x",
     )
